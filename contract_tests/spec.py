@@ -1,0 +1,63 @@
+"""The facts of the Explain API specification, written down once.
+
+Everything else (the JSON Schema test, the rules, the mock's generator, the suite) imports these
+names instead of repeating the literals. Section references (``§2.3``) point into the spec.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+SCHEMA_VERSION: Final = 7
+"""§9.1: the current value of the ``schema`` field."""
+
+VerdictKind = Literal["contradicted", "refused", "disputed", "uncontradicted", "insufficient"]
+Tier = Literal["absolute", "composite", "conditional", "weak"]
+
+VERDICTS: Final[tuple[VerdictKind, ...]] = (
+    "contradicted",
+    "refused",
+    "disputed",
+    "uncontradicted",
+    "insufficient",
+)
+"""§2.2: the values of ``verdict``."""
+
+NEVER_CONCLUSIVE: Final[frozenset[str]] = frozenset({"disputed", "uncontradicted", "insufficient"})
+"""§2.4: verdicts whose ``conclusive`` is always false (``refused`` varies)."""
+
+TIERS: Final[tuple[Tier, ...]] = ("absolute", "composite", "conditional", "weak")
+"""§2.3: the signal tiers."""
+
+FAMILIES: Final[tuple[str, ...]] = (
+    "network-geometry",
+    "transport-stack",
+    "tls-construction",
+    "compute",
+    "render",
+    "declared",
+)
+"""§2.3: evidence family identifiers, the allowed values of ``contradicting_families``."""
+
+KNOWN_PREFIXES: Final[dict[str, str]] = {
+    "geo": "network-geometry",
+    "stack": "transport-stack",
+}
+"""§2.3: the signal id prefixes the spec names, mapped to their family (others: not shown)."""
+
+SESSION_LIFETIME_SECONDS: Final = 15 * 60
+"""§3 and §8: a session expires 15 minutes after collection."""
+
+ENDPOINT_PATH: Final = "/e"
+SESSION_PARAM: Final = "n"
+"""§4: ``GET {base_url}/e?n=<session id>``."""
+
+
+def family_of(signal_id: str) -> str:
+    """Return the evidence family a signal id belongs to (§2.3).
+
+    A known prefix maps to its documented family; an unknown prefix stands for a family of its
+    own, so two signals with different unknown prefixes count as different families.
+    """
+    prefix = signal_id.partition(".")[0]
+    return KNOWN_PREFIXES.get(prefix, prefix)

@@ -1,0 +1,76 @@
+"""``verdict-contract validate`` and ``rules``."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from contract_tests import RULES
+from contract_tests.cli import main
+from tests.bodies import contradicted
+
+
+def _write(tmp_path: Path, body: object) -> str:
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(body))
+    return str(path)
+
+
+def test_valid_file_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", _write(tmp_path, contradicted())]) == 0
+    assert "conforms" in capsys.readouterr().out
+
+
+def test_each_violation_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    body = contradicted()
+    body.update(schema=8, summary="")
+    assert main(["validate", _write(tmp_path, body)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("/schema: schema version mismatch")
+    assert "[summary_is_non_empty, spec §2.2]" in lines[1]
+
+
+def test_strict_flag(tmp_path: Path) -> None:
+    body = contradicted()
+    body["extra"] = 1
+    path = _write(tmp_path, body)
+    assert main(["validate", path]) == 0
+    assert main(["validate", "--strict", path]) == 1
+
+
+def test_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(contradicted())))
+    assert main(["validate", "-q", "-"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{not json", "is not JSON"),
+        (b"\xff\xfe\x00", "is not UTF-8"),
+    ],
+)
+def test_unreadable_input_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, message: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(tmp_path / "absent.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_rules_lists_the_registry(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rules"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[0] for line in out.splitlines()] == list(RULES)
