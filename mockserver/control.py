@@ -1,0 +1,94 @@
+"""The control API under ``/_mock/``: mint sessions, read the journal, reset, health.
+
+It is for the developers and tests that drive the mock; ``--no-control`` turns it off.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from contract_tests.resources import bundled_openapi
+from contract_tests.spec import SCHEMA_VERSION
+from mockserver.app import session_url, state_of
+from mockserver.errors import error_response
+from mockserver.sessions import Session, SpecError, parse_spec
+
+control = Blueprint("control", __name__, url_prefix="/_mock")
+
+
+def _iso(moment: float | None) -> str | None:
+    return None if moment is None else datetime.fromtimestamp(moment, UTC).isoformat()
+
+
+def describe_session(session: Session) -> dict[str, Any]:
+    state = state_of()
+    collected = session.collected_at
+    lifetime = state.settings.session_lifetime
+    body = state.generator.verdict(session.id, session.spec)
+    return {
+        "n": session.id,
+        "url": session_url(session),
+        "verdict": body.get("verdict"),
+        "conclusive": body.get("conclusive"),
+        "collected_at": _iso(collected),
+        "expires_at": _iso(None if collected is None else collected + lifetime),
+        "script": [step.to_json() for step in session.spec.script],
+        "always": session.spec.always.to_json() if session.spec.always else None,
+    }
+
+
+@control.post("/sessions")
+def mint() -> tuple[Response, int] | Response:
+    raw = request.get_json(silent=True) if request.content_length else {}
+    if raw is None:
+        return error_response(400, "bad_request", "the body must be a JSON object (or empty)")
+    try:
+        spec = parse_spec(raw, "request")
+        if spec.always is not None:
+            raise SpecError("request.always is for named sessions; use script for minted ones")
+        session = state_of().mint(spec)
+    except SpecError as exc:
+        return error_response(422, "invalid_session", str(exc))
+    return jsonify(describe_session(session)), 201
+
+
+@control.get("/sessions")
+def named() -> Response:
+    return jsonify([describe_session(s) for s in state_of().named.values()])
+
+
+@control.get("/requests")
+def journal() -> Response:
+    return jsonify([entry.to_json() for entry in state_of().journal.entries()])
+
+
+@control.delete("/requests")
+def clear_journal() -> tuple[str, int]:
+    state_of().journal.clear()
+    return "", 204
+
+
+@control.post("/reset")
+def reset() -> tuple[str, int]:
+    state_of().reset()
+    return "", 204
+
+
+@control.get("/health")
+def health() -> Response:
+    state = state_of()
+    return jsonify(
+        status="ok",
+        schema=SCHEMA_VERSION,
+        rate_limit=str(state.limiter.limit),
+        session_lifetime=state.settings.session_lifetime,
+        journal_entries=len(state.journal),
+    )
+
+
+@control.get("/openapi.json")
+def openapi() -> Response:
+    return jsonify(bundled_openapi())

@@ -1,0 +1,95 @@
+"""The request journal: a bounded record of the calls to /e, with secrets masked."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+def mask(secret: str) -> str:
+    """Show at most the last 4 characters of a secret (none of a short one)."""
+    return f"…{secret[-4:]}" if len(secret) >= 12 else "…"
+
+
+def mask_authorization(header: str | None) -> str | None:
+    """Keep the scheme of an Authorization header and mask its credentials."""
+    if header is None:
+        return None
+    scheme, _, credentials = header.strip().partition(" ")
+    if not credentials:
+        return mask(scheme) if scheme else ""
+    return f"{scheme} {mask(credentials.strip())}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One journaled request. Query values other than ``n`` are masked: keys get sent there."""
+
+    time: float
+    method: str
+    path: str
+    n: str | None
+    query: dict[str, list[str]]
+    authorization: str | None
+    status: int
+    outcome: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Journal:
+    """Keeps the newest ``size`` entries; older ones fall off, so memory stays flat."""
+
+    size: int = 1000
+    _entries: deque[Entry] = field(init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._entries = deque(maxlen=self.size)
+
+    def record(
+        self,
+        *,
+        method: str,
+        path: str,
+        args: Iterable[tuple[str, str]],
+        authorization: str | None,
+        status: int,
+        outcome: str,
+    ) -> None:
+        query: dict[str, list[str]] = {}
+        n = None
+        for name, value in args:
+            if name == "n" and n is None:
+                n = value[:256]
+            else:
+                query.setdefault(name[:64], []).append(mask(value))
+        entry = Entry(
+            time.time(),
+            method,
+            path[:256],
+            n,
+            query,
+            mask_authorization(authorization),
+            status,
+            outcome,
+        )
+        with self._lock:
+            self._entries.append(entry)
+
+    def entries(self) -> list[Entry]:
+        with self._lock:
+            return list(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)

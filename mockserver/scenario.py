@@ -1,0 +1,163 @@
+"""Scenario files: named sessions, keys and a rate limit a team shares, reloaded on change.
+
+A scenario is YAML or JSON::
+
+    api_keys: [team-key-1]
+    rate_limit: 100/60
+    sessions:
+      blocked-user: {verdict: contradicted, conclusive: true}
+      flaky: {verdict: refused, script: [503, reset]}
+      stale: {age_seconds: 901}
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import yaml
+
+from mockserver.ratelimit import RateLimit
+from mockserver.sessions import Session, SessionSpec, SpecError, parse_spec
+
+log = logging.getLogger("mockserver.scenario")
+
+DEMO_SESSIONS: Final[dict[str, dict[str, object]]] = {
+    "demo-contradicted": {"verdict": "contradicted", "conclusive": True},
+    "demo-contradicted-review": {"verdict": "contradicted", "conclusive": False},
+    "demo-refused": {"verdict": "refused"},
+    "demo-disputed": {"verdict": "disputed"},
+    "demo-uncontradicted": {"verdict": "uncontradicted"},
+    "demo-insufficient": {"verdict": "insufficient"},
+    "demo-expired": {"verdict": "uncontradicted", "age_seconds": 901},
+    "demo-rate-limited": {"always": 429},
+    "demo-slow": {"verdict": "disputed", "always": {"delay_ms": 3000}},
+    "demo-malformed": {"always": "malformed"},
+}
+"""Sessions served with no options, so ``curl`` works straight after start (see README)."""
+
+_KEYS: Final = {"api_keys", "rate_limit", "sessions"}
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be loaded; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    sessions: Mapping[str, Session] = field(default_factory=dict)
+    api_keys: tuple[str, ...] | None = None
+    rate_limit: RateLimit | None = None
+
+
+def named_sessions(specs: Mapping[str, SessionSpec], loaded_at: float) -> dict[str, Session]:
+    """Turn named specs into sessions; an age counts back from ``loaded_at``."""
+    return {
+        name: Session(
+            name, spec, None if spec.age_seconds is None else loaded_at - spec.age_seconds
+        )
+        for name, spec in specs.items()
+    }
+
+
+def demo_sessions(loaded_at: float) -> dict[str, Session]:
+    return named_sessions({n: parse_spec(s, n) for n, s in DEMO_SESSIONS.items()}, loaded_at)
+
+
+def parse_scenario(raw: object, loaded_at: float) -> Scenario:
+    """Validate decoded scenario data; raises ScenarioError naming the first problem."""
+    if not isinstance(raw, Mapping):
+        raise ScenarioError("the top level must be a mapping")
+    unknown = sorted(set(raw) - _KEYS)
+    if unknown:
+        raise ScenarioError(f"unknown key(s) {unknown}; known: {sorted(_KEYS)}")
+    keys = raw.get("api_keys")
+    if keys is not None and (
+        not isinstance(keys, list) or not keys or not all(isinstance(k, str) and k for k in keys)
+    ):
+        raise ScenarioError("api_keys must be a non-empty list of strings")
+    limit = raw.get("rate_limit")
+    try:
+        rate_limit = RateLimit.parse(str(limit)) if limit is not None else None
+    except ValueError as exc:
+        raise ScenarioError(f"rate_limit: {exc}") from None
+    sessions = raw.get("sessions", {})
+    if not isinstance(sessions, Mapping):
+        raise ScenarioError("sessions must be a mapping of session id to session")
+    specs = {}
+    for name, spec in sessions.items():
+        if not isinstance(name, str) or not name or len(name) > 256:
+            raise ScenarioError(f"session id {name!r} must be a string of 1 to 256 characters")
+        try:
+            specs[name] = parse_spec(spec if spec is not None else {}, f"sessions.{name}")
+        except SpecError as exc:
+            raise ScenarioError(str(exc)) from None
+    return Scenario(named_sessions(specs, loaded_at), tuple(keys) if keys else None, rate_limit)
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read and validate a scenario file (YAML, or JSON by its suffix)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        return parse_scenario(raw, time.time())
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ScenarioError(
+            f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {first}"
+        ) from None
+    except ScenarioError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
+
+
+@dataclass
+class ScenarioWatcher:
+    """Polls a scenario file and calls ``apply`` with each valid new version.
+
+    An invalid edit is logged and ignored, so the server keeps the last good scenario.
+    """
+
+    path: Path
+    apply: Callable[[Scenario], None]
+    interval: float = 1.0
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _seen: tuple[float, int] | None = field(default=None, init=False)
+
+    def _stamp(self) -> tuple[float, int] | None:
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return None
+        return (stat.st_mtime, stat.st_size)
+
+    def reload(self) -> bool:
+        """Load the file now; return whether the new version was applied."""
+        self._seen = self._stamp()
+        try:
+            scenario = load_scenario(self.path)
+        except ScenarioError as exc:
+            log.error("scenario not reloaded, keeping the previous one: %s", exc)
+            return False
+        self.apply(scenario)
+        log.info("scenario reloaded from %s", self.path)
+        return True
+
+    def start(self) -> None:
+        self._seen = self._stamp()
+        threading.Thread(target=self._run, name="scenario-watcher", daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            if self._stamp() != self._seen:
+                self.reload()
+
+    def stop(self) -> None:
+        self._stop.set()

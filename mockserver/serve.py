@@ -1,0 +1,87 @@
+"""Serving the mock with waitress, in the foreground (the CLI) or on a background thread (tests).
+
+waitress, not gunicorn: one process with threads keeps the rate limiter, journal and scripts
+exact (gunicorn's workers would each count on their own), it runs on every OS the frontend
+developers use, and its throughput is measured in benchmarks/bench_mock.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from flask import Flask
+from waitress.server import create_server
+
+log = logging.getLogger("mockserver.serve")
+
+
+@dataclass
+class BackgroundServer:
+    """A waitress server on a daemon thread; ``port=0`` picks a free port."""
+
+    app: Flask
+    host: str = "127.0.0.1"
+    port: int = 0
+    threads: int = 4
+    _server: Any = field(default=None, init=False, repr=False)
+    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the server is not started")
+        host = self.host if ":" not in self.host else f"[{self.host}]"
+        return f"http://{host}:{self._server.effective_port}"
+
+    def start(self) -> BackgroundServer:
+        self._server = create_server(
+            self.app,
+            host=self.host,
+            port=self.port,
+            threads=self.threads,
+            ident="verdict-mock",
+            clear_untrusted_proxy_headers=True,
+        )
+        self._thread = threading.Thread(target=self._server.run, name="verdict-mock", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = self._thread = None
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def serve_forever(app: Flask, host: str, port: int, threads: int) -> None:
+    """Serve in the foreground until interrupted."""
+    server = create_server(
+        app,
+        host=host,
+        port=port,
+        threads=threads,
+        ident="verdict-mock",
+        clear_untrusted_proxy_headers=True,
+    )
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        log.info("stopped")
+    finally:
+        server.close()

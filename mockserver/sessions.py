@@ -1,0 +1,188 @@
+"""Sessions of the mock: what a session id stands for, and ids that carry it, signed.
+
+A minted id is an itsdangerous token holding the session's spec and collection time, so every
+worker (and a restart with the same secret) serves it identically without a shared store.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from itsdangerous import BadData, URLSafeSerializer
+
+from contract_tests.spec import NEVER_CONCLUSIVE, VERDICTS, VerdictKind
+
+MAX_SESSION_ID_LENGTH: Final = 256
+"""Longer ``n`` values are refused with 400 before any lookup."""
+
+SCRIPT_STATUSES: Final = frozenset({401, 404, 429, 500, 503})
+"""Statuses a script may answer with instead of the normal answer."""
+
+FAULTS: Final = frozenset({"reset", "truncated", "malformed"})
+"""Connection faults a script may produce: a reset, a cut body, a body that is not JSON."""
+
+MAX_DELAY_MS: Final = 60_000
+
+
+class SpecError(ValueError):
+    """A session request or scenario entry that cannot be honoured (answered with 422)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One scripted answer: a status, a connection fault, or a delay before the normal answer."""
+
+    status: int | None = None
+    fault: str | None = None
+    delay_ms: int = 0
+
+    def to_json(self) -> object:
+        if self.status is not None:
+            return self.status
+        if self.fault is not None:
+            return self.fault
+        return {"delay_ms": self.delay_ms}
+
+
+def parse_step(raw: object, where: str) -> Step:
+    """Parse one script entry: ``429``, ``"reset"`` or ``{"delay_ms": 2000}``."""
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw in SCRIPT_STATUSES:
+        return Step(status=raw)
+    if isinstance(raw, str) and raw in FAULTS:
+        return Step(fault=raw)
+    if isinstance(raw, Mapping) and set(raw) == {"delay_ms"}:
+        delay = raw["delay_ms"]
+        if isinstance(delay, int) and not isinstance(delay, bool) and 0 <= delay <= MAX_DELAY_MS:
+            return Step(delay_ms=delay)
+        raise SpecError(f"{where}.delay_ms must be an integer from 0 to {MAX_DELAY_MS}")
+    raise SpecError(
+        f"{where} must be one of the statuses {sorted(SCRIPT_STATUSES)}, one of the faults "
+        f'{sorted(FAULTS)}, or {{"delay_ms": N}}; got {json.dumps(raw)[:60]}'
+    )
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """What the caller asked of a session; unset fields are chosen by the generator."""
+
+    verdict: VerdictKind | None = None
+    conclusive: bool | None = None
+    age_seconds: float | None = None
+    script: tuple[Step, ...] = ()
+    always: Step | None = None
+    fields: str = ""  # top-level overrides as canonical JSON, so the spec stays hashable
+    allow_invalid: bool = False
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        return dict(json.loads(self.fields)) if self.fields else {}
+
+
+_SPEC_KEYS = {"verdict", "conclusive", "age_seconds", "script", "always", "fields", "allow_invalid"}
+
+
+def parse_spec(raw: object, where: str = "session") -> SessionSpec:
+    """Build a :class:`SessionSpec` from JSON, naming the first problem in :class:`SpecError`."""
+    if not isinstance(raw, Mapping):
+        raise SpecError(f"{where} must be a JSON object")
+    unknown = sorted(set(raw) - _SPEC_KEYS)
+    if unknown:
+        raise SpecError(f"{where} has unknown field(s) {unknown}; known: {sorted(_SPEC_KEYS)}")
+    verdict = raw.get("verdict")
+    if verdict is not None and verdict not in VERDICTS:
+        raise SpecError(f"{where}.verdict must be one of {list(VERDICTS)}; got {verdict!r}")
+    conclusive = raw.get("conclusive")
+    if conclusive is not None and not isinstance(conclusive, bool):
+        raise SpecError(f"{where}.conclusive must be true or false")
+    if conclusive is True and verdict in NEVER_CONCLUSIVE:
+        raise SpecError(f"{where}: a {verdict!r} verdict is never conclusive (spec §2.4)")
+    age = raw.get("age_seconds")
+    if age is not None and (
+        isinstance(age, bool) or not isinstance(age, int | float) or not 0 <= age < math.inf
+    ):
+        raise SpecError(f"{where}.age_seconds must be a number of seconds, 0 or more")
+    script = raw.get("script", [])
+    if not isinstance(script, list):
+        raise SpecError(f"{where}.script must be a list")
+    steps = tuple(parse_step(step, f"{where}.script[{i}]") for i, step in enumerate(script))
+    always = raw.get("always")
+    fields = raw.get("fields", {})
+    if not isinstance(fields, Mapping):
+        raise SpecError(f"{where}.fields must be an object of verdict fields to override")
+    allow_invalid = raw.get("allow_invalid", False)
+    if not isinstance(allow_invalid, bool):
+        raise SpecError(f"{where}.allow_invalid must be true or false")
+    return SessionSpec(
+        verdict=verdict,
+        conclusive=conclusive,
+        age_seconds=float(age) if age is not None else None,
+        script=steps,
+        always=parse_step(always, f"{where}.always") if always is not None else None,
+        fields=json.dumps(fields, sort_keys=True, separators=(",", ":")) if fields else "",
+        allow_invalid=allow_invalid,
+    )
+
+
+@dataclass(frozen=True)
+class Session:
+    """A session the mock knows: its id, its spec and when the edge collected it."""
+
+    id: str
+    spec: SessionSpec
+    collected_at: float | None  # None: never expires (demo and scenario sessions without an age)
+
+    def expired(self, now: float, lifetime: float) -> bool:
+        return self.collected_at is not None and now - self.collected_at >= lifetime
+
+
+@dataclass
+class SessionCodec:
+    """Mints and reads signed session ids."""
+
+    secret: str
+    _serializer: URLSafeSerializer = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._serializer = URLSafeSerializer(self.secret, salt="verdict-mock.session")
+
+    def mint(self, spec: SessionSpec, now: float | None = None) -> Session:
+        collected = (time.time() if now is None else now) - (spec.age_seconds or 0.0)
+        payload: dict[str, Any] = {"t": round(collected, 3), "r": secrets.token_hex(4)}
+        if spec.verdict is not None:
+            payload["v"] = spec.verdict
+        if spec.conclusive is not None:
+            payload["c"] = spec.conclusive
+        if spec.fields:
+            payload["f"] = spec.fields
+        if spec.allow_invalid:
+            payload["x"] = True
+        token = str(self._serializer.dumps(payload))
+        if len(token) > MAX_SESSION_ID_LENGTH:
+            raise SpecError(
+                f"the field overrides do not fit in a session id of at most "
+                f"{MAX_SESSION_ID_LENGTH} characters; override fewer or shorter fields"
+            )
+        # The script lives in process state (see ScriptBook), not in the id.
+        return Session(token, spec, collected)
+
+    def read(self, session_id: str) -> Session | None:
+        """Return the session a minted id stands for, or None if it is not one of ours."""
+        try:
+            payload = self._serializer.loads(session_id)
+        except (BadData, ValueError, TypeError):  # not ours, tampered, or garbage
+            return None
+        if not isinstance(payload, dict) or not isinstance(payload.get("t"), int | float):
+            return None
+        spec = SessionSpec(
+            verdict=payload.get("v"),
+            conclusive=payload.get("c"),
+            fields=payload.get("f", ""),
+            allow_invalid=bool(payload.get("x", False)),
+        )
+        return Session(session_id, spec, float(payload["t"]))

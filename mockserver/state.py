@@ -1,0 +1,87 @@
+"""The state one mock server owns: keys, sessions, limiter, journal and scripts."""
+
+from __future__ import annotations
+
+import hmac
+import time
+from dataclasses import dataclass, field
+
+from contract_tests.spec import VERDICTS
+from mockserver.generate import VerdictGenerator
+from mockserver.journal import Journal
+from mockserver.ratelimit import RateLimiter
+from mockserver.scenario import Scenario, demo_sessions, load_scenario
+from mockserver.scripts import ScriptBook
+from mockserver.sessions import Session, SessionCodec, SessionSpec
+from mockserver.settings import Settings
+
+
+@dataclass
+class MockState:
+    settings: Settings
+    codec: SessionCodec = field(init=False)
+    generator: VerdictGenerator = field(init=False)
+    limiter: RateLimiter = field(init=False)
+    journal: Journal = field(init=False)
+    scripts: ScriptBook = field(default_factory=ScriptBook, init=False)
+    scenario: Scenario = field(default_factory=Scenario, init=False)
+    _keys: tuple[bytes, ...] = field(default=(), init=False)
+    _named: dict[str, Session] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.codec = SessionCodec(self.settings.signing_secret)
+        self.generator = VerdictGenerator(self.settings.seed)
+        self.limiter = RateLimiter(self.settings.rate_limit)
+        self.journal = Journal(self.settings.journal_size)
+        if self.settings.scenario is not None:
+            self.scenario = load_scenario(self.settings.scenario)
+        self.apply(self.scenario)
+
+    def apply(self, scenario: Scenario) -> None:
+        """Install a (re)loaded scenario: its keys, rate limit and named sessions."""
+        named = demo_sessions(time.time()) if self.settings.demo_sessions else {}
+        named.update(scenario.sessions)
+        keys = scenario.api_keys or self.settings.api_keys
+        self.scenario = scenario
+        self._keys = tuple(k.encode() for k in keys)
+        self._named = named
+        self.limiter.reset(scenario.rate_limit or self.settings.rate_limit)
+        self.scripts.clear()
+        for session in named.values():
+            self.scripts.load(session.id, session.spec.script)
+
+    def reset(self) -> None:
+        """Forget journal, counters and scripts; named sessions get their scripts back."""
+        self.journal.clear()
+        self.apply(self.scenario)
+
+    @property
+    def api_keys(self) -> tuple[str, ...]:
+        return tuple(k.decode() for k in self._keys)
+
+    def key_ok(self, key: str) -> bool:
+        """Compare against every key in constant time (no early exit on a match)."""
+        candidate = key.encode()
+        matched = False
+        for known in self._keys:
+            matched |= hmac.compare_digest(candidate, known)
+        return matched
+
+    @property
+    def named(self) -> dict[str, Session]:
+        return self._named
+
+    def lookup(self, session_id: str) -> Session | None:
+        """Find a session: named, then minted, then (if enabled) any id at all."""
+        session = self._named.get(session_id) or self.codec.read(session_id)
+        if session is None and self.settings.accept_any_session:
+            kind = session_id.partition("-")[0]
+            verdict = next((v for v in VERDICTS if v == kind), None)
+            session = Session(session_id, SessionSpec(verdict=verdict), None)
+        return session
+
+    def mint(self, spec: SessionSpec) -> Session:
+        session = self.codec.mint(spec)
+        self.generator.verdict(session.id, spec)  # an impossible spec fails now, with 422
+        self.scripts.load(session.id, spec.script)
+        return session
