@@ -1,3 +1,115 @@
-"""The pytest plugin registered under ``pytest11``: thin hooks and fixtures over the library."""
+"""The pytest plugin (``pytest11``): options, redaction, the suite's summary, and fixtures.
+
+It stays inert in other projects' runs: no server starts and nothing is checked unless a
+fixture of ours is requested or the contract suite is collected.
+"""
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from contract_tests import target
+from contract_tests.redact import Redactor
+from contract_tests.report import CLAUSE, SuiteReport
+
+REDACTOR = pytest.StashKey[Redactor]()
+REPORT = pytest.StashKey[SuiteReport]()
+SUITE_CONFIG = pytest.StashKey[target.SuiteConfig]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    target.add_options(parser)
+
+
+def _suite_requested(config: pytest.Config) -> bool:
+    return any("contract_tests" in str(arg) for arg in config.args)
+
+
+def suite_config(config: pytest.Config) -> target.SuiteConfig:
+    """The suite's validated options, resolved once per process."""
+    if SUITE_CONFIG not in config.stash:
+        loaded = target.load_config(config)
+        if loaded.api_key is not None:
+            config.stash[REDACTOR].add(loaded.api_key.reveal())
+        config.stash[SUITE_CONFIG] = loaded
+    return config.stash[SUITE_CONFIG]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "clause(text): the spec clause a contract check enforces")
+    config.stash[REDACTOR] = Redactor()
+    config.stash[REPORT] = SuiteReport()
+    config.pluginmanager.register(_Summary(config.stash[REPORT]), "verdict-contract-summary")
+    # pytest-base-url copies its ini value into the option on the controller only; do it on
+    # pytest-xdist workers too, so `pytest -n 2` targets the ini's URL as well.
+    if hasattr(config, "workerinput") and not config.getoption("base_url", None):
+        ini = config.getini("base_url")
+        if ini:
+            config.option.base_url = ini
+    _install_log_redaction(config)
+    if _suite_requested(config) and not hasattr(config, "workerinput"):
+        suite_config(config)  # a configuration mistake stops the run here, in one line
+
+
+def _install_log_redaction(config: pytest.Config) -> None:
+    redactor = config.stash[REDACTOR]
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        if redactor.secrets:
+            message = record.getMessage()
+            cleaned = redactor.text(message)
+            if cleaned != message:
+                record.msg, record.args = cleaned, None
+        return record
+
+    logging.setLogRecordFactory(factory)
+    config.add_cleanup(lambda: logging.setLogRecordFactory(previous))
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    marker = item.get_closest_marker("clause")
+    if marker is not None and marker.args:
+        item.user_properties.append((CLAUSE, str(marker.args[0])))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    redactor = item.config.stash[REDACTOR]
+    if redactor.secrets:
+        if report.longrepr is not None:
+            text = str(report.longrepr)
+            cleaned = redactor.text(text)
+            if cleaned != text:
+                report.longrepr = cleaned
+        report.sections = [(name, redactor.text(content)) for name, content in report.sections]
+        report.user_properties = [
+            (name, redactor.text(str(value))) for name, value in report.user_properties
+        ]
+    return report
+
+
+class _Summary:
+    """Collects the clause of every test report and prints the table at the end."""
+
+    def __init__(self, report: SuiteReport) -> None:
+        self.report = report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.report.record(report)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        lines = self.report.lines()
+        if lines:
+            terminalreporter.write_sep("=", "Explain API contract")
+            for line in lines:
+                terminalreporter.write_line(line)

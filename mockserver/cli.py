@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import quote
 
+from contract_tests.redact import mask
 from mockserver.app import create_app, state_of
-from mockserver.journal import mask
 from mockserver.ratelimit import RateLimit
 from mockserver.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
 from mockserver.serve import serve_forever

@@ -1,0 +1,555 @@
+"""Mock server load: requests/s and latency of ``GET /e`` under waitress, against a bare floor.
+
+Run: ``python benchmarks/bench_mock.py`` (about 30 s on 2 cores; ``--seconds 20`` for steadier
+numbers). Long memory check, a million requests to the mock alone (RSS should stay flat,
+since the journal, the limiter and the render cache are bounded)::
+
+    python benchmarks/bench_mock.py --mock-only --requests 1000000 --seconds 3600
+
+The floor is a bare WSGI app that answers every request with the same bytes a verdict takes
+(body and headers), served by waitress exactly as the mock is (``BackgroundServer``: same
+threads, 127.0.0.1, an ephemeral port). The mock then answers ``/e?n=demo-contradicted``
+with the default key and the rate limit off (``--minted N`` mixes in N minted ids).
+
+Each server runs in its own process, and so does each load generator: one GIL per process,
+so the client's Python does not slow the server's. The client keeps every connection alive
+and sends one request at a time on it (no pipelining), so latency is per request. Every
+status is counted: numbers measured on anything but 200s would mean nothing, so the run
+fails if any request got another status or a connection error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import logging
+import math
+import multiprocessing
+import os
+import queue
+import socket
+import sys
+import threading
+import time
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
+from multiprocessing.sharedctypes import Synchronized
+from multiprocessing.synchronize import Barrier
+from typing import TYPE_CHECKING, Protocol, cast
+from urllib.parse import quote, urlsplit
+
+from flask import Flask
+
+from contract_tests import validate_verdict
+from contract_tests.spec import VERDICTS
+from mockserver.app import VERDICT_CACHE_CONTROL, create_app
+from mockserver.ratelimit import RateLimit
+from mockserver.serve import BackgroundServer
+from mockserver.sessions import SessionSpec
+from mockserver.settings import DEFAULT_API_KEY, Settings
+from mockserver.state import MockState
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
+
+TARGET_RATIO = 0.60
+"""The mock should serve at least this share of the bare floor's requests per second."""
+
+DEMO_ID = "demo-contradicted"
+HOST = "127.0.0.1"
+PROGRESS_BATCH = 100  # requests a thread counts before touching the shared counter (a lock)
+MAX_CONSECUTIVE_ERRORS = 50  # a dead server should end the run, not spin on reconnects
+
+
+# --- servers (child processes) -------------------------------------------------------------
+
+
+class BareApp:
+    """The floor: the bytes of a verdict answer, with no work done to produce them."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        # The mock's headers too, so both send the same bytes and only the app's work differs.
+        self.headers = [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            ("Cache-Control", VERDICT_CACHE_CONTROL),
+            ("Vary", "Authorization"),
+        ]
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        start_response("200 OK", list(self.headers))
+        return [self.body]
+
+
+def serve(kind: str, settings: Settings, body: bytes, control: Connection) -> None:
+    """Child process: serve ``kind`` until the parent says stop (or goes away)."""
+    # Under saturation waitress warns of its queue depth on every burst; that is the point here.
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    app = create_app(settings) if kind == "mock" else BareApp(body)
+    # BackgroundServer only hands the app to waitress; going through it keeps the waitress
+    # arguments the mock ships with identical for both servers.
+    server = BackgroundServer(cast(Flask, app), host=HOST, port=0, threads=settings.threads)
+    server.start()
+    control.send(urlsplit(server.base_url).port)
+    with contextlib.suppress(EOFError):  # EOF: the parent went away; stop all the same
+        control.recv()
+    server.stop()
+
+
+# --- load generator (child processes) ------------------------------------------------------
+
+
+class Client(Protocol):
+    def get(self, target: str) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class RawClient:
+    """HTTP/1.1 keep-alive over a bare socket: parses just enough to frame each answer.
+
+    http.client spends more CPU per request than a bare WSGI app does; this keeps the client
+    from becoming the floor. ``--client http.client`` cross-checks it.
+    """
+
+    def __init__(self, port: int, key: str) -> None:
+        self.port = port
+        self.prefix = f"Host: {HOST}:{port}\r\nAuthorization: Bearer {key}\r\n\r\n".encode()
+        self.wire: dict[str, bytes] = {}
+        self.sock: socket.socket | None = None
+        self.buf = bytearray()
+        self.connect()
+
+    def connect(self) -> None:
+        self.close()
+        self.sock = socket.create_connection((HOST, self.port), timeout=30)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+        self.sock = None
+        self.buf.clear()
+
+    def _fill(self) -> None:
+        assert self.sock is not None
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        self.buf += chunk
+
+    def get(self, target: str) -> int:
+        request = self.wire.get(target)
+        if request is None:
+            request = self.wire[target] = f"GET {target} HTTP/1.1\r\n".encode() + self.prefix
+        if self.sock is None:
+            self.connect()
+        assert self.sock is not None
+        self.sock.sendall(request)
+        buf = self.buf
+        while (end := buf.find(b"\r\n\r\n")) < 0:
+            self._fill()
+        head = bytes(buf[:end]).lower()
+        status = int(head[9:12])
+        at = head.find(b"\r\ncontent-length:")
+        if at < 0:  # waitress frames a bytes body with Content-Length; anything else is a bug
+            raise ConnectionError(f"no Content-Length in {head[:200]!r}")
+        stop = head.find(b"\r\n", at + 2)
+        length = int(head[at + 17 : stop if stop >= 0 else None])
+        total = end + 4 + length
+        while len(buf) < total:
+            self._fill()
+        del buf[:total]
+        if b"\r\nconnection: close" in head:
+            self.close()
+        return status
+
+
+class StdlibClient:
+    """The same with http.client: slower, but an independent parser."""
+
+    def __init__(self, port: int, key: str) -> None:
+        self.conn = http.client.HTTPConnection(HOST, port, timeout=30)
+        self.headers = {"Authorization": f"Bearer {key}"}
+        self.conn.connect()
+
+    def get(self, target: str) -> int:
+        self.conn.request("GET", target, headers=self.headers)
+        response = self.conn.getresponse()
+        response.read()
+        return response.status
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+CLIENTS: dict[str, type[RawClient] | type[StdlibClient]] = {
+    "raw": RawClient,
+    "http.client": StdlibClient,
+}
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    port: int
+    key: str
+    targets: tuple[str, ...]
+    connections: int  # in this process
+    requests: int  # in this process, spread over its connections
+    seconds: float
+    client: str
+
+
+@dataclass
+class Tally:
+    """What one load process measured."""
+
+    latencies: array[float] = field(default_factory=lambda: array("d"))
+    statuses: Counter[int] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    elapsed: float = 0.0
+    cpu: float = 0.0
+
+    def add(self, other: Tally) -> None:
+        self.latencies.extend(other.latencies)
+        self.statuses.update(other.statuses)
+        self.errors.update(other.errors)
+        self.elapsed = max(self.elapsed, other.elapsed)
+        self.cpu += other.cpu
+
+
+def drive(
+    client: Client,
+    targets: Sequence[str],
+    count: int,
+    deadline: float,
+    progress: Synchronized[int],
+    tally: Tally,
+) -> None:
+    """One connection's loop: ``count`` requests or until ``deadline``, whichever comes first."""
+    latencies, statuses, clock = tally.latencies, tally.statuses, time.perf_counter
+    failures = 0
+    done = 0
+    for i in range(count):
+        begin = clock()
+        if begin >= deadline:
+            break
+        try:
+            status = client.get(targets[i % len(targets)])
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            tally.errors[type(exc).__name__] += 1
+            failures += 1
+            client.close()  # the next request reconnects (RawClient) or http.client does
+            if failures >= MAX_CONSECUTIVE_ERRORS:
+                break
+            continue
+        latencies.append(clock() - begin)
+        statuses[status] += 1
+        failures = 0
+        done += 1
+        if done == PROGRESS_BATCH:
+            with progress.get_lock():
+                progress.value += done
+            done = 0
+    with progress.get_lock():
+        progress.value += done
+
+
+def generate_load(
+    plan: LoadPlan, start: Barrier, progress: Synchronized[int], results: queue.Queue[Tally]
+) -> None:
+    """Child process: open the connections, wait for the others, then run one thread each."""
+    factory = CLIENTS[plan.client]
+    clients = [factory(plan.port, plan.key) for _ in range(plan.connections)]
+    shares = [plan.requests // plan.connections] * plan.connections
+    for i in range(plan.requests % plan.connections):
+        shares[i] += 1
+    tallies = [Tally() for _ in clients]
+    start.wait()
+    began, cpu = time.perf_counter(), time.process_time()
+    deadline = began + plan.seconds
+    threads = [
+        threading.Thread(
+            target=drive, args=(c, plan.targets, n, deadline, progress, t), daemon=True
+        )
+        for c, n, t in zip(clients, shares, tallies, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    total = Tally(elapsed=time.perf_counter() - began, cpu=time.process_time() - cpu)
+    for tally, client in zip(tallies, clients, strict=True):
+        total.add(tally)
+        client.close()
+    results.put(total)
+
+
+# --- the parent: orchestration and report ---------------------------------------------------
+
+
+def rss_kib(pid: int) -> int | None:
+    """Resident set size of a process (Linux /proc); None where that is not available."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time a process has used (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Run:
+    name: str
+    tally: Tally
+    requests: int
+    server_cpu: float | None
+    memory: list[tuple[float, int, int | None]]  # (seconds into the load, requests, RSS KiB)
+
+    @property
+    def per_second(self) -> float:
+        return self.requests / self.tally.elapsed if self.tally.elapsed else 0.0
+
+    def percentile(self, p: float) -> float:
+        ordered = sorted(self.tally.latencies)
+        if not ordered:
+            return math.nan
+        return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+    @property
+    def non_200(self) -> int:
+        return sum(n for status, n in self.tally.statuses.items() if status != 200)
+
+
+def check(port: int, key: str, targets: Sequence[str], warm: int) -> None:
+    """Every target answers 200 with a valid verdict before any load; then warm caches."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=30)
+    headers = {"Authorization": f"Bearer {key}"}
+    for i in range(max(warm, len(targets))):
+        target = targets[i % len(targets)]
+        conn.request("GET", target, headers=headers)
+        response = conn.getresponse()
+        body = response.read()
+        if i >= len(targets):
+            continue
+        kind = response.getheader("Content-Type")
+        if response.status != 200 or kind != "application/json":
+            sys.exit(f"GET {target}: {response.status} {kind}, not 200 application/json: {body!r}")
+        problems = validate_verdict(json.loads(body))
+        if problems:
+            sys.exit(f"GET {target}: the body is not a valid verdict: {problems}")
+    conn.close()
+
+
+def measure(
+    ctx: SpawnContext,
+    name: str,
+    kind: str,
+    settings: Settings,
+    body: bytes,
+    targets: Sequence[str],
+    args: argparse.Namespace,
+) -> Run:
+    parent, child = ctx.Pipe()
+    server = ctx.Process(target=serve, args=(kind, settings, body, child), name=f"bench-{kind}")
+    server.start()
+    assert server.pid is not None
+    try:
+        if not parent.poll(60):
+            sys.exit(f"the {kind} server did not start")
+        port: int = parent.recv()
+        memory: list[tuple[float, int, int | None]] = [(0.0, 0, rss_kib(server.pid))]
+        check(port, DEFAULT_API_KEY, targets, warm=500)
+        per_process = split(args.connections, args.processes)
+        counts = split(args.requests, args.connections)
+        start = ctx.Barrier(len(per_process) + 1)
+        progress = cast("Synchronized[int]", ctx.Value("q", 0))
+        results: queue.Queue[Tally] = cast("queue.Queue[Tally]", ctx.Queue())
+        loaders, first = [], 0
+        for connections in per_process:
+            plan = LoadPlan(
+                port=port,
+                key=DEFAULT_API_KEY,
+                targets=tuple(targets),
+                connections=connections,
+                requests=sum(counts[first : first + connections]),
+                seconds=args.seconds,
+                client=args.client,
+            )
+            first += connections
+            loader = ctx.Process(target=generate_load, args=(plan, start, progress, results))
+            loader.start()
+            loaders.append(loader)
+        start.wait(timeout=60)
+        began, cpu_before = time.perf_counter(), cpu_seconds(server.pid)
+        memory.append((0.0, 0, rss_kib(server.pid)))  # after the warm-up, as the load starts
+        total, reported = Tally(), 0
+        next_sample = began + args.sample_every
+        while reported < len(loaders):
+            try:
+                total.add(results.get(timeout=max(0.01, next_sample - time.perf_counter())))
+                reported += 1
+            except queue.Empty:
+                if not any(loader.is_alive() for loader in loaders):
+                    sys.exit("a load generator died without reporting")
+            now = time.perf_counter()
+            if now >= next_sample:
+                memory.append((now - began, progress.value, rss_kib(server.pid)))
+                next_sample += args.sample_every
+        cpu_after = cpu_seconds(server.pid)
+        memory.append((time.perf_counter() - began, progress.value, rss_kib(server.pid)))
+        for loader in loaders:
+            loader.join()
+    finally:
+        parent.send("stop")
+        server.join(timeout=10)
+        if server.is_alive():
+            server.terminate()
+    used = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    return Run(name, total, len(total.latencies), used, memory)
+
+
+def split(total: int, parts: int) -> list[int]:
+    """``total`` in ``parts`` near-equal whole shares."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def report(runs: Sequence[Run], args: argparse.Namespace) -> None:
+    print(
+        f"{'server':34} {'requests':>9} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'non-200':>7} {'errors':>6} {'srv µs/req':>10} {'srv CPU':>7} {'gen CPU':>7}"
+    )
+    for run in runs:
+        elapsed = run.tally.elapsed or math.nan
+        cpu = run.server_cpu
+        print(
+            f"{run.name:34} {run.requests:9,} {run.per_second:8,.0f} "
+            f"{run.percentile(0.50) * 1000:7.2f} {run.percentile(0.99) * 1000:7.2f} "
+            f"{run.non_200:7,} {sum(run.tally.errors.values()):6,} "
+            + (
+                f"{cpu / max(run.requests, 1) * 1e6:10.0f} {cpu / elapsed:7.0%} "
+                if cpu is not None
+                else f"{'n/a':>10} {'n/a':>7} "
+            )
+            + f"{run.tally.cpu / elapsed:7.0%}"
+        )
+    if len(runs) == 2:
+        bare, mock = runs
+        ratio = mock.per_second / bare.per_second if bare.per_second else math.nan
+        verdict = "meets" if ratio >= TARGET_RATIO else "MISSES"
+        print(
+            f"mock / bare: {ratio:.2f}x requests/s "
+            f"(target >= {TARGET_RATIO:.2f}x: {verdict}); "
+            f"p50 {mock.percentile(0.5) / bare.percentile(0.5):.2f}x, "
+            f"p99 {mock.percentile(0.99) / bare.percentile(0.99):.2f}x"
+        )
+    print("srv CPU and gen CPU: share of one core used by the server and by all load processes")
+    memory_trend(runs[-1])
+    bad = [
+        f"{run.name}: statuses {dict(run.tally.statuses)}, errors {dict(run.tally.errors)}"
+        for run in runs
+        if run.non_200 or run.tally.errors
+    ]
+    if bad:
+        sys.exit("FAILED, the numbers above are not of 200s:\n  " + "\n  ".join(bad))
+
+
+def memory_trend(run: Run, rows: int = 10) -> None:
+    """Print the mock's RSS through the run: flat after the warm-up, or a leak."""
+    memory = run.memory
+    if memory[0][2] is None:
+        print("mock RSS: not available on this platform (reads /proc/<pid>/status)")
+        return
+    start, warm, *during = memory
+    step = max(1, math.ceil(len(during) / rows))
+    shown = during[::step]
+    if during and shown[-1] is not during[-1]:
+        shown.append(during[-1])
+    print(f"\nmock server RSS ({run.name}):")
+    print(f"{'point':24} {'requests':>10} {'RSS MiB':>8}")
+    print(f"{'started':24} {0:10,} {(start[2] or 0) / 1024:8.1f}")
+    print(f"{'after warm-up':24} {0:10,} {(warm[2] or 0) / 1024:8.1f}")
+    for seconds, requests, kib in shown:
+        print(f"{f'{seconds:.1f} s into the load':24} {requests:10,} {(kib or 0) / 1024:8.1f}")
+    half = [m for m in memory if m[1] >= run.requests // 2 and m[2] is not None]
+    if len(half) >= 2 and half[-1][1] > half[0][1]:
+        grown = ((half[-1][2] or 0) - (half[0][2] or 0)) / 1024
+        per_100k = grown / (half[-1][1] - half[0][1]) * 100_000
+        print(
+            f"second half: {grown:+.1f} MiB over {half[-1][1] - half[0][1]:,} requests "
+            f"({per_100k:+.2f} MiB per 100k requests)"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add = parser.add_argument
+    add("--seconds", type=float, default=10.0, help="time limit of the load per server")
+    add("--requests", type=int, default=1_000_000, help="request limit per server")
+    add("--connections", type=int, default=8, help="keep-alive connections, all processes")
+    add("--processes", type=int, default=2, help="load generator processes")
+    add("--threads", type=int, default=Settings().threads, help="waitress threads")
+    add("--minted", type=int, default=0, help="minted ids mixed in with demo-contradicted")
+    add("--client", choices=sorted(CLIENTS), default="raw", help="HTTP client of the load")
+    add("--sample-every", type=float, default=1.0, help="seconds between RSS samples")
+    add("--mock-only", action="store_true", help="skip the bare floor (long memory runs)")
+    args = parser.parse_args()
+    if not 1 <= args.processes <= args.connections or args.requests < args.connections:
+        parser.error("need 1 <= --processes <= --connections <= --requests")
+
+    settings = replace(
+        Settings(),
+        threads=args.threads,
+        rate_limit=RateLimit.parse("off"),  # the limiter's lock is still taken per request
+        demo_sessions=True,
+        session_lifetime=30 * 86400.0,  # minted ids must not expire during a long run
+    )
+    # Minted ids are signed and stateless, so ids minted here serve in the child as well.
+    state = MockState(settings)
+    minted = [
+        state.mint(SessionSpec(verdict=VERDICTS[i % len(VERDICTS)])).id for i in range(args.minted)
+    ]
+    targets = [f"/e?n={quote(n, safe='')}" for n in [DEMO_ID, *minted]]
+    demo = state.lookup(DEMO_ID)
+    assert demo is not None
+    body = state.generator.render(demo.id, demo.spec)
+
+    per_process = split(args.connections, args.processes)
+    print(
+        f"waitress threads={args.threads} on {HOST}, {args.connections} keep-alive connections "
+        f"({' + '.join(map(str, per_process))} in {args.processes} processes, {args.client}), "
+        f"up to {args.requests:,} requests or {args.seconds:g} s per server; "
+        f"verdict body {len(body)} bytes; {len(targets)} id(s); {os.cpu_count()} CPUs"
+    )
+    ctx = multiprocessing.get_context("spawn")  # clean children: no copy of this process
+    runs = []
+    if not args.mock_only:
+        runs.append(
+            measure(ctx, "bare WSGI app (constant body)", "bare", settings, body, targets, args)
+        )
+    label = f"mock GET /e ({DEMO_ID}" + (f" + {args.minted} minted)" if minted else ")")
+    runs.append(measure(ctx, label, "mock", settings, body, targets, args))
+    report(runs, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Keeping API keys out of output: a masking rule, a secret holder and a redactor for text."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+
+def mask(secret: str) -> str:
+    """Show at most the last 4 characters of a secret (none of a short one)."""
+    return f"…{secret[-4:]}" if len(secret) >= 12 else "…"
+
+
+class Secret:
+    """A string that does not print itself: ``repr``, ``str`` and f-strings show it masked."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret({mask(self._value)!r})"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass
+class Redactor:
+    """Replaces known secrets in text with their masked form."""
+
+    secrets: set[str] = field(default_factory=set)
+
+    def add(self, secret: str) -> None:
+        if len(secret) >= 4:  # shorter strings would mangle ordinary text, and cannot be keys
+            self.secrets.add(secret)
+
+    def text(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, mask(secret))
+        return text
+
+    def logging_filter(self) -> logging.Filter:
+        return _RedactingFilter(self)
+
+
+class _RedactingFilter(logging.Filter):
+    """Rewrites log records (message and arguments) with secrets masked."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = self.redactor.text(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True

@@ -1,0 +1,75 @@
+"""Rate limiting: past the budget the answer is 429, and the service recovers (spec §7, §8)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from contract_tests.client import ExplainClient
+from contract_tests.conftest import Target
+
+MAX_WAIT = 30.0
+
+
+@pytest.fixture
+def probe(contract_target: Target) -> Iterator[tuple[ExplainClient, int]]:
+    """A client to exhaust and the most requests it may send."""
+    if contract_target.bundled:
+        # A second bundled mock with a small budget, so the rest of the run is not throttled.
+        from mockserver import DEFAULT_API_KEY, Settings, create_app
+        from mockserver.ratelimit import RateLimit
+        from mockserver.serve import BackgroundServer
+
+        app = create_app(Settings(rate_limit=RateLimit(20, 2.0)))
+        with BackgroundServer(app) as server:
+            from contract_tests.redact import Secret
+
+            client = ExplainClient(server.base_url, Secret(DEFAULT_API_KEY))
+            yield client, 40
+            client.close()
+        return
+    budget = contract_target.config.probe_rate_limit
+    if budget is None:
+        pytest.skip("opt-in: pass --probe-rate-limit N to send up to N requests expecting a 429")
+    yield contract_target.client, budget
+
+
+def _retry_after(response: httpx.Response) -> float:
+    value = response.headers.get("retry-after", "")
+    return float(value) if value.isdigit() else 1.0
+
+
+@pytest.mark.clause("§7, §8")
+def test_rate_limit_answers_429_then_recovers(
+    contract_target: Target, probe: tuple[ExplainClient, int]
+) -> None:
+    client, budget = probe
+    n = contract_target.client.mint() if contract_target.bundled else "verdict-contract-probe"
+    if contract_target.bundled:
+        n = client.mint()
+    refusal = None
+    for sent in range(1, budget + 1):
+        response = client.explain(n)
+        if response.status_code == 429:
+            refusal = response
+            break
+        assert response.status_code in (200, 404), (
+            f"request {sent} of the probe: received {response.status_code}; documented: the "
+            "first refusal past the rate limit is 429"
+        )
+    assert refusal is not None, f"no 429 after {budget} requests; documented: rate limiting"
+    wait = _retry_after(refusal)
+    if wait > MAX_WAIT:
+        pytest.skip(
+            f"the service asks to wait {wait:.0f} s; recovery is not awaited past {MAX_WAIT} s"
+        )
+    time.sleep(wait)
+    deadline = time.monotonic() + MAX_WAIT
+    status = client.explain(n).status_code
+    while status == 429 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        status = client.explain(n).status_code
+    assert status != 429, f"still 429 {MAX_WAIT:.0f} s after the announced Retry-After"
