@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,10 +70,26 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(handler=_validate)
     rules = commands.add_parser("rules", help="list the contract rules and their spec clauses")
     rules.set_defaults(handler=_rules)
+    commands.add_parser(
+        "run",
+        help="run the contract suite: verdict-contract run --base-url URL --api-key KEY "
+        "[pytest options]",
+    )
     return parser
 
 
+def run_suite(pytest_args: Sequence[str]) -> int:
+    """Run the installed contract suite with pytest; arguments go to pytest unchanged."""
+    # A fresh interpreter: here contract_tests is already imported, which would keep pytest
+    # from rewriting the asserts of the suite's modules.
+    command = [sys.executable, "-m", "pytest", "--pyargs", "contract_tests", *pytest_args]
+    return subprocess.call(command)  # noqa: S603 - our own interpreter and arguments
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:  # everything after `run` belongs to pytest
+        return run_suite(argv[1:])
     args = build_parser().parse_args(argv)
     status: int = args.handler(args)
     return status

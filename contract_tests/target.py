@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import httpx
 import pytest
 
 from contract_tests.redact import Secret
@@ -54,14 +53,12 @@ def add_options(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--probe-rate-limit",
-        type=int,
         metavar="N",
         help="send at most N requests expecting a 429 (opt-in against live "
         f"targets) [{ENV['probe_rate_limit']}]",
     )
     group.addoption(
         "--request-timeout",
-        type=float,
         metavar="SECONDS",
         help=f"timeout of each request, default 10 [{ENV['request_timeout']}]",
     )
@@ -128,13 +125,21 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _check_url(url: str, allow_insecure: bool) -> None:
-    parts = urlsplit(url)
+def _check_url(url: str) -> None:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise pytest.UsageError(f"--base-url {url!r} is not a valid URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise pytest.UsageError(f"--base-url {url!r} is not an http(s) URL with a host")
     if parts.query or parts.fragment:
         raise pytest.UsageError(f"--base-url {url!r} must not carry a query or fragment")
-    if parts.scheme == "http" and not _is_loopback(parts.hostname) and not allow_insecure:
+
+
+def _check_transport(url: str, allow_insecure: bool) -> None:
+    parts = urlsplit(url)
+    if parts.scheme == "http" and not _is_loopback(parts.hostname or "") and not allow_insecure:
         raise pytest.UsageError(
             f"refusing to send the API key over plain http to {parts.hostname}: use https, "
             "or pass --allow-insecure-http if this network is trusted"
@@ -158,6 +163,8 @@ def _load_factory(spec: str) -> Callable[[], str]:
 
 def is_mock(base_url: str, timeout: float = 3.0) -> bool:
     """Whether ``base_url`` answers the bundled mock's control API (so it can mint sessions)."""
+    import httpx  # here, not at the top: the plugin imports this module in every pytest run
+
     try:
         response = httpx.get(f"{base_url}/_mock/health", timeout=timeout)
         return response.status_code == 200 and response.json().get("status") == "ok"
@@ -175,12 +182,13 @@ def load_config(config: pytest.Config) -> SuiteConfig:
     timeout = _number(config, "request_timeout", float) or 10.0
     probe = _number(config, "probe_rate_limit", int)
     if base_url is not None:
-        _check_url(base_url, insecure)
+        _check_url(base_url)
         if key is None and not is_mock(base_url):
             raise pytest.UsageError(
                 f"the live target {base_url} needs an API key: pass --api-key or set "
                 f"{ENV['api_key']}"
             )
+        _check_transport(base_url, insecure)
     return SuiteConfig(
         base_url=base_url,
         api_key=Secret(key) if key is not None else None,
