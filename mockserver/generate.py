@@ -36,6 +36,33 @@ def _phrase(families: Sequence[str]) -> str:
     return ", ".join(names[:-1]) + f" and {names[-1]} measurements"
 
 
+def headline_context(rng: random.Random, fake: Faker) -> dict[str, str]:
+    """Values for the placeholders of the catalogue's headline templates."""
+    claimed_os, real_os = rng.sample(_OSES, 2)
+    claimed_arch, real_arch = rng.sample(_ARCHES, 2)
+    cores = rng.choice((2, 4, 8, 16))
+    return {
+        "country": fake.country(),
+        "city": fake.city(),
+        "timezone": fake.timezone(),
+        "locale": fake.locale().replace("_", "-"),
+        "language": fake.language_name(),
+        "rtt": str(rng.randint(2, 9)),
+        "ttl": str(rng.choice((64, 128, 255))),
+        "mss": str(rng.choice((1360, 1380, 1400, 1420))),
+        "claimed_os": claimed_os,
+        "real_os": real_os,
+        "browser": rng.choice(_BROWSERS),
+        "browser_version": str(rng.randint(120, 140)),
+        "tls_library": rng.choice(_TLS_LIBRARIES),
+        "gpu": rng.choice(_GPUS),
+        "claimed_arch": claimed_arch,
+        "real_arch": real_arch,
+        "cores": str(cores),
+        "claimed_cores": str(cores * 2),
+    }
+
+
 @dataclass
 class VerdictGenerator:
     """Builds verdict bodies and their JSON bytes for a seed; results are cached per id."""
@@ -67,7 +94,12 @@ class VerdictGenerator:
         rng = self._rng(session_id)
         fake = self._faker()
         fake.seed_instance(rng.getrandbits(64))
-        verdict: VerdictKind = spec.verdict if spec.verdict is not None else rng.choice(VERDICTS)
+        if spec.verdict is not None:
+            verdict: VerdictKind = spec.verdict
+        elif spec.conclusive:  # only these two can be conclusive
+            verdict = rng.choice(("contradicted", "refused"))
+        else:
+            verdict = rng.choice(VERDICTS)
         conclusive = spec.conclusive
         if conclusive is None:
             chance = {"contradicted": 0.6, "refused": 0.3}.get(verdict, 0.0)
@@ -77,7 +109,7 @@ class VerdictGenerator:
         measured, reporting = self._counts(rng, verdict)
         taking_part = rng.sample(FAMILIES, measured)[:reporting]
         chosen = self._signals(rng, verdict, conclusive, taking_part)
-        context = self._context(rng, fake)
+        context = headline_context(rng, fake)
         contradicting = (
             list(dict.fromkeys(family for family, _ in chosen)) if verdict == "contradicted" else []
         )
@@ -156,32 +188,6 @@ class VerdictGenerator:
         return []
 
     @staticmethod
-    def _context(rng: random.Random, fake: Faker) -> dict[str, str]:
-        claimed_os, real_os = rng.sample(_OSES, 2)
-        claimed_arch, real_arch = rng.sample(_ARCHES, 2)
-        cores = rng.choice((2, 4, 8, 16))
-        return {
-            "country": fake.country(),
-            "city": fake.city(),
-            "timezone": fake.timezone(),
-            "locale": fake.locale().replace("_", "-"),
-            "language": fake.language_name(),
-            "rtt": str(rng.randint(2, 9)),
-            "ttl": str(rng.choice((64, 128, 255))),
-            "mss": str(rng.choice((1360, 1380, 1400, 1420))),
-            "claimed_os": claimed_os,
-            "real_os": real_os,
-            "browser": rng.choice(_BROWSERS),
-            "browser_version": str(rng.randint(120, 140)),
-            "tls_library": rng.choice(_TLS_LIBRARIES),
-            "gpu": rng.choice(_GPUS),
-            "claimed_arch": claimed_arch,
-            "real_arch": real_arch,
-            "cores": str(cores),
-            "claimed_cores": str(cores * 2),
-        }
-
-    @staticmethod
     def _build(rng: random.Random) -> str:
         return f"svs-2026.{rng.randint(1, 12)}.{rng.randint(0, 40)}-{rng.getrandbits(28):07x}"
 
@@ -220,4 +226,4 @@ class VerdictGenerator:
         )
 
 
-__all__ = ["CATALOGUE", "VerdictGenerator"]
+__all__ = ["CATALOGUE", "VerdictGenerator", "headline_context"]

@@ -113,7 +113,7 @@ def serve(variant: Variant) -> Iterator[Running]:
     state = state_of(app)
     ids = [state.mint(parse_spec(spec)).id for spec in variant.sessions]
     expired = state.mint(parse_spec({"age_seconds": 901})).id
-    with BackgroundServer(_wrap(app, variant)) as server:  # type: ignore[arg-type]
+    with BackgroundServer(_wrap(app, variant)) as server:
         yield Running(server.base_url, ids, expired)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import BROKEN, KEY, CONFORMING, serve
+from tests.servers import BROKEN, CONFORMING, KEY, serve
 
 
 def _one_line_usage_error(result: pytest.RunResult, expected: str) -> None:

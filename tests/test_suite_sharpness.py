@@ -1,4 +1,4 @@
-"""The suite is sharp (each broken service fails the check it names) and fair (conforming ones pass).
+"""The suite is sharp (a broken service fails the named check) and fair (conforming ones pass).
 
 Every run is the real suite, in live mode, over real HTTP, against a wrapped mock.
 """

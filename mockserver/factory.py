@@ -1,0 +1,87 @@
+"""Verdicts for integrators' unit tests: ``make_verdict`` and a faker provider.
+
+They come from the mock's own generator, so they look like what ``verdict-mock`` serves.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import lru_cache
+from typing import Any
+
+from faker.providers import BaseProvider
+
+from contract_tests.spec import FAMILIES, TIERS, Tier, VerdictKind
+from contract_tests.validator import validate_verdict
+from contract_tests.violations import format_violations
+from mockserver.catalogue import templates
+from mockserver.generate import VerdictGenerator, headline_context
+from mockserver.sessions import SessionSpec
+
+DEFAULT_SEED = "verdict-mock"
+
+
+class InvalidVerdictError(ValueError):
+    """``make_verdict`` was asked for a verdict that breaks the contract."""
+
+
+@lru_cache(maxsize=16)
+def _generator(seed: str) -> VerdictGenerator:
+    return VerdictGenerator(seed)
+
+
+def make_verdict(
+    verdict: VerdictKind | None = None,
+    conclusive: bool | None = None,
+    *,
+    seed: str = DEFAULT_SEED,
+    session_id: str | None = None,
+    valid: bool = True,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Return a contract-valid verdict body, the same for the same arguments and seed.
+
+    ``overrides`` replace top-level fields. A result that breaks the contract raises
+    :class:`InvalidVerdictError` unless ``valid=False`` asks for it on purpose, to test how
+    code handles a broken response.
+    """
+    if conclusive and verdict in ("disputed", "uncontradicted", "insufficient") and valid:
+        raise InvalidVerdictError(
+            f"a {verdict!r} verdict is never conclusive (spec §2.4); "
+            "pass valid=False to build one anyway"
+        )
+    key = session_id or f"make_verdict:{verdict}:{conclusive}"
+    spec = SessionSpec(verdict=verdict, conclusive=conclusive if valid else None)
+    body = copy.deepcopy(_generator(seed).verdict(key, spec))
+    if not valid and conclusive is not None:
+        body["conclusive"] = conclusive
+    body.update(copy.deepcopy(overrides))
+    if valid:
+        violations = validate_verdict(body, strict=True)
+        if violations:
+            raise InvalidVerdictError(
+                format_violations(violations, subject="make_verdict(...)")
+                + "\n(pass valid=False to build a broken verdict on purpose)"
+            )
+    return body
+
+
+class VerdictProvider(BaseProvider):
+    """Faker provider: ``fake.verdict(...)`` and ``fake.signal(...)``, seeded by faker."""
+
+    def verdict(
+        self, verdict: VerdictKind | None = None, conclusive: bool | None = None, **overrides: Any
+    ) -> dict[str, Any]:
+        session_id = f"faker-{self.generator.random.getrandbits(64):016x}"
+        return make_verdict(verdict, conclusive, session_id=session_id, **overrides)
+
+    def signal(self, family: str | None = None, tier: Tier | None = None) -> dict[str, str]:
+        family = family or self.random_element(FAMILIES)
+        chosen: Tier = tier if tier is not None else self.random_element(TIERS)
+        template = self.random_element(templates(family, chosen))
+        context = headline_context(self.generator.random, self.generator)
+        return {
+            "id": template.id_for(family),
+            "tier": template.tier,
+            "headline": template.headline.format(**context),
+        }

@@ -1,0 +1,30 @@
+"""Hypothesis strategies for contract-valid verdicts (install the ``hypothesis`` extra)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from contract_tests.spec import NEVER_CONCLUSIVE, VERDICTS, VerdictKind
+from mockserver.factory import DEFAULT_SEED, make_verdict
+
+
+@st.composite
+def _verdict(
+    draw: st.DrawFn, verdict: VerdictKind | None, conclusive: bool | None, seed: str
+) -> dict[str, Any]:
+    kind: VerdictKind = verdict if verdict is not None else draw(st.sampled_from(VERDICTS))
+    if conclusive is None:
+        conclusive = False if kind in NEVER_CONCLUSIVE else draw(st.booleans())
+    number = draw(st.integers(min_value=0, max_value=2**32))
+    return make_verdict(kind, conclusive, seed=seed, session_id=f"hypothesis-{number}")
+
+
+def verdicts(
+    verdict: VerdictKind | None = None, conclusive: bool | None = None, seed: str = DEFAULT_SEED
+) -> st.SearchStrategy[dict[str, Any]]:
+    """Verdict bodies that keep the contract, optionally of one kind or conclusiveness."""
+    if conclusive and verdict in NEVER_CONCLUSIVE:
+        raise ValueError(f"a {verdict!r} verdict is never conclusive (spec §2.4)")
+    return _verdict(verdict, conclusive, seed)
