@@ -136,7 +136,7 @@ def respx_mock(
     """Route httpx requests under ``base_url`` to the mock app, in-process, with respx.
 
     Requests elsewhere follow respx's defaults: an unmatched request raises
-    ``respx.errors.AllMockedAssertionError`` (pass ``assert_all_mocked=False`` to let it
+    ``respx.models.AllMockedAssertionError`` (pass ``assert_all_mocked=False`` to let it
     through to the network instead).
     """
     app = create_app(settings or Settings())
