@@ -16,7 +16,7 @@ from contract_tests.redact import mask
 from mockserver.app import create_app, state_of
 from mockserver.ratelimit import RateLimit
 from mockserver.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
-from mockserver.serve import serve_forever
+from mockserver.serve import make_server, serve_forever
 from mockserver.settings import DEFAULT_API_KEY, ENV_PREFIX, Settings
 
 
@@ -132,9 +132,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         watcher.start()
         if hasattr(signal, "SIGHUP"):
             signal.signal(signal.SIGHUP, lambda *_: watcher.reload())
+    try:
+        server = make_server(app, settings.host, settings.port, settings.threads)
+    except OSError as exc:  # e.g. the port is taken
+        parser.error(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}")
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
-    print(banner(settings, f"http://{host}:{settings.port}", state.api_keys), flush=True)
-    serve_forever(app, settings.host, settings.port, settings.threads)
+    print(banner(settings, f"http://{host}:{server.effective_port}", state.api_keys), flush=True)
+    serve_forever(server)
     return 0
 
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from flask import Flask
 from waitress.server import create_server
 
 log = logging.getLogger("mockserver.serve")
@@ -23,7 +22,7 @@ log = logging.getLogger("mockserver.serve")
 class BackgroundServer:
     """A waitress server on a daemon thread; ``port=0`` picks a free port."""
 
-    app: Flask
+    app: Any  # a WSGI application, usually the mock's Flask app
     host: str = "127.0.0.1"
     port: int = 0
     threads: int = 4
@@ -38,14 +37,7 @@ class BackgroundServer:
         return f"http://{host}:{self._server.effective_port}"
 
     def start(self) -> BackgroundServer:
-        self._server = create_server(
-            self.app,
-            host=self.host,
-            port=self.port,
-            threads=self.threads,
-            ident="verdict-mock",
-            clear_untrusted_proxy_headers=True,
-        )
+        self._server = make_server(self.app, self.host, self.port, self.threads)
         self._thread = threading.Thread(target=self._server.run, name="verdict-mock", daemon=True)
         self._thread.start()
         return self
@@ -69,9 +61,9 @@ class BackgroundServer:
         self.stop()
 
 
-def serve_forever(app: Flask, host: str, port: int, threads: int) -> None:
-    """Serve in the foreground until interrupted."""
-    server = create_server(
+def make_server(app: Any, host: str, port: int, threads: int) -> Any:
+    """Bind a waitress server (``port=0`` picks a free port: see ``effective_port``)."""
+    return create_server(
         app,
         host=host,
         port=port,
@@ -79,6 +71,10 @@ def serve_forever(app: Flask, host: str, port: int, threads: int) -> None:
         ident="verdict-mock",
         clear_untrusted_proxy_headers=True,
     )
+
+
+def serve_forever(server: Any) -> None:
+    """Serve in the foreground until interrupted."""
     try:
         server.run()
     except KeyboardInterrupt:
