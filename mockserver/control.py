@@ -12,8 +12,8 @@ from flask import Blueprint, Response, jsonify, request
 
 from contract_tests.resources import bundled_openapi
 from contract_tests.spec import SCHEMA_VERSION
+from mockserver.answer import error_response
 from mockserver.app import session_url, state_of
-from mockserver.errors import error_response
 from mockserver.sessions import Session, SpecError, parse_spec
 
 control = Blueprint("control", __name__, url_prefix="/_mock")

@@ -11,7 +11,7 @@ import struct
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
-from flask import Response
+from mockserver.answer import Answer
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -19,17 +19,13 @@ if TYPE_CHECKING:
 FAULT_HEADER: Final = "X-Verdict-Mock-Fault"
 
 
-def fault_response(kind: str, body: bytes) -> Response:
-    """Return the response that carries fault ``kind`` for a verdict ``body``."""
-    response = Response(
-        body[: len(body) // 2] if kind != "reset" else b"", 200, content_type="application/json"
-    )
-    response.headers["Cache-Control"] = "no-store"
-    if kind == "malformed":  # complete HTTP, but the JSON stops half-way
-        return response
-    response.headers["Content-Length"] = str(len(body))  # announces more than is sent
-    response.headers[FAULT_HEADER] = kind
-    return response
+def fault_answer(kind: str, body: bytes) -> Answer:
+    """Return the answer that carries fault ``kind`` for a verdict ``body``."""
+    sent = b"" if kind == "reset" else body[: len(body) // 2]
+    headers = [("Cache-Control", "no-store")]
+    if kind != "malformed":  # malformed: complete HTTP, but the JSON stops half-way
+        headers += [("Content-Length", str(len(body))), (FAULT_HEADER, kind)]
+    return Answer(200, sent, headers, "scripted")
 
 
 def _reset(environ: WSGIEnvironment) -> None:

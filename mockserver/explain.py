@@ -1,0 +1,180 @@
+"""``GET /e`` as the spec describes it: one function, served without Flask's request machinery.
+
+:func:`explain` decides the answer from the raw query string and Authorization header alone, so
+the same code serves every transport. :class:`ExplainMiddleware` answers ``GET``/``HEAD /e``
+straight from the WSGI environ (the hot path of load tests); everything else goes to Flask.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Iterable
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
+
+from contract_tests.spec import ENDPOINT_PATH, SESSION_PARAM
+from mockserver.answer import JSON, Answer, error_answer
+from mockserver.faults import fault_answer
+from mockserver.sessions import MAX_SESSION_ID_LENGTH, Step
+from mockserver.state import MockState
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
+"""A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
+
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+_NOT_FOUND = "unknown session id, or the session expired"
+_STEP_ERRORS = {
+    401: ("unauthorized", "scripted: missing or invalid API key"),
+    404: ("session_not_found", "scripted: unknown or expired session"),
+    429: ("rate_limited", "scripted: rate limit exceeded; retry after the announced time"),
+    500: ("internal_error", "scripted: internal server error"),
+    503: ("unavailable", "scripted: service unavailable; retry later"),
+}
+_STEP_HEADERS = {
+    429: {"Retry_After": "1"},
+    503: {"Retry_After": "1"},
+    401: {"WWW_Authenticate": "Bearer"},
+}
+_REASONS = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
+
+
+def bearer_token(header: str | None) -> str | None:
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def parse_query(query_string: bytes) -> list[tuple[str, str]] | None:
+    """The query's pairs, or None if it is not UTF-8 (werkzeug would keep ``%FF`` as text)."""
+    try:
+        return parse_qsl(query_string.decode("utf-8"), keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _bad_session_id(values: list[str] | None) -> str | None:
+    """Say what is wrong with the ``n`` values of a request, if anything."""
+    if values is None:
+        return "the query string is not valid UTF-8 percent-encoding"
+    if not values:
+        return "the query parameter n (the session id) is missing"
+    if len(values) > 1:
+        return f"the query parameter n was given {len(values)} times; send it once"
+    (value,) = values
+    if not value:
+        return "the query parameter n is empty"
+    if len(value) > MAX_SESSION_ID_LENGTH:
+        return f"the session id is longer than {MAX_SESSION_ID_LENGTH} characters"
+    if _CONTROL_CHARACTERS.search(value):
+        return "the session id holds control characters"
+    return None
+
+
+def _scripted(step: Step, body: bytes) -> Answer | None:
+    if step.status is not None:
+        code, message = _STEP_ERRORS[step.status]
+        return error_answer(
+            step.status, code, message, "scripted", **_STEP_HEADERS.get(step.status, {})
+        )
+    if step.fault is not None:
+        return fault_answer(step.fault, body)
+    time.sleep(step.delay_ms / 1000)
+    return None
+
+
+def explain(
+    state: MockState, pairs: list[tuple[str, str]] | None, authorization: str | None
+) -> Answer:
+    """Answer ``GET /e``: auth, rate limit, ``n``, lookup, script, expiry, verdict."""
+    key = bearer_token(authorization)
+    if key is None or not state.key_ok(key):
+        return error_answer(
+            401,
+            "unauthorized",
+            "missing or invalid API key; send Authorization: Bearer <key>",
+            WWW_Authenticate="Bearer",
+        )
+    wait = state.limiter.admit(key)
+    if wait is not None:
+        return error_answer(
+            429,
+            "rate_limited",
+            "rate limit exceeded for this API key",
+            Retry_After=str(max(1, math.ceil(wait))),
+        )
+    values = None if pairs is None else [v for name, v in pairs if name == SESSION_PARAM]
+    problem = _bad_session_id(values)
+    if problem is not None or not values:
+        return error_answer(400, "bad_request", problem or "")
+    session = state.lookup(values[0])
+    if session is None:
+        return error_answer(404, "session_not_found", _NOT_FOUND, "unknown")
+    body = state.generator.render(session.id, session.spec)
+    step = state.scripts.next_step(session.id) or session.spec.always
+    if step is not None:
+        scripted = _scripted(step, body)
+        if scripted is not None:
+            return scripted
+    if session.expired(time.time(), state.settings.session_lifetime):
+        return error_answer(404, "session_not_found", _NOT_FOUND, "expired")
+    return Answer(200, body, [("Cache-Control", VERDICT_CACHE_CONTROL)], "verdict")
+
+
+def handle(state: MockState, method: str, query_string: bytes, authorization: str | None) -> Answer:
+    """Answer a request to ``/e`` and journal it."""
+    pairs = parse_query(query_string)
+    answer = explain(state, pairs, authorization)
+    state.journal.record(
+        method=method,
+        path=ENDPOINT_PATH,
+        args=pairs if pairs is not None else [("?", query_string.decode("latin-1"))],
+        authorization=authorization,
+        status=answer.status,
+        outcome=answer.outcome,
+    )
+    return answer
+
+
+class ExplainMiddleware:
+    """Serve ``GET``/``HEAD /e`` from the environ; pass every other request to ``app``."""
+
+    def __init__(self, app: WSGIApplication, state: MockState) -> None:
+        self.app = app
+        self.state = state
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        method = environ["REQUEST_METHOD"]
+        if environ.get("PATH_INFO") != ENDPOINT_PATH or method not in ("GET", "HEAD"):
+            return self.app(environ, start_response)
+        # PEP 3333 hands the raw query over as latin-1 text; this restores its bytes.
+        query = environ.get("QUERY_STRING", "").encode("latin-1")
+        answer = handle(self.state, method, query, environ.get("HTTP_AUTHORIZATION"))
+        headers: list[tuple[str, str]] = [("Content-Type", JSON), ("Vary", "Authorization")]
+        if not any(name == "Content-Length" for name, _ in answer.headers):
+            headers.append(("Content-Length", str(len(answer.body))))
+        headers.extend(answer.headers)
+        start_response(_REASONS.get(answer.status, str(answer.status)), headers)
+        return [b"" if method == "HEAD" else answer.body]
+
+
+def flask_view() -> Any:
+    """The same endpoint as a Flask view, for when the app runs without the middleware."""
+    from flask import request
+
+    from mockserver.answer import to_response
+    from mockserver.app import state_of
+
+    answer = handle(
+        state_of(), request.method, request.query_string, request.headers.get("Authorization")
+    )
+    response = to_response(answer)
+    response.headers["Vary"] = "Authorization"
+    return response
