@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.servers import BROKEN, CONFORMING, KEY, serve
@@ -171,3 +176,40 @@ def test_plugin_is_inert_in_unrelated_runs(pytester: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.OK
     assert "Explain API contract" not in result.stdout.str()
     assert "verdict-mock" not in result.stdout.str()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_suite_against_a_separately_started_verdict_mock(pytester: pytest.Pytester) -> None:
+    port = _free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mockserver", "--port", str(port), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base_url}/_mock/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        result = pytester.runpytest_subprocess(
+            "--pyargs", "contract_tests", "--base-url", base_url, "-p", "no:cacheprovider", "-rs"
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    # Minted through the control API: the session and expiry checks run instead of skipping.
+    result.stdout.fnmatch_lines([f"target: *{base_url}"])
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] >= 24
+    assert outcomes.get("skipped", 0) == 1  # only the opt-in rate-limit probe
