@@ -16,23 +16,11 @@ from collections.abc import Callable
 from jsonschema import Draft202012Validator
 
 from contract_tests import validate_verdict
-from contract_tests.resources import verdict_schema
+from contract_tests.resources import example_verdict, verdict_schema
 
 TARGET_PER_SECOND = 20_000
 
-TYPICAL = {
-    "schema": 7,
-    "provenance": {"build": "svs-2026.11.3-4f9c2e1"},
-    "verdict": "contradicted",
-    "conclusive": True,
-    "summary": "The claimed locale is contradicted by network geometry and the TCP stack.",
-    "contradicting_families": ["network-geometry", "transport-stack"],
-    "families": {"measured": 6, "reporting": 5},
-    "signals": [
-        {"id": "geo.rtt-floor", "tier": "composite", "headline": "RTT is below the floor."},
-        {"id": "stack.ttl-os", "tier": "composite", "headline": "TTL points to Linux."},
-    ],
-}
+TYPICAL = example_verdict()  # two composite signals from two families
 
 
 def rate(work: Callable[[], object], seconds: float) -> float:

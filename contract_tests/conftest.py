@@ -13,7 +13,7 @@ from contract_tests.client import ExplainClient
 from contract_tests.plugin import suite_config
 from contract_tests.redact import Secret
 from contract_tests.report import TARGET
-from contract_tests.spec import SESSION_LIFETIME_SECONDS
+from contract_tests.spec import SESSION_LIFETIME_SECONDS, VERDICT_OUTCOMES
 from contract_tests.target import SuiteConfig, is_mock
 
 
@@ -67,16 +67,7 @@ def _record_target(request: pytest.FixtureRequest, contract_target: Target) -> N
 def fresh_sessions(contract_target: Target) -> list[str]:
     """Fresh session ids: minted on a mock (every verdict kind), given or made for a live one."""
     if contract_target.mock:
-        kinds = [
-            ("contradicted", True),
-            ("contradicted", False),
-            ("refused", True),
-            ("refused", False),
-            ("disputed", False),
-            ("uncontradicted", False),
-            ("insufficient", False),
-        ]
-        return [contract_target.client.mint(verdict=v, conclusive=c) for v, c in kinds]
+        return [contract_target.client.mint(verdict=v, conclusive=c) for v, c in VERDICT_OUTCOMES]
     config = contract_target.config
     ids = list(config.session_ids)
     if config.session_factory is not None:

@@ -40,6 +40,12 @@ def openapi_document() -> dict[str, Any]:
     return cast(dict[str, Any], yaml.safe_load(text))
 
 
+def example_verdict() -> dict[str, Any]:
+    """Return a fresh copy of the example verdict shipped in ``schema/examples/``."""
+    text = (schema_dir() / "examples" / "verdict-contradicted.json").read_text(encoding="utf-8")
+    return cast(dict[str, Any], json.loads(text))
+
+
 def bundled_openapi() -> dict[str, Any]:
     """Return the OpenAPI document with the verdict schema inlined under ``components``.
 

@@ -26,6 +26,14 @@ VERDICTS: Final[tuple[VerdictKind, ...]] = (
 NEVER_CONCLUSIVE: Final[frozenset[str]] = frozenset({"disputed", "uncontradicted", "insufficient"})
 """§2.4: verdicts whose ``conclusive`` is always false (``refused`` varies)."""
 
+VERDICT_OUTCOMES: Final[tuple[tuple[VerdictKind, bool], ...]] = tuple(
+    (verdict, conclusive)
+    for verdict in VERDICTS
+    for conclusive in (True, False)
+    if not (conclusive and verdict in NEVER_CONCLUSIVE)
+)
+"""§2.4: every (verdict, conclusive) pair a response may carry."""
+
 TIERS: Final[tuple[Tier, ...]] = ("absolute", "composite", "conditional", "weak")
 """§2.3: the signal tiers."""
 

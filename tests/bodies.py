@@ -1,30 +1,17 @@
-"""Hand-written verdict bodies shared by the tests (written from the spec, not from the code)."""
+"""Verdict bodies shared by the tests: the example shipped with the schema, and variations."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-Body = dict[str, Any]
+from contract_tests.resources import example_verdict
 
-_CONCLUSIVE_CONTRADICTED: Body = {
-    "schema": 7,
-    "provenance": {"build": "svs-2026.11.3-4f9c2e1"},
-    "verdict": "contradicted",
-    "conclusive": True,
-    "summary": "The claimed locale is contradicted by network geometry and the TCP stack.",
-    "contradicting_families": ["network-geometry", "transport-stack"],
-    "families": {"measured": 6, "reporting": 6},
-    "signals": [
-        {"id": "geo.rtt-floor", "tier": "composite", "headline": "RTT is below the floor."},
-        {"id": "stack.ttl-os", "tier": "composite", "headline": "TTL points to Linux."},
-    ],
-}
+Body = dict[str, Any]
 
 
 def contradicted() -> Body:
     """A conclusive contradicted verdict: composite signals from two families."""
-    return copy.deepcopy(_CONCLUSIVE_CONTRADICTED)
+    return example_verdict()
 
 
 def uncontradicted() -> Body:

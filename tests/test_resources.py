@@ -78,6 +78,7 @@ def test_wheel_carries_the_schema_files(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert f"contract_tests/schema/{VERDICT_SCHEMA_FILE}" in names
     assert f"contract_tests/schema/{OPENAPI_FILE}" in names
+    assert "contract_tests/schema/examples/verdict-contradicted.json" in names
     assert "contract_tests/py.typed" in names
     assert "mockserver/py.typed" in names
 
