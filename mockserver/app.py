@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
@@ -74,4 +76,4 @@ def create_app(settings: Settings | None = None) -> Flask:
 
 
 def session_url(session: Session) -> str:
-    return f"{ENDPOINT_PATH}?{SESSION_PARAM}={session.id}"
+    return f"{ENDPOINT_PATH}?{urlencode({SESSION_PARAM: session.id})}"

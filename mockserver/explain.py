@@ -7,6 +7,7 @@ straight from the WSGI environ (the hot path of load tests); everything else goe
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import time
@@ -18,11 +19,13 @@ from urllib.parse import parse_qsl
 from contract_tests.spec import ENDPOINT_PATH, SESSION_PARAM
 from mockserver.answer import JSON, Answer, error_answer
 from mockserver.faults import fault_answer
-from mockserver.sessions import MAX_SESSION_ID_LENGTH, Step
+from mockserver.sessions import MAX_SESSION_ID_LENGTH, SpecError, Step
 from mockserver.state import MockState
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+log = logging.getLogger("mockserver")
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
@@ -156,7 +159,13 @@ class ExplainMiddleware:
             return self.app(environ, start_response)
         # PEP 3333 hands the raw query over as latin-1 text; this restores its bytes.
         query = environ.get("QUERY_STRING", "").encode("latin-1")
-        answer = handle(self.state, method, query, environ.get("HTTP_AUTHORIZATION"))
+        try:
+            answer = handle(self.state, method, query, environ.get("HTTP_AUTHORIZATION"))
+        except SpecError as exc:  # e.g. a scenario session whose overrides cannot be served
+            answer = error_answer(422, "invalid_session", str(exc))
+        except Exception:  # never a 5xx for a request, however it fails
+            log.exception("unexpected error answering GET %s", ENDPOINT_PATH)
+            answer = error_answer(400, "bad_request", "the request could not be processed")
         headers: list[tuple[str, str]] = [("Content-Type", JSON), ("Vary", "Authorization")]
         if not any(name == "Content-Length" for name, _ in answer.headers):
             headers.append(("Content-Length", str(len(answer.body))))

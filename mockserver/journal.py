@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import deque
@@ -20,6 +21,10 @@ def mask_authorization(header: str | None) -> str | None:
     if not credentials:
         return mask(scheme) if scheme else ""
     return f"{scheme} {mask(credentials.strip())}"
+
+
+_PLAIN_NAME = re.compile(r"[a-z_]{1,20}")
+"""Query parameter names shown as they are; anything else might be a secret."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +70,9 @@ class Journal:
         for name, value in args:
             if name == "n" and n is None:
                 n = value[:256]
-            else:
-                query.setdefault(name[:64], []).append(mask(value))
+            else:  # a key may arrive as a value (?api_key=...) or as a bare name (?<key>)
+                shown = name if _PLAIN_NAME.fullmatch(name) else mask(name)
+                query.setdefault(shown, []).append(mask(value))
         entry = Entry(
             time.time(),
             method,

@@ -74,7 +74,7 @@ def parse_scenario(raw: object, loaded_at: float) -> Scenario:
     """Validate decoded scenario data; raises ScenarioError naming the first problem."""
     if not isinstance(raw, Mapping):
         raise ScenarioError("the top level must be a mapping")
-    unknown = sorted(set(raw) - _KEYS)
+    unknown = sorted(map(str, set(raw) - _KEYS))
     if unknown:
         raise ScenarioError(f"unknown key(s) {unknown}; known: {sorted(_KEYS)}")
     keys = raw.get("api_keys")
@@ -116,6 +116,8 @@ def load_scenario(path: Path) -> Scenario:
         ) from None
     except ScenarioError as exc:
         raise ScenarioError(f"{path}: {exc}") from None
+    except (TypeError, ValueError) as exc:  # data YAML can hold but JSON cannot
+        raise ScenarioError(f"{path}: unsupported value: {exc}") from None
 
 
 @dataclass
@@ -142,11 +144,10 @@ class ScenarioWatcher:
         """Load the file now; return whether the new version was applied."""
         self._seen = self._stamp()
         try:
-            scenario = load_scenario(self.path)
+            self.apply(load_scenario(self.path))
         except ScenarioError as exc:
             log.error("scenario not reloaded, keeping the previous one: %s", exc)
             return False
-        self.apply(scenario)
         log.info("scenario reloaded from %s", self.path)
         return True
 
@@ -157,7 +158,10 @@ class ScenarioWatcher:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             if self._stamp() != self._seen:
-                self.reload()
+                try:
+                    self.reload()
+                except Exception:  # keep watching whatever one reload did
+                    log.exception("scenario reload failed; keeping the previous one")
 
     def stop(self) -> None:
         self._stop.set()

@@ -20,7 +20,11 @@ log = logging.getLogger("mockserver.serve")
 
 @dataclass
 class BackgroundServer:
-    """A waitress server on a daemon thread; ``port=0`` picks a free port."""
+    """A waitress server on a daemon thread; ``port=0`` picks a free port.
+
+    ``stop()`` asks the server thread to finish: that thread closes the listener and every
+    client connection and stops the worker threads, so nothing is closed under its feet.
+    """
 
     app: Any  # a WSGI application, usually the mock's Flask app
     host: str = "127.0.0.1"
@@ -28,6 +32,7 @@ class BackgroundServer:
     threads: int = 4
     _server: Any = field(default=None, init=False, repr=False)
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
+    _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
 
     @property
     def base_url(self) -> str:
@@ -37,16 +42,26 @@ class BackgroundServer:
         return f"http://{host}:{self._server.effective_port}"
 
     def start(self) -> BackgroundServer:
+        self._stopping.clear()
         self._server = make_server(self.app, self.host, self.port, self.threads)
-        self._thread = threading.Thread(target=self._server.run, name="verdict-mock", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="verdict-mock", daemon=True)
         self._thread.start()
         return self
 
+    def _run(self) -> None:
+        server = self._server
+        sockets = getattr(server, "map", None) or server._map
+        try:
+            while not self._stopping.is_set():
+                server.asyncore.loop(timeout=0.05, map=sockets, count=1)
+        finally:
+            server.task_dispatcher.shutdown()
+            server.asyncore.close_all(sockets, ignore_all=True)
+
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        self._stopping.set()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=10)
         self._server = self._thread = None
 
     def __enter__(self) -> BackgroundServer:

@@ -91,7 +91,7 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
     """Build a :class:`SessionSpec` from JSON, naming the first problem in :class:`SpecError`."""
     if not isinstance(raw, Mapping):
         raise SpecError(f"{where} must be a JSON object")
-    unknown = sorted(set(raw) - _SPEC_KEYS)
+    unknown = sorted(map(str, set(raw) - _SPEC_KEYS))
     if unknown:
         raise SpecError(f"{where} has unknown field(s) {unknown}; known: {sorted(_SPEC_KEYS)}")
     verdict = raw.get("verdict")
@@ -103,9 +103,11 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
     if conclusive is True and verdict in NEVER_CONCLUSIVE:
         raise SpecError(f"{where}: a {verdict!r} verdict is never conclusive (spec §2.4)")
     age = raw.get("age_seconds")
-    if age is not None and (
-        isinstance(age, bool) or not isinstance(age, int | float) or not 0 <= age < math.inf
-    ):
+    try:
+        age = None if age is None else float(age) if isinstance(age, int | float) else math.nan
+    except OverflowError:  # an integer too large for a float
+        age = math.inf
+    if isinstance(raw.get("age_seconds"), bool) or (age is not None and not 0 <= age < math.inf):
         raise SpecError(f"{where}.age_seconds must be a number of seconds, 0 or more")
     script = raw.get("script", [])
     if not isinstance(script, list):
@@ -115,16 +117,20 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
     fields = raw.get("fields", {})
     if not isinstance(fields, Mapping):
         raise SpecError(f"{where}.fields must be an object of verdict fields to override")
+    try:
+        fields_json = json.dumps(fields, sort_keys=True, separators=(",", ":")) if fields else ""
+    except (TypeError, ValueError):  # YAML dates, mixed key types, NaN...
+        raise SpecError(f"{where}.fields must hold JSON values only") from None
     allow_invalid = raw.get("allow_invalid", False)
     if not isinstance(allow_invalid, bool):
         raise SpecError(f"{where}.allow_invalid must be true or false")
     return SessionSpec(
         verdict=verdict,
         conclusive=conclusive,
-        age_seconds=float(age) if age is not None else None,
+        age_seconds=age,
         script=steps,
         always=parse_step(always, f"{where}.always") if always is not None else None,
-        fields=json.dumps(fields, sort_keys=True, separators=(",", ":")) if fields else "",
+        fields=fields_json,
         allow_invalid=allow_invalid,
     )
 

@@ -59,6 +59,15 @@ def _bool(raw: str) -> bool:
     raise ValueError(f"{raw!r} is not a boolean (use 1/0, true/false)")
 
 
+LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+
+
+def _level(raw: str) -> str:
+    if raw.lower() not in LOG_LEVELS:
+        raise ValueError(f"{raw!r} is not one of {', '.join(LOG_LEVELS)}")
+    return raw.lower()
+
+
 def _keys(raw: str) -> tuple[str, ...]:
     keys = tuple(k.strip() for k in raw.split(",") if k.strip())
     if not keys:
@@ -76,7 +85,7 @@ _ENV_PARSERS: Final[dict[str, Callable[[str], object]]] = {
     "scenario": Path,
     "rate_limit": RateLimit.parse,
     "session_lifetime": float,
-    "log_level": str,
+    "log_level": _level,
     "accept_any_session": _bool,
     "control": _bool,
     "demo_sessions": _bool,

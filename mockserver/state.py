@@ -10,9 +10,9 @@ from contract_tests.spec import VERDICTS
 from mockserver.generate import VerdictGenerator
 from mockserver.journal import Journal
 from mockserver.ratelimit import RateLimiter
-from mockserver.scenario import Scenario, demo_sessions, load_scenario
+from mockserver.scenario import Scenario, ScenarioError, demo_sessions, load_scenario
 from mockserver.scripts import ScriptBook
-from mockserver.sessions import Session, SessionCodec, SessionSpec
+from mockserver.sessions import Session, SessionCodec, SessionSpec, SpecError
 from mockserver.settings import Settings
 
 
@@ -41,6 +41,11 @@ class MockState:
         """Install a (re)loaded scenario: its keys, rate limit and named sessions."""
         named = demo_sessions(time.time()) if self.settings.demo_sessions else {}
         named.update(scenario.sessions)
+        for session in scenario.sessions.values():  # refuse now what could never be served
+            try:
+                self.generator.verdict(session.id, session.spec)
+            except SpecError as exc:
+                raise ScenarioError(f"sessions.{session.id}: {exc}") from None
         keys = scenario.api_keys or self.settings.api_keys
         self.scenario = scenario
         self._keys = tuple(k.encode() for k in keys)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
@@ -10,7 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from flask import Flask
@@ -71,6 +72,38 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, step: float 
     return predicate()
 
 
+def is_stop_race(args: threading.ExceptHookArgs) -> bool:
+    """Whether a thread died of the known BackgroundServer.stop race (see test_mock_http)."""
+    error = args.exc_value
+    return (
+        isinstance(error, OSError)
+        and error.errno == errno.EBADF
+        and args.thread is not None
+        and args.thread.name == "verdict-mock"
+    )
+
+
+def stop_server(server: BackgroundServer) -> None:
+    """Stop a background server, tolerating only the known stop race.
+
+    BackgroundServer.stop closes the listening socket from this thread while the server thread
+    may be about to select() on it; the server thread then dies of EBADF. That bug has its own
+    xfail test (test_mock_http.test_stop_does_not_kill_the_server_thread_with_an_error); other
+    tests must not fail at random because of it. Any other thread error still reaches pytest.
+    """
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if not is_stop_race(args):
+            previous(args)
+
+    threading.excepthook = hook
+    try:
+        server.stop()
+    finally:
+        threading.excepthook = previous
+
+
 @contextmanager
 def running(app: Flask, threads: int = 4) -> Iterator[BackgroundServer]:
     """Serve ``app`` with waitress on 127.0.0.1 and a free port; always stopped afterwards."""
@@ -78,7 +111,7 @@ def running(app: Flask, threads: int = 4) -> Iterator[BackgroundServer]:
     try:
         yield server
     finally:
-        server.stop()
+        stop_server(server)
 
 
 def free_port() -> int:
@@ -94,10 +127,8 @@ def raw_request(port: int, data: bytes, timeout: float = 5.0) -> bytes:
     chunks: list[bytes] = []
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         sock.sendall(data)
-        try:
+        with suppress(OSError):  # the server may already have closed the connection
             sock.shutdown(socket.SHUT_WR)
-        except OSError:  # the server may already have closed the connection
-            pass
         try:
             while True:
                 chunk = sock.recv(65536)

@@ -177,4 +177,22 @@ def test_no_secret_value_survives_recording(secret: str, name: str) -> None:
     )
     entry = journal.entries()[0]
     assert entry.authorization == f"Bearer …{secret[-4:]}"
-    assert entry.query[name[:64]] == [f"…{secret[-4:]}"]
+    assert list(entry.query.values()) == [[f"…{secret[-4:]}"]]
+    assert secret not in json.dumps(entry.to_json(), ensure_ascii=False)
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [("api_key", "api_key"), ("token", "token"), ("verdict-mock-local-key", "…-key"), ("Ab1", "…")],
+)
+def test_query_names_that_may_be_secrets_are_masked(name: str, shown: str) -> None:
+    journal = Journal()
+    journal.record(
+        method="GET",
+        path="/e",
+        args=[("n", "id"), (name, "")],
+        authorization=None,
+        status=401,
+        outcome="unauthorized",
+    )
+    assert list(journal.entries()[0].query) == [shown]

@@ -236,8 +236,11 @@ def test_tampered_id_reads_as_none(codec: SessionCodec) -> None:
     session_id = codec.mint(parse_spec({"verdict": "refused"}), now=NOW).id
     assert codec.read(session_id) is not None
     payload, _, signature = session_id.rpartition(".")
-    flipped = signature[:-1] + ("A" if signature[-1] != "A" else "B")
+    # the first character of the base64 signature always carries data bits (the last may not)
+    flipped = ("A" if signature[0] != "A" else "B") + signature[1:]
     assert codec.read(f"{payload}.{flipped}") is None
+    other_payload = ("A" if payload[0] != "A" else "B") + payload[1:]
+    assert codec.read(f"{other_payload}.{signature}") is None
     # a different payload under the original signature
     forged = json.dumps({"t": NOW, "r": "00000000", "v": "contradicted", "c": True})
     assert codec.read(f"{forged}.{signature}") is None
