@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"log level [{env}LOG_LEVEL] (default info)",
     )
     add(
+        "--journal-size",
+        type=int,
+        metavar="N",
+        help=f"requests kept in the journal [{env}JOURNAL_SIZE] (default 1000)",
+    )
+    add(
         "--accept-any-session",
         action="store_true",
         default=None,

@@ -33,6 +33,16 @@ class Settings:
     demo_sessions: bool = True
     journal_size: int = 1000
 
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is not between 0 and 65535")
+        if self.threads < 1 or self.journal_size < 1:
+            raise ValueError("threads and journal size must be at least 1")
+        if not self.session_lifetime > 0:
+            raise ValueError("the session lifetime must be a positive number of seconds")
+        if not self.api_keys or not all(self.api_keys):
+            raise ValueError("at least one non-empty API key is needed")
+
     @property
     def signing_secret(self) -> str:
         return self.secret or f"verdict-mock-secret:{self.seed}"

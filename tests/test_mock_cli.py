@@ -356,3 +356,29 @@ def test_bad_log_level_in_the_environment_is_a_usage_error(tmp_path: Path) -> No
     assert "Traceback" not in err
     assert proc.returncode == 2
     assert "VERDICT_MOCK_LOG_LEVEL" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--journal-size", "0"], "at least 1"),
+        (["--threads", "0"], "at least 1"),
+        (["--port", "70000"], "between 0 and 65535"),
+        (["--session-lifetime", "0"], "positive number of seconds"),
+        (["--api-key", ""], "non-empty API key"),
+    ],
+)
+def test_impossible_settings_are_one_line_usage_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1]
+    assert not any("Traceback" in line for line in err)
+
+
+def test_journal_size_flag_reaches_the_settings() -> None:
+    args = build_parser().parse_args(["--journal-size", "5"])
+    assert settings_from(args, {}).journal_size == 5
