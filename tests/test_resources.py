@@ -47,7 +47,7 @@ def test_openapi_describes_the_endpoint() -> None:
     operation = openapi_document()["paths"]["/e"]["get"]
     (param,) = operation["parameters"]
     assert (param["name"], param["in"], param["required"]) == ("n", "query", True)
-    assert set(operation["responses"]) == {"200", "401", "404", "429"}
+    assert set(operation["responses"]) == {"200", "401", "404", "429", "4XX"}
     assert openapi_document()["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
 
 
