@@ -8,6 +8,7 @@ simply skips what it cannot read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -15,9 +16,10 @@ from typing import Any, TypeVar
 from contract_tests.resources import verdict_schema
 from contract_tests.spec import (
     FAMILIES,
-    KNOWN_PREFIXES,
     NEVER_CONCLUSIVE,
+    PREFIX_OF_FAMILY,
     SCHEMA_VERSION,
+    SIGNAL_ID_PATTERN,
     family_of,
 )
 from contract_tests.violations import Violation, describe, pointer
@@ -97,6 +99,9 @@ def _signals(body: Body) -> list[tuple[int, str, str | None]]:
             tier = signal.get("tier")
             found.append((index, signal["id"], tier if isinstance(tier, str) else None))
     return found
+
+
+_SIGNAL_ID = re.compile(SIGNAL_ID_PATTERN)
 
 
 @rule("schema_version", "§9.1, §9.3")
@@ -222,7 +227,7 @@ def conclusive_matches_signals(body: Body) -> Iterator[Finding]:
     if absolute:
         evidence = f"absolute signal {absolute[0]!r}"
     elif composite_families:
-        evidence = f"composite signals from {len(composite_families)} family: {composite_families}"
+        evidence = f"composite signals from one family only: {composite_families}"
     else:
         evidence = "no absolute or composite signal"
     yield Finding(
@@ -238,10 +243,9 @@ def conclusive_matches_signals(body: Body) -> Iterator[Finding]:
 @rule("known_family_has_signal", "§2.3")
 def known_family_has_signal(body: Body) -> Iterator[Finding]:
     """A contradicting family with a documented prefix has a fired signal with that prefix."""
-    prefix_of = {family: prefix for prefix, family in KNOWN_PREFIXES.items()}
     fired = {sid.partition(".")[0] for _, sid, _ in _signals(body)}
     for index, family in enumerate(_get(body, "contradicting_families", list) or []):
-        prefix = prefix_of.get(family) if isinstance(family, str) else None
+        prefix = PREFIX_OF_FAMILY.get(family) if isinstance(family, str) else None
         if prefix is not None and prefix not in fired:
             yield Finding(
                 f"/contradicting_families/{index}",
@@ -255,8 +259,7 @@ def known_family_has_signal(body: Body) -> Iterator[Finding]:
 def signal_id_dot_namespaced(body: Body) -> Iterator[Finding]:
     """Every signal id is dot-namespaced: a prefix, a dot, a name (no blank segment)."""
     for index, sid, _ in _signals(body):
-        segments = sid.split(".")
-        if len(segments) < 2 or any(not s or s != s.strip() or " " in s for s in segments):
+        if not _SIGNAL_ID.match(sid):
             yield Finding(
                 f"/signals/{index}/id",
                 "signal id is not dot-namespaced",

@@ -53,6 +53,14 @@ KNOWN_PREFIXES: Final[dict[str, str]] = {
 }
 """§2.3: the signal id prefixes the spec names, mapped to their family (others: not shown)."""
 
+PREFIX_OF_FAMILY: Final[dict[str, str]] = {
+    family: prefix for prefix, family in KNOWN_PREFIXES.items()
+}
+"""The inverse of KNOWN_PREFIXES."""
+
+SIGNAL_ID_PATTERN: Final = r"^[^.\s]+(\.[^.\s]+)+$"
+"""§2.3: a dot-namespaced id: a prefix, then one or more dot-separated names, no white space."""
+
 SESSION_LIFETIME_SECONDS: Final = 15 * 60
 """§3 and §8: a session expires 15 minutes after collection."""
 

@@ -52,14 +52,15 @@ def _rule_tag(error: ValidationError) -> str | None:
     return None
 
 
-def _schema_violations(body: object) -> list[Violation]:
+def _schema_violations(body: object, reported: set[str]) -> list[Violation]:
     # jsonschema explains errors well but is slow; a valid body never needs the explanation.
     if _conforms(body):
         return []
     violations = []
     for error in _schema_validator().iter_errors(body):
-        # A tagged constraint restates a registry rule, which reports it in its own words.
-        if _rule_tag(error) is not None:
+        # A tagged constraint restates a registry rule, which reports it in its own words;
+        # where the rule could not read the field (a float count, say), the schema speaks.
+        if _rule_tag(error) in reported:
             continue
         path = list(error.absolute_path)
         field = str(path[0]) if path else ""
@@ -89,11 +90,12 @@ def validate_verdict(body: object, *, strict: bool = False) -> list[Violation]:
     Schema errors and rule violations come back in one list, empty when the body conforms.
     ``strict`` also reports properties the schema does not document. Never raises on bad input.
     """
-    violations = _schema_violations(body)
+    violations: list[Violation] = []
     if isinstance(body, Mapping):
         for contract_rule in RULES.values():
             if strict or not contract_rule.strict_only:
                 violations.extend(contract_rule.run(body))
+    violations[:0] = _schema_violations(body, {v.rule for v in violations})
     # A version mismatch explains most other failures, so it leads the list.
     violations.sort(key=lambda v: v.rule != "schema_version")
     return violations

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from contract_tests.spec import FAMILIES, KNOWN_PREFIXES, Tier
+from contract_tests.spec import FAMILIES, PREFIX_OF_FAMILY, Tier
 
 FAMILY_PREFIX: Final[dict[str, str]] = {
-    **{family: prefix for prefix, family in KNOWN_PREFIXES.items()},
+    **PREFIX_OF_FAMILY,
     "tls-construction": "tls",
     "compute": "compute",
     "render": "render",

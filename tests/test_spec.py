@@ -14,6 +14,7 @@ from contract_tests.spec import (
     KNOWN_PREFIXES,
     NEVER_CONCLUSIVE,
     SCHEMA_VERSION,
+    SIGNAL_ID_PATTERN,
     TIERS,
     VERDICTS,
     family_of,
@@ -102,3 +103,9 @@ def test_family_of() -> None:
     assert family_of("geo.rtt") == "network-geometry"
     assert family_of("stack.ttl.v2") == "transport-stack"
     assert family_of("tls.ja4") == "tls"
+
+
+def test_signal_id_pattern_matches_the_code() -> None:
+    (entry,) = _tagged("signal_id_dot_namespaced")
+    pattern = entry["properties"]["signals"]["items"]["properties"]["id"]["pattern"]
+    assert pattern == SIGNAL_ID_PATTERN

@@ -226,3 +226,31 @@ def test_fast_path_agrees_with_jsonschema(body: dict[str, Any]) -> None:
     # The compiled check may only short-cut bodies jsonschema also accepts.
     if _conforms(body):
         assert Draft202012Validator(verdict_schema()).is_valid(body)
+
+
+@settings(max_examples=300, deadline=None)
+@given(field_values)
+def test_whatever_jsonschema_rejects_the_validator_reports(body: dict[str, Any]) -> None:
+    if not Draft202012Validator(verdict_schema()).is_valid(body):
+        assert validate_verdict(body) != []
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("schema", 8.0),
+        ("families", {"measured": 100.0, "reporting": 50.0}),
+        ("families", {"measured": -1.0, "reporting": -1.0}),
+    ],
+)
+def test_integral_floats_are_judged_like_integers(path: str, value: Any) -> None:
+    body = contradicted()
+    body[path] = value
+    assert validate_verdict(body) != []
+
+
+@pytest.mark.parametrize("sid", ["geo.a\tb", "geo.a\u2028b", "geo. a"])
+def test_white_space_in_a_signal_id_is_reported(sid: str) -> None:
+    body = contradicted()
+    body["signals"][0]["id"] = sid
+    assert [v.rule for v in validate_verdict(body)] == ["signal_id_dot_namespaced"]
