@@ -78,6 +78,15 @@ def fresh_sessions(contract_target: Target) -> list[str]:
 
 
 @pytest.fixture(scope="session")
+def any_session(contract_target: Target) -> str:
+    """An id for checks that never reach the lookup (auth, CORS): fresh if one is at hand."""
+    if contract_target.mock:
+        return contract_target.client.mint()
+    ids = contract_target.config.session_ids
+    return ids[0] if ids else f"verdict-contract-unknown-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(scope="session")
 def verdict_responses(
     contract_target: Target, fresh_sessions: list[str]
 ) -> dict[str, httpx.Response]:
@@ -88,13 +97,14 @@ def verdict_responses(
 @pytest.fixture(scope="session")
 def expired_session(contract_target: Target) -> str:
     if contract_target.mock:
-        return contract_target.client.mint(age_seconds=_lifetime(contract_target) + 1)
+        return contract_target.client.mint(age_seconds=lifetime(contract_target) + 1)
     if contract_target.config.expired_session_id is None:
         pytest.skip("needs an expired session id: pass --expired-session-id ID")
     return contract_target.config.expired_session_id
 
 
-def _lifetime(target: Target) -> float:
+def lifetime(target: Target) -> float:
+    """The mock's session lifetime, from its health answer."""
     return float(target.client.mock_health().get("session_lifetime", SESSION_LIFETIME_SECONDS))
 
 

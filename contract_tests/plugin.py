@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -31,7 +32,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _suite_requested(config: pytest.Config) -> bool:
-    return any("contract_tests" in str(arg) for arg in config.args)
+    """Whether this run collects the contract suite (by path, or with --pyargs)."""
+    package = Path(__file__).resolve().parent
+    for arg in config.args:
+        target = str(arg).split("::")[0]
+        if config.option.pyargs and (
+            target == package.name or target.startswith(f"{package.name}.")
+        ):
+            return True
+        path = (config.invocation_params.dir / target).resolve()
+        if path == package or package in path.parents:
+            return True
+    return False
 
 
 def suite_config(config: pytest.Config) -> target.SuiteConfig:

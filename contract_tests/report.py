@@ -15,6 +15,7 @@ CLAUSE = "spec_clause"
 TARGET = "verdict_target"
 BUILD = "verdict_build"
 SCHEMA = "verdict_schema"
+UNDOCUMENTED = "verdict_undocumented_field"
 
 
 @dataclass
@@ -22,6 +23,7 @@ class SuiteReport:
     targets: set[str] = field(default_factory=set)
     builds: set[str] = field(default_factory=set)
     schemas: set[str] = field(default_factory=set)
+    undocumented: set[str] = field(default_factory=set)
     clauses: dict[str, Counter[str]] = field(default_factory=dict)
 
     def record(self, report: pytest.TestReport) -> None:
@@ -36,6 +38,8 @@ class SuiteReport:
                 self.builds.add(str(value))
             elif name == SCHEMA:
                 self.schemas.add(str(value))
+            elif name == UNDOCUMENTED:
+                self.undocumented.add(str(value))
         # One outcome per test: its call, or the setup that kept the call from running.
         if report.when == "call" or (report.when == "setup" and not report.passed):
             outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
@@ -50,6 +54,10 @@ class SuiteReport:
             f"target:            {_few(self.targets) or 'unknown'}",
             f"provenance.build:  {_few(self.builds) or 'none seen'}",
             f"schema:            {_few(self.schemas) or 'none seen'}",
+        ]
+        if self.undocumented:
+            out.append(f"undocumented fields: {_few(self.undocumented, 8)} (allowed, spec §9.2)")
+        out += [
             "",
             f"{'spec clause':28} {'passed':>7} {'failed':>7} {'skipped':>8}",
         ]

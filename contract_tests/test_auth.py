@@ -22,10 +22,10 @@ CASES = {
 @pytest.mark.clause("§5.1, §5.3")
 @pytest.mark.parametrize("case", list(CASES))
 def test_missing_or_invalid_key_is_401(
-    contract_target: Target, fresh_sessions: list[str], case: str
+    contract_target: Target, any_session: str, case: str
 ) -> None:
     response = contract_target.client.request(
-        params=[("n", fresh_sessions[0])], authorization=CASES[case]
+        params=[("n", any_session)], authorization=CASES[case]
     )
     assert response.status_code == 401, f"{case}: received {response.status_code}; documented: 401"
 
@@ -44,10 +44,10 @@ def test_auth_comes_before_lookup(contract_target: Target, unknown_session: str)
 @pytest.mark.clause("§5.1")
 @pytest.mark.parametrize("where", ["api_key", "key", "token", "access_token"])
 def test_key_in_the_query_does_not_authorise(
-    contract_target: Target, fresh_sessions: list[str], where: str
+    contract_target: Target, any_session: str, where: str
 ) -> None:
     response = contract_target.client.request(
-        params=[("n", fresh_sessions[0]), (where, KEY)], authorization=None
+        params=[("n", any_session), (where, KEY)], authorization=None
     )
     assert response.status_code == 401, (
         f"key sent as query parameter {where!r}: received {response.status_code}; "
@@ -57,11 +57,11 @@ def test_key_in_the_query_does_not_authorise(
 
 @pytest.mark.clause("§5.1")
 def test_key_in_another_header_does_not_authorise(
-    contract_target: Target, fresh_sessions: list[str]
+    contract_target: Target, any_session: str
 ) -> None:
     key = contract_target.client.api_key.reveal()
     response = contract_target.client.request(
-        params=[("n", fresh_sessions[0])], authorization=None, headers={"X-API-Key": key}
+        params=[("n", any_session)], authorization=None, headers={"X-API-Key": key}
     )
     assert response.status_code == 401, (
         f"key sent as X-API-Key: received {response.status_code}; documented: 401"

@@ -12,6 +12,9 @@ from contract_tests.client import ExplainClient
 from contract_tests.conftest import Target
 
 MAX_WAIT = 30.0
+"""Longest announced wait the check sits through; longer ones skip the recovery half."""
+GRACE = 2.0
+"""Slack past the announced Retry-After for clocks and windows to line up."""
 
 
 @pytest.fixture
@@ -47,9 +50,7 @@ def test_rate_limit_answers_429_then_recovers(
     contract_target: Target, probe: tuple[ExplainClient, int]
 ) -> None:
     client, budget = probe
-    n = contract_target.client.mint() if contract_target.bundled else "verdict-contract-probe"
-    if contract_target.bundled:
-        n = client.mint()
+    n = client.mint() if contract_target.bundled else "verdict-contract-probe"
     refusal = None
     for sent in range(1, budget + 1):
         response = client.explain(n)
@@ -67,9 +68,12 @@ def test_rate_limit_answers_429_then_recovers(
             f"the service asks to wait {wait:.0f} s; recovery is not awaited past {MAX_WAIT} s"
         )
     time.sleep(wait)
-    deadline = time.monotonic() + MAX_WAIT
+    deadline = time.monotonic() + GRACE
     status = client.explain(n).status_code
     while status == 429 and time.monotonic() < deadline:
-        time.sleep(0.5)
+        time.sleep(0.25)
         status = client.explain(n).status_code
-    assert status != 429, f"still 429 {MAX_WAIT:.0f} s after the announced Retry-After"
+    assert status != 429, (
+        f"still 429 {GRACE:.0f} s after the announced Retry-After of {wait:.0f} s; "
+        "documented: the service recovers after the time it announces"
+    )

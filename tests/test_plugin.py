@@ -72,13 +72,12 @@ def test_live_target_without_sessions_skips_with_the_option_to_use(
             "no:cacheprovider",
         )
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    result.stdout.fnmatch_lines(
-        [
-            "*needs a fresh session id: pass --session-id*",
-            "*needs an expired session id: pass --expired-session-id*",
-            "*opt-in: pass --probe-rate-limit*",
-        ]
-    )
+    for reason in (
+        "needs a fresh session id: pass --session-id",
+        "needs an expired session id: pass --expired-session-id",
+        "opt-in: pass --probe-rate-limit",
+    ):
+        result.stdout.fnmatch_lines([f"SKIPPED *{reason}*"])
 
 
 def test_session_factory_provides_the_sessions(pytester: pytest.Pytester) -> None:
@@ -213,3 +212,23 @@ def test_suite_against_a_separately_started_verdict_mock(pytester: pytest.Pytest
     outcomes = result.parseoutcomes()
     assert outcomes["passed"] >= 24
     assert outcomes.get("skipped", 0) == 1  # only the opt-in rate-limit probe
+
+
+def test_added_fields_stay_warnings_where_warnings_are_errors(pytester: pytest.Pytester) -> None:
+    variant = CONFORMING["extra fields"]
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")
+    with serve(variant) as running:
+        result = pytester.runpytest_subprocess(*running.suite_args("-W", "error"))
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["undocumented fields: */risk_score*"])
+
+
+def test_a_project_folder_named_contract_tests_is_not_the_suite(pytester: pytest.Pytester) -> None:
+    shop = pytester.path / "tests" / "contract_tests"
+    shop.mkdir(parents=True)
+    (shop / "test_shop.py").write_text("def test_shop():\n    assert True\n")
+    result = pytester.runpytest_subprocess(
+        "tests/contract_tests", "--base-url", "http://127.0.0.1:9", "-p", "no:cacheprovider"
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)
