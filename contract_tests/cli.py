@@ -28,6 +28,9 @@ def _validate(args: argparse.Namespace) -> int:
     except UnicodeDecodeError:
         print(f"verdict-contract: {args.file} is not UTF-8 text", file=sys.stderr)
         return 2
+    except RecursionError:
+        print(f"verdict-contract: {args.file} nests JSON too deeply to read", file=sys.stderr)
+        return 2
     except json.JSONDecodeError as exc:
         where = "stdin" if args.file == "-" else args.file
         print(

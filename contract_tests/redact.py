@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hmac
 import logging
 from dataclasses import dataclass, field
+from urllib.parse import quote, quote_plus
 
 
 def mask(secret: str) -> str:
@@ -28,7 +30,9 @@ class Secret:
     __str__ = __repr__
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
+        return isinstance(other, Secret) and hmac.compare_digest(
+            other._value.encode(), self._value.encode()
+        )
 
     def __hash__(self) -> int:
         return hash(self._value)
@@ -41,11 +45,16 @@ class Redactor:
     secrets: set[str] = field(default_factory=set)
 
     def add(self, secret: str) -> None:
-        if len(secret) >= 4:  # shorter strings would mangle ordinary text, and cannot be keys
-            self.secrets.add(secret)
+        """Register a secret, with the forms it takes once URL-encoded (a key sent in a query)."""
+        if len(secret) < 4:  # shorter strings would mangle ordinary text, and cannot be keys
+            return
+        self.secrets.add(secret)
+        self.secrets.add(quote(secret, safe=""))
+        self.secrets.add(quote_plus(secret))
+        self.secrets.add(quote(secret, safe="!$'()*,/:;@"))  # what httpx leaves unescaped
 
     def text(self, text: str) -> str:
-        for secret in self.secrets:
+        for secret in sorted(self.secrets, key=len, reverse=True):  # longest form first
             if secret in text:
                 text = text.replace(secret, mask(secret))
         return text

@@ -45,9 +45,9 @@ def _http_error(error: HTTPException) -> Response:
 
 
 def _unexpected_error(error: Exception) -> Response:
-    current_app.logger.exception("unexpected error answering %s", request.path)
-    if isinstance(error, SpecError):
+    if isinstance(error, SpecError):  # a request the mock cannot honour: said, not logged
         return error_response(422, "invalid_session", str(error))
+    current_app.logger.exception("unexpected error answering %s", request.path)
     return error_response(400, "bad_request", "the request could not be processed")
 
 

@@ -12,7 +12,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from contract_tests.resources import bundled_openapi
 from contract_tests.spec import SCHEMA_VERSION
-from mockserver.answer import error_response
+from mockserver.answer import NO_STORE, error_response
 from mockserver.app import session_url, state_of
 from mockserver.sessions import Session, SpecError, parse_spec
 
@@ -40,9 +40,21 @@ def describe_session(session: Session) -> dict[str, Any]:
     }
 
 
+@control.after_request
+def _no_store(response: Response) -> Response:
+    # Control answers describe mutable state: never cache them. An empty answer has no type.
+    response.headers["Cache-Control"] = NO_STORE
+    if response.status_code == 204:
+        response.headers.pop("Content-Type", None)
+    return response
+
+
 @control.post("/sessions")
 def mint() -> tuple[Response, int] | Response:
-    raw = request.get_json(silent=True) if request.content_length else {}
+    try:
+        raw = request.get_json(silent=True) if request.content_length else {}
+    except RecursionError:  # absurdly deep JSON
+        raw = None
     if raw is None:
         return error_response(400, "bad_request", "the body must be a JSON object (or empty)")
     try:

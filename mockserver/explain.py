@@ -77,7 +77,7 @@ def _bad_session_id(values: list[str] | None) -> str | None:
     return None
 
 
-def _scripted(step: Step, body: bytes) -> Answer | None:
+def _scripted(state: MockState, step: Step, body: bytes) -> Answer | None:
     if step.status is not None:
         code, message = _STEP_ERRORS[step.status]
         return error_answer(
@@ -85,7 +85,7 @@ def _scripted(step: Step, body: bytes) -> Answer | None:
         )
     if step.fault is not None:
         return fault_answer(step.fault, body)
-    time.sleep(step.delay_ms / 1000)
+    state.delay(step.delay_ms / 1000)
     return None
 
 
@@ -119,7 +119,7 @@ def explain(
     body = state.generator.render(session.id, session.spec)
     step = state.scripts.next_step(session.id) or session.spec.always
     if step is not None:
-        scripted = _scripted(step, body)
+        scripted = _scripted(state, step, body)
         if scripted is not None:
             return scripted
     if session.expired(time.time(), state.settings.session_lifetime):
@@ -138,6 +138,7 @@ def handle(state: MockState, method: str, query_string: bytes, authorization: st
         authorization=authorization,
         status=answer.status,
         outcome=answer.outcome,
+        is_key=state.key_ok,
     )
     return answer
 

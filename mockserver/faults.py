@@ -11,7 +11,7 @@ import struct
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
-from mockserver.answer import Answer
+from mockserver.answer import NO_STORE, Answer
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -22,7 +22,7 @@ FAULT_HEADER: Final = "X-Verdict-Mock-Fault"
 def fault_answer(kind: str, body: bytes) -> Answer:
     """Return the answer that carries fault ``kind`` for a verdict ``body``."""
     sent = b"" if kind == "reset" else body[: len(body) // 2]
-    headers = [("Cache-Control", "no-store")]
+    headers = [("Cache-Control", NO_STORE)]
     if kind != "malformed":  # malformed: complete HTTP, but the JSON stops half-way
         headers += [("Content-Length", str(len(body))), (FAULT_HEADER, kind)]
     return Answer(200, sent, headers, "scripted")

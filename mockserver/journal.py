@@ -6,11 +6,13 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from contract_tests.redact import mask as mask
+from contract_tests.spec import SESSION_PARAM
+from mockserver.sessions import MAX_SESSION_ID_LENGTH
 
 
 def mask_authorization(header: str | None) -> str | None:
@@ -64,19 +66,22 @@ class Journal:
         authorization: str | None,
         status: int,
         outcome: str,
+        is_key: Callable[[str], bool] = lambda _: False,
     ) -> None:
+        """Journal a request; ``is_key`` tells a configured API key wherever it was sent."""
         query: dict[str, list[str]] = {}
         n = None
         for name, value in args:
-            if name == "n" and n is None:
-                n = value[:256]
+            if name == SESSION_PARAM and n is None:
+                n = mask(value) if is_key(value) else value[:MAX_SESSION_ID_LENGTH]
             else:  # a key may arrive as a value (?api_key=...) or as a bare name (?<key>)
-                shown = name if _PLAIN_NAME.fullmatch(name) else mask(name)
+                plain = _PLAIN_NAME.fullmatch(name) and not is_key(name)
+                shown = name if plain else mask(name)
                 query.setdefault(shown, []).append(mask(value))
         entry = Entry(
             time.time(),
             method,
-            path[:256],
+            path[:MAX_SESSION_ID_LENGTH],
             n,
             query,
             mask_authorization(authorization),

@@ -24,7 +24,7 @@ from typing import Final
 import yaml
 
 from mockserver.ratelimit import RateLimit
-from mockserver.sessions import Session, SessionSpec, SpecError, parse_spec
+from mockserver.sessions import MAX_SESSION_ID_LENGTH, Session, SessionSpec, SpecError, parse_spec
 
 log = logging.getLogger("mockserver.scenario")
 
@@ -92,8 +92,10 @@ def parse_scenario(raw: object, loaded_at: float) -> Scenario:
         raise ScenarioError("sessions must be a mapping of session id to session")
     specs = {}
     for name, spec in sessions.items():
-        if not isinstance(name, str) or not name or len(name) > 256:
-            raise ScenarioError(f"session id {name!r} must be a string of 1 to 256 characters")
+        if not isinstance(name, str) or not name or len(name) > MAX_SESSION_ID_LENGTH:
+            raise ScenarioError(
+                f"session id {name!r} must be a string of 1 to {MAX_SESSION_ID_LENGTH} characters"
+            )
         try:
             specs[name] = parse_spec(spec if spec is not None else {}, f"sessions.{name}")
         except SpecError as exc:

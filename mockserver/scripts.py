@@ -20,9 +20,11 @@ class ScriptBook:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def load(self, session_id: str, steps: tuple[Step, ...]) -> None:
-        if not steps:
-            return
+        """Give the id a script (an empty one removes what it had)."""
         with self._lock:
+            if not steps:
+                self._scripts.pop(session_id, None)
+                return
             self._scripts[session_id] = deque(steps)
             self._scripts.move_to_end(session_id)
             while len(self._scripts) > self.capacity:

@@ -28,6 +28,9 @@ FAULTS: Final = frozenset({"reset", "truncated", "malformed"})
 """Connection faults a script may produce: a reset, a cut body, a body that is not JSON."""
 
 MAX_DELAY_MS: Final = 60_000
+MAX_AGE_SECONDS: Final = 10 * 365 * 24 * 3600.0
+MAX_SCRIPT_STEPS: Final = 100
+"""Bounds that keep a spec representable (dates) and the per-process script store small."""
 
 
 class SpecError(ValueError):
@@ -107,11 +110,15 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
         age = None if age is None else float(age) if isinstance(age, int | float) else math.nan
     except OverflowError:  # an integer too large for a float
         age = math.inf
-    if isinstance(raw.get("age_seconds"), bool) or (age is not None and not 0 <= age < math.inf):
-        raise SpecError(f"{where}.age_seconds must be a number of seconds, 0 or more")
+    if isinstance(raw.get("age_seconds"), bool) or (
+        age is not None and not 0 <= age <= MAX_AGE_SECONDS
+    ):
+        raise SpecError(
+            f"{where}.age_seconds must be a number of seconds from 0 to {MAX_AGE_SECONDS:.0f}"
+        )
     script = raw.get("script", [])
-    if not isinstance(script, list):
-        raise SpecError(f"{where}.script must be a list")
+    if not isinstance(script, list) or len(script) > MAX_SCRIPT_STEPS:
+        raise SpecError(f"{where}.script must be a list of at most {MAX_SCRIPT_STEPS} steps")
     steps = tuple(parse_step(step, f"{where}.script[{i}]") for i, step in enumerate(script))
     always = raw.get("always")
     fields = raw.get("fields", {})

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hmac
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from contract_tests.spec import VERDICTS
@@ -14,6 +16,10 @@ from mockserver.scenario import Scenario, ScenarioError, demo_sessions, load_sce
 from mockserver.scripts import ScriptBook
 from mockserver.sessions import Session, SessionCodec, SessionSpec, SpecError
 from mockserver.settings import Settings
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)  # looked up at each call, so tests may patch time.sleep
 
 
 @dataclass
@@ -27,6 +33,9 @@ class MockState:
     scenario: Scenario = field(default_factory=Scenario, init=False)
     _keys: tuple[bytes, ...] = field(default=(), init=False)
     _named: dict[str, Session] = field(default_factory=dict, init=False)
+    delay: Callable[[float], None] = field(default_factory=lambda: _sleep, init=False, repr=False)
+    """How a scripted delay waits; in-process transports replace it (see testing.py)."""
+    _apply_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.codec = SessionCodec(self.settings.signing_secret)
@@ -39,6 +48,10 @@ class MockState:
 
     def apply(self, scenario: Scenario) -> None:
         """Install a (re)loaded scenario: its keys, rate limit and named sessions."""
+        with self._apply_lock:  # the file watcher and SIGHUP may reload at once
+            self._apply(scenario)
+
+    def _apply(self, scenario: Scenario) -> None:
         named = demo_sessions(time.time()) if self.settings.demo_sessions else {}
         named.update(scenario.sessions)
         for session in scenario.sessions.values():  # refuse now what could never be served
@@ -51,13 +64,13 @@ class MockState:
         self._keys = tuple(k.encode() for k in keys)
         self._named = named
         self.limiter.reset(scenario.rate_limit or self.settings.rate_limit)
-        self.scripts.clear()
-        for session in named.values():
+        for session in named.values():  # named sessions get their scripts afresh
             self.scripts.load(session.id, session.spec.script)
 
     def reset(self) -> None:
         """Forget journal, counters and scripts; named sessions get their scripts back."""
         self.journal.clear()
+        self.scripts.clear()
         self.apply(self.scenario)
 
     @property

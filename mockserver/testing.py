@@ -6,8 +6,10 @@ Both transports give a :class:`VerdictMock` with the same ``base_url``, ``api_ke
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,10 +105,29 @@ def _inner_wsgi(app: Flask) -> Any:
     return wsgi.app if isinstance(wsgi, FaultMiddleware) else wsgi
 
 
+class _ScriptedTimeout(BaseException):
+    """A scripted delay at least as long as the client's read timeout.
+
+    A BaseException so that it passes the app's net for errors (which answers 400) and
+    reaches the respx handler, which turns it into the client's timeout.
+    """
+
+
 def _handler(app: Flask) -> Any:
     inner = _inner_wsgi(app)
+    read_timeout: ContextVar[float | None] = ContextVar("read_timeout", default=None)
+
+    def delay(seconds: float) -> None:
+        # The client would give up first: say so at once, as httpx would after waiting.
+        timeout = read_timeout.get()
+        if timeout is not None and seconds >= timeout:
+            raise _ScriptedTimeout
+        time.sleep(seconds)  # shorter than the timeout: wait for real (blocks an event loop)
+
+    state_of(app).delay = delay
 
     def handle(request: httpx.Request) -> httpx.Response:
+        read_timeout.set(request.extensions.get("timeout", {}).get("read"))
         environ = EnvironBuilder(
             method=request.method,
             path=request.url.path,
@@ -114,7 +135,10 @@ def _handler(app: Flask) -> Any:
             headers=list(request.headers.items()),
             data=request.content,
         ).get_environ()
-        answer = Response.from_app(inner, environ)
+        try:
+            answer = Response.from_app(inner, environ)
+        except _ScriptedTimeout:
+            raise httpx.ReadTimeout("timed out (scripted delay)", request=request) from None
         fault = answer.headers.get(FAULT_HEADER)
         if fault == "reset":
             raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
@@ -135,6 +159,8 @@ def respx_mock(
 ) -> Iterator[VerdictMock]:
     """Route httpx requests under ``base_url`` to the mock app, in-process, with respx.
 
+    A scripted ``{"delay_ms": N}`` at least as long as the request's read timeout raises
+    ``httpx.ReadTimeout`` at once; a shorter one sleeps (blocking an async client's loop).
     Requests elsewhere follow respx's defaults: an unmatched request raises
     ``respx.models.AllMockedAssertionError`` (pass ``assert_all_mocked=False`` to let it
     through to the network instead).

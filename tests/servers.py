@@ -48,6 +48,7 @@ class Running:
     base_url: str
     session_ids: list[str]
     expired_id: str
+    key: str = KEY
 
     def suite_args(self, *extra: str) -> list[str]:
         args = [
@@ -58,7 +59,7 @@ class Running:
             "--base-url",
             self.base_url,
             "--api-key",
-            KEY,
+            self.key,
             "--expired-session-id",
             self.expired_id,
         ]
@@ -101,10 +102,10 @@ def _wrap(app: Any, variant: Variant) -> Any:
 
 
 @contextmanager
-def serve(variant: Variant) -> Iterator[Running]:
+def serve(variant: Variant, key: str = KEY) -> Iterator[Running]:
     app = create_app(
         Settings(
-            api_keys=(KEY,),
+            api_keys=(key,),
             control=False,
             demo_sessions=False,
             rate_limit=RateLimit.parse(variant.rate_limit),
@@ -114,7 +115,7 @@ def serve(variant: Variant) -> Iterator[Running]:
     ids = [state.mint(parse_spec(spec)).id for spec in variant.sessions]
     expired = state.mint(parse_spec({"age_seconds": 901})).id
     with BackgroundServer(_wrap(app, variant)) as server:
-        yield Running(server.base_url, ids, expired)
+        yield Running(server.base_url, ids, expired, key)
 
 
 _counter = itertools.count()
@@ -133,8 +134,8 @@ def _lookup_before_auth(request: Request) -> Response | None:
 
 def _query_key_authorises(request: Request) -> Response | None:
     for name in ("api_key", "key", "token", "access_token"):
-        if request.args.get(name) == KEY:
-            request.environ["HTTP_AUTHORIZATION"] = f"Bearer {KEY}"
+        if request.args.get(name):  # whatever it is: the wrapped mock checks it
+            request.environ["HTTP_AUTHORIZATION"] = f"Bearer {request.args[name]}"
     return None
 
 

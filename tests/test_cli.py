@@ -74,3 +74,10 @@ def test_rules_lists_the_registry(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rules"]) == 0
     out = capsys.readouterr().out
     assert [line.split()[0] for line in out.splitlines()] == list(RULES)
+
+
+def test_deeply_nested_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["validate", str(path)]) == 2
+    assert "too deeply" in capsys.readouterr().err

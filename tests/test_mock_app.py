@@ -425,3 +425,14 @@ def test_journal_does_not_record_other_paths(client: FlaskClient) -> None:
     get(client, "?n=demo-refused")
     entries = client.get("/_mock/requests").get_json()
     assert [e["path"] for e in entries] == ["/e"]
+
+
+def test_a_key_sent_as_a_plain_name_or_as_n_is_masked_in_the_journal() -> None:
+    secret = "team_shared_secret"
+    app = create_app(Settings(api_keys=(secret,)))
+    client = app.test_client()
+    client.get(f"/e?n=x&{secret}")
+    client.get(f"/e?n={secret}")
+    journal = json.dumps(client.get("/_mock/requests").get_json(), ensure_ascii=False)
+    assert secret not in journal
+    assert "…cret" in journal

@@ -333,3 +333,23 @@ def test_control_off_means_404(method: str, path: str) -> None:
     assert response.status_code == 404
     assert error_of(404, response.content_type, response.get_data())["code"] == "not_found"
     assert fetch(off, "demo-refused").status_code == 200  # /e itself still works
+
+
+def test_control_answers_are_never_cached() -> None:
+    client = create_app(Settings()).test_client()
+    minted = client.post("/_mock/sessions", json={})
+    assert minted.status_code == 201
+    assert minted.headers["Cache-Control"] == "no-store"
+    assert client.get("/_mock/health").headers["Cache-Control"] == "no-store"
+    emptied = client.post("/_mock/reset")
+    assert emptied.status_code == 204
+    assert "Content-Type" not in emptied.headers
+
+
+def test_absurdly_deep_json_is_a_clear_4xx() -> None:
+    client = create_app(Settings()).test_client()
+    response = client.post(
+        "/_mock/sessions", data="[" * 100_000 + "]" * 100_000, content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert response.get_json()["error"]["code"] == "bad_request"

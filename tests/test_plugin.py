@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 import httpx
 import pytest
@@ -101,11 +102,14 @@ def test_session_factory_provides_the_sessions(pytester: pytest.Pytester) -> Non
     assert outcomes["passed"] >= 15
 
 
-def test_the_key_never_reaches_any_output(pytester: pytest.Pytester, tmp_path: Path) -> None:
+@pytest.mark.parametrize("key", [KEY, "abc+def/ghi=jkl&SECRET mid:9876"])
+def test_the_key_never_reaches_any_output(
+    pytester: pytest.Pytester, tmp_path: Path, key: str
+) -> None:
     """Run a failing suite with every output turned up and search all of it for the key."""
     variant, _ = BROKEN["key in query authorises"]
     junit = tmp_path / "report.xml"
-    with serve(variant) as running:
+    with serve(variant, key) as running:
         result = pytester.runpytest_subprocess(
             *running.suite_args(
                 "-v",
@@ -123,8 +127,9 @@ def test_the_key_never_reaches_any_output(pytester: pytest.Pytester, tmp_path: P
     outputs = result.stdout.str() + result.stderr.str() + junit.read_text()
     assert "test_key_in_the_query_does_not_authorise" in outputs  # the failure is reported ...
     assert "api_key=" in outputs  # ... with the request logs and the query in view ...
-    assert KEY not in outputs  # ... and the key nowhere
-    assert KEY[-4:] in outputs  # its last 4 characters are what identifies it
+    for form in (key, quote(key, safe=""), quote_plus(key)):
+        assert form not in outputs  # ... and the key nowhere, in no encoding
+    assert f"…{key[-4:]}" in outputs  # its last 4 characters are what identifies it
 
 
 def test_junit_xml_carries_each_clause_without_warnings(

@@ -87,3 +87,18 @@ def test_key(verdict_mock):
 """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+def test_respx_scripted_delay_past_the_timeout_is_a_read_timeout() -> None:
+    import httpx
+
+    from mockserver.testing import respx_mock
+
+    with respx_mock() as mock:
+        n = mock.mint(script=[{"delay_ms": 5000}, {"delay_ms": 20}])
+        headers = {"Authorization": f"Bearer {mock.api_key}"}
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.get(mock.url(n), headers=headers, timeout=1.0)
+        assert httpx.get(mock.url(n), headers=headers, timeout=1.0).status_code == 200
+        # The journal holds answered requests; the timed-out one never got its answer.
+        assert [r["status"] for r in mock.requests] == [200]
