@@ -1,26 +1,21 @@
-"""The pytest plugin (``pytest11``): options, redaction, the suite's summary, and fixtures.
+"""The pytest plugin (``pytest11``): the suite's options, redaction, and its summary.
 
-It stays inert in other projects' runs: no server starts and nothing is checked unless a
-fixture of ours is requested or the contract suite is collected.
+It stays inert in other projects' runs: nothing is checked unless the contract suite is
+collected. The integrators' fixtures are the second entry point, :mod:`contract_tests.fixtures`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from contract_tests import target
 from contract_tests.redact import Redactor
 from contract_tests.report import CLAUSE, SuiteReport
-from contract_tests.spec import VERDICTS
-
-if TYPE_CHECKING:
-    from mockserver import Settings
-    from mockserver.testing import VerdictMock
 
 REDACTOR = pytest.StashKey[Redactor]()
 REPORT = pytest.StashKey[SuiteReport]()
@@ -130,55 +125,3 @@ class _Summary:
             terminalreporter.write_sep("=", "Explain API contract")
             for line in lines:
                 terminalreporter.write_line(line)
-
-
-# Fixtures for integrators: the mock over real HTTP, through respx, and verdict factories.
-# Imports stay inside them so that runs which use none of them pay nothing.
-
-
-@pytest.fixture(scope="session")
-def verdict_mock_settings() -> Settings:
-    """Settings of the session's mock server; override this fixture to change them."""
-    from mockserver import Settings
-
-    return Settings(port=0)
-
-
-@pytest.fixture(scope="session")
-def verdict_mock_server(verdict_mock_settings: Settings) -> Iterator[VerdictMock]:
-    """The mock on 127.0.0.1, started once per session (per xdist worker)."""
-    from mockserver.testing import live_mock
-
-    with live_mock(verdict_mock_settings) as mock:
-        yield mock
-
-
-@pytest.fixture
-def verdict_mock(verdict_mock_server: VerdictMock) -> VerdictMock:
-    """The running mock, with journal, counters and scripts cleared for this test."""
-    verdict_mock_server.reset()
-    return verdict_mock_server
-
-
-@pytest.fixture
-def verdict_respx() -> Iterator[VerdictMock]:
-    """httpx requests to ``verdict_respx.base_url`` answered in-process by the mock app."""
-    from mockserver.testing import respx_mock
-
-    with respx_mock() as mock:
-        yield mock
-
-
-@pytest.fixture
-def make_verdict() -> Callable[..., dict[str, Any]]:
-    """``make_verdict(verdict=..., conclusive=..., **overrides)``: a contract-valid body."""
-    from mockserver.factory import make_verdict
-
-    return make_verdict
-
-
-@pytest.fixture(params=VERDICTS)
-def verdict_kind(request: pytest.FixtureRequest) -> str:
-    """Runs a test once per verdict value of spec §2.2."""
-    kind: str = request.param
-    return kind

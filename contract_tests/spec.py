@@ -26,6 +26,11 @@ VERDICTS: Final[tuple[VerdictKind, ...]] = (
 NEVER_CONCLUSIVE: Final[frozenset[str]] = frozenset({"disputed", "uncontradicted", "insufficient"})
 """§2.4: verdicts whose ``conclusive`` is always false (``refused`` varies)."""
 
+MAY_BE_CONCLUSIVE: Final[tuple[VerdictKind, ...]] = tuple(
+    v for v in VERDICTS if v not in NEVER_CONCLUSIVE
+)
+"""§2.4: ``contradicted`` and ``refused``."""
+
 VERDICT_OUTCOMES: Final[tuple[tuple[VerdictKind, bool], ...]] = tuple(
     (verdict, conclusive)
     for verdict in VERDICTS

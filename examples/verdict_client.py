@@ -61,6 +61,7 @@ class VerdictClient:
     sleep: Callable[[float], None] = time.sleep
     http: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=10.0), repr=False)
     _cache: OrderedDict[str, dict[str, Any]] = field(default_factory=OrderedDict, repr=False)
+    _wait: float = field(default=1.0, init=False, repr=False)  # from the last Retry-After
 
     def verdict(self, session_id: str) -> dict[str, Any]:
         """Return the verdict for a session, from the cache when it was fetched before."""
@@ -113,8 +114,6 @@ class VerdictClient:
                 continue
             raise VerdictError(f"unexpected status {response.status_code}")
         raise ServiceBusy(f"gave up after {self.retries + 1} attempts: {problem}")
-
-    _wait: float = field(default=1.0, init=False, repr=False)
 
     @staticmethod
     def _parse(response: httpx.Response) -> dict[str, Any]:

@@ -17,11 +17,12 @@ from mockserver.app import create_app, state_of
 from mockserver.ratelimit import RateLimit
 from mockserver.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
 from mockserver.serve import make_server, serve_forever
-from mockserver.settings import DEFAULT_API_KEY, ENV_PREFIX, Settings
+from mockserver.settings import DEFAULT_API_KEY, ENV_PREFIX, LOG_LEVELS, Settings
 
 
 def build_parser() -> argparse.ArgumentParser:
     env = ENV_PREFIX
+    default = Settings()  # the help shows the real defaults, never copies of them
     parser = argparse.ArgumentParser(
         prog="verdict-mock",
         description="Serve a mock of the Explain API (GET /e). Every flag also reads "
@@ -29,15 +30,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add = parser.add_argument
     add("--host", help=f"address to bind [{env}HOST] (default 127.0.0.1)")
-    add("--port", type=int, help=f"port [{env}PORT] (default 8080; 0 picks a free one)")
-    add("--threads", type=int, help=f"waitress worker threads [{env}THREADS] (default 8)")
+    add("--port", type=int, help=f"port [{env}PORT] (default {default.port}; 0 picks a free one)")
+    add(
+        "--threads",
+        type=int,
+        help=f"waitress worker threads [{env}THREADS] (default {default.threads})",
+    )
     add(
         "--api-key",
         dest="api_keys",
         action="append",
         metavar="KEY",
         help=f"accepted API key, repeatable [{env}API_KEYS, comma-separated] "
-        f"(default {DEFAULT_API_KEY})",
+        f"(default {', '.join(default.api_keys)})",
     )
     add("--seed", help=f"seed of the generated verdicts [{env}SEED]")
     add("--secret", help=f"secret that signs minted session ids [{env}SECRET]")
@@ -51,24 +56,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--rate-limit",
         type=RateLimit.parse,
         metavar="N/SECONDS",
-        help=f"per-key budget, e.g. 600/60, or off [{env}RATE_LIMIT] (default 6000/60)",
+        help=f"per-key budget, e.g. 600/60, or off [{env}RATE_LIMIT] "
+        f"(default {default.rate_limit})",
     )
     add(
         "--session-lifetime",
         type=float,
         metavar="SECONDS",
-        help=f"session lifetime [{env}SESSION_LIFETIME] (default 900)",
+        help=f"session lifetime [{env}SESSION_LIFETIME] (default {default.session_lifetime:g})",
     )
     add(
         "--log-level",
-        choices=["debug", "info", "warning", "error"],
-        help=f"log level [{env}LOG_LEVEL] (default info)",
+        choices=LOG_LEVELS,
+        help=f"log level [{env}LOG_LEVEL] (default {default.log_level})",
     )
     add(
         "--journal-size",
         type=int,
         metavar="N",
-        help=f"requests kept in the journal [{env}JOURNAL_SIZE] (default 1000)",
+        help=f"requests kept in the journal [{env}JOURNAL_SIZE] (default {default.journal_size})",
     )
     add(
         "--accept-any-session",

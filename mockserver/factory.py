@@ -11,14 +11,12 @@ from typing import Any
 
 from faker.providers import BaseProvider
 
-from contract_tests.spec import FAMILIES, TIERS, Tier, VerdictKind
+from contract_tests.spec import FAMILIES, NEVER_CONCLUSIVE, TIERS, Tier, VerdictKind
 from contract_tests.validator import validate_verdict
 from contract_tests.violations import format_violations
 from mockserver.catalogue import templates
-from mockserver.generate import VerdictGenerator, headline_context
+from mockserver.generate import DEFAULT_SEED, VerdictGenerator, headline_context
 from mockserver.sessions import SessionSpec
-
-DEFAULT_SEED = "verdict-mock"
 
 
 class InvalidVerdictError(ValueError):
@@ -45,7 +43,7 @@ def make_verdict(
     :class:`InvalidVerdictError` unless ``valid=False`` asks for it on purpose, to test how
     code handles a broken response.
     """
-    if conclusive and verdict in ("disputed", "uncontradicted", "insufficient") and valid:
+    if conclusive and verdict in NEVER_CONCLUSIVE and valid:
         raise InvalidVerdictError(
             f"a {verdict!r} verdict is never conclusive (spec §2.4); "
             "pass valid=False to build one anyway"

@@ -17,10 +17,20 @@ from typing import Any
 
 from faker import Faker
 
-from contract_tests.spec import FAMILIES, NEVER_CONCLUSIVE, SCHEMA_VERSION, VERDICTS, VerdictKind
+from contract_tests.spec import (
+    FAMILIES,
+    MAY_BE_CONCLUSIVE,
+    NEVER_CONCLUSIVE,
+    SCHEMA_VERSION,
+    VERDICTS,
+    VerdictKind,
+)
 from contract_tests.validator import validate_verdict
 from mockserver.catalogue import CATALOGUE, SignalTemplate, templates
 from mockserver.sessions import SessionSpec, SpecError
+
+DEFAULT_SEED = "verdict-mock"
+"""The seed of the mock's verdicts unless one is configured."""
 
 _OSES = ("Windows 11", "macOS 15", "Android 15", "iOS 18", "Ubuntu 24.04", "ChromeOS")
 _BROWSERS = ("Chrome", "Firefox", "Safari", "Edge")
@@ -67,7 +77,7 @@ def headline_context(rng: random.Random, fake: Faker) -> dict[str, str]:
 class VerdictGenerator:
     """Builds verdict bodies and their JSON bytes for a seed; results are cached per id."""
 
-    seed: str = "verdict-mock"
+    seed: str = DEFAULT_SEED
     cache_size: int = 4096
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False)
 
@@ -97,7 +107,7 @@ class VerdictGenerator:
         if spec.verdict is not None:
             verdict: VerdictKind = spec.verdict
         elif spec.conclusive:  # only these two can be conclusive
-            verdict = rng.choice(("contradicted", "refused"))
+            verdict = rng.choice(MAY_BE_CONCLUSIVE)
         else:
             verdict = rng.choice(VERDICTS)
         conclusive = spec.conclusive

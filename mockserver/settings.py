@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Final
 
 from contract_tests.spec import SESSION_LIFETIME_SECONDS
+from mockserver.generate import DEFAULT_SEED
 from mockserver.ratelimit import RateLimit
 
 DEFAULT_API_KEY: Final = "verdict-mock-local-key"
@@ -22,7 +23,7 @@ class Settings:
     port: int = 8080
     threads: int = 8
     api_keys: tuple[str, ...] = (DEFAULT_API_KEY,)
-    seed: str = "verdict-mock"
+    seed: str = DEFAULT_SEED
     secret: str = ""  # signs minted ids; empty: derived from the seed (fine for local use)
     scenario: Path | None = None
     rate_limit: RateLimit = field(default_factory=lambda: RateLimit(6000, 60.0))

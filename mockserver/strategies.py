@@ -7,7 +7,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from contract_tests.spec import NEVER_CONCLUSIVE, VERDICTS, VerdictKind
-from mockserver.factory import DEFAULT_SEED, make_verdict
+from mockserver.factory import make_verdict
+from mockserver.generate import DEFAULT_SEED
 
 
 @st.composite

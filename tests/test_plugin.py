@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import socket
+import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
-import httpx
 import pytest
 
+from tests.mock_fixtures import read_line, stop_process
 from tests.servers import BROKEN, CONFORMING, KEY, serve
 
 
@@ -182,35 +181,24 @@ def test_plugin_is_inert_in_unrelated_runs(pytester: pytest.Pytester) -> None:
     assert "verdict-mock" not in result.stdout.str()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def test_suite_against_a_separately_started_verdict_mock(pytester: pytest.Pytester) -> None:
-    port = _free_port()
-    base_url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
-        [sys.executable, "-m", "mockserver", "--port", str(port), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL,
+        [sys.executable, "-m", "mockserver", "--port", "0", "--log-level", "warning"],
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base_url}/_mock/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        banner = read_line(server, timeout=15)  # printed once the port is bound
+        assert banner is not None, "verdict-mock printed no banner within 15 s"
+        match = re.search(r"on (http://127\.0\.0\.1:\d+)$", banner.strip())
+        assert match is not None, banner
+        base_url = match.group(1)
         result = pytester.runpytest_subprocess(
             "--pyargs", "contract_tests", "--base-url", base_url, "-p", "no:cacheprovider", "-rs"
         )
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        stop_process(server)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     # Minted through the control API: the session and expiry checks run instead of skipping.
     result.stdout.fnmatch_lines([f"target: *{base_url}"])
