@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -382,3 +384,29 @@ def test_impossible_settings_are_one_line_usage_errors(
 def test_journal_size_flag_reaches_the_settings() -> None:
     args = build_parser().parse_args(["--journal-size", "5"])
     assert settings_from(args, {}).journal_size == 5
+
+
+def test_sighup_reloads_the_scenario(tmp_path: Path, stderr_file: Path) -> None:
+    scenario = tmp_path / "team.yaml"
+    scenario.write_text("sessions:\n  aaaa: {verdict: refused}\n")
+    proc = _start(["--port", "0", "--scenario", str(scenario)], stderr_file, tmp_path)
+    try:
+        first = read_line(proc, timeout=10)
+        assert first is not None, stderr_file.read_text()
+        base = first.strip().rsplit(" ", 1)[-1]
+        stamp = scenario.stat()
+        # Same size and mtime: the file watcher cannot notice, only SIGHUP can.
+        scenario.write_text("sessions:\n  bbbb: {verdict: refused}\n")
+        os.utime(scenario, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+
+        def named() -> list[str]:
+            answer = httpx.get(f"{base}/_mock/sessions", timeout=2).json()
+            return [s["n"] for s in answer if not s["n"].startswith("demo-")]
+
+        assert wait_until(lambda: named() == ["aaaa"], timeout=10, step=0.1)
+        time.sleep(1.5)  # a poll of the watcher passes, and must not reload
+        assert named() == ["aaaa"]
+        proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: named() == ["bbbb"], timeout=10, step=0.1)
+    finally:
+        stop_process(proc)
