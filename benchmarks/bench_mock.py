@@ -16,32 +16,52 @@ so the client's Python does not slow the server's. The client keeps every connec
 and sends one request at a time on it (no pipelining), so latency is per request. Every
 status is counted: numbers measured on anything but 200s would mean nothing, so the run
 fails if any request got another status or a connection error.
+
+``--server gunicorn`` serves both apps with gunicorn instead (not a dependency of the project:
+``pip install gunicorn``): ``python -m gunicorn`` in a child process, ``--workers 2
+--worker-class gthread --threads 4`` unless ``--workers``, ``--worker-class`` and ``--threads``
+say otherwise (``--gunicorn-option`` passes anything else), on a socket the benchmark binds to
+127.0.0.1 with an ephemeral port and hands over (``--bind fd://N``). Each worker builds its app
+with :func:`gunicorn_app` (``bench_mock:gunicorn_app()``): the mock from the VERDICT_MOCK_*
+variables ``Settings().with_env`` reads, so it gets exactly the settings above. Server CPU and
+RSS are then the sums over the gunicorn master and its workers (RSS counts the pages the
+processes share once per process). Mind that the mock's rate limiter, journal and scripts are
+per process (mockserver/state.py): under N workers a key gets N budgets, each worker journals
+only what it answered, and a script plays once per worker.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import functools
 import http.client
+import importlib.metadata
+import importlib.util
 import json
 import logging
 import math
 import multiprocessing
 import os
 import queue
+import re
+import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, fields, replace
 from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext
 from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Barrier
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import quote, urlsplit
 
@@ -54,11 +74,11 @@ from mockserver.explain import VERDICT_CACHE_CONTROL
 from mockserver.ratelimit import RateLimit
 from mockserver.serve import BackgroundServer
 from mockserver.sessions import SessionSpec
-from mockserver.settings import DEFAULT_API_KEY, Settings
+from mockserver.settings import DEFAULT_API_KEY, ENV_PREFIX, Settings
 from mockserver.state import MockState
 
 if TYPE_CHECKING:
-    from _typeshed.wsgi import StartResponse, WSGIEnvironment
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 TARGET_RATIO = 0.60
 """The mock should serve at least this share of the bare floor's requests per second."""
@@ -103,6 +123,252 @@ def serve(kind: str, settings: Settings, body: bytes, control: Connection) -> No
     with contextlib.suppress(EOFError):  # EOF: the parent went away; stop all the same
         control.recv()
     server.stop()
+
+
+@dataclass
+class Served:
+    """A running server, as the parent sees it."""
+
+    port: int
+    pids: list[int]  # the processes whose CPU time and RSS are the server's
+    names: list[str]  # one per pid
+    memory_what: str  # what the RSS figures are, for the report
+
+
+@contextlib.contextmanager
+def waitress_server(
+    ctx: SpawnContext, kind: str, settings: Settings, body: bytes
+) -> Iterator[Served]:
+    """``kind`` served by waitress in a child process (:func:`serve`), until the block ends."""
+    parent, child = ctx.Pipe()
+    server = ctx.Process(
+        target=serve, args=(kind, settings, body, child), name=f"bench-{kind}", daemon=True
+    )
+    server.start()
+    assert server.pid is not None
+    try:
+        if not parent.poll(60):
+            sys.exit(f"the {kind} server did not start")
+        port: int = parent.recv()
+        yield Served(port, [server.pid], ["waitress"], "VmRSS of the waitress process")
+    finally:
+        with contextlib.suppress(OSError):  # the server may be gone already
+            parent.send("stop")
+        server.join(timeout=10)
+        if server.is_alive():
+            server.terminate()
+
+
+# --- gunicorn (optional): a `python -m gunicorn` child process ----------------------------
+
+BENCH_ENV = "BENCH_MOCK_"
+"""Prefix of the variables :func:`gunicorn_app` reads besides the mock's VERDICT_MOCK_*."""
+
+GUNICORN_STOP_SECONDS = 15.0  # after SIGTERM (a graceful stop), then SIGKILL
+
+
+@dataclass(frozen=True)
+class GunicornOptions:
+    workers: int = 2
+    worker_class: str = "gthread"
+    threads: int = 4  # per worker; the sync worker class has one
+    extra: tuple[str, ...] = ()  # any other gunicorn arguments, as given
+
+    def describe(self) -> str:
+        threads = f" --threads {self.threads}" if self.worker_class == "gthread" else ""
+        extra = "".join(f" {arg}" for arg in self.extra)
+        return (
+            f"gunicorn --workers {self.workers} --worker-class {self.worker_class}{threads}{extra}"
+        )
+
+
+def gunicorn_app() -> WSGIApplication:
+    """What each gunicorn worker serves: ``bench_mock:gunicorn_app()``, set up by the parent.
+
+    The mock takes its settings as ``verdict-mock`` does, from VERDICT_MOCK_* variables; the
+    bare app takes the verdict bytes from BENCH_MOCK_BODY. The worker then leaves a file named
+    by its pid in BENCH_MOCK_READY: the parent starts the load once every worker has one.
+    """
+    environ = os.environ
+    app: WSGIApplication
+    if environ[BENCH_ENV + "KIND"] == "mock":
+        app = create_app(Settings().with_env(environ))
+    else:
+        app = BareApp(base64.b64decode(environ[BENCH_ENV + "BODY"]))
+    Path(environ[BENCH_ENV + "READY"], str(os.getpid())).touch()
+    return app
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """``settings`` as the VERDICT_MOCK_* variables that ``Settings().with_env`` reads back."""
+    env: dict[str, str] = {}
+    for setting in fields(settings):
+        value = getattr(settings, setting.name)
+        if value is None:
+            continue  # unset: the default (None) applies
+        if isinstance(value, bool):
+            text = "1" if value else "0"
+        elif isinstance(value, tuple):
+            text = ",".join(value)
+        elif isinstance(value, RateLimit):
+            text = f"{value.budget}/{value.window!r}"  # str() would round the window
+        elif isinstance(value, float):
+            text = repr(value)
+        else:
+            text = str(value)
+        env[ENV_PREFIX + setting.name.upper()] = text
+    if Settings().with_env(env) != settings:
+        raise ValueError(f"these settings do not survive VERDICT_MOCK_* variables: {settings}")
+    return env
+
+
+def gunicorn_version() -> tuple[int, ...] | None:
+    """The installed gunicorn's version, or None if this Python has no gunicorn."""
+    if importlib.util.find_spec("gunicorn") is None:
+        return None
+    try:
+        version = importlib.metadata.version("gunicorn")
+    except importlib.metadata.PackageNotFoundError:
+        return (0,)
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent of a process (Linux /proc); None if it is gone or /proc is not there."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return int(stat.read().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def log_lines(path: Path, *, problems_only: bool = False, last: int = 20) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    if problems_only:
+        lines = [line for line in lines if re.search(r"\[(WARNING|ERROR|CRITICAL)\]", line)]
+    return "\n".join(f"  gunicorn: {line}" for line in lines[-last:])
+
+
+@contextlib.contextmanager
+def gunicorn_server(
+    kind: str, settings: Settings, body: bytes, options: GunicornOptions
+) -> Iterator[Served]:
+    """``kind`` served by gunicorn (a ``python -m gunicorn`` child process) until the block ends.
+
+    The socket is bound here (127.0.0.1, an ephemeral port) and handed over, so the port is
+    known without a race and nothing but loopback is ever listened on.
+    """
+    version = gunicorn_version()
+    if version is None:
+        sys.exit("gunicorn is not installed in this Python: pip install gunicorn")
+    here = Path(__file__).resolve()
+    with contextlib.ExitStack() as stack:
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-gunicorn-")))
+        ready = scratch / "ready"
+        ready.mkdir()
+        log_path = scratch / "gunicorn.log"
+        listener = stack.enter_context(socket.create_server((HOST, 0), backlog=2048))
+        port: int = listener.getsockname()[1]
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            # Only the settings here: none inherited, nor GUNICORN_CMD_ARGS (--gunicorn-option).
+            if not name.startswith(ENV_PREFIX) and name != "GUNICORN_CMD_ARGS"
+        }
+        env.update(settings_env(settings))
+        env.update(
+            {
+                BENCH_ENV + "KIND": kind,
+                BENCH_ENV + "BODY": base64.b64encode(body).decode(),
+                BENCH_ENV + "READY": str(ready),
+            }
+        )
+        command = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            f"--bind=fd://{listener.fileno()}",
+            f"--pythonpath={here.parent}",
+            f"--workers={options.workers}",
+            f"--worker-class={options.worker_class}",
+            f"--threads={options.threads}",
+            "--log-level=info",
+            # gunicorn >= 25.1 opens a control socket under $XDG_RUNTIME_DIR or ~/.gunicorn.
+            *(["--no-control-socket"] if version >= (25, 1) else []),
+            *options.extra,
+            f"{here.stem}:gunicorn_app()",
+        ]
+        with open(log_path, "wb") as log:
+            master = subprocess.Popen(  # the cwd is empty: no gunicorn.conf.py is picked up
+                command,
+                cwd=scratch,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(listener.fileno(),),
+            )
+        listener.close()  # gunicorn has its own copy
+        workers: list[int] = []
+        try:
+            workers = wait_for_workers(master, ready, options.workers, log_path)
+            yield Served(
+                port,
+                [master.pid, *workers],
+                ["master", *(f"worker {i + 1}" for i in range(len(workers)))],
+                f"sum of VmRSS of the gunicorn master and its {len(workers)} workers",
+            )
+        finally:
+            stop_gunicorn(master, workers)
+            booted = {int(marker.name) for marker in ready.iterdir()}
+            if workers and booted - set(workers):
+                print(f"WARNING: gunicorn booted {len(booted - set(workers))} more worker(s)")
+            problems = log_lines(log_path, problems_only=True)
+            if problems:
+                print(problems)
+
+
+def wait_for_workers(
+    master: subprocess.Popen[bytes], ready: Path, count: int, log_path: Path, timeout: float = 60
+) -> list[int]:
+    """The pids of the master's workers, once ``count`` of them have their app loaded."""
+    procfs = os.path.isdir("/proc/self")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if master.poll() is not None:
+            sys.exit(f"gunicorn exited with status {master.returncode}:\n{log_lines(log_path)}")
+        booted = sorted(int(marker.name) for marker in ready.iterdir())
+        workers = [pid for pid in booted if not procfs or parent_pid(pid) == master.pid]
+        if len(workers) >= count:
+            return workers
+        time.sleep(0.05)
+    sys.exit(f"gunicorn did not load {count} worker(s) in {timeout:g} s:\n{log_lines(log_path)}")
+
+
+def stop_gunicorn(master: subprocess.Popen[bytes], workers: Sequence[int]) -> None:
+    """Stop the master (its workers with it); then end any of ``workers`` that outlived it."""
+    if master.poll() is None:
+        master.send_signal(signal.SIGTERM)  # graceful: workers finish their requests
+        try:
+            master.wait(timeout=GUNICORN_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            master.kill()
+            master.wait(timeout=10)
+    # A worker whose master is gone exits within a second or so by itself; wait for that,
+    # then end it if it is still there (and still a gunicorn worker: pids are reused).
+    deadline = time.monotonic() + 5
+    for pid in workers:
+        while parent_pid(pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                if b"gunicorn" in cmdline.read():
+                    os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass  # gone (or no /proc)
 
 
 # --- load generator (child processes) ------------------------------------------------------
@@ -319,13 +585,29 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def rss_total(pids: Sequence[int]) -> int | None:
+    """The summed RSS of processes, in KiB; None if any of them is unavailable."""
+    sizes = [rss_kib(pid) for pid in pids]
+    return None if None in sizes else sum(size or 0 for size in sizes)
+
+
+def cpu_each(pids: Sequence[int]) -> list[float] | None:
+    """The CPU seconds of each process; None if any of them is unavailable."""
+    times = [cpu_seconds(pid) for pid in pids]
+    return None if None in times else [t or 0.0 for t in times]
+
+
 @dataclass
 class Run:
     name: str
     tally: Tally
     requests: int
-    server_cpu: float | None
+    server_cpu: float | None  # all the server's processes
     memory: list[tuple[float, int, int | None]]  # (seconds into the load, requests, RSS KiB)
+    processes: list[str] = field(default_factory=lambda: ["server"])
+    process_cpu: list[float] | None = None  # one per process, in the order of ``processes``
+    process_rss: list[int | None] = field(default_factory=list)  # KiB, at the end of the load
+    memory_what: str = "VmRSS"
 
     @property
     def per_second(self) -> float:
@@ -374,18 +656,15 @@ def measure(
     targets: Sequence[str],
     args: argparse.Namespace,
 ) -> Run:
-    parent, child = ctx.Pipe()
-    server = ctx.Process(
-        target=serve, args=(kind, settings, body, child), name=f"bench-{kind}", daemon=True
+    server = (
+        gunicorn_server(kind, settings, body, gunicorn_options(args))
+        if args.server == "gunicorn"
+        else waitress_server(ctx, kind, settings, body)
     )
-    server.start()
-    assert server.pid is not None
-    try:
-        if not parent.poll(60):
-            sys.exit(f"the {kind} server did not start")
-        port: int = parent.recv()
-        memory: list[tuple[float, int, int | None]] = [(0.0, 0, rss_kib(server.pid))]
-        check(port, DEFAULT_API_KEY, targets, warm=500)
+    with server as served:
+        pids = served.pids
+        memory: list[tuple[float, int, int | None]] = [(0.0, 0, rss_total(pids))]
+        check(served.port, DEFAULT_API_KEY, targets, warm=500)
         per_process = split(args.connections, args.processes)
         counts = split(args.requests, args.connections)
         start = ctx.Barrier(len(per_process) + 1)
@@ -394,7 +673,7 @@ def measure(
         loaders, first = [], 0
         for connections in per_process:
             plan = LoadPlan(
-                port=port,
+                port=served.port,
                 key=DEFAULT_API_KEY,
                 targets=tuple(targets),
                 connections=connections,
@@ -409,8 +688,8 @@ def measure(
             loader.start()
             loaders.append(loader)
         start.wait(timeout=60)
-        began, cpu_before = time.perf_counter(), cpu_seconds(server.pid)
-        memory.append((0.0, 0, rss_kib(server.pid)))  # after the warm-up, as the load starts
+        began, cpu_before = time.perf_counter(), cpu_each(pids)
+        memory.append((0.0, 0, rss_total(pids)))  # after the warm-up, as the load starts
         total, reported = Tally(), 0
         next_sample = began + args.sample_every
         while reported < len(loaders):
@@ -422,20 +701,29 @@ def measure(
                     sys.exit("a load generator died without reporting")
             now = time.perf_counter()
             if now >= next_sample:
-                memory.append((now - began, progress.value, rss_kib(server.pid)))
+                memory.append((now - began, progress.value, rss_total(pids)))
                 next_sample += args.sample_every
-        cpu_after = cpu_seconds(server.pid)
-        memory.append((time.perf_counter() - began, progress.value, rss_kib(server.pid)))
+        cpu_after = cpu_each(pids)
+        memory.append((time.perf_counter() - began, progress.value, rss_total(pids)))
+        rss_end = [rss_kib(pid) for pid in pids]
         for loader in loaders:
             loader.join()
-    finally:
-        with contextlib.suppress(OSError):  # the server may be gone already
-            parent.send("stop")
-        server.join(timeout=10)
-        if server.is_alive():
-            server.terminate()
-    used = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
-    return Run(name, total, len(total.latencies), used, memory)
+    used = (
+        None
+        if cpu_before is None or cpu_after is None
+        else [after - before for before, after in zip(cpu_before, cpu_after, strict=True)]
+    )
+    return Run(
+        name,
+        total,
+        len(total.latencies),
+        None if used is None else sum(used),
+        memory,
+        served.names,
+        used,
+        rss_end,
+        served.memory_what,
+    )
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -473,6 +761,13 @@ def report(runs: Sequence[Run]) -> None:
             f"p99 {mock.percentile(0.99) / bare.percentile(0.99):.2f}x"
         )
     print("srv CPU and gen CPU: share of one core used by the server and by all load processes")
+    for run in runs:
+        if len(run.processes) > 1 and run.process_cpu is not None and run.tally.elapsed:
+            shares = ", ".join(
+                f"{name} {cpu / run.tally.elapsed:.0%}"
+                for name, cpu in zip(run.processes, run.process_cpu, strict=True)
+            )
+            print(f"srv CPU by process, {run.name}: {shares}")
     memory_trend(runs[-1])
     bad = [
         f"{run.name}: statuses {dict(run.tally.statuses)}, errors {dict(run.tally.errors)}"
@@ -494,12 +789,20 @@ def memory_trend(run: Run, rows: int = 10) -> None:
     shown = during[::step]
     if during and shown[-1] is not during[-1]:
         shown.append(during[-1])
-    print("\nmock server RSS (VmRSS), requests counted from the start of the load:")
+    print(f"\nmock server RSS ({run.memory_what}), requests counted from the start of the load:")
     print(f"{'point':24} {'requests':>10} {'RSS MiB':>8}")
     print(f"{'started':24} {0:10,} {(start[2] or 0) / 1024:8.1f}")
     print(f"{'after the warm-up':24} {'':>10} {(warm[2] or 0) / 1024:8.1f}")
     for seconds, requests, kib in shown:
         print(f"{f'{seconds:.1f} s into the load':24} {requests:10,} {(kib or 0) / 1024:8.1f}")
+    if len(run.processes) > 1:
+        print(
+            "RSS by process at the end: "
+            + ", ".join(
+                f"{name} {(kib or 0) / 1024:.1f} MiB"
+                for name, kib in zip(run.processes, run.process_rss, strict=True)
+            )
+        )
     half = [m for m in memory if m[1] >= run.requests // 2 and m[2] is not None]
     if len(half) >= 2 and half[-1][1] > half[0][1]:
         grown = ((half[-1][2] or 0) - (half[0][2] or 0)) / 1024
@@ -510,6 +813,15 @@ def memory_trend(run: Run, rows: int = 10) -> None:
         )
 
 
+def gunicorn_options(args: argparse.Namespace) -> GunicornOptions:
+    return GunicornOptions(
+        workers=args.workers,
+        worker_class=args.worker_class,
+        threads=args.threads,
+        extra=tuple(args.gunicorn_option),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
@@ -517,7 +829,27 @@ def main() -> None:
     add("--requests", type=int, default=1_000_000, help="request limit per server")
     add("--connections", type=int, default=8, help="keep-alive connections, all processes")
     add("--processes", type=int, default=2, help="load generator processes")
-    add("--threads", type=int, default=Settings().threads, help="waitress threads")
+    add("--server", choices=("waitress", "gunicorn"), default="waitress", help="WSGI server")
+    add(
+        "--threads",
+        type=int,
+        help=f"waitress threads (default {Settings().threads}), or gunicorn threads per worker "
+        f"(default {GunicornOptions.threads})",
+    )
+    add("--workers", type=int, default=GunicornOptions.workers, help="gunicorn workers")
+    add(
+        "--worker-class",
+        choices=("gthread", "sync"),
+        default=GunicornOptions.worker_class,
+        help="gunicorn worker class",
+    )
+    add(
+        "--gunicorn-option",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="another gunicorn argument, e.g. --gunicorn-option=--keep-alive=5 (repeatable)",
+    )
     add("--minted", type=int, default=0, help="minted ids mixed in with demo-contradicted")
     add("--client", choices=sorted(CLIENTS), default="raw", help="HTTP client of the load")
     add("--sample-every", type=float, default=1.0, help="seconds between RSS samples")
@@ -525,6 +857,12 @@ def main() -> None:
     args = parser.parse_args()
     if not 1 <= args.processes <= args.connections or args.requests < args.connections:
         parser.error("need 1 <= --processes <= --connections <= --requests")
+    if args.threads is None:
+        args.threads = GunicornOptions.threads if args.server == "gunicorn" else Settings().threads
+    if args.threads < 1 or args.workers < 1:
+        parser.error("need --threads >= 1 and --workers >= 1")
+    if args.server == "gunicorn" and gunicorn_version() is None:
+        sys.exit(f"gunicorn is not installed for {sys.executable}: pip install gunicorn")
 
     settings = replace(
         Settings(),
@@ -546,8 +884,13 @@ def main() -> None:
     body = state.generator.render(demo.id, demo.spec)
 
     per_process = split(args.connections, args.processes)
+    server = (
+        gunicorn_options(args).describe()
+        if args.server == "gunicorn"
+        else f"waitress threads={args.threads}"
+    )
     print(
-        f"waitress threads={args.threads} on {HOST}, {args.connections} keep-alive connections "
+        f"{server} on {HOST}, {args.connections} keep-alive connections "
         f"({' + '.join(map(str, per_process))} in {args.processes} processes, {args.client}), "
         f"up to {args.requests:,} requests or {args.seconds:g} s per server; "
         f"verdict body {len(body)} bytes; {len(targets)} id(s); {os.cpu_count()} CPUs"

@@ -1,6 +1,7 @@
 """The integrators' fixtures (a ``pytest11`` entry point): the mock, over HTTP or respx.
 
-Also the verdict factory and the per-kind parametrisation. Imports stay inside the fixtures, so runs that use none of them pay nothing.
+Also the verdict factory and the per-kind parametrisation. Imports stay inside the fixtures,
+so runs that use none of them pay nothing.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Serving the mock with waitress, in the foreground (the CLI) or on a background thread (tests).
 
-waitress, not gunicorn: one process with threads keeps the rate limiter, journal and scripts
-exact (gunicorn's workers would each count on their own), it runs on every OS the frontend
-developers use, and its throughput is measured in benchmarks/bench_mock.py.
+waitress, not gunicorn, by measurement (``benchmarks/bench_mock.py --server gunicorn``): a
+request costs the same CPU under both, and gunicorn's extra throughput (about 1.6x on 2 cores)
+comes only from a second process, in which the rate limiter, journal and scripts would each
+count on their own (a 10/60 limit let 20 of 30 requests through). One process with threads
+keeps them exact, and waitress runs on every OS the frontend developers use.
 """
 
 from __future__ import annotations
