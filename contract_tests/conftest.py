@@ -14,7 +14,7 @@ from contract_tests.plugin import suite_config
 from contract_tests.redact import Secret
 from contract_tests.report import TARGET
 from contract_tests.spec import SESSION_LIFETIME_SECONDS, VERDICT_OUTCOMES
-from contract_tests.target import SuiteConfig, is_mock
+from contract_tests.target import SuiteConfig
 
 
 @dataclass
@@ -46,7 +46,7 @@ def contract_target(request: pytest.FixtureRequest) -> Iterator[Target]:
     else:
         from mockserver import DEFAULT_API_KEY
 
-        base_url, mock = config.base_url, is_mock(config.base_url)
+        base_url, mock = config.base_url, config.mock_target
         key = config.api_key or Secret(DEFAULT_API_KEY)
     client = ExplainClient(base_url, key, config.request_timeout)
     try:

@@ -83,6 +83,7 @@ class SuiteConfig:
     probe_rate_limit: int | None
     request_timeout: float
     allow_insecure_http: bool
+    mock_target: bool = False  # the URL answers the mock's control API
 
     @property
     def live_target(self) -> bool:
@@ -181,9 +182,11 @@ def load_config(config: pytest.Config) -> SuiteConfig:
     factory = _option(config, "session_factory")
     timeout = _number(config, "request_timeout", float) or 10.0
     probe = _number(config, "probe_rate_limit", int)
+    mock_target = False
     if base_url is not None:
         _check_url(base_url)
-        if key is None and not is_mock(base_url):
+        mock_target = is_mock(base_url)
+        if key is None and not mock_target:
             raise pytest.UsageError(
                 f"the live target {base_url} needs an API key: pass --api-key or set "
                 f"{ENV['api_key']}"
@@ -198,4 +201,5 @@ def load_config(config: pytest.Config) -> SuiteConfig:
         probe_rate_limit=int(probe) if probe is not None else None,
         request_timeout=timeout,
         allow_insecure_http=insecure,
+        mock_target=mock_target,
     )
