@@ -6,7 +6,6 @@ collected. The integrators' fixtures are the second entry point, :mod:`contract_
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -62,26 +61,10 @@ def pytest_configure(config: pytest.Config) -> None:
         ini = config.getini("base_url")
         if ini:
             config.option.base_url = ini
-    _install_log_redaction(config)
+    # Secrets are masked in log records (captured logs, live logs, JUnit system-out).
+    config.add_cleanup(config.stash[REDACTOR].redact_logs())
     if _suite_requested(config) and not hasattr(config, "workerinput"):
         suite_config(config)  # a configuration mistake stops the run here, in one line
-
-
-def _install_log_redaction(config: pytest.Config) -> None:
-    redactor = config.stash[REDACTOR]
-    previous = logging.getLogRecordFactory()
-
-    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
-        record = previous(*args, **kwargs)
-        if redactor.secrets:
-            message = record.getMessage()
-            cleaned = redactor.text(message)
-            if cleaned != message:
-                record.msg, record.args = cleaned, None
-        return record
-
-    logging.setLogRecordFactory(factory)
-    config.add_cleanup(lambda: logging.setLogRecordFactory(previous))
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 
@@ -59,20 +61,18 @@ class Redactor:
                 text = text.replace(secret, mask(secret))
         return text
 
-    def logging_filter(self) -> logging.Filter:
-        return _RedactingFilter(self)
+    def redact_logs(self) -> Callable[[], None]:
+        """Mask secrets in every log record made from now on; returns the undo."""
+        previous = logging.getLogRecordFactory()
 
+        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record = previous(*args, **kwargs)
+            if self.secrets:
+                message = record.getMessage()
+                cleaned = self.text(message)
+                if cleaned != message:
+                    record.msg, record.args = cleaned, None
+            return record
 
-class _RedactingFilter(logging.Filter):
-    """Rewrites log records (message and arguments) with secrets masked."""
-
-    def __init__(self, redactor: Redactor) -> None:
-        super().__init__()
-        self.redactor = redactor
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        cleaned = self.redactor.text(message)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
-        return True
+        logging.setLogRecordFactory(factory)
+        return lambda: logging.setLogRecordFactory(previous)

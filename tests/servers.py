@@ -151,10 +151,6 @@ def _bad_input_crashes(request: Request) -> Response | None:
     return None
 
 
-def _dead_sessions_live(request: Request) -> Response | None:
-    return None
-
-
 def _serve_any_id(request: Request, response: Response) -> None:
     if response.status_code == 404:
         response.status_code = 200
