@@ -66,16 +66,16 @@ from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import quote, urlsplit
 
 from flask import Flask
+from verdict_contract.mockserver.app import create_app
+from verdict_contract.mockserver.explain import VERDICT_CACHE_CONTROL
+from verdict_contract.mockserver.ratelimit import RateLimit
+from verdict_contract.mockserver.serve import BackgroundServer
+from verdict_contract.mockserver.sessions import SessionSpec
+from verdict_contract.mockserver.settings import DEFAULT_API_KEY, ENV_PREFIX, Settings
+from verdict_contract.mockserver.state import MockState
 
-from contract_tests import validate_verdict
-from contract_tests.spec import VERDICTS
-from mockserver.app import create_app
-from mockserver.explain import VERDICT_CACHE_CONTROL
-from mockserver.ratelimit import RateLimit
-from mockserver.serve import BackgroundServer
-from mockserver.sessions import SessionSpec
-from mockserver.settings import DEFAULT_API_KEY, ENV_PREFIX, Settings
-from mockserver.state import MockState
+from verdict_contract import validate_verdict
+from verdict_contract.core.spec import VERDICTS
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment

@@ -36,11 +36,15 @@ def main() -> None:
         (cwd / "test_empty.py").write_text("def test_empty():\n    pass\n")
         rows = {
             "baseline: pytest with one empty test": [*pytest, "test_empty.py"],
-            "contract suite vs bundled mock": [*pytest, "--pyargs", "contract_tests"],
+            "contract suite vs bundled mock": [
+                *pytest,
+                "--pyargs",
+                "verdict_contract.contract_tests",
+            ],
             "contract suite vs bundled mock, -n 2": [
                 *pytest,
                 "--pyargs",
-                "contract_tests",
+                "verdict_contract.contract_tests",
                 "-n",
                 "2",
             ],

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from jsonschema import Draft202012Validator
 
-from contract_tests import validate_verdict
-from contract_tests.resources import example_verdict, verdict_schema
+from verdict_contract import validate_verdict
+from verdict_contract.core.resources import example_verdict, verdict_schema
 
 TARGET_PER_SECOND = 20_000
 

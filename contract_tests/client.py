@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from contract_tests.redact import Secret
-from contract_tests.spec import ENDPOINT_PATH, SESSION_PARAM
+from verdict_contract.core.redact import Secret
+from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
 KEY = object()
 """Placeholder for "send the configured key" wherever a header value is built."""

@@ -4,57 +4,33 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import ExitStack
 
 import httpx
 import pytest
+from verdict_contract.contract_tests.client import ExplainClient
+from verdict_contract.contract_tests.hooks import suite_config
+from verdict_contract.contract_tests.report import TARGET
+from verdict_contract.contract_tests.target import MockProvider, Target
 
-from contract_tests.client import ExplainClient
-from contract_tests.plugin import suite_config
-from contract_tests.redact import Secret
-from contract_tests.report import TARGET
-from contract_tests.spec import SESSION_LIFETIME_SECONDS, VERDICT_OUTCOMES
-from contract_tests.target import SuiteConfig
-
-
-@dataclass
-class Target:
-    """The service under test, as the checks see it."""
-
-    base_url: str
-    client: ExplainClient
-    config: SuiteConfig
-    mock: bool  # answers the control API, so checks can mint the sessions they need
-    bundled: bool  # started by this run
-
-    @property
-    def strict(self) -> bool:
-        """The mock is held to the documented fields; a live service may add some."""
-        return self.mock
+from verdict_contract.core.redact import Secret
+from verdict_contract.core.spec import VERDICT_OUTCOMES
 
 
 @pytest.fixture(scope="session")
 def contract_target(request: pytest.FixtureRequest) -> Iterator[Target]:
     config = suite_config(request.config)
-    server = None
-    if config.base_url is None:
-        from mockserver import DEFAULT_API_KEY, create_app
-        from mockserver.serve import BackgroundServer
-
-        server = BackgroundServer(create_app()).start()
-        base_url, mock, key = server.base_url, True, Secret(DEFAULT_API_KEY)
-    else:
-        from mockserver import DEFAULT_API_KEY
-
-        base_url, mock = config.base_url, config.mock_target
-        key = config.api_key or Secret(DEFAULT_API_KEY)
-    client = ExplainClient(base_url, key, config.request_timeout)
-    try:
-        yield Target(base_url, client, config, mock, bundled=server is not None)
-    finally:
-        client.close()
-        if server is not None:
-            server.stop()
+    provider: MockProvider = request.getfixturevalue("verdict_bundled_mock")
+    with ExitStack() as stack:
+        if config.base_url is None:
+            base_url, mock = stack.enter_context(provider.serve()), True
+            key = Secret(provider.default_api_key)
+        else:
+            base_url, mock = config.base_url, config.mock_target
+            key = config.api_key or Secret(provider.default_api_key)
+        client = ExplainClient(base_url, key, config.request_timeout)
+        stack.callback(client.close)
+        yield Target(base_url, client, config, mock, bundled=config.base_url is None)
 
 
 @pytest.fixture(autouse=True)
@@ -97,15 +73,10 @@ def verdict_responses(
 @pytest.fixture(scope="session")
 def expired_session(contract_target: Target) -> str:
     if contract_target.mock:
-        return contract_target.client.mint(age_seconds=lifetime(contract_target) + 1)
+        return contract_target.client.mint(age_seconds=contract_target.lifetime() + 1)
     if contract_target.config.expired_session_id is None:
         pytest.skip("needs an expired session id: pass --expired-session-id ID")
     return contract_target.config.expired_session_id
-
-
-def lifetime(target: Target) -> float:
-    """The mock's session lifetime, from its health answer."""
-    return float(target.client.mock_health().get("session_lifetime", SESSION_LIFETIME_SECONDS))
 
 
 @pytest.fixture

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from contract_tests.client import KEY
-from contract_tests.conftest import Target
+from verdict_contract.contract_tests.client import KEY
+from verdict_contract.contract_tests.target import Target
 
 WRONG_KEY = "verdict-contract-not-a-key-0000"
 

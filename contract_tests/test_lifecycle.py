@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from contract_tests.conftest import Target, lifetime
+from verdict_contract.contract_tests.target import Target
 
 
 @pytest.mark.clause("§4 rule 2, §7")
@@ -25,7 +24,7 @@ def test_expired_session_is_404(contract_target: Target, expired_session: str) -
 def test_session_expires_during_the_run(contract_target: Target) -> None:
     if not contract_target.mock:
         pytest.skip("needs a mock target that can mint a session about to expire")
-    n = contract_target.client.mint(age_seconds=lifetime(contract_target) - 3)
+    n = contract_target.client.mint(age_seconds=contract_target.lifetime() - 3)
     before = contract_target.client.explain(n).status_code
     assert before == 200, f"a session 3 s from expiry: received {before}; documented: 200"
     time.sleep(3.1)

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from verdict_contract.contract_tests.client import ExplainClient
+from verdict_contract.contract_tests.target import MockProvider, Target
 
-from contract_tests.client import ExplainClient
-from contract_tests.conftest import Target
+from verdict_contract.core.redact import Secret
 
 MAX_WAIT = 30.0
 """Longest announced wait the check sits through; longer ones skip the recovery half."""
@@ -18,19 +19,14 @@ GRACE = 2.0
 
 
 @pytest.fixture
-def probe(contract_target: Target) -> Iterator[tuple[ExplainClient, int]]:
+def probe(
+    contract_target: Target, verdict_bundled_mock: MockProvider
+) -> Iterator[tuple[ExplainClient, int]]:
     """A client to exhaust and the most requests it may send."""
     if contract_target.bundled:
         # A second bundled mock with a small budget, so the rest of the run is not throttled.
-        from mockserver import DEFAULT_API_KEY, Settings, create_app
-        from mockserver.ratelimit import RateLimit
-        from mockserver.serve import BackgroundServer
-
-        app = create_app(Settings(rate_limit=RateLimit(20, 2.0)))
-        with BackgroundServer(app) as server:
-            from contract_tests.redact import Secret
-
-            client = ExplainClient(server.base_url, Secret(DEFAULT_API_KEY))
+        with verdict_bundled_mock.serve(rate_limit="20/2") as base_url:
+            client = ExplainClient(base_url, Secret(verdict_bundled_mock.default_api_key))
             yield client, 40
             client.close()
         return

@@ -6,12 +6,12 @@ from email.message import Message
 
 import httpx
 import pytest
+from verdict_contract.contract_tests.report import BUILD, SCHEMA, UNDOCUMENTED
+from verdict_contract.contract_tests.target import Target
 
-from contract_tests.conftest import Target
-from contract_tests.report import BUILD, SCHEMA, UNDOCUMENTED
-from contract_tests.spec import SCHEMA_VERSION
-from contract_tests.validator import unknown_properties, validate_verdict
-from contract_tests.violations import format_violations
+from verdict_contract.core.spec import SCHEMA_VERSION
+from verdict_contract.core.validator import unknown_properties, validate_verdict
+from verdict_contract.core.violations import format_violations
 
 
 def _media_type(response: httpx.Response) -> str:

@@ -9,6 +9,9 @@ import httpx
 import pytest
 from faker import Faker
 from hypothesis import given, settings
+from verdict_contract.mockserver import VerdictProvider
+from verdict_contract.mockserver.strategies import verdicts
+from verdict_contract.mockserver.testing import VerdictMock
 
 from examples.verdict_client import (
     NotAuthorised,
@@ -19,9 +22,6 @@ from examples.verdict_client import (
     VerdictError,
     decide,
 )
-from mockserver import VerdictProvider
-from mockserver.strategies import verdicts
-from mockserver.testing import VerdictMock
 
 
 @pytest.fixture

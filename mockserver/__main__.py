@@ -1,9 +1,9 @@
-"""``python -m mockserver``: the same as ``verdict-mock``."""
+"""``python -m verdict_contract.mockserver``: the same as ``verdict-mock``."""
 
 from __future__ import annotations
 
 import sys
 
-from mockserver.cli import main
+from verdict_contract.mockserver.cli import main
 
 sys.exit(main())

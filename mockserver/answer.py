@@ -6,12 +6,13 @@ Every non-200 answer is ``{"error": {"code": ..., "message": ...}}`` as JSON, ne
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-from flask import Response
 
 JSON = "application/json"
 NO_STORE = "no-store"
+
+Headers = Sequence[tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -22,19 +23,15 @@ class Answer:
     outcome: str = ""  # one word for the journal: verdict, unknown, expired, scripted, ...
 
 
-def error_answer(status: int, code: str, message: str, outcome: str = "", **headers: str) -> Answer:
-    body = json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False)
-    extra = [(name.replace("_", "-"), value) for name, value in headers.items()]
-    return Answer(status, body.encode(), [("Cache-Control", NO_STORE), *extra], outcome or code)
+def error_body(code: str, message: str) -> bytes:
+    """The documented error shape, as JSON bytes."""
+    return json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False).encode()
 
 
-def to_response(answer: Answer) -> Response:
-    """The Flask response for an answer (Content-Length set unless the answer sets it)."""
-    response = Response(answer.body, answer.status, content_type=JSON)
-    for name, value in answer.headers:
-        response.headers[name] = value
-    return response
-
-
-def error_response(status: int, code: str, message: str, **headers: str) -> Response:
-    return to_response(error_answer(status, code, message, **headers))
+def error_answer(
+    status: int, code: str, message: str, outcome: str = "", headers: Headers = ()
+) -> Answer:
+    """An error answer; ``outcome`` defaults to ``code``, ``headers`` come after Cache-Control."""
+    return Answer(
+        status, error_body(code, message), [("Cache-Control", NO_STORE), *headers], outcome or code
+    )

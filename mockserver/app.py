@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 from flask import Flask, Response, current_app, request
+from verdict_contract.mockserver.control import control
+from verdict_contract.mockserver.explain import handle
+from verdict_contract.mockserver.fastpath import ExplainMiddleware
+from verdict_contract.mockserver.faults import FaultMiddleware
+from verdict_contract.mockserver.sessions import SpecError
+from verdict_contract.mockserver.settings import Settings
+from verdict_contract.mockserver.state import MockState
+from verdict_contract.mockserver.web import EXTENSION, error_response, state_of, to_response
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
-from contract_tests.spec import ENDPOINT_PATH, SESSION_PARAM
-from mockserver.answer import error_response
-from mockserver.faults import FaultMiddleware
-from mockserver.sessions import Session, SpecError
-from mockserver.settings import Settings
-from mockserver.state import MockState
-
-EXTENSION = "verdict_mock"
-
-
-def state_of(app: Flask | None = None) -> MockState:
-    """Return the state a mock app (by default the current one) owns."""
-    state: MockState = (app or current_app).extensions[EXTENSION]
-    return state
+from verdict_contract.core.spec import ENDPOINT_PATH
 
 
 def _http_error(error: HTTPException) -> Response:
@@ -31,7 +24,7 @@ def _http_error(error: HTTPException) -> Response:
             405,
             "method_not_allowed",
             f"{request.method} is not allowed here; use {allowed}",
-            Allow=allowed,
+            headers=[("Allow", allowed)],
         )
     if status == 404:
         return error_response(
@@ -51,10 +44,18 @@ def _unexpected_error(error: Exception) -> Response:
     return error_response(400, "bad_request", "the request could not be processed")
 
 
+def explain_view() -> Response:
+    """``/e`` as a Flask view: what answers when the app runs without the fast path."""
+    answer = handle(
+        state_of(), request.method, request.query_string, request.headers.get("Authorization")
+    )
+    response = to_response(answer)
+    response.headers["Vary"] = "Authorization"
+    return response
+
+
 def create_app(settings: Settings | None = None) -> Flask:
     """Build the mock app for ``settings`` (the defaults serve the demo sessions)."""
-    from mockserver.explain import ExplainMiddleware, flask_view
-
     settings = settings or Settings()
     app = Flask("mockserver")
     app.json.sort_keys = False  # type: ignore[attr-defined]
@@ -62,18 +63,12 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.extensions[EXTENSION] = state
     # GET and HEAD are answered by ExplainMiddleware; the route gives other methods their 405.
     app.add_url_rule(
-        ENDPOINT_PATH, "explain", flask_view, methods=["GET"], provide_automatic_options=False
+        ENDPOINT_PATH, "explain", explain_view, methods=["GET"], provide_automatic_options=False
     )
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected_error)
     if settings.control:
-        from mockserver.control import control
-
         app.register_blueprint(control)
     # Outermost: faults act on the connection whichever layer produced them.
     app.wsgi_app = FaultMiddleware(ExplainMiddleware(app.wsgi_app, state))  # type: ignore[method-assign]
     return app
-
-
-def session_url(session: Session) -> str:
-    return f"{ENDPOINT_PATH}?{urlencode({SESSION_PARAM: session.id})}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from contract_tests.spec import FAMILIES, PREFIX_OF_FAMILY, Tier
+from verdict_contract.core.spec import FAMILIES, PREFIX_OF_FAMILY, Tier
 
 FAMILY_PREFIX: Final[dict[str, str]] = {
     **PREFIX_OF_FAMILY,

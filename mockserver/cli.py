@@ -7,95 +7,60 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
-from contract_tests.redact import mask
-from mockserver.app import create_app, state_of
-from mockserver.ratelimit import RateLimit
-from mockserver.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
-from mockserver.serve import make_server, serve_forever
-from mockserver.settings import DEFAULT_API_KEY, ENV_PREFIX, LOG_LEVELS, Settings
+from verdict_contract.mockserver.app import create_app
+from verdict_contract.mockserver.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
+from verdict_contract.mockserver.serve import make_server, serve_forever
+from verdict_contract.mockserver.settings import (
+    DEFAULT_API_KEY,
+    Settings,
+    env_var,
+    options,
+    shown_default,
+)
+from verdict_contract.mockserver.web import state_of
+
+from verdict_contract.core.redact import mask
+
+
+def _flag_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """The parser as argparse wants it: its ValueError message shown as it is."""
+
+    def convert(raw: str) -> Any:
+        try:
+            return parse(raw)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
 
 
 def build_parser() -> argparse.ArgumentParser:
-    env = ENV_PREFIX
-    default = Settings()  # the help shows the real defaults, never copies of them
+    """One flag per setting, derived from the fields of :class:`Settings`."""
     parser = argparse.ArgumentParser(
         prog="verdict-mock",
         description="Serve a mock of the Explain API (GET /e). Every flag also reads "
         "an environment variable, shown in brackets.",
     )
-    add = parser.add_argument
-    add("--host", help=f"address to bind [{env}HOST] (default 127.0.0.1)")
-    add("--port", type=int, help=f"port [{env}PORT] (default {default.port}; 0 picks a free one)")
-    add(
-        "--threads",
-        type=int,
-        help=f"waitress worker threads [{env}THREADS] (default {default.threads})",
-    )
-    add(
-        "--api-key",
-        dest="api_keys",
-        action="append",
-        metavar="KEY",
-        help=f"accepted API key, repeatable [{env}API_KEYS, comma-separated] "
-        f"(default {', '.join(default.api_keys)})",
-    )
-    add("--seed", help=f"seed of the generated verdicts [{env}SEED]")
-    add("--secret", help=f"secret that signs minted session ids [{env}SECRET]")
-    add(
-        "--scenario",
-        type=Path,
-        metavar="FILE",
-        help=f"YAML or JSON scenario, reloaded on change or SIGHUP [{env}SCENARIO]",
-    )
-    add(
-        "--rate-limit",
-        type=RateLimit.parse,
-        metavar="N/SECONDS",
-        help=f"per-key budget, e.g. 600/60, or off [{env}RATE_LIMIT] "
-        f"(default {default.rate_limit})",
-    )
-    add(
-        "--session-lifetime",
-        type=float,
-        metavar="SECONDS",
-        help=f"session lifetime [{env}SESSION_LIFETIME] (default {default.session_lifetime:g})",
-    )
-    add(
-        "--log-level",
-        choices=LOG_LEVELS,
-        help=f"log level [{env}LOG_LEVEL] (default {default.log_level})",
-    )
-    add(
-        "--journal-size",
-        type=int,
-        metavar="N",
-        help=f"requests kept in the journal [{env}JOURNAL_SIZE] (default {default.journal_size})",
-    )
-    add(
-        "--accept-any-session",
-        action="store_true",
-        default=None,
-        help=f"serve a verdict for every unknown id; hides 404s [{env}ACCEPT_ANY_SESSION]",
-    )
-    add(
-        "--no-control",
-        dest="control",
-        action="store_false",
-        default=None,
-        help=f"turn off the /_mock/ control API [{env}CONTROL=0]",
-    )
-    add(
-        "--no-demo-sessions",
-        dest="demo_sessions",
-        action="store_false",
-        default=None,
-        help=f"do not serve the demo-* sessions [{env}DEMO_SESSIONS=0]",
-    )
+    for name, option, default in options():
+        flag = option.flag(name, default)
+        text = f"{option.help} [{env_var(name)}] (default {shown_default(option, default)})"
+        if isinstance(default, bool):
+            action = "store_false" if default else "store_true"
+            parser.add_argument(flag, dest=name, action=action, default=None, help=text)
+        else:
+            parser.add_argument(
+                flag,
+                dest=name,
+                type=_flag_type(option.parse),
+                action="append" if option.repeatable else "store",
+                metavar=option.metavar,
+                help=text,
+            )
     return parser
 
 
@@ -103,8 +68,9 @@ def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Setti
     """Defaults, then environment variables, then flags."""
     settings = Settings().with_env(environ)
     flags = {k: v for k, v in vars(args).items() if v is not None}
-    if "api_keys" in flags:
-        flags["api_keys"] = tuple(flags["api_keys"])
+    for name, option, _ in options():
+        if option.repeatable and name in flags:
+            flags[name] = tuple(flags[name])
     return replace(settings, **flags)
 
 

@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
+from verdict_contract.mockserver.answer import NO_STORE
+from verdict_contract.mockserver.sessions import Session, SpecError, parse_spec
+from verdict_contract.mockserver.web import error_response, state_of
 
-from contract_tests.resources import bundled_openapi
-from contract_tests.spec import SCHEMA_VERSION
-from mockserver.answer import NO_STORE, error_response
-from mockserver.app import session_url, state_of
-from mockserver.sessions import Session, SpecError, parse_spec
+from verdict_contract.core.resources import bundled_openapi
+from verdict_contract.core.spec import SCHEMA_VERSION
 
 control = Blueprint("control", __name__, url_prefix="/_mock")
 
@@ -30,7 +30,7 @@ def describe_session(session: Session) -> dict[str, Any]:
     body = state.generator.verdict(session.id, session.spec)
     return {
         "n": session.id,
-        "url": session_url(session),
+        "url": session.url,
         "verdict": body.get("verdict"),
         "conclusive": body.get("conclusive"),
         "collected_at": _iso(collected),

@@ -1,30 +1,22 @@
-"""``GET /e`` as the spec describes it: one function, served without Flask's request machinery.
+"""``GET /e`` as the spec describes it: one framework-free function.
 
 :func:`explain` decides the answer from the raw query string and Authorization header alone, so
-the same code serves every transport. :class:`ExplainMiddleware` answers ``GET``/``HEAD /e``
-straight from the WSGI environ (the hot path of load tests); everything else goes to Flask.
+the same code serves every transport: the WSGI fast path (:mod:`.fastpath`), the Flask view and
+the in-process transports of :mod:`.testing`.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import time
-from collections.abc import Iterable
-from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
-from contract_tests.spec import ENDPOINT_PATH, SESSION_PARAM
-from mockserver.answer import JSON, Answer, error_answer
-from mockserver.faults import fault_answer
-from mockserver.sessions import MAX_SESSION_ID_LENGTH, SpecError, Step
-from mockserver.state import MockState
+from verdict_contract.mockserver.answer import Answer, error_answer
+from verdict_contract.mockserver.faults import fault_answer
+from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Step
+from verdict_contract.mockserver.state import MockState
 
-if TYPE_CHECKING:
-    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
-
-log = logging.getLogger("mockserver")
+from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
@@ -37,12 +29,11 @@ _STEP_ERRORS = {
     500: ("internal_error", "scripted: internal server error"),
     503: ("unavailable", "scripted: service unavailable; retry later"),
 }
-_STEP_HEADERS = {
-    429: {"Retry_After": "1"},
-    503: {"Retry_After": "1"},
-    401: {"WWW_Authenticate": "Bearer"},
+_STEP_HEADERS: dict[int, list[tuple[str, str]]] = {
+    429: [("Retry-After", "1")],
+    503: [("Retry-After", "1")],
+    401: [("WWW-Authenticate", "Bearer")],
 }
-_REASONS = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
 
 
 def bearer_token(header: str | None) -> str | None:
@@ -81,7 +72,7 @@ def _scripted(state: MockState, step: Step, body: bytes) -> Answer | None:
     if step.status is not None:
         code, message = _STEP_ERRORS[step.status]
         return error_answer(
-            step.status, code, message, "scripted", **_STEP_HEADERS.get(step.status, {})
+            step.status, code, message, "scripted", _STEP_HEADERS.get(step.status, [])
         )
     if step.fault is not None:
         return fault_answer(step.fault, body)
@@ -99,7 +90,7 @@ def explain(
             401,
             "unauthorized",
             "missing or invalid API key; send Authorization: Bearer <key>",
-            WWW_Authenticate="Bearer",
+            headers=[("WWW-Authenticate", "Bearer")],
         )
     wait = state.limiter.admit(key)
     if wait is not None:
@@ -107,7 +98,7 @@ def explain(
             429,
             "rate_limited",
             "rate limit exceeded for this API key",
-            Retry_After=str(max(1, math.ceil(wait))),
+            headers=[("Retry-After", str(max(1, math.ceil(wait))))],
         )
     values = None if pairs is None else [v for name, v in pairs if name == SESSION_PARAM]
     problem = _bad_session_id(values)
@@ -141,46 +132,3 @@ def handle(state: MockState, method: str, query_string: bytes, authorization: st
         is_key=state.key_ok,
     )
     return answer
-
-
-class ExplainMiddleware:
-    """Serve ``GET``/``HEAD /e`` from the environ; pass every other request to ``app``."""
-
-    def __init__(self, app: WSGIApplication, state: MockState) -> None:
-        self.app = app
-        self.state = state
-
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        method = environ["REQUEST_METHOD"]
-        if environ.get("PATH_INFO") != ENDPOINT_PATH or method not in ("GET", "HEAD"):
-            return self.app(environ, start_response)
-        # PEP 3333 hands the raw query over as latin-1 text; this restores its bytes.
-        query = environ.get("QUERY_STRING", "").encode("latin-1")
-        try:
-            answer = handle(self.state, method, query, environ.get("HTTP_AUTHORIZATION"))
-        except SpecError as exc:  # e.g. a scenario session whose overrides cannot be served
-            answer = error_answer(422, "invalid_session", str(exc))
-        except Exception:  # never a 5xx for a request, however it fails
-            log.exception("unexpected error answering GET %s", ENDPOINT_PATH)
-            answer = error_answer(400, "bad_request", "the request could not be processed")
-        headers: list[tuple[str, str]] = [("Content-Type", JSON), ("Vary", "Authorization")]
-        if not any(name == "Content-Length" for name, _ in answer.headers):
-            headers.append(("Content-Length", str(len(answer.body))))
-        headers.extend(answer.headers)
-        start_response(_REASONS.get(answer.status, str(answer.status)), headers)
-        return [b"" if method == "HEAD" else answer.body]
-
-
-def flask_view() -> Any:
-    """The same endpoint as a Flask view, for when the app runs without the middleware."""
-    from flask import request
-
-    from mockserver.answer import to_response
-    from mockserver.app import state_of
-
-    answer = handle(
-        state_of(), request.method, request.query_string, request.headers.get("Authorization")
-    )
-    response = to_response(answer)
-    response.headers["Vary"] = "Authorization"
-    return response

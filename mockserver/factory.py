@@ -10,13 +10,13 @@ from functools import lru_cache
 from typing import Any
 
 from faker.providers import BaseProvider
+from verdict_contract.mockserver.catalogue import templates
+from verdict_contract.mockserver.generate import DEFAULT_SEED, VerdictGenerator, headline_context
+from verdict_contract.mockserver.sessions import SessionSpec
 
-from contract_tests.spec import FAMILIES, NEVER_CONCLUSIVE, TIERS, Tier, VerdictKind
-from contract_tests.validator import validate_verdict
-from contract_tests.violations import format_violations
-from mockserver.catalogue import templates
-from mockserver.generate import DEFAULT_SEED, VerdictGenerator, headline_context
-from mockserver.sessions import SessionSpec
+from verdict_contract.core.spec import FAMILIES, NEVER_CONCLUSIVE, TIERS, Tier, VerdictKind
+from verdict_contract.core.validator import validate_verdict
+from verdict_contract.core.violations import format_violations
 
 
 class InvalidVerdictError(ValueError):

@@ -11,7 +11,7 @@ import struct
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
-from mockserver.answer import NO_STORE, Answer
+from verdict_contract.mockserver.answer import NO_STORE, Answer
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment

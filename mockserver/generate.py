@@ -16,8 +16,10 @@ from functools import lru_cache
 from typing import Any
 
 from faker import Faker
+from verdict_contract.mockserver.catalogue import SignalTemplate, templates
+from verdict_contract.mockserver.sessions import SessionSpec, SpecError
 
-from contract_tests.spec import (
+from verdict_contract.core.spec import (
     FAMILIES,
     MAY_BE_CONCLUSIVE,
     NEVER_CONCLUSIVE,
@@ -25,9 +27,7 @@ from contract_tests.spec import (
     VERDICTS,
     VerdictKind,
 )
-from contract_tests.validator import validate_verdict
-from mockserver.catalogue import CATALOGUE, SignalTemplate, templates
-from mockserver.sessions import SessionSpec, SpecError
+from verdict_contract.core.validator import validate_verdict
 
 DEFAULT_SEED = "verdict-mock"
 """The seed of the mock's verdicts unless one is configured."""
@@ -234,6 +234,3 @@ class VerdictGenerator:
             f"Only {reporting} of {measured} families reported, too few to reach a verdict "
             f"on this {claim}."
         )
-
-
-__all__ = ["CATALOGUE", "VerdictGenerator", "headline_context"]

@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from contract_tests.redact import mask as mask
-from contract_tests.spec import SESSION_PARAM
-from mockserver.sessions import MAX_SESSION_ID_LENGTH
+from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
+
+from verdict_contract.core.redact import mask
+from verdict_contract.core.spec import SESSION_PARAM
 
 
 def mask_authorization(header: str | None) -> str | None:

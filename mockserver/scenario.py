@@ -22,9 +22,14 @@ from pathlib import Path
 from typing import Final
 
 import yaml
-
-from mockserver.ratelimit import RateLimit
-from mockserver.sessions import MAX_SESSION_ID_LENGTH, Session, SessionSpec, SpecError, parse_spec
+from verdict_contract.mockserver.ratelimit import RateLimit
+from verdict_contract.mockserver.sessions import (
+    MAX_SESSION_ID_LENGTH,
+    Session,
+    SessionSpec,
+    SpecError,
+    parse_spec,
+)
 
 log = logging.getLogger("mockserver.scenario")
 

@@ -10,7 +10,7 @@ import threading
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
-from mockserver.sessions import Step
+from verdict_contract.mockserver.sessions import Step
 
 
 @dataclass

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from waitress.server import create_server
@@ -71,9 +70,7 @@ class BackgroundServer:
 
     def __exit__(
         self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
+        *exc_info: object,
     ) -> None:
         self.stop()
 

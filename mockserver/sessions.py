@@ -13,10 +13,17 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
+from urllib.parse import urlencode
 
 from itsdangerous import BadData, URLSafeSerializer
 
-from contract_tests.spec import NEVER_CONCLUSIVE, VERDICTS, VerdictKind
+from verdict_contract.core.spec import (
+    ENDPOINT_PATH,
+    NEVER_CONCLUSIVE,
+    SESSION_PARAM,
+    VERDICTS,
+    VerdictKind,
+)
 
 MAX_SESSION_ID_LENGTH: Final = 256
 """Longer ``n`` values are refused with 400 before any lookup."""
@@ -149,6 +156,11 @@ class Session:
     id: str
     spec: SessionSpec
     collected_at: float | None  # None: never expires (demo and scenario sessions without an age)
+
+    @property
+    def url(self) -> str:
+        """The path and query that fetch this session, relative to the base URL."""
+        return f"{ENDPOINT_PATH}?{urlencode({SESSION_PARAM: self.id})}"
 
     def expired(self, now: float, lifetime: float) -> bool:
         return self.collected_at is not None and now - self.collected_at >= lifetime

@@ -1,38 +1,125 @@
-"""The mock's settings: one dataclass, every field also a CLI flag and a VERDICT_MOCK_* variable."""
+"""The mock's settings, each declared once: its default, help, parser and flag live on its field.
+
+The CLI flags (:mod:`.cli`), the ``VERDICT_MOCK_*`` variables (:meth:`Settings.with_env`) and the
+README's table (:func:`markdown_table`, kept true by a test) are all derived from these fields.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from contract_tests.spec import SESSION_LIFETIME_SECONDS
-from mockserver.generate import DEFAULT_SEED
-from mockserver.ratelimit import RateLimit
+from verdict_contract.mockserver.generate import DEFAULT_SEED
+from verdict_contract.mockserver.ratelimit import RateLimit
+
+from verdict_contract.core.envvars import parse_bool
+from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
 
 DEFAULT_API_KEY: Final = "verdict-mock-local-key"
 """The key the mock accepts when none is configured; for local use only, so printed in full."""
 
 ENV_PREFIX: Final = "VERDICT_MOCK_"
+LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one setting is read from people: help text, parser, and how its default reads."""
+
+    help: str
+    parse: Callable[[str], Any]
+    metavar: str | None = None
+    shown_default: str | None = None  # the default as documented, when str(default) is not it
+    repeatable: bool = False  # a flag given once per value; its variable is comma-separated
+
+    def flag(self, name: str, default: object) -> str:
+        """The command-line flag: ``--name``, or ``--no-name`` for a setting that is on."""
+        dashed = name.replace("_", "-")
+        if default is True:
+            return f"--no-{dashed}"
+        return f"--{dashed.removesuffix('s')}" if self.repeatable else f"--{dashed}"
+
+
+def _setting(default: Any, help: str, parse: Callable[[str], Any], **option: Any) -> Any:
+    make = {"default_factory": default} if callable(default) else {"default": default}
+    return field(**make, metadata={"option": Option(help, parse, **option)})
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise ValueError(f"{raw!r}: must be at least 1")
+    return value
+
+
+def _level(raw: str) -> str:
+    if raw.lower() not in LOG_LEVELS:
+        raise ValueError(f"{raw!r} is not one of {', '.join(LOG_LEVELS)}")
+    return raw.lower()
+
+
+def _key(raw: str) -> str:
+    if not raw.strip():
+        raise ValueError("a non-empty API key is needed")
+    return raw.strip()
 
 
 @dataclass(frozen=True)
 class Settings:
-    host: str = "127.0.0.1"
-    port: int = 8080
-    threads: int = 8
-    api_keys: tuple[str, ...] = (DEFAULT_API_KEY,)
-    seed: str = DEFAULT_SEED
-    secret: str = ""  # signs minted ids; empty: derived from the seed (fine for local use)
-    scenario: Path | None = None
-    rate_limit: RateLimit = field(default_factory=lambda: RateLimit(6000, 60.0))
-    session_lifetime: float = float(SESSION_LIFETIME_SECONDS)
-    log_level: str = "info"
-    accept_any_session: bool = False
-    control: bool = True
-    demo_sessions: bool = True
-    journal_size: int = 1000
+    """Everything a mock server is configured by (the defaults serve the demo sessions)."""
+
+    host: str = _setting("127.0.0.1", "address to bind", str, metavar="HOST")
+    port: int = _setting(
+        8080, "port (0 picks a free one)", int, metavar="PORT", shown_default="8080"
+    )
+    threads: int = _setting(8, "worker threads", _positive_int, metavar="N")
+    api_keys: tuple[str, ...] = _setting(
+        (DEFAULT_API_KEY,),
+        "accepted API key",
+        _key,
+        metavar="KEY",
+        repeatable=True,
+        shown_default=DEFAULT_API_KEY,
+    )
+    seed: str = _setting(DEFAULT_SEED, "seed of the generated verdicts", str, metavar="SEED")
+    secret: str = _setting(
+        "",
+        "secret that signs minted session ids",
+        str,
+        metavar="SECRET",
+        shown_default="derived from the seed",
+    )
+    scenario: Path | None = _setting(  # noqa: RUF009 - a field(), as for the others
+        None,
+        "YAML or JSON scenario, reloaded on change or SIGHUP",
+        Path,
+        metavar="FILE",
+        shown_default="none",
+    )
+    rate_limit: RateLimit = _setting(  # noqa: RUF009 - a field(), as for the others
+        lambda: RateLimit(6000, 60.0),
+        "per-key budget, or off",
+        RateLimit.parse,
+        metavar="N/SECONDS",
+    )
+    session_lifetime: float = _setting(
+        float(SESSION_LIFETIME_SECONDS),
+        "session lifetime",
+        float,
+        metavar="SECONDS",
+        shown_default=str(SESSION_LIFETIME_SECONDS),
+    )
+    log_level: str = _setting(
+        "info", f"log level ({', '.join(LOG_LEVELS)})", _level, metavar="LEVEL"
+    )
+    journal_size: int = _setting(1000, "requests kept in the journal", _positive_int, metavar="N")
+    accept_any_session: bool = _setting(
+        False, "serve a verdict for every unknown id (hides 404s)", parse_bool
+    )
+    control: bool = _setting(True, "the /_mock/ control API", parse_bool)
+    demo_sessions: bool = _setting(True, "the demo-* sessions", parse_bool)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -51,54 +138,50 @@ class Settings:
     def with_env(self, environ: Mapping[str, str]) -> Settings:
         """Return these settings overridden by ``VERDICT_MOCK_*`` variables in ``environ``."""
         changes: dict[str, object] = {}
-        for name, parse in _ENV_PARSERS.items():
-            raw = environ.get(ENV_PREFIX + name.upper())
-            if raw is not None and raw != "":
-                try:
-                    changes[name] = parse(raw)
-                except ValueError as exc:
-                    raise ValueError(f"{ENV_PREFIX}{name.upper()}: {exc}") from None
+        for name, option, _ in options():
+            raw = environ.get(env_var(name))
+            if raw is None or raw == "":
+                continue
+            try:
+                if option.repeatable:
+                    values = [v for v in raw.split(",") if v.strip()]
+                    if not values:
+                        raise ValueError("no value given (a comma-separated list)")
+                    changes[name] = tuple(option.parse(v) for v in values)
+                else:
+                    changes[name] = option.parse(raw)
+            except ValueError as exc:
+                raise ValueError(f"{env_var(name)}: {exc}") from None
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
-def _bool(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{raw!r} is not a boolean (use 1/0, true/false)")
+def env_var(name: str) -> str:
+    return ENV_PREFIX + name.upper()
 
 
-LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+def options() -> Iterator[tuple[str, Option, object]]:
+    """``(name, option, default)`` of every setting, in declaration order."""
+    defaults = Settings()
+    for item in fields(Settings):
+        yield item.name, item.metadata["option"], getattr(defaults, item.name)
 
 
-def _level(raw: str) -> str:
-    if raw.lower() not in LOG_LEVELS:
-        raise ValueError(f"{raw!r} is not one of {', '.join(LOG_LEVELS)}")
-    return raw.lower()
+def shown_default(option: Option, default: object) -> str:
+    if option.shown_default is not None:
+        return option.shown_default
+    if isinstance(default, bool):
+        return "on" if default else "off"
+    return str(default)
 
 
-def _keys(raw: str) -> tuple[str, ...]:
-    keys = tuple(k.strip() for k in raw.split(",") if k.strip())
-    if not keys:
-        raise ValueError("no API key given")
-    return keys
-
-
-_ENV_PARSERS: Final[dict[str, Callable[[str], object]]] = {
-    "host": str,
-    "port": int,
-    "threads": int,
-    "api_keys": _keys,
-    "seed": str,
-    "secret": str,
-    "scenario": Path,
-    "rate_limit": RateLimit.parse,
-    "session_lifetime": float,
-    "log_level": _level,
-    "accept_any_session": _bool,
-    "control": _bool,
-    "demo_sessions": _bool,
-    "journal_size": int,
-}
+def markdown_table() -> str:
+    """The README's table of options, generated from the fields."""
+    rows = ["| flag | variable | default | what |", "|---|---|---|---|"]
+    for name, option, default in options():
+        flag = option.flag(name, default)
+        if option.metavar:
+            flag += f" {option.metavar}"
+        variable = f"`{env_var(name)}`" + (" (comma-separated)" if option.repeatable else "")
+        what = option.help + ("; repeatable" if option.repeatable else "")
+        rows.append(f"| `{flag}` | {variable} | `{shown_default(option, default)}` | {what} |")
+    return "\n".join(rows)

@@ -8,14 +8,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from contract_tests.spec import VERDICTS
-from mockserver.generate import VerdictGenerator
-from mockserver.journal import Journal
-from mockserver.ratelimit import RateLimiter
-from mockserver.scenario import Scenario, ScenarioError, demo_sessions, load_scenario
-from mockserver.scripts import ScriptBook
-from mockserver.sessions import Session, SessionCodec, SessionSpec, SpecError
-from mockserver.settings import Settings
+from verdict_contract.mockserver.generate import VerdictGenerator
+from verdict_contract.mockserver.journal import Journal
+from verdict_contract.mockserver.ratelimit import RateLimiter
+from verdict_contract.mockserver.scenario import (
+    Scenario,
+    ScenarioError,
+    demo_sessions,
+    load_scenario,
+)
+from verdict_contract.mockserver.scripts import ScriptBook
+from verdict_contract.mockserver.sessions import Session, SessionCodec, SessionSpec, SpecError
+from verdict_contract.mockserver.settings import Settings
+
+from verdict_contract.core.spec import VERDICTS
 
 
 def _sleep(seconds: float) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import strategies as st
+from verdict_contract.mockserver.factory import make_verdict
+from verdict_contract.mockserver.generate import DEFAULT_SEED
 
-from contract_tests.spec import NEVER_CONCLUSIVE, VERDICTS, VerdictKind
-from mockserver.factory import make_verdict
-from mockserver.generate import DEFAULT_SEED
+from verdict_contract.core.spec import NEVER_CONCLUSIVE, VERDICTS, VerdictKind
 
 
 @st.composite

@@ -16,15 +16,15 @@ from typing import Any
 import httpx
 import respx
 from flask import Flask
+from verdict_contract.mockserver.app import create_app
+from verdict_contract.mockserver.faults import FAULT_HEADER, FaultMiddleware
+from verdict_contract.mockserver.serve import BackgroundServer
+from verdict_contract.mockserver.sessions import Step, parse_spec
+from verdict_contract.mockserver.settings import DEFAULT_API_KEY, Settings
+from verdict_contract.mockserver.state import MockState
+from verdict_contract.mockserver.web import state_of
 from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Response
-
-from mockserver.app import create_app, state_of
-from mockserver.faults import FAULT_HEADER, FaultMiddleware
-from mockserver.serve import BackgroundServer
-from mockserver.sessions import Step, parse_spec
-from mockserver.settings import DEFAULT_API_KEY, Settings
-from mockserver.state import MockState
 
 RESPX_BASE_URL = "https://verdict.mock"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contract_tests.resources import example_verdict
+from verdict_contract.core.resources import example_verdict
 
 Body = dict[str, Any]
 

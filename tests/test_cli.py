@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from contract_tests import RULES
-from contract_tests.cli import main
 from tests.bodies import contradicted
+from verdict_contract import RULES
+from verdict_contract.cli import main
 
 
 def _write(tmp_path: Path, body: object) -> str:

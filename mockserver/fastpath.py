@@ -1,0 +1,54 @@
+"""The WSGI fast path: ``GET``/``HEAD /e`` answered straight from the environ.
+
+This is the hot path of load tests, so it skips Flask's request machinery; every other request
+(the control API, other paths and methods) goes on to the Flask app.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from http import HTTPStatus
+from typing import TYPE_CHECKING
+
+from verdict_contract.mockserver.answer import JSON, error_answer
+from verdict_contract.mockserver.explain import handle
+from verdict_contract.mockserver.sessions import SpecError
+from verdict_contract.mockserver.state import MockState
+
+from verdict_contract.core.spec import ENDPOINT_PATH
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+log = logging.getLogger("mockserver")
+
+_REASONS = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
+
+
+class ExplainMiddleware:
+    """Serve ``GET``/``HEAD /e`` from the environ; pass every other request to ``app``."""
+
+    def __init__(self, app: WSGIApplication, state: MockState) -> None:
+        self.app = app
+        self.state = state
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        method = environ["REQUEST_METHOD"]
+        if environ.get("PATH_INFO") != ENDPOINT_PATH or method not in ("GET", "HEAD"):
+            return self.app(environ, start_response)
+        # PEP 3333 hands the raw query over as latin-1 text; this restores its bytes.
+        query = environ.get("QUERY_STRING", "").encode("latin-1")
+        try:
+            answer = handle(self.state, method, query, environ.get("HTTP_AUTHORIZATION"))
+        except SpecError as exc:  # e.g. a scenario session whose overrides cannot be served
+            answer = error_answer(422, "invalid_session", str(exc))
+        except Exception:  # never a 5xx for a request, however it fails
+            log.exception("unexpected error answering GET %s", ENDPOINT_PATH)
+            answer = error_answer(400, "bad_request", "the request could not be processed")
+        headers: list[tuple[str, str]] = [("Content-Type", JSON), ("Vary", "Authorization")]
+        if not any(name == "Content-Length" for name, _ in answer.headers):
+            headers.append(("Content-Length", str(len(answer.body))))
+        headers.extend(answer.headers)
+        start_response(_REASONS.get(answer.status, str(answer.status)), headers)
+        return [b"" if method == "HEAD" else answer.body]

@@ -1,0 +1,1 @@
+"""The contract files (JSON Schema, OpenAPI, examples), shipped as package data."""

@@ -1,0 +1,241 @@
+"""The pytest plugin and the suite's configuration, through pytester."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote, quote_plus
+
+import pytest
+
+from tests.contract_tests.servers import BROKEN, CONFORMING, KEY, serve
+from tests.helpers import read_line, stop_process
+
+
+def _one_line_usage_error(result: pytest.RunResult, expected: str) -> None:
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert "Traceback" not in err + result.stdout.str()
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith("ERROR: ")
+    assert expected in line
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--base-url", "ftp://example.com", "--api-key", KEY], "is not an http(s) URL"),
+        (["--base-url", "https://exa mple.com:99999", "--api-key", KEY], "not a valid URL"),
+        (["--base-url", "http://127.0.0.1:9/?x=1", "--api-key", KEY], "must not carry a query"),
+        (["--base-url", "http://127.0.0.1:9"], "needs an API key"),
+        (["--base-url", "http://10.0.0.1", "--api-key", KEY], "refusing to send the API key"),
+        (["--session-factory", "no_such_module_x:f"], "ModuleNotFoundError"),
+        (["--session-factory", "os.path"], "must look like module:callable"),
+        (["--request-timeout", "soon"], "is not a number"),
+        (["--probe-rate-limit", "0"], "must be positive"),
+    ],
+)
+def test_configuration_mistake_is_one_line(
+    pytester: pytest.Pytester, args: list[str], expected: str
+) -> None:
+    result = pytester.runpytest_subprocess("--pyargs", "verdict_contract.contract_tests", *args)
+    _one_line_usage_error(result, expected)
+    assert KEY not in result.stdout.str() + result.stderr.str()
+
+
+def test_api_key_from_the_environment(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VERDICT_API_KEY", KEY)
+    result = pytester.runpytest_subprocess(
+        "--pyargs", "verdict_contract.contract_tests", "--base-url", "http://10.0.0.1"
+    )
+    _one_line_usage_error(result, "refusing to send the API key")  # got past "needs a key"
+
+
+def test_live_target_without_sessions_skips_with_the_option_to_use(
+    pytester: pytest.Pytester,
+) -> None:
+    variant, _ = BROKEN["schema 8"]
+    with serve(variant) as running:
+        result = pytester.runpytest_subprocess(
+            "--pyargs",
+            "verdict_contract.contract_tests",
+            "--base-url",
+            running.base_url,
+            "--api-key",
+            KEY,
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+        )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    for reason in (
+        "needs a fresh session id: pass --session-id",
+        "needs an expired session id: pass --expired-session-id",
+        "opt-in: pass --probe-rate-limit",
+    ):
+        result.stdout.fnmatch_lines([f"SKIPPED *{reason}*"])
+
+
+def test_session_factory_provides_the_sessions(pytester: pytest.Pytester) -> None:
+    variant = CONFORMING["extra fields"]
+    with serve(variant) as running:
+        pytester.makepyfile(my_factory=f"def fresh():\n    return {running.session_ids[0]!r}\n")
+        result = pytester.runpytest_subprocess(
+            "--pyargs",
+            "verdict_contract.contract_tests",
+            "--base-url",
+            running.base_url,
+            "--api-key",
+            KEY,
+            "--session-factory",
+            "my_factory:fresh",
+            "-p",
+            "no:cacheprovider",
+        )
+    outcomes = result.parseoutcomes()
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert outcomes["passed"] >= 15
+
+
+@pytest.mark.parametrize("key", [KEY, "abc+def/ghi=jkl&SECRET mid:9876"])
+def test_the_key_never_reaches_any_output(
+    pytester: pytest.Pytester, tmp_path: Path, key: str
+) -> None:
+    """Run a failing suite with every output turned up and search all of it for the key."""
+    variant, _ = BROKEN["key in query authorises"]
+    junit = tmp_path / "report.xml"
+    with serve(variant, key) as running:
+        result = pytester.runpytest_subprocess(
+            *running.suite_args(
+                "-v",
+                "-rA",
+                "--showlocals",
+                "--tb=long",
+                "--log-level=DEBUG",
+                "-o",
+                "log_cli=true",
+                "--log-cli-level=DEBUG",
+                f"--junitxml={junit}",
+            )
+        )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    outputs = result.stdout.str() + result.stderr.str() + junit.read_text()
+    assert "test_key_in_the_query_does_not_authorise" in outputs  # the failure is reported ...
+    assert "api_key=" in outputs  # ... with the request logs and the query in view ...
+    for form in (key, quote(key, safe=""), quote_plus(key)):
+        assert form not in outputs  # ... and the key nowhere, in no encoding
+    assert f"…{key[-4:]}" in outputs  # its last 4 characters are what identifies it
+
+
+def test_junit_xml_carries_each_clause_without_warnings(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    variant = CONFORMING["charset in the content type"]
+    junit = tmp_path / "report.xml"
+    with serve(variant) as running:
+        result = pytester.runpytest_subprocess(
+            *running.suite_args(f"--junitxml={junit}", "-W", "error::pytest.PytestWarning")
+        )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    xml = junit.read_text()
+    assert '<property name="spec_clause" value="§5.3" />' in xml
+    assert '<property name="spec_clause" value="§9.1, §9.3" />' in xml
+    assert "warnings summary" not in result.stdout.str()
+
+
+def test_summary_names_target_build_schema_and_clauses(pytester: pytest.Pytester) -> None:
+    variant, _ = BROKEN["schema 8"]
+    with serve(variant) as running:
+        result = pytester.runpytest_subprocess(*running.suite_args())
+    result.stdout.fnmatch_lines(
+        [
+            "*Explain API contract*",
+            f"target: *{running.base_url}",
+            "provenance.build: *svs-*",
+            "schema: *8*",
+            "spec clause*passed*failed*skipped",
+        ]
+    )
+    result.stdout.re_match_lines([r"§9\.1, §9\.3 +0 +1 +0"])
+
+
+def test_xdist_workers_target_the_ini_base_url(pytester: pytest.Pytester) -> None:
+    variant = CONFORMING["extra fields"]
+    with serve(variant) as running:
+        pytester.makeini(f"[pytest]\nbase_url = {running.base_url}\n")
+        args = [a for a in running.suite_args() if a not in ("--base-url", running.base_url)]
+        result = pytester.runpytest_subprocess(*args, "-n", "2")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines([f"target: *{running.base_url}"])
+
+
+def test_plugin_is_inert_in_unrelated_runs(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_nothing_of_ours():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK
+    assert "Explain API contract" not in result.stdout.str()
+    assert "verdict-mock" not in result.stdout.str()
+
+
+def test_suite_against_a_separately_started_verdict_mock(pytester: pytest.Pytester) -> None:
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "verdict_contract.mockserver",
+            "--port",
+            "0",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        banner = read_line(server, timeout=15)  # printed once the port is bound
+        assert banner is not None, "verdict-mock printed no banner within 15 s"
+        match = re.search(r"on (http://127\.0\.0\.1:\d+)$", banner.strip())
+        assert match is not None, banner
+        base_url = match.group(1)
+        result = pytester.runpytest_subprocess(
+            "--pyargs",
+            "verdict_contract.contract_tests",
+            "--base-url",
+            base_url,
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+        )
+    finally:
+        stop_process(server)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    # Minted through the control API: the session and expiry checks run instead of skipping.
+    result.stdout.fnmatch_lines([f"target: *{base_url}"])
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] >= 24
+    assert outcomes.get("skipped", 0) == 1  # only the opt-in rate-limit probe
+
+
+def test_added_fields_stay_warnings_where_warnings_are_errors(pytester: pytest.Pytester) -> None:
+    variant = CONFORMING["extra fields"]
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")
+    with serve(variant) as running:
+        result = pytester.runpytest_subprocess(*running.suite_args("-W", "error"))
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["undocumented fields: */risk_score*"])
+
+
+def test_a_project_folder_named_contract_tests_is_not_the_suite(pytester: pytest.Pytester) -> None:
+    shop = pytester.path / "tests" / "contract_tests"
+    shop.mkdir(parents=True)
+    (shop / "test_shop.py").write_text("def test_shop():\n    assert True\n")
+    result = pytester.runpytest_subprocess(
+        "tests/contract_tests", "--base-url", "http://127.0.0.1:9", "-p", "no:cacheprovider"
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1)

@@ -1,0 +1,125 @@
+"""The contract files ship in the wheel and load through importlib.resources."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from openapi_spec_validator import validate
+
+from verdict_contract.core.resources import (
+    OPENAPI_FILE,
+    VERDICT_SCHEMA_FILE,
+    bundled_openapi,
+    openapi_document,
+    schema_dir,
+    verdict_schema,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_editable_install_reads_the_top_level_schema_directory() -> None:
+    on_disk = json.loads((ROOT / "schema" / VERDICT_SCHEMA_FILE).read_text())
+    assert verdict_schema() == on_disk
+    assert (schema_dir() / OPENAPI_FILE).is_file()
+
+
+def test_openapi_document_validates_with_its_external_reference() -> None:
+    validate(openapi_document(), base_uri=(ROOT / "schema" / OPENAPI_FILE).as_uri())
+
+
+def test_bundled_openapi_is_self_contained() -> None:
+    document = bundled_openapi()
+    validate(document)
+    media = document["paths"]["/e"]["get"]["responses"]["200"]["content"]["application/json"]
+    assert media["schema"] == {"$ref": "#/components/schemas/Verdict"}
+    assert document["components"]["schemas"]["Verdict"] == verdict_schema()
+    assert "Verdict" not in openapi_document()["components"].get("schemas", {})
+
+
+def test_openapi_describes_the_endpoint() -> None:
+    operation = openapi_document()["paths"]["/e"]["get"]
+    (param,) = operation["parameters"]
+    assert (param["name"], param["in"], param["required"]) == ("n", "query", True)
+    assert set(operation["responses"]) == {"200", "401", "404", "429", "4XX"}
+    assert openapi_document()["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (built,) = out.glob("verdict_contract-*.whl")
+    return built
+
+
+def test_wheel_carries_the_schema_files(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    assert f"verdict_contract/schema/{VERDICT_SCHEMA_FILE}" in names
+    assert f"verdict_contract/schema/{OPENAPI_FILE}" in names
+    assert "verdict_contract/schema/examples/verdict-contradicted.json" in names
+    assert "verdict_contract/py.typed" in names
+    assert "verdict_contract/mockserver/app.py" in names
+    assert "verdict_contract/contract_tests/test_auth.py" in names
+    # One import package: nothing that could collide with an integrator's own folders.
+    assert {name.split("/")[0] for name in names} == {
+        "verdict_contract",
+        next(n.split("/")[0] for n in names if ".dist-info/" in n),
+    }
+
+
+def test_installed_wheel_loads_the_schema(wheel: Path, tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    code = (
+        "import verdict_contract.mockserver, verdict_contract.core.resources as r; "
+        "print(verdict_contract.mockserver.__file__); print(r.verdict_schema()['title'])"
+    )
+    # PYTHONPATH puts the installed copy ahead of the editable one on sys.path.
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    origin, title = result.stdout.splitlines()
+    assert Path(origin).is_relative_to(target)
+    assert title == verdict_schema()["title"]

@@ -1,0 +1,172 @@
+"""Each rule of the registry: one body that passes it and one that breaks only it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import fastjsonschema
+import pytest
+from jsonschema import Draft202012Validator
+
+from tests.bodies import Body, contradicted, uncontradicted
+from verdict_contract import RULES, validate_verdict
+from verdict_contract.core.resources import verdict_schema
+from verdict_contract.core.rules import rule
+
+
+def _set(path: str, value: Any) -> Callable[[Body], None]:
+    def mutate(body: Body) -> None:
+        *parents, last = path.split(".")
+        target: Any = body
+        for part in parents:
+            target = target[int(part)] if part.isdigit() else target[part]
+        target[int(last) if last.isdigit() else last] = value
+
+    return mutate
+
+
+def _many(*steps: Callable[[Body], None]) -> Callable[[Body], None]:
+    def mutate(body: Body) -> None:
+        for step in steps:
+            step(body)
+
+    return mutate
+
+
+_NOT_CONTRADICTED = _many(_set("verdict", "disputed"), _set("conclusive", False))
+_ONE_FAMILY = _many(
+    _set("signals.1.id", "geo.asn-mismatch"), _set("contradicting_families", ["network-geometry"])
+)
+
+# rule name -> (mutation that keeps the body valid near the rule's edge, mutation breaking it)
+CASES: dict[str, tuple[Callable[[Body], None], Callable[[Body], None]]] = {
+    "schema_version": (_set("schema", 7), _set("schema", 8)),
+    "build_is_non_empty": (_set("provenance.build", "b"), _set("provenance.build", "  ")),
+    "summary_is_non_empty": (_set("summary", "Short."), _set("summary", "")),
+    "contradicting_families_only_when_contradicted": (
+        _many(_NOT_CONTRADICTED, _set("contradicting_families", [])),
+        _NOT_CONTRADICTED,
+    ),
+    "contradicting_families_unique": (
+        _set("contradicting_families", ["network-geometry", "transport-stack", "compute"]),
+        _set("contradicting_families", ["network-geometry", "transport-stack", "network-geometry"]),
+    ),
+    "contradicted_has_evidence": (
+        _set("contradicting_families", ["transport-stack"]),
+        _set("contradicting_families", []),
+    ),
+    "never_conclusive": (
+        _many(_set("verdict", "refused"), _set("contradicting_families", [])),  # refused varies
+        _many(_set("verdict", "insufficient"), _set("contradicting_families", [])),
+    ),
+    "conclusive_matches_signals": (
+        _many(_ONE_FAMILY, _set("conclusive", False)),  # composites of one family: review only
+        _ONE_FAMILY,  # ... yet marked conclusive
+    ),
+    "known_family_has_signal": (
+        _set("contradicting_families", ["network-geometry", "transport-stack", "render"]),
+        _many(
+            _set("signals.1.id", "tls.ja4-mismatch"),
+            _set("contradicting_families", ["network-geometry", "transport-stack"]),
+        ),
+    ),
+    "signal_id_dot_namespaced": (
+        _set("signals.0.id", "geo.rtt.floor.v2"),
+        _set("signals.0.id", "geo."),  # a prefix and a dot, but no name
+    ),
+    "family_counts_in_range": (
+        _set("families", {"measured": 0, "reporting": 0}),
+        _set("families", {"measured": 7, "reporting": 6}),
+    ),
+    "reporting_within_measured": (
+        _set("families", {"measured": 3, "reporting": 3}),
+        _set("families", {"measured": 3, "reporting": 4}),
+    ),
+    "no_unknown_properties": (_set("provenance.build", "x"), _set("signals.0.score", 0.9)),
+}
+
+
+def _schema_alone_rejects(body: Body) -> bool:
+    try:
+        fastjsonschema.validate(verdict_schema(), body)
+    except fastjsonschema.JsonSchemaValueException:
+        fast = True
+    else:
+        fast = False
+    slow = not Draft202012Validator(verdict_schema()).is_valid(body)
+    assert fast == slow, "jsonschema and fastjsonschema disagree on the schema file"
+    return slow
+
+
+def _tagged_rules() -> set[str]:
+    return {entry["x-rule"] for entry in verdict_schema()["allOf"]}
+
+
+def test_the_base_bodies_conform() -> None:
+    assert validate_verdict(contradicted(), strict=True) == []
+    assert validate_verdict(uncontradicted(), strict=True) == []
+
+
+def test_every_rule_has_a_case() -> None:
+    assert set(CASES) == set(RULES)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_rule_passes_a_conforming_body(name: str) -> None:
+    body = contradicted()
+    CASES[name][0](body)
+    assert validate_verdict(body, strict=True) == []
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_rule_catches_its_break_and_only_its_break(name: str) -> None:
+    body = contradicted()
+    CASES[name][1](body)
+    violations = validate_verdict(body, strict=True)
+    assert violations, f"{name}: the breaking body passed"
+    assert {v.rule for v in violations} == {name}
+    assert all(v.clause == RULES[name].clause for v in violations)
+
+
+@pytest.mark.parametrize("name", sorted(_tagged_rules()))
+def test_schema_file_expresses_tagged_rule(name: str) -> None:
+    """Integrators with only the schema file catch the same break."""
+    good, bad = contradicted(), contradicted()
+    CASES[name][0](good)
+    CASES[name][1](bad)
+    assert not _schema_alone_rejects(good)
+    assert _schema_alone_rejects(bad)
+
+
+def test_strict_only_rule_is_silent_by_default() -> None:
+    body = contradicted()
+    body["risk_score"] = 0.4
+    assert validate_verdict(body) == []
+    assert [v.path for v in validate_verdict(body, strict=True)] == ["/risk_score"]
+
+
+def test_conclusive_with_absolute_signal_from_one_family() -> None:
+    body = contradicted()
+    _ONE_FAMILY(body)
+    body["signals"][0]["tier"] = "absolute"
+    assert validate_verdict(body) == []
+    body["conclusive"] = False
+    assert [v.rule for v in validate_verdict(body)] == ["conclusive_matches_signals"]
+
+
+def test_unknown_prefixes_count_as_distinct_families() -> None:
+    body = contradicted()
+    body["signals"] = [
+        {"id": "tls.ja4", "tier": "composite", "headline": "h"},
+        {"id": "render.gpu", "tier": "composite", "headline": "h"},
+    ]
+    body["contradicting_families"] = ["tls-construction", "render"]
+    assert validate_verdict(body) == []
+    body["signals"][1]["id"] = "tls.alpn"
+    assert [v.rule for v in validate_verdict(body)] == ["conclusive_matches_signals"]
+
+
+def test_registry_rejects_a_duplicate_name() -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        rule("§9")(RULES["schema_version"].check)

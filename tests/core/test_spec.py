@@ -1,0 +1,111 @@
+"""The JSON Schema file and the code state the same facts."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from verdict_contract import RULES
+from verdict_contract.core.resources import verdict_schema
+from verdict_contract.core.spec import (
+    FAMILIES,
+    KNOWN_PREFIXES,
+    NEVER_CONCLUSIVE,
+    SCHEMA_VERSION,
+    SIGNAL_ID_PATTERN,
+    TIERS,
+    VERDICTS,
+    family_of,
+)
+
+
+def _props() -> dict[str, Any]:
+    properties: dict[str, Any] = verdict_schema()["properties"]
+    return properties
+
+
+def _tagged(name: str) -> list[dict[str, Any]]:
+    return [entry for entry in verdict_schema()["allOf"] if entry["x-rule"] == name]
+
+
+def test_schema_file_is_a_valid_2020_12_schema() -> None:
+    schema = verdict_schema()
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["$id"].endswith(f"verdict-{SCHEMA_VERSION}.schema.json")
+
+
+def test_enums_match_the_code() -> None:
+    assert tuple(_props()["verdict"]["enum"]) == VERDICTS
+    assert tuple(_props()["signals"]["items"]["properties"]["tier"]["enum"]) == TIERS
+    assert tuple(_props()["contradicting_families"]["items"]["enum"]) == FAMILIES
+
+
+def test_version_matches_the_code() -> None:
+    (entry,) = _tagged("schema_version")
+    assert entry["properties"]["schema"]["const"] == SCHEMA_VERSION
+
+
+def test_never_conclusive_matches_the_code() -> None:
+    (entry,) = _tagged("never_conclusive")
+    assert set(entry["if"]["properties"]["verdict"]["enum"]) == NEVER_CONCLUSIVE
+
+
+def test_known_prefixes_match_the_code() -> None:
+    in_schema = {}
+    for entry in _tagged("known_family_has_signal"):
+        family = entry["if"]["properties"]["contradicting_families"]["contains"]["const"]
+        pattern = entry["then"]["properties"]["signals"]["contains"]["properties"]["id"]["pattern"]
+        match = re.fullmatch(r"\^(\w+)\\\.", pattern)
+        assert match, pattern
+        in_schema[match.group(1)] = family
+    assert in_schema == KNOWN_PREFIXES
+
+
+def test_family_counts_match_the_code() -> None:
+    (entry,) = _tagged("family_counts_in_range")
+    for count in entry["properties"]["families"]["properties"].values():
+        assert count == {"minimum": 0, "maximum": len(FAMILIES)}
+
+
+def test_every_tag_names_a_registered_rule() -> None:
+    assert {entry["x-rule"] for entry in verdict_schema()["allOf"]} <= set(RULES)
+
+
+def test_every_property_is_described() -> None:
+    def walk(schema: dict[str, Any], path: str) -> list[str]:
+        missing = [] if "description" in schema else [path]
+        for name, sub in schema.get("properties", {}).items():
+            missing += walk(sub, f"{path}.{name}")
+        if isinstance(schema.get("items"), dict):
+            missing += walk(schema["items"], f"{path}[]")
+        return missing
+
+    assert walk(verdict_schema(), "$") == []
+
+
+def test_every_field_of_the_spec_is_required() -> None:
+    schema = verdict_schema()
+    assert set(schema["required"]) == set(_props())
+    for name in ("provenance", "families"):
+        assert set(_props()[name]["required"]) == set(_props()[name]["properties"])
+    signal = _props()["signals"]["items"]
+    assert set(signal["required"]) == {"id", "tier", "headline"}
+
+
+def test_extra_properties_are_allowed_by_the_schema() -> None:
+    assert "additionalProperties" not in verdict_schema()
+
+
+def test_family_of() -> None:
+    assert family_of("geo.rtt") == "network-geometry"
+    assert family_of("stack.ttl.v2") == "transport-stack"
+    assert family_of("tls.ja4") == "tls"
+
+
+def test_signal_id_pattern_matches_the_code() -> None:
+    (entry,) = _tagged("signal_id_dot_namespaced")
+    pattern = entry["properties"]["signals"]["items"]["properties"]["id"]["pattern"]
+    assert pattern == SIGNAL_ID_PATTERN

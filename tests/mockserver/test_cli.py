@@ -1,0 +1,412 @@
+"""mockserver.cli: settings from defaults, environment and flags; the banner; a real start."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import httpx
+import pytest
+from verdict_contract.mockserver import DEFAULT_API_KEY, Settings
+from verdict_contract.mockserver.cli import banner, build_parser, main, settings_from
+from verdict_contract.mockserver.ratelimit import RateLimit
+from verdict_contract.mockserver.scenario import DEMO_SESSIONS
+
+from tests.helpers import (
+    KEY,
+    bearer,
+    clean_environ,
+    free_port,
+    read_line,
+    stop_process,
+    wait_until,
+)
+
+URL = "http://127.0.0.1:8080"
+
+
+def settings_for(argv: list[str], environ: dict[str, str] | None = None) -> Settings:
+    return settings_from(build_parser().parse_args(argv), environ or {})
+
+
+@pytest.fixture
+def no_serving(monkeypatch: pytest.MonkeyPatch) -> None:
+    """main() must stop before serving in these tests; if it ever got that far, fail instead."""
+
+    def bind(app: object, host: str, port: int, threads: int) -> SimpleNamespace:
+        return SimpleNamespace(effective_port=port)  # nothing is bound in these tests
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("main() went on to serve")
+
+    monkeypatch.setattr("verdict_contract.mockserver.cli.make_server", bind)
+    monkeypatch.setattr("verdict_contract.mockserver.cli.serve_forever", refuse)
+    monkeypatch.setattr(logging, "basicConfig", lambda **kwargs: None)  # keep pytest's logging
+    for name in list(os.environ):
+        if name.startswith("VERDICT_MOCK_"):
+            monkeypatch.delenv(name)
+
+
+# --- settings_from ----------------------------------------------------------------------------
+
+
+def test_defaults() -> None:
+    assert settings_for([]) == Settings()
+
+
+def test_environment_overrides_defaults() -> None:
+    settings = settings_for(
+        [],
+        {
+            "VERDICT_MOCK_HOST": "127.0.0.2",
+            "VERDICT_MOCK_PORT": "9000",
+            "VERDICT_MOCK_THREADS": "2",
+            "VERDICT_MOCK_API_KEYS": " key-a, key-b ,",
+            "VERDICT_MOCK_SEED": "env-seed",
+            "VERDICT_MOCK_SECRET": "env-secret",
+            "VERDICT_MOCK_SCENARIO": "team.yaml",
+            "VERDICT_MOCK_RATE_LIMIT": "10/5",
+            "VERDICT_MOCK_SESSION_LIFETIME": "60",
+            "VERDICT_MOCK_LOG_LEVEL": "debug",
+            "VERDICT_MOCK_ACCEPT_ANY_SESSION": "yes",
+            "VERDICT_MOCK_CONTROL": "0",
+            "VERDICT_MOCK_DEMO_SESSIONS": "false",
+            "VERDICT_MOCK_JOURNAL_SIZE": "5",
+        },
+    )
+    assert settings == Settings(
+        host="127.0.0.2",
+        port=9000,
+        threads=2,
+        api_keys=("key-a", "key-b"),
+        seed="env-seed",
+        secret="env-secret",
+        scenario=Path("team.yaml"),
+        rate_limit=RateLimit(10, 5.0),
+        session_lifetime=60.0,
+        log_level="debug",
+        accept_any_session=True,
+        control=False,
+        demo_sessions=False,
+        journal_size=5,
+    )
+
+
+def test_flags_override_the_environment() -> None:
+    environ = {
+        "VERDICT_MOCK_PORT": "9000",
+        "VERDICT_MOCK_API_KEYS": "env-key",
+        "VERDICT_MOCK_RATE_LIMIT": "10/5",
+        "VERDICT_MOCK_ACCEPT_ANY_SESSION": "0",
+        "VERDICT_MOCK_CONTROL": "1",
+        "VERDICT_MOCK_SEED": "env-seed",
+    }
+    settings = settings_for(
+        [
+            "--port",
+            "9100",
+            "--api-key",
+            "flag-key-1",
+            "--api-key",
+            "flag-key-2",
+            "--rate-limit",
+            "off",
+            "--accept-any-session",
+            "--no-control",
+        ],
+        environ,
+    )
+    assert settings.port == 9100
+    assert settings.api_keys == ("flag-key-1", "flag-key-2")
+    assert settings.rate_limit == RateLimit(0, 1.0)
+    assert settings.accept_any_session is True
+    assert settings.control is False
+    assert settings.seed == "env-seed"  # no --seed: the environment's value stays
+
+
+def test_empty_environment_values_are_ignored() -> None:
+    assert settings_for([], {"VERDICT_MOCK_PORT": "", "VERDICT_MOCK_SEED": ""}) == Settings()
+
+
+def test_other_environment_variables_are_ignored() -> None:
+    assert settings_for([], {"PORT": "1", "VERDICT_PORT": "2", "verdict_mock_port": "3"}) == (
+        Settings()
+    )
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("verdict-mock: error:")]
+    assert len(errors) == 1, err
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("VERDICT_MOCK_PORT", "eighty", "VERDICT_MOCK_PORT: invalid literal"),
+        ("VERDICT_MOCK_CONTROL", "maybe", "VERDICT_MOCK_CONTROL: 'maybe' is not a boolean"),
+        ("VERDICT_MOCK_RATE_LIMIT", "fast", "VERDICT_MOCK_RATE_LIMIT: rate limit 'fast'"),
+        ("VERDICT_MOCK_API_KEYS", " , ", "VERDICT_MOCK_API_KEYS: no value given"),
+        ("VERDICT_MOCK_SESSION_LIFETIME", "15m", "VERDICT_MOCK_SESSION_LIFETIME:"),
+    ],
+)
+def test_bad_environment_value_is_a_one_line_usage_error(
+    no_serving: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    value: str,
+    problem: str,
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as exited:
+        main([])
+    assert exited.value.code == 2
+    assert problem in _one_line_error(capsys)
+
+
+def test_good_environment_value_gets_past_the_checks(
+    no_serving: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("VERDICT_MOCK_PORT", "8081")
+    with pytest.raises(AssertionError, match="went on to serve"):
+        main([])
+    assert ":8081" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("sessions:\n  a: {verdict: blocked}\n", "sessions.a.verdict must be one of"),
+        ("sessions: {a: [unclosed\n", "not valid YAML"),
+        ("bogus: 1\n", "unknown key(s) ['bogus']"),
+    ],
+)
+def test_bad_scenario_is_a_one_line_usage_error(
+    no_serving: None,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    text: str,
+    problem: str,
+) -> None:
+    scenario = tmp_path / "team.yaml"
+    scenario.write_text(text)
+    with pytest.raises(SystemExit) as exited:
+        main(["--scenario", str(scenario)])
+    assert exited.value.code == 2
+    line = _one_line_error(capsys)
+    assert str(scenario) in line
+    assert problem in line
+
+
+def test_missing_scenario_is_a_usage_error(
+    no_serving: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--scenario", str(tmp_path / "absent.yaml")])
+    assert exited.value.code == 2
+    assert "absent.yaml: cannot read" in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["--rate-limit", "fast"], "argument --rate-limit"),
+        (["--log-level", "verbose"], "argument --log-level"),
+        (["--port", "eighty"], "argument --port"),
+    ],
+)
+def test_bad_flag_is_a_usage_error(
+    no_serving: None, capsys: pytest.CaptureFixture[str], argv: list[str], problem: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert problem in _one_line_error(capsys)
+
+
+# --- banner -----------------------------------------------------------------------------------
+
+
+def test_banner_shows_the_default_key_in_full() -> None:
+    text = banner(Settings(), URL, (DEFAULT_API_KEY,))
+    lines = text.splitlines()
+    assert lines[0] == f"verdict-mock serving the Explain API on {URL}"
+    assert f"API key:  {DEFAULT_API_KEY}" in text
+    curl = f"curl -i -H 'Authorization: Bearer {DEFAULT_API_KEY}' '{URL}/e?n=demo-contradicted'"
+    assert curl in text
+    assert ", ".join(DEMO_SESSIONS) in text
+    assert f"{URL}/_mock/health" in text
+
+
+def test_banner_masks_another_key_to_its_last_4_characters() -> None:
+    text = banner(Settings(api_keys=(KEY,)), URL, (KEY,))
+    assert KEY not in text
+    assert KEY[:-4] not in text
+    assert f"API key:  …{KEY[-4:]}" in text
+    assert "Bearer $VERDICT_API_KEY" in text
+
+
+def test_banner_hides_a_short_key_completely() -> None:
+    text = banner(Settings(), URL, ("short-key",))
+    assert "short-key" not in text
+    assert "API key:  …\n" in text
+
+
+def test_banner_counts_further_keys_without_showing_them() -> None:
+    text = banner(Settings(), URL, (KEY, "second-secret-key-0000000"))
+    assert "(+1 more)" in text
+    assert "second-secret-key" not in text
+    assert "0000000" not in text
+
+
+def test_banner_leaves_out_what_is_turned_off() -> None:
+    text = banner(Settings(control=False, demo_sessions=False), URL, (DEFAULT_API_KEY,))
+    assert "demo ids" not in text
+    assert "/_mock/" not in text
+    assert "demo-contradicted" in text  # the curl line still shows the call
+
+
+# --- a real start -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def stderr_file(tmp_path: Path) -> Path:
+    return tmp_path / "stderr.txt"
+
+
+def _start(argv: list[str], stderr: Path, cwd: Path) -> subprocess.Popen[str]:
+    with stderr.open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "verdict_contract.mockserver", *argv],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=clean_environ(),
+            cwd=cwd,
+        )
+
+
+def test_python_m_mockserver_serves_the_demo(tmp_path: Path, stderr_file: Path) -> None:
+    port = free_port()
+    proc = _start(["--port", str(port)], stderr_file, tmp_path)
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        # stop waiting early if the child exits: the assertion below then says why
+        assert wait_until(lambda: proc.poll() is not None or _answers(base), timeout=10, step=0.1)
+        assert proc.poll() is None, stderr_file.read_text()
+        first = read_line(proc, timeout=5)
+        assert first == f"verdict-mock serving the Explain API on {base}\n"
+        response = httpx.get(
+            f"{base}/e", params={"n": "demo-contradicted"}, headers=bearer(DEFAULT_API_KEY)
+        )
+        assert response.status_code == 200
+        assert response.json()["verdict"] == "contradicted"
+        assert httpx.get(f"{base}/e", params={"n": "demo-contradicted"}).status_code == 401
+    finally:
+        stop_process(proc)
+
+
+def test_banner_shows_the_bound_port_for_port_0(tmp_path: Path, stderr_file: Path) -> None:
+    proc = _start(["--port", "0"], stderr_file, tmp_path)
+    try:
+        first = read_line(proc, timeout=10)
+        assert first is not None, stderr_file.read_text()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)$", first.strip())
+        assert match is not None, first
+        port = int(match.group(1))
+        assert port > 0
+        # the port shown is the one that answers
+        assert wait_until(lambda: _answers(f"http://127.0.0.1:{port}"), timeout=10, step=0.1)
+    finally:
+        stop_process(proc)
+
+
+def _answers(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/_mock/health", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def test_bad_log_level_in_the_environment_is_a_usage_error(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "verdict_contract.mockserver", "--port", str(free_port())],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_environ({"VERDICT_MOCK_LOG_LEVEL": "verbose"}),
+        cwd=tmp_path,
+    )
+    try:
+        _, err = proc.communicate(timeout=10)
+    finally:
+        stop_process(proc)
+    assert "Traceback" not in err
+    assert proc.returncode == 2
+    assert "VERDICT_MOCK_LOG_LEVEL" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--journal-size", "0"], "at least 1"),
+        (["--threads", "0"], "at least 1"),
+        (["--port", "70000"], "between 0 and 65535"),
+        (["--session-lifetime", "0"], "positive number of seconds"),
+        (["--api-key", ""], "non-empty API key"),
+    ],
+)
+def test_impossible_settings_are_one_line_usage_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1]
+    assert not any("Traceback" in line for line in err)
+
+
+def test_journal_size_flag_reaches_the_settings() -> None:
+    args = build_parser().parse_args(["--journal-size", "5"])
+    assert settings_from(args, {}).journal_size == 5
+
+
+def test_sighup_reloads_the_scenario(tmp_path: Path, stderr_file: Path) -> None:
+    scenario = tmp_path / "team.yaml"
+    scenario.write_text("sessions:\n  aaaa: {verdict: refused}\n")
+    proc = _start(["--port", "0", "--scenario", str(scenario)], stderr_file, tmp_path)
+    try:
+        first = read_line(proc, timeout=10)
+        assert first is not None, stderr_file.read_text()
+        base = first.strip().rsplit(" ", 1)[-1]
+        stamp = scenario.stat()
+        # Same size and mtime: the file watcher cannot notice, only SIGHUP can.
+        scenario.write_text("sessions:\n  bbbb: {verdict: refused}\n")
+        os.utime(scenario, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+
+        def named() -> list[str]:
+            answer = httpx.get(f"{base}/_mock/sessions", timeout=2).json()
+            return [s["n"] for s in answer if not s["n"].startswith("demo-")]
+
+        assert wait_until(lambda: named() == ["aaaa"], timeout=10, step=0.1)
+        time.sleep(1.5)  # a poll of the watcher passes, and must not reload
+        assert named() == ["aaaa"]
+        proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: named() == ["bbbb"], timeout=10, step=0.1)
+    finally:
+        stop_process(proc)

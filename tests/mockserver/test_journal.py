@@ -1,0 +1,198 @@
+"""mockserver.journal: masking secrets and keeping a bounded record of requests."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from verdict_contract.mockserver.journal import Journal, mask, mask_authorization
+
+from tests.helpers import run_threads
+
+SECRET = "sk-live-0123456789abcdef"
+
+
+# --- mask -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("secret", "shown"),
+    [
+        (SECRET, "…cdef"),
+        ("abcdefghijkl", "…ijkl"),  # 12 characters: the shortest that shows its tail
+        ("abcdefghijk", "…"),  # 11: fully hidden
+        ("pass", "…"),
+        ("", "…"),
+    ],
+)
+def test_mask(secret: str, shown: str) -> None:
+    assert mask(secret) == shown
+
+
+@settings(max_examples=300, deadline=None)
+@given(secret=st.text(max_size=80))
+def test_mask_never_shows_more_than_the_last_4_characters(secret: str) -> None:
+    shown = mask(secret)
+    assert shown.startswith("…")
+    tail = shown[1:]
+    assert len(tail) <= 4
+    assert secret.endswith(tail)
+    if len(secret) < 12:
+        assert tail == ""
+    else:
+        assert tail == secret[-4:]
+
+
+@pytest.mark.parametrize(
+    ("header", "shown"),
+    [
+        (None, None),
+        ("", ""),
+        (f"Bearer {SECRET}", "Bearer …cdef"),
+        (f"bearer   {SECRET}  ", "bearer …cdef"),
+        (f"Basic {SECRET}", "Basic …cdef"),
+        (SECRET, "…cdef"),  # no scheme: the whole value is the secret
+        ("Bearer short", "Bearer …"),
+    ],
+)
+def test_mask_authorization(header: str | None, shown: str | None) -> None:
+    assert mask_authorization(header) == shown
+
+
+# --- Journal ----------------------------------------------------------------------------------
+
+
+def _record(journal: Journal, n: str = "id", status: int = 200) -> None:
+    journal.record(
+        method="GET",
+        path="/e",
+        args=[("n", n)],
+        authorization=f"Bearer {SECRET}",
+        status=status,
+        outcome="verdict",
+    )
+
+
+def test_journal_keeps_only_the_newest_entries() -> None:
+    journal = Journal(size=3)
+    for i in range(5):
+        _record(journal, n=f"id-{i}")
+    assert len(journal) == 3
+    assert [entry.n for entry in journal.entries()] == ["id-2", "id-3", "id-4"]
+
+
+def test_journal_bound_holds_under_threads() -> None:
+    journal = Journal(size=100)
+
+    def work(index: int) -> None:
+        for i in range(200):
+            _record(journal, n=f"t{index}-{i}")
+
+    run_threads(8, work)
+    assert len(journal) == 100
+    assert len(journal.entries()) == 100
+
+
+def test_clear_empties_the_journal() -> None:
+    journal = Journal(size=10)
+    _record(journal)
+    assert len(journal) == 1
+    journal.clear()
+    assert len(journal) == 0
+    assert journal.entries() == []
+
+
+def test_record_masks_authorization_and_every_query_value_but_n() -> None:
+    journal = Journal()
+    journal.record(
+        method="GET",
+        path="/e",
+        args=[
+            ("n", "demo-contradicted"),
+            ("api_key", SECRET),
+            ("token", "short"),
+            ("n", "second-n-value-0000"),
+        ],
+        authorization=f"Bearer {SECRET}",
+        status=200,
+        outcome="verdict",
+    )
+    (entry,) = journal.entries()
+    assert entry.n == "demo-contradicted"
+    assert entry.authorization == "Bearer …cdef"
+    assert entry.query == {"api_key": ["…cdef"], "token": ["…"], "n": ["…0000"]}
+    text = json.dumps(entry.to_json(), ensure_ascii=False)
+    assert SECRET not in text
+    assert "short" not in text
+    assert "second-n-value" not in text
+
+
+def test_record_keeps_n_and_the_rest_of_the_request() -> None:
+    journal = Journal()
+    journal.record(
+        method="HEAD",
+        path="/e",
+        args=[("n", "x" * 300)],
+        authorization=None,
+        status=401,
+        outcome="unauthorized",
+    )
+    data = journal.entries()[0].to_json()
+    assert data["method"] == "HEAD"
+    assert data["path"] == "/e"
+    assert data["n"] == "x" * 256  # cut, so a huge id cannot blow up the journal
+    assert data["authorization"] is None
+    assert data["status"] == 401
+    assert data["outcome"] == "unauthorized"
+    assert data["query"] == {}
+    assert isinstance(data["time"], float)
+
+
+def test_record_without_n() -> None:
+    journal = Journal()
+    journal.record(
+        method="GET", path="/e", args=[], authorization="", status=400, outcome="bad_request"
+    )
+    entry = journal.entries()[0]
+    assert entry.n is None
+    assert entry.authorization == ""
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    secret=st.text(min_size=12, max_size=60).filter(lambda s: s.strip() == s and " " not in s),
+    name=st.text(min_size=1, max_size=10).filter(lambda s: s != "n"),
+)
+def test_no_secret_value_survives_recording(secret: str, name: str) -> None:
+    journal = Journal()
+    journal.record(
+        method="GET",
+        path="/e",
+        args=[("n", "id"), (name, secret)],
+        authorization=f"Bearer {secret}",
+        status=401,
+        outcome="unauthorized",
+    )
+    entry = journal.entries()[0]
+    assert entry.authorization == f"Bearer …{secret[-4:]}"
+    assert list(entry.query.values()) == [[f"…{secret[-4:]}"]]
+    assert secret not in json.dumps(entry.to_json(), ensure_ascii=False)
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [("api_key", "api_key"), ("token", "token"), ("verdict-mock-local-key", "…-key"), ("Ab1", "…")],
+)
+def test_query_names_that_may_be_secrets_are_masked(name: str, shown: str) -> None:
+    journal = Journal()
+    journal.record(
+        method="GET",
+        path="/e",
+        args=[("n", "id"), (name, "")],
+        authorization=None,
+        status=401,
+        outcome="unauthorized",
+    )
+    assert list(journal.entries()[0].query) == [shown]

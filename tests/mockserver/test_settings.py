@@ -1,0 +1,62 @@
+"""mockserver.settings: every setting declared once; flags, variables and the README follow."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from verdict_contract.mockserver.cli import build_parser, settings_from
+from verdict_contract.mockserver.settings import Settings, env_var, markdown_table, options
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_readme_shows_the_generated_table() -> None:
+    assert markdown_table() in README, (
+        "README.md's settings table is stale; replace it with markdown_table():\n"
+        + markdown_table()
+    )
+
+
+def test_every_field_has_a_flag_and_a_variable() -> None:
+    parser_help = build_parser().format_help()
+    for name, option, default in options():
+        assert option.flag(name, default) in parser_help
+        assert env_var(name) in parser_help
+    assert {f.name for f in fields(Settings)} == {name for name, _, _ in options()}
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "expected"),
+    [
+        ("port", "8081", 8081),
+        ("api_keys", "a-key,b-key", ("a-key", "b-key")),
+        ("control", "off", False),
+        ("accept_any_session", "YES", True),
+        ("log_level", "WARNING", "warning"),
+    ],
+)
+def test_a_variable_and_its_flag_give_the_same_setting(
+    name: str, raw: str, expected: object
+) -> None:
+    from_env = Settings().with_env({env_var(name): raw})
+    assert getattr(from_env, name) == expected
+    option = dict((n, (o, d)) for n, o, d in options())[name]
+    flag = option[0].flag(name, option[1])
+    if isinstance(expected, bool):
+        argv = [flag] if expected != option[1] else []
+    elif isinstance(expected, tuple):
+        argv = [part for value in expected for part in (flag, value)]
+    else:
+        argv = [flag, raw]
+    assert getattr(settings_from(build_parser().parse_args(argv), {}), name) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [("threads", "0"), ("journal_size", "-1"), ("control", "maybe"), ("log_level", "loud")],
+)
+def test_a_bad_variable_names_itself(name: str, raw: str) -> None:
+    with pytest.raises(ValueError, match=env_var(name)):
+        Settings().with_env({env_var(name): raw})

@@ -1,0 +1,40 @@
+"""MockState: scenario reloads, resets and key checks."""
+
+from __future__ import annotations
+
+from verdict_contract.mockserver import Settings
+from verdict_contract.mockserver.scenario import Scenario, named_sessions
+from verdict_contract.mockserver.sessions import parse_spec
+from verdict_contract.mockserver.state import MockState
+
+
+def test_reload_keeps_the_scripts_of_minted_sessions() -> None:
+    state = MockState(Settings())
+    minted = state.mint(parse_spec({"script": [429, 503]}))
+    state.apply(state.scenario)  # what a scenario reload does
+    assert state.scripts.next_step(minted.id) is not None
+
+
+def test_reset_forgets_minted_scripts_and_restores_named_ones() -> None:
+    state = MockState(Settings())
+    spec = parse_spec({"script": [503]})
+    state.apply(Scenario(named_sessions({"flaky": spec}, 0.0)))
+    minted = state.mint(parse_spec({"script": [429]}))
+    assert state.scripts.next_step("flaky") is not None
+    state.reset()
+    assert state.scripts.next_step(minted.id) is None
+    assert state.scripts.next_step("flaky") is not None
+
+
+def test_a_reload_without_a_script_drops_the_old_one() -> None:
+    state = MockState(Settings())
+    state.apply(Scenario(named_sessions({"flaky": parse_spec({"script": [503]})}, 0.0)))
+    state.apply(Scenario(named_sessions({"flaky": parse_spec({})}, 0.0)))
+    assert state.scripts.next_step("flaky") is None
+
+
+def test_key_check() -> None:
+    state = MockState(Settings(api_keys=("first-key-0001", "second-key-0002")))
+    assert state.key_ok("second-key-0002")
+    assert not state.key_ok("second-key-000")
+    assert not state.key_ok("")

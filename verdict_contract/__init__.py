@@ -1,0 +1,41 @@
+"""verdict-contract: the Explain API contract as data, a validator, a mock and a contract suite.
+
+Names are imported on first use, so the pytest plugin (loaded into every pytest run where
+this package is installed) costs next to nothing until a fixture or check needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verdict_contract.core.rules import RULES as RULES
+    from verdict_contract.core.rules import Rule as Rule
+    from verdict_contract.core.spec import SCHEMA_VERSION as SCHEMA_VERSION
+    from verdict_contract.core.validator import assert_valid_verdict as assert_valid_verdict
+    from verdict_contract.core.validator import unknown_properties as unknown_properties
+    from verdict_contract.core.validator import validate_verdict as validate_verdict
+    from verdict_contract.core.violations import Violation as Violation
+    from verdict_contract.mockserver.factory import VerdictProvider as VerdictProvider
+    from verdict_contract.mockserver.factory import make_verdict as make_verdict
+
+_EXPORTS = {
+    "RULES": "verdict_contract.core.rules",
+    "Rule": "verdict_contract.core.rules",
+    "SCHEMA_VERSION": "verdict_contract.core.spec",
+    "Violation": "verdict_contract.core.violations",
+    "assert_valid_verdict": "verdict_contract.core.validator",
+    "unknown_properties": "verdict_contract.core.validator",
+    "validate_verdict": "verdict_contract.core.validator",
+    "VerdictProvider": "verdict_contract.mockserver.factory",
+    "make_verdict": "verdict_contract.mockserver.factory",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'verdict_contract' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

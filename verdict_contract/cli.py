@@ -1,0 +1,109 @@
+"""The ``verdict-contract`` command: validate captured bodies, list the rules, run the suite."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from verdict_contract.core.rules import RULES
+from verdict_contract.core.validator import validate_verdict
+
+
+def _read(source: str) -> str:
+    if source == "-":
+        return sys.stdin.read()
+    return Path(source).read_text(encoding="utf-8")
+
+
+def _validate(args: argparse.Namespace) -> int:
+    try:
+        body = json.loads(_read(args.file))
+    except OSError as exc:
+        print(f"verdict-contract: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except UnicodeDecodeError:
+        print(f"verdict-contract: {args.file} is not UTF-8 text", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print(f"verdict-contract: {args.file} nests JSON too deeply to read", file=sys.stderr)
+        return 2
+    except json.JSONDecodeError as exc:
+        where = "stdin" if args.file == "-" else args.file
+        print(
+            f"verdict-contract: {where} is not JSON: {exc.msg} at line {exc.lineno} "
+            f"column {exc.colno}",
+            file=sys.stderr,
+        )
+        return 2
+    violations = validate_verdict(body, strict=args.strict)
+    for violation in violations:
+        received = f" (received {violation.received})" if violation.received else ""
+        print(
+            f"{violation.path or '/'}: {violation.message}{received} "
+            f"[{violation.rule}, spec {violation.clause}]"
+        )
+    if not violations and not args.quiet:
+        print(f"{args.file}: conforms to the schema-7 verdict contract")
+    return 1 if violations else 0
+
+
+def _rules(args: argparse.Namespace) -> int:
+    for contract_rule in RULES.values():
+        mode = " (strict only)" if contract_rule.strict_only else ""
+        print(f"{contract_rule.name:48} {contract_rule.clause:14} {contract_rule.summary}{mode}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="verdict-contract",
+        description="Check Explain API verdicts against the schema-7 contract.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    validate = commands.add_parser("validate", help="validate a captured verdict body")
+    validate.add_argument("file", help="a JSON file, or - for standard input")
+    validate.add_argument(
+        "--strict", action="store_true", help="also report properties the schema does not document"
+    )
+    validate.add_argument("-q", "--quiet", action="store_true", help="print violations only")
+    validate.set_defaults(handler=_validate)
+    rules = commands.add_parser("rules", help="list the contract rules and their spec clauses")
+    rules.set_defaults(handler=_rules)
+    commands.add_parser(
+        "run",
+        help="run the contract suite: verdict-contract run --base-url URL --api-key KEY "
+        "[pytest options]",
+    )
+    return parser
+
+
+def run_suite(pytest_args: Sequence[str]) -> int:
+    """Run the installed contract suite with pytest; arguments go to pytest unchanged."""
+    # A fresh interpreter: here contract_tests is already imported, which would keep pytest
+    # from rewriting the asserts of the suite's modules.
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "verdict_contract.contract_tests",
+        *pytest_args,
+    ]
+    return subprocess.call(command)  # noqa: S603 - our own interpreter and arguments
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:  # everything after `run` belongs to pytest
+        return run_suite(argv[1:])
+    args = build_parser().parse_args(argv)
+    status: int = args.handler(args)
+    return status
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

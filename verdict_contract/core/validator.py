@@ -1,0 +1,115 @@
+"""Validate a verdict body against the JSON Schema and every rule of the registry."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+import fastjsonschema
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from verdict_contract.core.resources import verdict_schema
+from verdict_contract.core.rules import RULES
+from verdict_contract.core.violations import Violation, describe, format_violations, pointer
+
+_CLAUSE_BY_FIELD = {"schema": "§9.1", "signals": "§2.3"}
+
+
+@cache
+def _schema_validator() -> Draft202012Validator:
+    """Compile the verdict schema once per process (validators are thread-safe)."""
+    schema = verdict_schema()
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+@cache
+def _fast_check() -> Any:
+    """Compile the schema to Python code once: a fast yes/no for the common, valid case."""
+    return fastjsonschema.compile(verdict_schema())
+
+
+def _conforms(body: object) -> bool:
+    try:
+        _fast_check()(body)
+    except Exception:  # any doubt (invalid, or input it cannot handle): ask jsonschema
+        return False
+    return True
+
+
+def _rule_tag(error: ValidationError) -> str | None:
+    """Return the registry rule a schema constraint is tagged with (``x-rule``), if any."""
+    node: Any = verdict_schema()
+    for step in error.absolute_schema_path:
+        if isinstance(node, Mapping) and "x-rule" in node:
+            return str(node["x-rule"])
+        try:
+            node = node[step]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return None
+
+
+def _schema_violations(body: object, reported: set[str]) -> list[Violation]:
+    # jsonschema explains errors well but is slow; a valid body never needs the explanation.
+    if _conforms(body):
+        return []
+    violations = []
+    for error in _schema_validator().iter_errors(body):
+        # A tagged constraint restates a registry rule, which reports it in its own words;
+        # where the rule could not read the field (a float count, say), the schema speaks.
+        if _rule_tag(error) in reported:
+            continue
+        path = list(error.absolute_path)
+        field = str(path[0]) if path else ""
+        documented = describe(error.validator_value) if error.validator != "required" else ""
+        violations.append(
+            Violation(
+                rule=f"json_schema.{error.validator}",
+                path=pointer(path),
+                message=_short(error),
+                clause=_CLAUSE_BY_FIELD.get(field, "§2.2"),
+                received=describe(error.instance),
+                documented=f"{error.validator}: {documented}" if documented else "",
+            )
+        )
+    return violations
+
+
+def _short(error: ValidationError) -> str:
+    # jsonschema's messages embed the whole instance; keep the first line and cap its length.
+    message = error.message.splitlines()[0]
+    return message if len(message) <= 120 else message[:119] + "…"
+
+
+def validate_verdict(body: object, *, strict: bool = False) -> list[Violation]:
+    """Return every way ``body`` (a decoded JSON value) breaks the schema-7 verdict contract.
+
+    Schema errors and rule violations come back in one list, empty when the body conforms.
+    ``strict`` also reports properties the schema does not document. Never raises on bad input.
+    """
+    violations: list[Violation] = []
+    if isinstance(body, Mapping):
+        for contract_rule in RULES.values():
+            if strict or not contract_rule.strict_only:
+                violations.extend(contract_rule.run(body))
+    violations[:0] = _schema_violations(body, {v.rule for v in violations})
+    # A version mismatch explains most other failures, so it leads the list.
+    violations.sort(key=lambda v: v.rule != "schema_version")
+    return violations
+
+
+def unknown_properties(body: object) -> list[Violation]:
+    """Return the properties of ``body`` the schema does not document (the strict-only rule)."""
+    if not isinstance(body, Mapping):
+        return []
+    return RULES["no_unknown_properties"].run(body)
+
+
+def assert_valid_verdict(body: object, *, strict: bool = False) -> None:
+    """Raise ``AssertionError`` listing every violation if ``body`` breaks the contract."""
+    violations = validate_verdict(body, strict=strict)
+    if violations:
+        raise AssertionError(format_violations(violations))
