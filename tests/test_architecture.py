@@ -38,7 +38,6 @@ LINT_IMPORTS = [
     str(ROOT / "pyproject.toml"),
     "--no-cache",
 ]
-"""import-linter, run where only the assembled copy is importable as ``verdict_contract``."""
 
 PACKAGES: dict[str, Path] = {package: _folder(package) for package in SETUPTOOLS["packages"]}
 
@@ -74,15 +73,20 @@ def assembled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site
 
 
-def test_import_linter_contracts_are_kept(assembled: Path) -> None:
-    result = subprocess.run(
+def _lint_imports(site: Path) -> subprocess.CompletedProcess[str]:
+    """Run import-linter where only ``site``'s copy is importable as ``verdict_contract``."""
+    return subprocess.run(
         LINT_IMPORTS,
-        cwd=assembled,
-        env={"PYTHONPATH": str(assembled), "PATH": ""},
+        cwd=site,
+        env={"PYTHONPATH": str(site), "PATH": ""},
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_import_linter_contracts_are_kept(assembled: Path) -> None:
+    result = _lint_imports(assembled)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 kept, 0 broken" in result.stdout
 
@@ -93,14 +97,7 @@ def test_the_linter_would_see_a_broken_layer(assembled: Path, tmp_path: Path) ->
     shutil.copytree(assembled, broken)
     spec = broken / "verdict_contract" / "core" / "spec.py"
     spec.write_text(spec.read_text() + "\nimport verdict_contract.mockserver.app\n")
-    result = subprocess.run(
-        LINT_IMPORTS,
-        cwd=broken,
-        env={"PYTHONPATH": str(broken), "PATH": ""},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = _lint_imports(broken)
     assert result.returncode != 0
     assert "BROKEN" in result.stdout
 

@@ -150,27 +150,20 @@ def test_requested_verdict_alone_is_honoured(verdict: str) -> None:
     assert values == expected
 
 
-def test_requested_conclusive_false_alone_is_honoured() -> None:
+@pytest.mark.parametrize(
+    ("conclusive", "kinds"),
+    [(False, set(VERDICTS)), (True, {"contradicted", "refused"})],  # only these can be conclusive
+)
+def test_requested_conclusive_alone_is_honoured(conclusive: bool, kinds: set[str]) -> None:
     generator = VerdictGenerator("requested")
-    spec = SessionSpec(conclusive=False)
+    spec = SessionSpec(conclusive=conclusive)
     verdicts = set()
     for i in range(100):
         body = generator.verdict(f"id-{i}", spec)
-        assert body["conclusive"] is False
-        verdicts.add(body["verdict"])
-    assert verdicts == set(VERDICTS)
-
-
-def test_requested_conclusive_true_alone_is_honoured() -> None:
-    generator = VerdictGenerator("requested")
-    spec = SessionSpec(conclusive=True)
-    verdicts = set()
-    for i in range(100):
-        body = generator.verdict(f"id-{i}", spec)
-        assert body["conclusive"] is True
+        assert body["conclusive"] is conclusive
         assert validate_verdict(body, strict=True) == []
         verdicts.add(body["verdict"])
-    assert verdicts == {"contradicted", "refused"}  # the only verdicts that can be conclusive
+    assert verdicts == kinds
 
 
 @pytest.mark.parametrize("verdict", ["disputed", "uncontradicted", "insufficient"])
