@@ -14,13 +14,10 @@ from verdict_contract.mockserver.catalogue import templates
 from verdict_contract.mockserver.generate import DEFAULT_SEED, VerdictGenerator, headline_context
 from verdict_contract.mockserver.sessions import SessionSpec
 
+from verdict_contract.core.errors import InvalidVerdictError as InvalidVerdictError
 from verdict_contract.core.spec import FAMILIES, NEVER_CONCLUSIVE, TIERS, Tier, VerdictKind
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import format_violations
-
-
-class InvalidVerdictError(ValueError):
-    """``make_verdict`` was asked for a verdict that breaks the contract."""
 
 
 @lru_cache(maxsize=16)
