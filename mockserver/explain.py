@@ -146,8 +146,11 @@ def journal(
     generation: int,
 ) -> None:
     """Journal what the client got: an answer, or a fault (reset, truncated...) or timeout."""
-    fault = answer if isinstance(answer, str) else answer.outcome if answer.outcome in FAULTS else None
-    status = None if isinstance(answer, str) or fault == "reset" else answer.status
+    if isinstance(answer, str):
+        fault, status = answer, None
+    else:
+        fault = answer.outcome if answer.outcome in FAULTS else None
+        status = None if fault == "reset" else answer.status
     state.journal.record(
         method=method,
         path=ENDPOINT_PATH,

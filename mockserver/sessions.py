@@ -100,7 +100,8 @@ def _status_step(raw: Mapping[str, Any], where: str) -> Step:
             raise SpecError(f"{where}.headers: {str(name)[:40]!r} is not a header name")
         if not (isinstance(value, str) and _HEADER_VALUE.fullmatch(value)):
             raise SpecError(
-                f"{where}.headers[{name!r}] must be a string of printable characters (no line breaks)"
+                f"{where}.headers[{name!r}] must be a string of printable characters, "
+                "no line breaks"
             )
     return Step(status=status, headers=tuple((str(k), str(v)) for k, v in headers.items()))
 

@@ -6,8 +6,8 @@ README's table (:func:`markdown_table`, kept true by a test) are all derived fro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
 import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
@@ -144,9 +144,8 @@ class Settings:
 
     def __repr__(self) -> str:
         # Keys and the signing secret never print (pytest -l shows fixtures' locals).
-        shown = {
-            f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("api_keys", "secret")
-        }
+        hidden = ("api_keys", "secret")
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
         keys = ", ".join(mask(k) for k in self.api_keys)
         secret = ", secret=…" if self.secret else ""
         values = ", ".join(f"{name}={value!r}" for name, value in shown.items())
