@@ -79,7 +79,8 @@ def _settings_for(request: pytest.FixtureRequest, base: Settings) -> Settings:
     try:
         return replace(base, **changes)
     except ValueError as exc:
-        pytest.fail(f"@pytest.mark.{MARKER}: {exc}", pytrace=False)
+        problem = str(exc)
+    pytest.fail(f"@pytest.mark.{MARKER}: {problem}", pytrace=False)
 
 
 _Context = AbstractContextManager["VerdictMock"]

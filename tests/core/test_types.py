@@ -9,10 +9,7 @@ import pytest
 from verdict_contract.core.resources import verdict_schema
 from verdict_contract.core.spec import FAMILIES, TIERS, VERDICTS
 from verdict_contract.core.types import (
-    Families,
     Family,
-    Provenance,
-    Signal,
     Tier,
     Verdict,
     VerdictKind,

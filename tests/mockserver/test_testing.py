@@ -20,8 +20,8 @@ from verdict_contract.mockserver.testing import (
     VerdictMock,
     live_mock,
     reply,
-    respx_mock,
     responses_mock,
+    respx_mock,
 )
 
 from tests.helpers import KEY
@@ -132,10 +132,9 @@ def test_verification_helpers_count_and_explain() -> None:
         assert "received 2" in message
         assert "-> 401 (unauthorized; Bearer …0000)" in message
         assert "wrong-key" not in message
+        mock.reset()
         with pytest.raises(VerificationError, match="received no request at all"):
-            VerdictMockEmpty = respx_mock  # a fresh mock has an empty journal
-            with VerdictMockEmpty() as fresh:
-                fresh.last_request()
+            mock.last_request()
 
 
 @pytest.mark.parametrize(("transport", "get"), [TRANSPORTS[0], TRANSPORTS[2]])
