@@ -9,8 +9,6 @@ import pytest
 INTEGRATOR_TESTS = """
 import asyncio
 import httpx
-import re
-
 import pytest
 from respx.models import AllMockedAssertionError
 
@@ -71,8 +69,6 @@ def test_fixtures_work_in_an_integrator_project(pytester: pytest.Pytester) -> No
 
 def test_settings_fixture_can_be_overridden(pytester: pytest.Pytester) -> None:
     pytester.makeconftest("""
-import re
-
 import pytest
 from verdict_contract.mockserver import Settings
 
@@ -91,8 +87,6 @@ def test_key(verdict_mock):
 
 PER_TEST_SETTINGS = """
 import httpx
-import re
-
 import pytest
 import requests
 
@@ -162,8 +156,6 @@ def test_each_test_gets_exactly_the_settings_it_asked_for(
 
 def test_a_settings_fixture_override_and_a_marker_combine(pytester: pytest.Pytester) -> None:
     pytester.makeconftest("""
-import re
-
 import pytest
 from verdict_contract.mockserver import Settings
 
@@ -172,8 +164,6 @@ def verdict_mock_settings():
     return Settings(port=0, api_keys=("conftest-key-0123456789",), rate_limit="1/60")
 """)
     pytester.makepyfile("""
-import re
-
 import pytest
 
 def test_from_the_fixture(verdict_mock):
@@ -191,8 +181,6 @@ def test_marker_on_top(verdict_mock):
 
 def test_a_wrong_marker_is_one_readable_line(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("""
-import re
-
 import pytest
 
 @pytest.mark.verdict_mock(rate_limits="2/60")
@@ -211,15 +199,18 @@ def test_wrong_type(verdict_respx):
     assert "During handling" not in output  # one readable line, no chained traceback
 
 
-def test_no_output_of_the_plugin_shows_a_key(pytester: pytest.Pytester) -> None:
+def test_no_output_of_the_plugin_shows_a_key(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     key = "integrator-secret-key-0123456789"
-    pytester.makepyfile(f"""
-import httpx
-import re
+    monkeypatch.setenv("INTEGRATOR_KEY", key)  # so the test's own source does not show it
+    pytester.makepyfile("""
+import os
 
+import httpx
 import pytest
 
-@pytest.mark.verdict_mock(api_keys=["{key}"])
+@pytest.mark.verdict_mock(api_keys=[os.environ["INTEGRATOR_KEY"]])
 def test_fails_with_locals(verdict_mock, verdict_responses, verdict_mock_settings):
     state = verdict_mock.state
     settings = state.settings
