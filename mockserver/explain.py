@@ -146,6 +146,7 @@ def journal(
     generation: int,
 ) -> None:
     """Journal what the client got: an answer, or a fault (reset, truncated...) or timeout."""
+    fault: str | None
     if isinstance(answer, str):
         fault, status = answer, None
     else:

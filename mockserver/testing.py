@@ -237,7 +237,7 @@ def _responses_callback(target: InProcessApp) -> Any:
 
     def callback(request: requests.PreparedRequest) -> tuple[int, dict[str, str], bytes]:
         url = httpx.URL(str(request.url))
-        body = request.body or b""
+        body = request.body if isinstance(request.body, str | bytes) else b""
         reply = target.call(
             str(request.method),
             url.path,

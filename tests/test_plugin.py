@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -262,3 +264,15 @@ def test_fixtures_and_per_test_settings_work_under_xdist(pytester: pytest.Pytest
     pytester.makepyfile(test_integration=INTEGRATOR_TESTS, test_settings=PER_TEST_SETTINGS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
     result.assert_outcomes(passed=17)
+
+
+def test_loading_the_plugin_imports_neither_the_mock_nor_its_libraries() -> None:
+    heavy = ("flask", "waitress", "faker", "respx", "responses", "verdict_contract.mockserver")
+    code = (
+        "import sys, verdict_contract.plugin\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"

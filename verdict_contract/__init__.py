@@ -18,14 +18,14 @@ if TYPE_CHECKING:
     from verdict_contract.core.rules import RULES as RULES
     from verdict_contract.core.rules import Rule as Rule
     from verdict_contract.core.spec import SCHEMA_VERSION as SCHEMA_VERSION
-    from verdict_contract.core.validator import assert_valid_verdict as assert_valid_verdict
-    from verdict_contract.core.validator import unknown_properties as unknown_properties
-    from verdict_contract.core.validator import validate_verdict as validate_verdict
     from verdict_contract.core.types import Family as Family
     from verdict_contract.core.types import Signal as Signal
     from verdict_contract.core.types import Tier as Tier
     from verdict_contract.core.types import Verdict as Verdict
     from verdict_contract.core.types import VerdictKind as VerdictKind
+    from verdict_contract.core.validator import assert_valid_verdict as assert_valid_verdict
+    from verdict_contract.core.validator import unknown_properties as unknown_properties
+    from verdict_contract.core.validator import validate_verdict as validate_verdict
     from verdict_contract.core.violations import Violation as Violation
     from verdict_contract.mockserver.factory import VerdictProvider as VerdictProvider
     from verdict_contract.mockserver.factory import make_verdict as make_verdict

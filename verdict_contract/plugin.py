@@ -22,6 +22,7 @@ import pytest
 from verdict_contract.core.spec import VERDICTS
 
 if TYPE_CHECKING:
+    from verdict_contract.core.spec import VerdictKind
     from verdict_contract.mockserver import Settings
     from verdict_contract.mockserver.testing import VerdictMock
 
@@ -166,9 +167,9 @@ def make_verdict() -> Callable[..., dict[str, Any]]:
 
 
 @pytest.fixture(params=VERDICTS)
-def verdict_kind(request: pytest.FixtureRequest) -> str:
+def verdict_kind(request: pytest.FixtureRequest) -> VerdictKind:
     """Runs a test once per verdict value of spec §2.2."""
-    kind: str = request.param
+    kind: VerdictKind = request.param
     return kind
 
 

@@ -15,6 +15,7 @@ import httpx
 import pytest
 import requests
 from verdict_contract.mockserver import Settings
+from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.sessions import parse_step
 from verdict_contract.mockserver.testing import (
     VerdictMock,
@@ -66,7 +67,7 @@ TRANSPORTS = [
 def test_every_transport_gives_the_same_answers_and_journal(
     transport: Transport, get: Callable[..., tuple[int | None, str]]
 ) -> None:
-    with transport(Settings(port=0, api_keys=(KEY,), rate_limit="3/60")) as mock:
+    with transport(Settings(port=0, api_keys=(KEY,), rate_limit=RateLimit.parse("3/60"))) as mock:
         assert mock.api_key == KEY
         n = mock.mint(verdict="refused", script=[reply(503, retry_after=7), "reset"])
         assert get(mock, n)[0] == 503
@@ -141,7 +142,7 @@ def test_verification_helpers_count_and_explain() -> None:
 def test_advance_and_expire_need_no_sleep(
     transport: Transport, get: Callable[..., tuple[int | None, str]]
 ) -> None:
-    with transport(Settings(port=0, rate_limit="2/60")) as mock:
+    with transport(Settings(port=0, rate_limit=RateLimit.parse("2/60"))) as mock:
         aging, expired = mock.mint(verdict="refused"), mock.mint(verdict="refused")
         assert [get(mock, aging)[0] for _ in range(3)] == [200, 200, 429]
         mock.advance(60)  # the window passed
@@ -223,7 +224,7 @@ def test_a_delay_does_not_block_an_async_clients_event_loop() -> None:
 
 
 def test_mint_by_kind_gives_the_same_body_on_every_run_and_a_seed_reproduces_one() -> None:
-    def bodies(settings: Settings, **mint: object) -> list[object]:
+    def bodies(settings: Settings, **mint: object) -> list[dict[str, object]]:
         with respx_mock(settings=settings) as mock:
             ids = [mock.mint(verdict="contradicted", **mint) for _ in range(2)]  # type: ignore[arg-type]
             return [httpx.get(mock.url(n), headers=mock.headers).json() for n in ids]
