@@ -23,6 +23,7 @@ from verdict_contract.core.spec import VERDICTS
 
 if TYPE_CHECKING:
     from verdict_contract.core.spec import VerdictKind
+    from verdict_contract.core.types import Verdict
     from verdict_contract.mockserver import Settings
     from verdict_contract.mockserver.testing import VerdictMock
 
@@ -159,7 +160,7 @@ def verdict_responses(
 
 
 @pytest.fixture
-def make_verdict() -> Callable[..., dict[str, Any]]:
+def make_verdict() -> Callable[..., Verdict]:
     """``make_verdict(verdict=..., conclusive=..., **overrides)``: a contract-valid body."""
     from verdict_contract.mockserver.factory import make_verdict
 
