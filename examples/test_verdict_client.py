@@ -22,6 +22,7 @@ from examples.verdict_client import (
     VerdictError,
     decide,
 )
+from verdict_contract import VerdictKind
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def make_client() -> Iterator[Callable[..., VerdictClient]]:
 
 
 def test_every_verdict_kind_over_http(
-    make_client: Callable[..., VerdictClient], verdict_mock: VerdictMock, verdict_kind: str
+    make_client: Callable[..., VerdictClient], verdict_mock: VerdictMock, verdict_kind: VerdictKind
 ) -> None:
     n = verdict_mock.mint(verdict=verdict_kind)
     assert make_client(verdict_mock).verdict(n)["verdict"] == verdict_kind
@@ -62,7 +63,7 @@ def test_every_verdict_kind_over_http(
 def test_conclusive_chooses_action_or_review(
     make_client: Callable[..., VerdictClient],
     verdict_mock: VerdictMock,
-    kind: str,
+    kind: VerdictKind,
     conclusive: bool,
     action: str,
 ) -> None:

@@ -8,12 +8,12 @@ the in-process transports of :mod:`.testing`.
 from __future__ import annotations
 
 import math
-import time
+from http import HTTPStatus
 from urllib.parse import parse_qsl
 
-from verdict_contract.mockserver.answer import Answer, error_answer
+from verdict_contract.mockserver.answer import NO_STORE, Answer, error_answer
 from verdict_contract.mockserver.faults import fault_answer
-from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Step
+from verdict_contract.mockserver.sessions import FAULTS, MAX_SESSION_ID_LENGTH, Step
 from verdict_contract.mockserver.state import MockState
 
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
@@ -68,12 +68,21 @@ def _bad_session_id(values: list[str] | None) -> str | None:
     return None
 
 
+def _generic_error(status: int) -> tuple[str, str]:
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = f"status {status}"
+    return phrase.lower().replace(" ", "_").replace("-", "_"), f"scripted: {phrase}"
+
+
 def _scripted(state: MockState, step: Step, body: bytes) -> Answer | None:
     if step.status is not None:
-        code, message = _STEP_ERRORS[step.status]
-        return error_answer(
-            step.status, code, message, "scripted", _STEP_HEADERS.get(step.status, [])
-        )
+        headers = list(step.headers) or _STEP_HEADERS.get(step.status, [])
+        if 200 <= step.status < 300:  # the normal verdict, with the scripted status and headers
+            return Answer(step.status, body, [("Cache-Control", NO_STORE), *headers], "scripted")
+        code, message = _STEP_ERRORS.get(step.status) or _generic_error(step.status)
+        return error_answer(step.status, code, message, "scripted", headers)
     if step.fault is not None:
         return fault_answer(step.fault, body)
     state.delay(step.delay_ms / 1000)
@@ -113,22 +122,44 @@ def explain(
         scripted = _scripted(state, step, body)
         if scripted is not None:
             return scripted
-    if session.expired(time.time(), state.settings.session_lifetime):
+    if state.is_expired(session):
         return error_answer(404, "session_not_found", _NOT_FOUND, "expired")
     return Answer(200, body, [("Cache-Control", VERDICT_CACHE_CONTROL)], "verdict")
 
 
 def handle(state: MockState, method: str, query_string: bytes, authorization: str | None) -> Answer:
     """Answer a request to ``/e`` and journal it."""
+    generation = state.journal.generation
     pairs = parse_query(query_string)
     answer = explain(state, pairs, authorization)
+    journal(state, method, pairs, query_string, authorization, answer, generation)
+    return answer
+
+
+def journal(
+    state: MockState,
+    method: str,
+    pairs: list[tuple[str, str]] | None,
+    query_string: bytes,
+    authorization: str | None,
+    answer: Answer | str,
+    generation: int,
+) -> None:
+    """Journal what the client got: an answer, or a fault (reset, truncated...) or timeout."""
+    fault: str | None
+    if isinstance(answer, str):
+        fault, status = answer, None
+    else:
+        fault = answer.outcome if answer.outcome in FAULTS else None
+        status = None if fault == "reset" else answer.status
     state.journal.record(
         method=method,
         path=ENDPOINT_PATH,
         args=pairs if pairs is not None else [("?", query_string.decode("latin-1"))],
         authorization=authorization,
-        status=answer.status,
-        outcome=answer.outcome,
+        status=status,
+        outcome="scripted" if isinstance(answer, str) or fault else answer.outcome,
         is_key=state.key_ok,
+        fault=fault,
+        generation=generation,
     )
-    return answer

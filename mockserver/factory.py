@@ -7,20 +7,18 @@ from __future__ import annotations
 
 import copy
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from faker.providers import BaseProvider
 from verdict_contract.mockserver.catalogue import templates
 from verdict_contract.mockserver.generate import DEFAULT_SEED, VerdictGenerator, headline_context
 from verdict_contract.mockserver.sessions import SessionSpec
 
+from verdict_contract.core.errors import InvalidVerdictError as InvalidVerdictError
 from verdict_contract.core.spec import FAMILIES, NEVER_CONCLUSIVE, TIERS, Tier, VerdictKind
+from verdict_contract.core.types import Verdict
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import format_violations
-
-
-class InvalidVerdictError(ValueError):
-    """``make_verdict`` was asked for a verdict that breaks the contract."""
 
 
 @lru_cache(maxsize=16)
@@ -36,7 +34,7 @@ def make_verdict(
     session_id: str | None = None,
     valid: bool = True,
     **overrides: Any,
-) -> dict[str, Any]:
+) -> Verdict:
     """Return a contract-valid verdict body, the same for the same arguments and seed.
 
     ``overrides`` replace top-level fields. A result that breaks the contract raises
@@ -61,7 +59,7 @@ def make_verdict(
                 format_violations(violations, subject="make_verdict(...)")
                 + "\n(pass valid=False to build a broken verdict on purpose)"
             )
-    return body
+    return cast(Verdict, body)  # checked above, unless valid=False asked for a broken one
 
 
 class VerdictProvider(BaseProvider):
@@ -69,7 +67,7 @@ class VerdictProvider(BaseProvider):
 
     def verdict(
         self, verdict: VerdictKind | None = None, conclusive: bool | None = None, **overrides: Any
-    ) -> dict[str, Any]:
+    ) -> Verdict:
         session_id = f"faker-{self.generator.random.getrandbits(64):016x}"
         return make_verdict(verdict, conclusive, session_id=session_id, **overrides)
 

@@ -32,6 +32,19 @@ from verdict_contract.core.validator import validate_verdict
 DEFAULT_SEED = "verdict-mock"
 """The seed of the mock's verdicts unless one is configured."""
 
+DEFAULT_CONCLUSIVE: dict[VerdictKind, bool] = {
+    "contradicted": True,
+    "refused": False,
+    "disputed": False,
+    "uncontradicted": False,
+    "insufficient": False,
+}
+"""``conclusive`` of a verdict asked for by kind alone (``mint(verdict=k)``): the same every run.
+
+A contradiction is conclusive unless asked otherwise (the case integrations act on); a refusal
+is not (a client that declines measurements is reviewed, not blocked); the others never are.
+"""
+
 _OSES = ("Windows 11", "macOS 15", "Android 15", "iOS 18", "Ubuntu 24.04", "ChromeOS")
 _BROWSERS = ("Chrome", "Firefox", "Safari", "Edge")
 _TLS_LIBRARIES = ("Go crypto/tls", "OpenSSL 3", "curl-impersonate", "Python ssl")
@@ -101,7 +114,7 @@ class VerdictGenerator:
     def verdict(self, session_id: str, spec: SessionSpec | None = None) -> dict[str, Any]:
         """Return the verdict body for ``session_id``; raises SpecError for an impossible spec."""
         spec = spec or SessionSpec()
-        rng = self._rng(session_id)
+        rng = self._rng(spec.key or session_id)
         fake = self._faker()
         fake.seed_instance(rng.getrandbits(64))
         if spec.verdict is not None:
@@ -111,6 +124,8 @@ class VerdictGenerator:
         else:
             verdict = rng.choice(VERDICTS)
         conclusive = spec.conclusive
+        if conclusive is None and spec.verdict is not None:  # asked for a kind: its default
+            conclusive = DEFAULT_CONCLUSIVE[verdict]
         if conclusive is None:
             chance = {"contradicted": 0.6, "refused": 0.3}.get(verdict, 0.0)
             conclusive = rng.random() < chance

@@ -40,8 +40,10 @@ class Entry:
     n: str | None
     query: dict[str, list[str]]
     authorization: str | None
-    status: int
+    status: int | None  # None: the client got no status line (a reset, its own timeout)
     outcome: str
+    fault: str | None = None
+    """What the client got instead of a whole answer: reset, truncated, malformed or timeout."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,9 +56,15 @@ class Journal:
     size: int = 1000
     _entries: deque[Entry] = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _generation: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self._entries = deque(maxlen=self.size)
+
+    @property
+    def generation(self) -> int:
+        """Changes at each ``clear()``: a request answered after it started is dropped."""
+        return self._generation
 
     def record(
         self,
@@ -65,11 +73,17 @@ class Journal:
         path: str,
         args: Iterable[tuple[str, str]],
         authorization: str | None,
-        status: int,
+        status: int | None,
         outcome: str,
         is_key: Callable[[str], bool] = lambda _: False,
+        fault: str | None = None,
+        generation: int | None = None,
     ) -> None:
-        """Journal a request; ``is_key`` tells a configured API key wherever it was sent."""
+        """Journal a request; ``is_key`` tells a configured API key wherever it was sent.
+
+        ``generation`` is :attr:`generation` when the request arrived: a request still in
+        flight when the journal was cleared (a delay from an earlier test) is not journaled.
+        """
         query: dict[str, list[str]] = {}
         n = None
         for name, value in args:
@@ -88,9 +102,11 @@ class Journal:
             mask_authorization(authorization),
             status,
             outcome,
+            fault,
         )
         with self._lock:
-            self._entries.append(entry)
+            if generation is None or generation == self._generation:
+                self._entries.append(entry)
 
     def entries(self) -> list[Entry]:
         with self._lock:
@@ -99,6 +115,7 @@ class Journal:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._generation += 1
 
     def __len__(self) -> int:
         return len(self._entries)

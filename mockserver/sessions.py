@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import secrets
 import time
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from urllib.parse import urlencode
 
 from itsdangerous import BadData, URLSafeSerializer
 
+from verdict_contract.core.errors import SpecError as SpecError
 from verdict_contract.core.spec import (
     ENDPOINT_PATH,
     NEVER_CONCLUSIVE,
@@ -40,10 +42,6 @@ MAX_SCRIPT_STEPS: Final = 100
 """Bounds that keep a spec representable (dates) and the per-process script store small."""
 
 
-class SpecError(ValueError):
-    """A session request or scenario entry that cannot be honoured (answered with 422)."""
-
-
 @dataclass(frozen=True)
 class Step:
     """One scripted answer: a status, a connection fault, or a delay before the normal answer."""
@@ -51,8 +49,12 @@ class Step:
     status: int | None = None
     fault: str | None = None
     delay_ms: int = 0
+    headers: tuple[tuple[str, str], ...] = ()
+    """Headers of a scripted status; they replace the defaults (``Retry-After: 1``...)."""
 
     def to_json(self) -> object:
+        if self.status is not None and (self.headers or self.status not in SCRIPT_STATUSES):
+            return {"status": self.status, "headers": dict(self.headers)}
         if self.status is not None:
             return self.status
         if self.fault is not None:
@@ -66,6 +68,8 @@ def parse_step(raw: object, where: str) -> Step:
         return Step(status=raw)
     if isinstance(raw, str) and raw in FAULTS:
         return Step(fault=raw)
+    if isinstance(raw, Mapping) and "status" in raw and set(raw) <= {"status", "headers"}:
+        return _status_step(raw, where)
     if isinstance(raw, Mapping) and set(raw) == {"delay_ms"}:
         delay = raw["delay_ms"]
         if isinstance(delay, int) and not isinstance(delay, bool) and 0 <= delay <= MAX_DELAY_MS:
@@ -73,8 +77,33 @@ def parse_step(raw: object, where: str) -> Step:
         raise SpecError(f"{where}.delay_ms must be an integer from 0 to {MAX_DELAY_MS}")
     raise SpecError(
         f"{where} must be one of the statuses {sorted(SCRIPT_STATUSES)}, one of the faults "
-        f'{sorted(FAULTS)}, or {{"delay_ms": N}}; got {json.dumps(raw)[:60]}'
+        f'{sorted(FAULTS)}, {{"delay_ms": N}} or {{"status": N, "headers": {{...}}}}; '
+        f"got {json.dumps(raw, default=str)[:60]}"
     )
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
+_HEADER_VALUE = re.compile(r"[\t -~]{0,1024}")
+MAX_STEP_HEADERS: Final = 16
+
+
+def _status_step(raw: Mapping[str, Any], where: str) -> Step:
+    """``{"status": 429, "headers": {"Retry-After": "120"}}``: any status from 200 to 599."""
+    status = raw["status"]
+    if not isinstance(status, int) or isinstance(status, bool) or not 200 <= status <= 599:
+        raise SpecError(f"{where}.status must be an HTTP status from 200 to 599; got {status!r}")
+    headers = raw.get("headers", {})
+    if not isinstance(headers, Mapping) or len(headers) > MAX_STEP_HEADERS:
+        raise SpecError(f"{where}.headers must be an object of at most {MAX_STEP_HEADERS} headers")
+    for name, value in headers.items():
+        if not (isinstance(name, str) and _HEADER_NAME.fullmatch(name)):
+            raise SpecError(f"{where}.headers: {str(name)[:40]!r} is not a header name")
+        if not (isinstance(value, str) and _HEADER_VALUE.fullmatch(value)):
+            raise SpecError(
+                f"{where}.headers[{name!r}] must be a string of printable characters, "
+                "no line breaks"
+            )
+    return Step(status=status, headers=tuple((str(k), str(v)) for k, v in headers.items()))
 
 
 @dataclass(frozen=True)
@@ -88,6 +117,8 @@ class SessionSpec:
     always: Step | None = None
     fields: str = ""  # top-level overrides as canonical JSON, so the spec stays hashable
     allow_invalid: bool = False
+    key: str = ""
+    """What the generator draws from instead of the id: the same key, the same body."""
 
     @property
     def overrides(self) -> dict[str, Any]:
@@ -187,6 +218,8 @@ class SessionCodec:
             payload["f"] = spec.fields
         if spec.allow_invalid:
             payload["x"] = True
+        if spec.key:
+            payload["k"] = spec.key
         token = str(self._serializer.dumps(payload))
         if len(token) > MAX_SESSION_ID_LENGTH:
             raise SpecError(
@@ -209,5 +242,6 @@ class SessionCodec:
             conclusive=payload.get("c"),
             fields=payload.get("f", ""),
             allow_invalid=bool(payload.get("x", False)),
+            key=str(payload.get("k", "")),
         )
         return Session(session_id, spec, float(payload["t"]))

@@ -6,6 +6,7 @@ README's table (:func:`markdown_table`, kept true by a test) are all derived fro
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -15,6 +16,8 @@ from verdict_contract.mockserver.generate import DEFAULT_SEED
 from verdict_contract.mockserver.ratelimit import RateLimit
 
 from verdict_contract.core.envvars import parse_bool
+from verdict_contract.core.errors import SettingsError
+from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
 
 DEFAULT_API_KEY: Final = "verdict-mock-local-key"
@@ -122,14 +125,31 @@ class Settings:
     demo_sessions: bool = _setting(True, "the demo-* sessions", parse_bool)
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if not 0 <= self.port <= 65535:
-            raise ValueError(f"port {self.port} is not between 0 and 65535")
+            raise SettingsError(f"port {self.port} is not between 0 and 65535")
         if self.threads < 1 or self.journal_size < 1:
-            raise ValueError("threads and journal size must be at least 1")
+            raise SettingsError("threads and journal size must be at least 1")
         if not self.session_lifetime > 0:
-            raise ValueError("the session lifetime must be a positive number of seconds")
+            raise SettingsError("the session lifetime must be a positive number of seconds")
         if not self.api_keys or not all(self.api_keys):
-            raise ValueError("at least one non-empty API key is needed")
+            raise SettingsError("at least one non-empty API key is needed")
+        for index, key in enumerate(self.api_keys):
+            if not _SENDABLE_KEY.fullmatch(key):
+                raise SettingsError(
+                    f"Settings(api_keys=...): key #{index + 1} ({mask(key)}) cannot be sent in an "
+                    "Authorization header (received: spaces at an end or characters outside "
+                    "printable ASCII; documented: a Bearer token), so every request would be a 401"
+                )
+
+    def __repr__(self) -> str:
+        # Keys and the signing secret never print (pytest -l shows fixtures' locals).
+        hidden = ("api_keys", "secret")
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
+        keys = ", ".join(mask(k) for k in self.api_keys)
+        secret = ", secret=…" if self.secret else ""
+        values = ", ".join(f"{name}={value!r}" for name, value in shown.items())
+        return f"Settings({values}, api_keys=({keys}){secret})"
 
     @property
     def signing_secret(self) -> str:
@@ -151,8 +171,64 @@ class Settings:
                 else:
                     changes[name] = option.parse(raw)
             except ValueError as exc:
-                raise ValueError(f"{env_var(name)}: {exc}") from None
+                raise SettingsError(f"{env_var(name)}: {exc}") from None
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+_SENDABLE_KEY = re.compile(r"[!-~]([ -~]*[!-~])?")
+"""A key a client can send as ``Bearer <key>``: printable ASCII, no space at either end."""
+
+_TYPES: Final[dict[str, type | tuple[type, ...]]] = {
+    "host": str,
+    "port": int,
+    "threads": int,
+    "seed": str,
+    "secret": str,
+    "session_lifetime": (int, float),
+    "log_level": str,
+    "journal_size": int,
+    "accept_any_session": bool,
+    "control": bool,
+    "demo_sessions": bool,
+}
+
+
+def _check_types(settings: Settings) -> None:
+    """Read strings as the flags would; refuse a value of the wrong type now, not per request."""
+    for item in fields(settings):
+        option: Option = item.metadata["option"]
+        value = getattr(settings, item.name)
+        try:
+            if item.name == "api_keys":
+                if isinstance(value, str):
+                    value = (value,)
+                if not isinstance(value, tuple | list) or not all(
+                    isinstance(k, str) for k in value
+                ):
+                    raise TypeError("a tuple of strings")
+                value = tuple(value)
+            elif item.name == "rate_limit":
+                value = RateLimit.parse(value) if isinstance(value, str) else value
+                if not isinstance(value, RateLimit):
+                    raise TypeError('a RateLimit or a string like "600/60" or "off"')
+            elif item.name == "scenario":
+                value = Path(value) if isinstance(value, str) else value
+                if value is not None and not isinstance(value, Path):
+                    raise TypeError("a path")
+            else:
+                expected = _TYPES[item.name]
+                if isinstance(value, str) and expected is not str:
+                    value = option.parse(value)
+                if not isinstance(value, expected) or (
+                    isinstance(value, bool) and expected is not bool
+                ):
+                    raise TypeError(getattr(expected, "__name__", "a number"))
+        except (TypeError, ValueError) as exc:
+            shown = "…" if item.name == "secret" else repr(value)[:60]
+            raise SettingsError(
+                f"Settings({item.name}=...): received {shown}; documented: {exc}"
+            ) from None
+        object.__setattr__(settings, item.name, value)
 
 
 def env_var(name: str) -> str:

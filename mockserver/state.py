@@ -6,7 +6,7 @@ import hmac
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from verdict_contract.mockserver.generate import VerdictGenerator
 from verdict_contract.mockserver.journal import Journal
@@ -42,11 +42,15 @@ class MockState:
     delay: Callable[[float], None] = field(default_factory=lambda: _sleep, init=False, repr=False)
     """How a scripted delay waits; in-process transports replace it (see testing.py)."""
     _apply_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    skew: float = field(default=0.0, init=False)
+    """Seconds the mock's clock is ahead of the real one (:meth:`advance`); reset clears it."""
+    _expired: set[str] = field(default_factory=set, init=False, repr=False)
+    _minted: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.codec = SessionCodec(self.settings.signing_secret)
         self.generator = VerdictGenerator(self.settings.seed)
-        self.limiter = RateLimiter(self.settings.rate_limit)
+        self.limiter = RateLimiter(self.settings.rate_limit, clock=self.monotonic)
         self.journal = Journal(self.settings.journal_size)
         if self.settings.scenario is not None:
             self.scenario = load_scenario(self.settings.scenario)
@@ -74,10 +78,39 @@ class MockState:
             self.scripts.load(session.id, session.spec.script)
 
     def reset(self) -> None:
-        """Forget journal, counters and scripts; named sessions get their scripts back."""
+        """Forget journal, counters, scripts and clock changes; named sessions get their scripts."""
         self.journal.clear()
         self.scripts.clear()
+        self.skew, self._minted = 0.0, 0
+        self._expired.clear()
         self.apply(self.scenario)
+
+    def __repr__(self) -> str:
+        # Keys, secret and codec stay out of reprs (pytest -l prints fixtures' locals).
+        return f"MockState(settings={self.settings!r}, journal_entries={len(self.journal)})"
+
+    def now(self) -> float:
+        """Wall-clock time as the mock sees it (expiry, minting)."""
+        return time.time() + self.skew
+
+    def monotonic(self) -> float:
+        """Monotonic time as the mock sees it (the rate limiter's windows)."""
+        return time.monotonic() + self.skew
+
+    def advance(self, seconds: float) -> None:
+        """Move the mock's clock forward: sessions age, rate-limit windows pass; no sleeping."""
+        if not seconds >= 0:
+            raise ValueError(f"advance() takes seconds >= 0; got {seconds!r}")
+        self.skew += seconds
+
+    def expire(self, session_id: str) -> None:
+        """Make one session answer 404 as expired from now on (until reset)."""
+        self._expired.add(session_id)
+
+    def is_expired(self, session: Session) -> bool:
+        return session.id in self._expired or session.expired(
+            self.now(), self.settings.session_lifetime
+        )
 
     @property
     def api_keys(self) -> tuple[str, ...]:
@@ -105,7 +138,11 @@ class MockState:
         return session
 
     def mint(self, spec: SessionSpec) -> Session:
-        session = self.codec.mint(spec)
+        """Mint a session; without a key its body is drawn from (seed, mint number since reset)."""
+        if not spec.key:
+            self._minted += 1
+            spec = replace(spec, key=f"m{self._minted}")
+        session = self.codec.mint(spec, now=self.now())
         self.generator.verdict(session.id, spec)  # an impossible spec fails now, with 422
         self.scripts.load(session.id, spec.script)
         return session

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from hypothesis import strategies as st
 from verdict_contract.mockserver.factory import make_verdict
 from verdict_contract.mockserver.generate import DEFAULT_SEED
 
+from verdict_contract.core.errors import InvalidVerdictError
 from verdict_contract.core.spec import NEVER_CONCLUSIVE, VERDICTS, VerdictKind
+from verdict_contract.core.types import Verdict
 
 
 @st.composite
 def _verdict(
     draw: st.DrawFn, verdict: VerdictKind | None, conclusive: bool | None, seed: str
-) -> dict[str, Any]:
+) -> Verdict:
     kind: VerdictKind = verdict if verdict is not None else draw(st.sampled_from(VERDICTS))
     if conclusive is None:
         conclusive = False if kind in NEVER_CONCLUSIVE else draw(st.booleans())
@@ -24,8 +24,8 @@ def _verdict(
 
 def verdicts(
     verdict: VerdictKind | None = None, conclusive: bool | None = None, seed: str = DEFAULT_SEED
-) -> st.SearchStrategy[dict[str, Any]]:
+) -> st.SearchStrategy[Verdict]:
     """Verdict bodies that keep the contract, optionally of one kind or conclusiveness."""
     if conclusive and verdict in NEVER_CONCLUSIVE:
-        raise ValueError(f"a {verdict!r} verdict is never conclusive (spec §2.4)")
+        raise InvalidVerdictError(f"a {verdict!r} verdict is never conclusive (spec §2.4)")
     return _verdict(verdict, conclusive, seed)

@@ -1,41 +1,76 @@
-"""The mock for integrators' tests: one app, reached over real HTTP or through respx.
+"""The mock for integrators' tests: one app, over real HTTP, or in-process for httpx and requests.
 
-Both transports give a :class:`VerdictMock` with the same ``base_url``, ``api_key``, ``mint``,
-``requests`` and ``reset``; they run the same Flask app as ``verdict-mock``.
+Every transport gives a :class:`VerdictMock` with the same ``base_url``, ``api_key``, ``mint``,
+journal checks (:mod:`.verify`), clock control and ``reset``; all run the same Flask app as
+``verdict-mock``. In-process, a scripted fault raises the error the client library raises for a
+real one: httpx through respx (:func:`respx_mock`), requests through responses
+(:func:`responses_mock`).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+import asyncio
+import re
+import sys
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from datetime import datetime
+from email.utils import format_datetime
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import respx
 from flask import Flask
 from verdict_contract.mockserver.app import create_app
-from verdict_contract.mockserver.faults import FAULT_HEADER, FaultMiddleware
+from verdict_contract.mockserver.inprocess import InProcessApp, Reply
+from verdict_contract.mockserver.journal import Entry
 from verdict_contract.mockserver.serve import BackgroundServer
 from verdict_contract.mockserver.sessions import Step, parse_spec
-from verdict_contract.mockserver.settings import DEFAULT_API_KEY, Settings
+from verdict_contract.mockserver.settings import Settings
 from verdict_contract.mockserver.state import MockState
+from verdict_contract.mockserver.verify import JournalChecks
 from verdict_contract.mockserver.web import state_of
-from werkzeug.test import EnvironBuilder
-from werkzeug.wrappers import Response
+
+from verdict_contract.core.spec import VerdictKind
+
+if TYPE_CHECKING:
+    import requests
+    import responses
+    import respx
 
 RESPX_BASE_URL = "https://verdict.mock"
+RESPONSES_BASE_URL = "https://verdict.mock"
+
+ScriptStep = int | str | Mapping[str, Any] | Step
+"""A script entry: ``429``, ``"reset"``, ``{"delay_ms": 2000}`` or :func:`reply` (...)."""
 
 
-@dataclass
-class VerdictMock:
-    """A running mock: where it is, which key it takes, and its control methods."""
+def reply(
+    status: int,
+    *,
+    retry_after: int | datetime | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A scripted answer with any status and headers; ``retry_after`` in seconds or as a date."""
+    sent = dict(headers or {})
+    if isinstance(retry_after, datetime):
+        sent["Retry-After"] = format_datetime(retry_after, usegmt=True)
+    elif retry_after is not None:
+        sent["Retry-After"] = str(int(retry_after))
+    return {"status": status, "headers": sent}
+
+
+@dataclass(repr=False)
+class VerdictMock(JournalChecks):
+    """A running mock: where it is, which key it takes, its journal and its controls."""
 
     app: Flask
     base_url: str
     router: respx.MockRouter | None = None
+    responses: responses.RequestsMock | None = None
+
+    def __repr__(self) -> str:  # never the key (pytest -l prints fixtures)
+        return f"VerdictMock(base_url={self.base_url!r}, settings={self.state.settings!r})"
 
     @property
     def state(self) -> MockState:
@@ -45,19 +80,27 @@ class VerdictMock:
     def api_key(self) -> str:
         return self.state.api_keys[0]
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """``Authorization: Bearer <key>`` for the mock's first key."""
+        return {"Authorization": f"Bearer {self.api_key}"}
+
     def mint(
         self,
-        verdict: str | None = None,
+        verdict: VerdictKind | None = None,
         conclusive: bool | None = None,
         age_seconds: float | None = None,
-        script: list[int | str | dict[str, int]] | tuple[Step, ...] = (),
+        script: list[ScriptStep] | tuple[ScriptStep, ...] = (),
         allow_invalid: bool = False,
+        seed: str | None = None,
         **fields: Any,
     ) -> str:
         """Create a session and return its id; ``fields`` override verdict fields.
 
-        Raises ``mockserver.sessions.SpecError`` for an impossible request, like the control
-        API's 422 (``disputed`` and ``conclusive=True``, overrides that break the contract).
+        The body is the same on every run: drawn from the mock's seed and the number of this
+        mint since the test began, or from ``seed`` if given. ``conclusive`` left out takes the
+        documented default of the verdict (``generate.DEFAULT_CONCLUSIVE``). Raises
+        :class:`~verdict_contract.core.errors.SpecError` for an impossible request.
         """
         raw: dict[str, Any] = {
             "script": [s.to_json() if isinstance(s, Step) else s for s in script]
@@ -73,15 +116,31 @@ class VerdictMock:
             raw["fields"] = fields
         if allow_invalid:
             raw["allow_invalid"] = True
-        return self.state.mint(parse_spec(raw, "mint()")).id
+        spec = parse_spec(raw, "mint()")
+        if seed is not None:
+            spec = replace(spec, key=f"seed:{seed}")
+        return self.state.mint(spec).id
+
+    @property
+    def journal(self) -> list[Entry]:
+        """This test's requests to ``/e`` (keys masked), oldest first."""
+        return self.state.journal.entries()
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """The journal of calls to ``/e`` (keys masked), oldest first."""
-        return [entry.to_json() for entry in self.state.journal.entries()]
+        """The journal as JSON objects, as ``GET /_mock/requests`` gives it."""
+        return [entry.to_json() for entry in self.journal]
+
+    def advance(self, seconds: float) -> None:
+        """Move the mock's clock: sessions age and rate-limit windows pass, without sleeping."""
+        self.state.advance(seconds)
+
+    def expire(self, n: str) -> None:
+        """Session ``n`` answers 404 (expired) from now on, until the next test."""
+        self.state.expire(n)
 
     def reset(self) -> None:
-        """Forget the journal, rate-limit counters and unconsumed scripts."""
+        """Forget the journal, counters, unconsumed scripts and clock changes."""
         self.state.reset()
 
     def url(self, session_id: str) -> str:
@@ -91,7 +150,7 @@ class VerdictMock:
 @contextmanager
 def live_mock(settings: Settings | None = None) -> Iterator[VerdictMock]:
     """Serve the mock over real HTTP on 127.0.0.1 (a free port) for the block's duration."""
-    settings = settings or Settings(port=0, api_keys=(DEFAULT_API_KEY,))
+    settings = settings or Settings(port=0)
     app = create_app(settings)
     with BackgroundServer(
         app, host=settings.host, port=settings.port, threads=settings.threads
@@ -99,56 +158,49 @@ def live_mock(settings: Settings | None = None) -> Iterator[VerdictMock]:
         yield VerdictMock(app, server.base_url)
 
 
-def _inner_wsgi(app: Flask) -> Any:
-    # The fault middleware acts on sockets; in-process, the marks are turned into httpx errors.
-    wsgi = app.wsgi_app
-    return wsgi.app if isinstance(wsgi, FaultMiddleware) else wsgi
+def _in_async_respx() -> bool:
+    """Whether respx is resolving an async client's request (its ``aresolve`` is calling)."""
+    frame = sys._getframe(2)
+    for _ in range(10):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == "aresolve":
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
-class _ScriptedTimeout(BaseException):
-    """A scripted delay at least as long as the client's read timeout.
-
-    A BaseException so that it passes the app's net for errors (which answers 400) and
-    reaches the respx handler, which turns it into the client's timeout.
-    """
-
-
-def _handler(app: Flask) -> Any:
-    inner = _inner_wsgi(app)
-    read_timeout: ContextVar[float | None] = ContextVar("read_timeout", default=None)
-
-    def delay(seconds: float) -> None:
-        # The client would give up first: say so at once, as httpx would after waiting.
-        timeout = read_timeout.get()
-        if timeout is not None and seconds >= timeout:
-            raise _ScriptedTimeout
-        time.sleep(seconds)  # shorter than the timeout: wait for real (blocks an event loop)
-
-    state_of(app).delay = delay
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        read_timeout.set(request.extensions.get("timeout", {}).get("read"))
-        environ = EnvironBuilder(
-            method=request.method,
-            path=request.url.path,
-            query_string=request.url.query.decode("ascii"),
-            headers=list(request.headers.items()),
-            data=request.content,
-        ).get_environ()
-        try:
-            answer = Response.from_app(inner, environ)
-        except _ScriptedTimeout:
-            raise httpx.ReadTimeout("timed out (scripted delay)", request=request) from None
-        fault = answer.headers.get(FAULT_HEADER)
-        if fault == "reset":
-            raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
-        if fault == "truncated":
-            raise httpx.RemoteProtocolError(
-                "peer closed connection without sending complete message body", request=request
-            )
-        return httpx.Response(
-            answer.status_code, headers=list(answer.headers.items()), content=answer.get_data()
+def _httpx_reply(request: httpx.Request, reply: Reply) -> httpx.Response:
+    if reply.fault == "timeout":
+        raise httpx.ReadTimeout("timed out (scripted delay)", request=request)
+    if reply.fault == "reset":
+        raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
+    if reply.fault == "truncated":
+        raise httpx.RemoteProtocolError(
+            "peer closed connection without sending complete message body", request=request
         )
+    return httpx.Response(reply.status, headers=reply.headers, content=reply.body)
+
+
+def _respx_handler(target: InProcessApp) -> Any:
+    def call(request: httpx.Request) -> Reply:
+        return target.call(
+            request.method,
+            request.url.path,
+            request.url.query,
+            list(request.headers.items()),
+            request.content,
+            request.extensions.get("timeout", {}).get("read"),
+        )
+
+    def handle(request: httpx.Request) -> Any:
+        if _in_async_respx():  # a delay waits in a thread, never on the event loop
+
+            async def later() -> httpx.Response:
+                return _httpx_reply(request, await asyncio.to_thread(call, request))
+
+            return later()
+        return _httpx_reply(request, call(request))
 
     return handle
 
@@ -160,13 +212,73 @@ def respx_mock(
     """Route httpx requests under ``base_url`` to the mock app, in-process, with respx.
 
     A scripted ``{"delay_ms": N}`` at least as long as the request's read timeout raises
-    ``httpx.ReadTimeout`` at once; a shorter one sleeps (blocking an async client's loop).
-    Requests elsewhere follow respx's defaults: an unmatched request raises
-    ``respx.models.AllMockedAssertionError`` (pass ``assert_all_mocked=False`` to let it
-    through to the network instead).
+    ``httpx.ReadTimeout`` at once; a shorter one waits (for an async client, in a worker
+    thread, so the event loop keeps running). Requests elsewhere follow respx's defaults: an
+    unmatched request raises ``respx.models.AllMockedAssertionError`` (pass
+    ``assert_all_mocked=False`` to let it through to the network instead).
     """
+    import respx
+
     app = create_app(settings or Settings())
     options = {"assert_all_called": False, **router_options}
     with respx.mock(base_url=base_url, **options) as router:
-        router.route().mock(side_effect=_handler(app))
-        yield VerdictMock(app, base_url.rstrip("/"), router)
+        router.route().mock(side_effect=_respx_handler(InProcessApp(app)))
+        yield VerdictMock(app, base_url.rstrip("/"), router=router)
+
+
+def _read_timeout(timeout: object) -> float | None:
+    if isinstance(timeout, tuple):
+        timeout = timeout[1] if len(timeout) > 1 else None
+    return float(timeout) if isinstance(timeout, int | float) else None
+
+
+def _responses_callback(target: InProcessApp) -> Any:
+    import requests
+
+    def callback(request: requests.PreparedRequest) -> tuple[int, dict[str, str], bytes]:
+        url = httpx.URL(str(request.url))
+        body = request.body if isinstance(request.body, str | bytes) else b""
+        reply = target.call(
+            str(request.method),
+            url.path,
+            url.query,
+            [(k, str(v)) for k, v in request.headers.items()],
+            body.encode() if isinstance(body, str) else bytes(body),
+            _read_timeout(getattr(request, "req_kwargs", {}).get("timeout")),
+        )
+        if reply.fault == "timeout":
+            raise requests.exceptions.ReadTimeout("timed out (scripted delay)", request=request)
+        if reply.fault == "reset":
+            raise requests.exceptions.ConnectionError(
+                ConnectionResetError(104, "Connection reset by peer"), request=request
+            )
+        if reply.fault == "truncated":
+            raise requests.exceptions.ChunkedEncodingError(
+                "Connection broken: IncompleteRead", request=request
+            )
+        headers = {k: v for k, v in reply.headers if k.lower() != "content-length"}
+        return reply.status, headers, reply.body
+
+    return callback
+
+
+@contextmanager
+def responses_mock(
+    base_url: str = RESPONSES_BASE_URL, settings: Settings | None = None
+) -> Iterator[VerdictMock]:
+    """Answer ``requests`` calls under ``base_url`` with the mock app, in-process (responses).
+
+    Faults raise what requests raises for real ones: ``ConnectionError`` (reset),
+    ``ChunkedEncodingError`` (truncated), ``ReadTimeout`` (a delay past the read timeout).
+    Requests elsewhere raise responses' ``ConnectionError`` (nothing leaves the process).
+    """
+    import responses
+
+    app = create_app(settings or Settings())
+    base = base_url.rstrip("/")
+    pattern = re.compile(re.escape(base) + r"(/[^?#]*)?(\?.*)?$")
+    callback = _responses_callback(InProcessApp(app))
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
+            mock.add_callback(method, pattern, callback=callback)
+        yield VerdictMock(app, base, responses=mock)

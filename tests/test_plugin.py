@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+
 import pytest
 
 INTEGRATOR_TESTS = """
@@ -55,7 +59,7 @@ def test_once_per_kind(verdict_kind, verdict_mock):
 
 def test_fixtures_work_in_an_integrator_project(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_integration=INTEGRATOR_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-v")
     result.assert_outcomes(passed=10)
     result.stdout.fnmatch_lines(
         [
@@ -63,12 +67,6 @@ def test_fixtures_work_in_an_integrator_project(pytester: pytest.Pytester) -> No
             "*test_once_per_kind[[]insufficient[]] PASSED*",
         ]
     )
-
-
-def test_fixtures_work_under_xdist(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_integration=INTEGRATOR_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
-    result.assert_outcomes(passed=10)
 
 
 def test_settings_fixture_can_be_overridden(pytester: pytest.Pytester) -> None:
@@ -89,15 +87,192 @@ def test_key(verdict_mock):
     result.assert_outcomes(passed=1)
 
 
-def test_respx_scripted_delay_past_the_timeout_is_a_read_timeout() -> None:
-    import httpx
-    from verdict_contract.mockserver.testing import respx_mock
+PER_TEST_SETTINGS = """
+import httpx
+import pytest
+import requests
 
-    with respx_mock() as mock:
-        n = mock.mint(script=[{"delay_ms": 5000}, {"delay_ms": 20}])
-        headers = {"Authorization": f"Bearer {mock.api_key}"}
-        with pytest.raises(httpx.ReadTimeout):
-            httpx.get(mock.url(n), headers=headers, timeout=1.0)
-        assert httpx.get(mock.url(n), headers=headers, timeout=1.0).status_code == 200
-        # The journal holds answered requests; the timed-out one never got its answer.
-        assert [r["status"] for r in mock.requests] == [200]
+KEY = "team-key-0123456789"
+
+
+def statuses(mock, get, count):
+    n = mock.mint(verdict="refused")
+    return [get(mock.url(n), headers=mock.headers).status_code for _ in range(count)]
+
+
+@pytest.mark.verdict_mock(rate_limit="2/60")
+def test_strict_live(verdict_mock):
+    assert statuses(verdict_mock, httpx.get, 3) == [200, 200, 429]
+
+
+def test_default_live(verdict_mock):
+    assert statuses(verdict_mock, httpx.get, 3) == [200, 200, 200]
+
+
+@pytest.mark.verdict_mock(rate_limit="2/60", api_keys=[KEY])
+def test_strict_respx(verdict_respx):
+    assert verdict_respx.api_key == KEY
+    assert statuses(verdict_respx, httpx.get, 3) == [200, 200, 429]
+
+
+@pytest.mark.verdict_mock(rate_limit="1/60")
+def test_strict_responses(verdict_responses):
+    assert statuses(verdict_responses, requests.get, 2) == [200, 429]
+
+
+def test_default_respx(verdict_respx):
+    assert statuses(verdict_respx, httpx.get, 3) == [200, 200, 200]
+
+
+@pytest.mark.verdict_mock(api_keys=[KEY], demo_sessions=False)
+class TestAClassOfItsOwn:
+    def test_key(self, verdict_mock):
+        assert verdict_mock.api_key == KEY
+        assert "demo-refused" not in verdict_mock.state.named
+
+    @pytest.mark.verdict_mock(api_keys=["closest-marker-wins-0123"])
+    def test_closest_marker_wins(self, verdict_mock):
+        assert verdict_mock.api_key == "closest-marker-wins-0123"
+"""
+
+
+@pytest.mark.parametrize("order", ["as-written", "reversed"])
+def test_each_test_gets_exactly_the_settings_it_asked_for(
+    pytester: pytest.Pytester, order: str
+) -> None:
+    pytester.makepyfile(test_settings=PER_TEST_SETTINGS)
+    ids = [
+        "test_settings.py::test_strict_live",
+        "test_settings.py::test_default_live",
+        "test_settings.py::test_strict_respx",
+        "test_settings.py::test_strict_responses",
+        "test_settings.py::test_default_respx",
+        "test_settings.py::TestAClassOfItsOwn",
+    ]
+    args = ["-p", "no:cacheprovider"]
+    if order == "reversed":
+        args += list(reversed(ids))
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=7)
+
+
+def test_a_settings_fixture_override_and_a_marker_combine(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+import pytest
+from verdict_contract.mockserver import Settings
+
+@pytest.fixture
+def verdict_mock_settings():
+    return Settings(port=0, api_keys=("conftest-key-0123456789",), rate_limit="1/60")
+""")
+    pytester.makepyfile("""
+import pytest
+
+def test_from_the_fixture(verdict_mock):
+    assert verdict_mock.api_key == "conftest-key-0123456789"
+    assert str(verdict_mock.state.limiter.limit) == "1/60"
+
+@pytest.mark.verdict_mock(rate_limit="off")
+def test_marker_on_top(verdict_mock):
+    assert verdict_mock.api_key == "conftest-key-0123456789"
+    assert str(verdict_mock.state.limiter.limit) == "off"
+""")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+
+
+def test_a_wrong_marker_is_one_readable_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+import pytest
+
+@pytest.mark.verdict_mock(rate_limits="2/60")
+def test_typo(verdict_mock):
+    pass
+
+@pytest.mark.verdict_mock(rate_limit=5)
+def test_wrong_type(verdict_respx):
+    pass
+""")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=2)
+    output = result.stdout.str()
+    assert "@pytest.mark.verdict_mock: unknown setting(s) ['rate_limits']; known: [" in output
+    assert "@pytest.mark.verdict_mock: Settings(rate_limit=...): received 5; documented" in output
+    assert "During handling" not in output  # one readable line, no chained traceback
+
+
+def test_no_output_of_the_plugin_shows_a_key(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "integrator-secret-key-0123456789"
+    monkeypatch.setenv("INTEGRATOR_KEY", key)  # so the test's own source does not show it
+    pytester.makepyfile("""
+import os
+
+import httpx
+import pytest
+
+@pytest.mark.verdict_mock(api_keys=[os.environ["INTEGRATOR_KEY"]])
+def test_fails_with_locals(verdict_mock, verdict_responses, verdict_mock_settings):
+    state = verdict_mock.state
+    settings = state.settings
+    n = verdict_mock.mint()
+    httpx.get(verdict_mock.url(n), headers=verdict_mock.headers)
+    verdict_mock.assert_not_called(n)
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-l", "-vv")
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str() + result.stderr.str()
+    assert "expected exactly 0 request(s)" in output
+    assert re.search(r"settings +=  ?Settings\(", output)  # -l printed the locals...
+    assert key not in output  # ...with the key masked
+    assert "…6789" in output
+
+
+def test_the_seed_option_reproduces_the_bodies(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+import httpx
+
+def test_body(verdict_respx):
+    n = verdict_respx.mint(verdict="refused")
+    body = httpx.get(verdict_respx.url(n), headers=verdict_respx.headers).json()
+    print("BODY", body["provenance"]["build"], body["summary"])
+""")
+
+    def body(*options: str) -> str:
+        result = pytester.runpytest("-p", "no:cacheprovider", "-s", *options)
+        result.assert_outcomes(passed=1)
+        return next(line.partition("BODY")[2] for line in result.outlines if "BODY" in line)
+
+    default = body()
+    assert body() == default  # the same bodies on every run
+    seeded = body("--verdict-seed", "run-42")
+    assert seeded != default
+    pytester.makeini("[pytest]\nverdict_seed = run-42\n")
+    assert body() == seeded  # the seed, from the option or the ini file, reproduces them
+
+
+def test_every_option_the_plugin_adds_starts_with_verdict(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("-p", "no:verdict_contract_suite", "--help")
+    section = result.stdout.str().split("verdict-contract mock fixtures:")[1].split("\n\n")[0]
+    flags = [word for word in section.split() if word.startswith("--")]
+    assert flags
+    assert all(flag.startswith("--verdict-") for flag in flags), flags
+
+
+def test_fixtures_and_per_test_settings_work_under_xdist(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_integration=INTEGRATOR_TESTS, test_settings=PER_TEST_SETTINGS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+    result.assert_outcomes(passed=17)
+
+
+def test_loading_the_plugin_imports_neither_the_mock_nor_its_libraries() -> None:
+    heavy = ("flask", "waitress", "faker", "respx", "responses", "verdict_contract.mockserver")
+    code = (
+        "import sys, verdict_contract.plugin\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"

@@ -10,9 +10,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from verdict_contract.core.errors import InvalidVerdictError as InvalidVerdictError
+    from verdict_contract.core.errors import SettingsError as SettingsError
+    from verdict_contract.core.errors import SpecError as SpecError
+    from verdict_contract.core.errors import VerdictContractError as VerdictContractError
+    from verdict_contract.core.errors import VerificationError as VerificationError
     from verdict_contract.core.rules import RULES as RULES
     from verdict_contract.core.rules import Rule as Rule
     from verdict_contract.core.spec import SCHEMA_VERSION as SCHEMA_VERSION
+    from verdict_contract.core.types import Family as Family
+    from verdict_contract.core.types import Signal as Signal
+    from verdict_contract.core.types import Tier as Tier
+    from verdict_contract.core.types import Verdict as Verdict
+    from verdict_contract.core.types import VerdictKind as VerdictKind
     from verdict_contract.core.validator import assert_valid_verdict as assert_valid_verdict
     from verdict_contract.core.validator import unknown_properties as unknown_properties
     from verdict_contract.core.validator import validate_verdict as validate_verdict
@@ -21,6 +31,16 @@ if TYPE_CHECKING:
     from verdict_contract.mockserver.factory import make_verdict as make_verdict
 
 _EXPORTS = {
+    "InvalidVerdictError": "verdict_contract.core.errors",
+    "SettingsError": "verdict_contract.core.errors",
+    "SpecError": "verdict_contract.core.errors",
+    "VerdictContractError": "verdict_contract.core.errors",
+    "VerificationError": "verdict_contract.core.errors",
+    "Family": "verdict_contract.core.types",
+    "Signal": "verdict_contract.core.types",
+    "Tier": "verdict_contract.core.types",
+    "Verdict": "verdict_contract.core.types",
+    "VerdictKind": "verdict_contract.core.types",
     "RULES": "verdict_contract.core.rules",
     "Rule": "verdict_contract.core.rules",
     "SCHEMA_VERSION": "verdict_contract.core.spec",

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from verdict_contract.mockserver.catalogue import CATALOGUE, FAMILY_PREFIX, templates
-from verdict_contract.mockserver.generate import VerdictGenerator
+from verdict_contract.mockserver.generate import DEFAULT_CONCLUSIVE, VerdictGenerator
 from verdict_contract.mockserver.sessions import SessionSpec, SpecError, parse_spec
 
 from tests.helpers import run_threads
@@ -138,7 +138,7 @@ def test_requested_verdict_and_conclusive_are_honoured(verdict: str, conclusive:
 
 
 @pytest.mark.parametrize("verdict", VERDICTS)
-def test_requested_verdict_alone_is_honoured(verdict: str) -> None:
+def test_requested_verdict_alone_is_honoured(verdict: VerdictKind) -> None:
     generator = VerdictGenerator("requested")
     spec = parse_spec({"verdict": verdict})
     values = set()
@@ -146,8 +146,7 @@ def test_requested_verdict_alone_is_honoured(verdict: str) -> None:
         body = generator.verdict(f"id-{i}", spec)
         assert body["verdict"] == verdict
         values.add(body["conclusive"])
-    expected = {True, False} if verdict in ("contradicted", "refused") else {False}
-    assert values == expected
+    assert values == {DEFAULT_CONCLUSIVE[verdict]}  # the documented default, every time
 
 
 @pytest.mark.parametrize(

@@ -60,3 +60,37 @@ def test_a_variable_and_its_flag_give_the_same_setting(
 def test_a_bad_variable_names_itself(name: str, raw: str) -> None:
     with pytest.raises(ValueError, match=env_var(name)):
         Settings().with_env({env_var(name): raw})
+
+
+@pytest.mark.parametrize(
+    ("changes", "complaint"),
+    [
+        ({"rate_limit": 5}, "Settings(rate_limit=...): received 5"),
+        ({"rate_limit": "2 per minute"}, "REQUESTS/SECONDS"),
+        ({"session_lifetime": "soon"}, "Settings(session_lifetime=...)"),
+        ({"port": True}, "Settings(port=...)"),
+        ({"api_keys": [" padded-key-0123456789"]}, "cannot be sent in an Authorization header"),
+        ({"api_keys": ["clé-0123456789"]}, "cannot be sent in an Authorization header"),
+        ({"api_keys": [1234]}, "a tuple of strings"),
+        ({"secret": 12}, "Settings(secret=...): received …"),
+    ],
+)
+def test_values_that_would_fail_every_request_are_refused_at_construction(
+    changes: dict[str, object], complaint: str
+) -> None:
+    from verdict_contract import SettingsError
+
+    with pytest.raises(SettingsError) as refused:
+        Settings(**changes)  # type: ignore[arg-type]
+    assert complaint in str(refused.value)
+    assert "0123456789" not in str(refused.value)  # a refused key is masked too
+
+
+def test_strings_are_read_as_the_flags_read_them() -> None:
+    from verdict_contract.mockserver.ratelimit import RateLimit
+
+    settings = Settings(rate_limit="2/60", api_keys="only-key-0123456789", port="0")  # type: ignore[arg-type]
+    assert settings.rate_limit == RateLimit(2, 60.0)
+    assert settings.api_keys == ("only-key-0123456789",)
+    assert settings.port == 0
+    assert "only-key-0123456789" not in repr(settings)

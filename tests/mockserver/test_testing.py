@@ -1,0 +1,263 @@
+"""mockserver.testing: the same mock for every client (live HTTP, httpx via respx, requests via
+responses), its journal checks, its clock and scripted answers."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+import httpx
+import pytest
+import requests
+from verdict_contract.mockserver import Settings
+from verdict_contract.mockserver.ratelimit import RateLimit
+from verdict_contract.mockserver.sessions import parse_step
+from verdict_contract.mockserver.testing import (
+    VerdictMock,
+    live_mock,
+    reply,
+    responses_mock,
+    respx_mock,
+)
+
+from tests.helpers import KEY
+from verdict_contract import SpecError, VerificationError
+
+Transport = Callable[..., AbstractContextManager[VerdictMock]]
+
+
+def _live(settings: Settings | None = None) -> AbstractContextManager[VerdictMock]:
+    return live_mock(settings or Settings(port=0))
+
+
+def _get_httpx(mock: VerdictMock, n: str, timeout: float = 5.0) -> tuple[int | None, str]:
+    try:
+        answer = httpx.get(mock.url(n), headers=mock.headers, timeout=timeout)
+    except httpx.ReadTimeout:
+        return None, "timeout"
+    except (httpx.ReadError, httpx.RemoteProtocolError):
+        return None, "fault"
+    return answer.status_code, answer.text
+
+
+def _get_requests(mock: VerdictMock, n: str, timeout: float = 5.0) -> tuple[int | None, str]:
+    try:
+        answer = requests.get(mock.url(n), headers=mock.headers, timeout=timeout)
+    except requests.exceptions.ReadTimeout:
+        return None, "timeout"
+    except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError):
+        return None, "fault"
+    return answer.status_code, answer.text
+
+
+TRANSPORTS = [
+    pytest.param(_live, _get_httpx, id="live-httpx"),
+    pytest.param(_live, _get_requests, id="live-requests"),
+    pytest.param(lambda s=None: respx_mock(settings=s), _get_httpx, id="respx"),
+    pytest.param(lambda s=None: responses_mock(settings=s), _get_requests, id="responses"),
+]
+
+
+@pytest.mark.parametrize(("transport", "get"), TRANSPORTS)
+def test_every_transport_gives_the_same_answers_and_journal(
+    transport: Transport, get: Callable[..., tuple[int | None, str]]
+) -> None:
+    with transport(Settings(port=0, api_keys=(KEY,), rate_limit=RateLimit.parse("3/60"))) as mock:
+        assert mock.api_key == KEY
+        n = mock.mint(verdict="refused", script=[reply(503, retry_after=7), "reset"])
+        assert get(mock, n)[0] == 503
+        assert get(mock, n) == (None, "fault")
+        status, body = get(mock, n)
+        assert status == 200
+        assert '"verdict":"refused"' in body
+        assert get(mock, n)[0] == 429  # the settings' rate limit, in every transport
+        got = [(e.status, e.fault) for e in mock.journal]
+        assert got == [(503, None), (None, "reset"), (200, None), (429, None)]
+        mock.assert_called(n, times=4)
+        assert KEY not in repr(mock.journal)
+
+
+@pytest.mark.parametrize(("transport", "get"), TRANSPORTS[2:])
+def test_in_process_timeouts_are_journaled_as_timeouts(
+    transport: Transport, get: Callable[..., tuple[int | None, str]]
+) -> None:
+    with transport() as mock:
+        n = mock.mint(script=[{"delay_ms": 5000}, "truncated", {"delay_ms": 20}])
+        assert get(mock, n, timeout=1.0) == (None, "timeout")  # at once, not after 5 s
+        assert get(mock, n, timeout=1.0) == (None, "fault")
+        assert get(mock, n, timeout=1.0)[0] == 200
+        assert [(e.status, e.fault) for e in mock.journal] == [
+            (None, "timeout"),
+            (200, "truncated"),
+            (200, None),
+        ]
+
+
+def test_a_request_in_flight_at_reset_never_reaches_the_next_tests_journal() -> None:
+    with live_mock() as mock:
+        n = mock.mint(script=[{"delay_ms": 400}])
+        arrived, wait = threading.Event(), mock.state.delay
+
+        def delay(seconds: float) -> None:
+            arrived.set()
+            wait(seconds)
+
+        mock.state.delay = delay
+        thread = threading.Thread(target=_get_httpx, args=(mock, n))
+        thread.start()
+        assert arrived.wait(timeout=5)
+        mock.reset()  # the next test begins while the delayed request is still answering
+        thread.join(timeout=10)
+        assert mock.journal == []
+
+
+def test_verification_helpers_count_and_explain() -> None:
+    with respx_mock() as mock:
+        once, never = mock.mint(verdict="disputed"), mock.mint()
+        httpx.get(mock.url(once), headers=mock.headers)
+        mock.assert_called_once(once)
+        mock.assert_not_called(never)
+        assert mock.call_count(once) == 1
+        assert mock.last_request(once).status == 200
+        assert mock.last_request().n == once
+        httpx.get(mock.url(once), headers={"Authorization": "Bearer wrong-key-0000000000"})
+        with pytest.raises(VerificationError) as failure:
+            mock.assert_called_once(once)
+        message = str(failure.value)
+        assert "expected exactly 1 request(s)" in message
+        assert "received 2" in message
+        assert "-> 401 (unauthorized; Bearer …0000)" in message
+        assert "wrong-key" not in message
+        mock.reset()
+        with pytest.raises(VerificationError, match="received no request at all"):
+            mock.last_request()
+
+
+@pytest.mark.parametrize(("transport", "get"), [TRANSPORTS[0], TRANSPORTS[2]])
+def test_advance_and_expire_need_no_sleep(
+    transport: Transport, get: Callable[..., tuple[int | None, str]]
+) -> None:
+    with transport(Settings(port=0, rate_limit=RateLimit.parse("2/60"))) as mock:
+        aging, expired = mock.mint(verdict="refused"), mock.mint(verdict="refused")
+        assert [get(mock, aging)[0] for _ in range(3)] == [200, 200, 429]
+        mock.advance(60)  # the window passed
+        assert get(mock, aging)[0] == 200
+        mock.advance(15 * 60)  # and the session's lifetime (§3)
+        assert get(mock, aging)[0] == 404
+        mock.reset()
+        mock.expire(expired)
+        assert get(mock, expired)[0] == 404
+        assert get(mock, aging)[0] == 200  # reset put the clock back
+        assert mock.journal[-2].outcome == "expired"
+        with pytest.raises(ValueError, match="seconds >= 0"):
+            mock.advance(-1)
+
+
+def test_scripted_steps_set_any_status_and_headers() -> None:
+    when = datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC)
+    with live_mock() as mock:
+        n = mock.mint(
+            script=[
+                reply(429, retry_after=when),
+                reply(503, retry_after=120, headers={"X-Trace": "abc"}),
+                reply(418),
+                reply(200, headers={"X-Served-By": "edge-1"}),
+            ]
+        )
+        first = httpx.get(mock.url(n), headers=mock.headers)
+        assert first.status_code == 429
+        assert parsedate_to_datetime(first.headers["Retry-After"]) == when
+        second = httpx.get(mock.url(n), headers=mock.headers)
+        assert (second.headers["Retry-After"], second.headers["X-Trace"]) == ("120", "abc")
+        teapot = httpx.get(mock.url(n), headers=mock.headers)
+        assert teapot.status_code == 418
+        assert teapot.json()["error"]["code"] == "i'm_a_teapot"
+        ok = httpx.get(mock.url(n), headers=mock.headers)
+        assert ok.headers["X-Served-By"] == "edge-1"
+        assert ok.json()["schema"] == 7
+    assert parse_step(429, "s").headers == ()  # the short form keeps its default Retry-After
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"status": 99},
+        {"status": 600},
+        {"status": True},
+        {"status": 429, "headers": {"Bad Name": "x"}},
+        {"status": 429, "headers": {"Retry-After": "1\r\nSet-Cookie: a=b"}},
+        {"status": 429, "headers": {f"X-{i}": "1" for i in range(17)}},
+        {"status": 429, "extra": 1},
+    ],
+)
+def test_impossible_steps_are_refused_at_mint(bad: dict[str, object]) -> None:
+    with respx_mock() as mock, pytest.raises(SpecError):
+        mock.mint(script=[bad])
+
+
+def test_a_delay_does_not_block_an_async_clients_event_loop() -> None:
+    async def scenario(mock: VerdictMock, n: str) -> tuple[int, int]:
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            for _ in range(20):
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        async with httpx.AsyncClient() as client:
+            answer, _ = await asyncio.gather(client.get(mock.url(n), headers=mock.headers), tick())
+        return answer.status_code, ticks
+
+    with respx_mock() as mock:
+        n = mock.mint(script=[{"delay_ms": 400}])
+        started = time.monotonic()
+        status, ticks = asyncio.run(scenario(mock, n))
+        assert status == 200
+        assert ticks == 20  # the loop kept running while the answer waited
+        assert time.monotonic() - started >= 0.4
+
+
+def test_mint_by_kind_gives_the_same_body_on_every_run_and_a_seed_reproduces_one() -> None:
+    def bodies(settings: Settings, **mint: object) -> list[dict[str, object]]:
+        with respx_mock(settings=settings) as mock:
+            ids = [mock.mint(verdict="contradicted", **mint) for _ in range(2)]  # type: ignore[arg-type]
+            return [httpx.get(mock.url(n), headers=mock.headers).json() for n in ids]
+
+    first, again = bodies(Settings()), bodies(Settings())
+    assert first == again  # a new mock, the same bodies: no flaky tests
+    assert first[0] != first[1]  # yet two mints in one test differ
+    assert first[0]["conclusive"] is True  # the documented default for contradicted
+    assert bodies(Settings(seed="other")) != first  # --verdict-seed explores other bodies
+    pinned = bodies(Settings(), seed="case-7")
+    assert pinned[0] == pinned[1] == bodies(Settings(), seed="case-7")[0]
+    assert pinned[0] != bodies(Settings(), seed="case-8")[0]
+
+
+def test_reprs_never_show_a_key() -> None:
+    secret_settings = Settings(api_keys=(KEY, "second-key-0123456789"), secret="sign-me-please")
+    with respx_mock(settings=secret_settings) as mock:
+        shown = repr(mock) + repr(mock.state) + repr(secret_settings) + str(mock.requests)
+    for secret in (KEY, "second-key-0123456789", "sign-me-please"):
+        assert secret not in shown
+    assert "…cdef" in shown
+
+
+@pytest.fixture
+def responses_requests() -> Iterator[VerdictMock]:
+    with responses_mock() as mock:
+        yield mock
+
+
+def test_responses_leaves_nothing_to_the_network(responses_requests: VerdictMock) -> None:
+    with pytest.raises(requests.exceptions.ConnectionError):
+        requests.get("https://elsewhere.invalid/", timeout=1)
+    answer = requests.get(
+        responses_requests.url("demo-refused"), headers=responses_requests.headers
+    )
+    assert answer.json()["verdict"] == "refused"

@@ -1,0 +1,28 @@
+"""The one exception hierarchy of verdict-contract, exported from the package root.
+
+Catch :class:`VerdictContractError` for any of them. Each subclass is also the builtin its
+callers would expect (``ValueError`` for a bad value, ``AssertionError`` for a failed check),
+so ``pytest.raises(ValueError)`` and ``except AssertionError`` keep working.
+"""
+
+from __future__ import annotations
+
+
+class VerdictContractError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class SpecError(VerdictContractError, ValueError):
+    """A session request or scenario entry that cannot be honoured (the control API's 422)."""
+
+
+class InvalidVerdictError(VerdictContractError, ValueError):
+    """A verdict body was asked for that breaks the contract (pass ``valid=False`` to allow)."""
+
+
+class SettingsError(VerdictContractError, ValueError):
+    """A mock setting that would make every later request fail, refused at construction."""
+
+
+class VerificationError(VerdictContractError, AssertionError):
+    """A journal check (``assert_called_once`` and friends) that did not hold."""
