@@ -1,16 +1,26 @@
-"""Authentication: every request needs ``Authorization: Bearer <key>`` (spec §5)."""
+"""Authentication: every request needs ``Authorization: Bearer <key>``, exactly (spec §5).
+
+The real key travels only in the ``Authorization`` header. Checks that need a wrong key use
+decoys that never equal it; near-miss decoys are built from the real key, the way a careless
+comparison (a prefix match, a case-insensitive or trimming compare) would let them through,
+and are sent in the same header only. The checks that put the real key elsewhere (a query
+parameter, another header) need ``--verdict-check-key-in-url``, except against a mock.
+"""
 
 from __future__ import annotations
 
+import hmac
+
 import pytest
 from verdict_contract.contract_tests.client import KEY
+from verdict_contract.contract_tests.config import flag
 from verdict_contract.contract_tests.target import Target
 
 WRONG_KEY = "verdict-contract-not-a-key-0000"
 
 CASES = {
     "no header": None,
-    "invalid key": f"Bearer {WRONG_KEY}",
+    "invalid key": "Bearer {decoy}",
     "Basic scheme": "Basic {key}",
     "key without Bearer": "{key}",
     # HTTP strips trailing white space from header values, so "Bearer " arrives as this:
@@ -18,21 +28,72 @@ CASES = {
 }
 
 
+def decoy(key: str, wanted: str = WRONG_KEY) -> str:
+    """A wrong key that is certainly not ``key``."""
+    return wanted if not hmac.compare_digest(wanted, key) else wanted + "-x"
+
+
+def near_misses(key: str) -> dict[str, str]:
+    """Keys that differ from ``key`` in the small ways a careless comparison forgives."""
+    swapped = key.swapcase()
+    middle = len(key) // 2
+    other = "0" if key[-1:] != "0" else "1"
+    candidates = {
+        "one character more": key + other,
+        "last character changed": key[:-1] + other,
+        "first character changed": ("0" if key[:1] != "0" else "1") + key[1:],
+        "truncated by one": key[:-1],
+        "first half only": key[:middle],
+        "case swapped": swapped,
+        "key twice": key + key,
+        "a space inside": key[:middle] + " " + key[middle:],
+        "trailing comma list": key + ",other",
+    }
+    # A near miss must be sendable, non-empty and really different from the key.
+    return {
+        name: value
+        for name, value in candidates.items()
+        if value.strip() and not hmac.compare_digest(value.encode(), key.encode())
+    }
+
+
+NEAR_MISSES = list(near_misses("A-representative-key-0123"))
+
+
 @pytest.mark.clause("§5.1, §5.3")
 @pytest.mark.parametrize("case", list(CASES))
 def test_missing_or_invalid_key_is_401(
     contract_target: Target, any_session: str, case: str
 ) -> None:
-    response = contract_target.client.request(
-        params=[("n", any_session)], authorization=CASES[case]
-    )
+    template = CASES[case]
+    key = contract_target.client.api_key.reveal()
+    if isinstance(template, str):
+        template = template.replace("{decoy}", decoy(key))
+    response = contract_target.client.request(params=[("n", any_session)], authorization=template)
     assert response.status_code == 401, f"{case}: received {response.status_code}; documented: 401"
 
 
 @pytest.mark.clause("§5.3")
-def test_auth_comes_before_lookup(contract_target: Target, unknown_session: str) -> None:
+@pytest.mark.parametrize("miss", NEAR_MISSES)
+def test_near_miss_key_is_401(contract_target: Target, any_session: str, miss: str) -> None:
+    key = contract_target.client.api_key.reveal()
+    wrong = near_misses(key).get(miss)
+    if wrong is None:
+        pytest.skip(f"the configured key has no {miss!r} variant different from itself")
     response = contract_target.client.request(
-        params=[("n", unknown_session)], authorization=f"Bearer {WRONG_KEY}"
+        params=[("n", any_session)], authorization=f"Bearer {wrong}"
+    )
+    assert response.status_code == 401, (
+        f"a key differing from the real one ({miss}): received {response.status_code}; "
+        "documented: 401 (only the exact key authorises; compare all of it, case and length)"
+    )
+
+
+@pytest.mark.clause("§5.3")
+def test_auth_comes_before_lookup(contract_target: Target, unknown_session: str) -> None:
+    wrong = decoy(contract_target.client.api_key.reveal())
+    response = contract_target.client.request(
+        params=[("n", unknown_session)], authorization=f"Bearer {wrong}"
     )
     assert response.status_code == 401, (
         f"invalid key with an unknown id: received {response.status_code}; documented: 401 "
@@ -40,11 +101,20 @@ def test_auth_comes_before_lookup(contract_target: Target, unknown_session: str)
     )
 
 
+def _needs_opt_in(contract_target: Target) -> None:
+    if not (contract_target.mock or contract_target.config.check_key_in_url):
+        pytest.skip(
+            f"opt-in: pass {flag('check_key_in_url')} to send the real key outside the "
+            "Authorization header (it lands in access logs: use a throwaway key)"
+        )
+
+
 @pytest.mark.clause("§5.1")
 @pytest.mark.parametrize("where", ["api_key", "key", "token", "access_token"])
 def test_key_in_the_query_does_not_authorise(
     contract_target: Target, any_session: str, where: str
 ) -> None:
+    _needs_opt_in(contract_target)
     response = contract_target.client.request(
         params=[("n", any_session), (where, KEY)], authorization=None
     )
@@ -58,9 +128,9 @@ def test_key_in_the_query_does_not_authorise(
 def test_key_in_another_header_does_not_authorise(
     contract_target: Target, any_session: str
 ) -> None:
-    key = contract_target.client.api_key.reveal()
+    _needs_opt_in(contract_target)
     response = contract_target.client.request(
-        params=[("n", any_session)], authorization=None, headers={"X-API-Key": key}
+        params=[("n", any_session)], authorization=None, headers={"X-API-Key": KEY}
     )
     assert response.status_code == 401, (
         f"key sent as X-API-Key: received {response.status_code}; documented: 401"
