@@ -12,12 +12,12 @@ import random
 import shlex
 import ssl
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote
 
 import httpx
 
@@ -30,11 +30,24 @@ KEY = object()
 KEY_VARIABLE = "$VERDICT_API_KEY"
 """How a replayed request shows the key: the environment variable the suite also reads."""
 
-_MARK = "\x00verdict-key\x00"  # stands for the key while a recorded call is rendered
+_SHELL = "\x00"  # brackets a shell expression inside a recorded call (\x00 never travels)
+_MARK = f"{_SHELL}{KEY_VARIABLE}{_SHELL}"  # the key itself, in a recorded call
 MAX_RETRIES = 6
 """At most this many waits for one call, whatever Retry-After says (a 0 must not loop)."""
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 30.0
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A wrong key computed from the real one; a replay shows it as a bash expression of it.
+
+    ``shell`` is written in terms of ``$VERDICT_API_KEY`` (``${VERDICT_API_KEY%?}``: all but
+    the last character), so neither the key nor most of it is ever printed.
+    """
+
+    make: Callable[[str], str]
+    shell: str
 
 
 class TargetUnreachable(Exception):
@@ -51,6 +64,8 @@ class Throttled(Exception):
 
 def transport_cause(exc: httpx.TransportError, timeout: float) -> str:
     """A short, plain reason for a transport error: refused, DNS, TLS, no answer, ..."""
+    if isinstance(exc, httpx.ConnectTimeout) and "handshake" in str(exc):
+        return f"TLS failure: no handshake within {timeout:g} s (timeout)"
     if isinstance(exc, httpx.ConnectTimeout):
         return f"no connection within {timeout:g} s (timeout)"
     if isinstance(exc, httpx.TimeoutException):
@@ -148,12 +163,28 @@ class Sent:
 
 
 def _quote(text: str) -> str:
-    """Shell-quote ``text``, leaving the key's variable to be expanded by the shell."""
-    pieces = text.split(_MARK)
-    if len(pieces) == 1:
-        return shlex.quote(text)
-    quoted = [shlex.quote(p) if p else "" for p in pieces]
-    return f'"{KEY_VARIABLE}"'.join(quoted)
+    """Shell-quote ``text``, leaving its shell expressions (the key's variable) to the shell."""
+    pieces = text.split(_SHELL)
+    quoted = [
+        (f'"{piece}"' if odd else shlex.quote(piece))
+        for odd, piece in ((i % 2 == 1, p) for i, p in enumerate(pieces))
+        if piece
+    ]
+    return "".join(quoted) or "''"
+
+
+def _shown(value: str | object, key: str) -> tuple[str, str]:
+    """(what is sent, what a replay shows) for a header or query value."""
+    if value is KEY:
+        return key, _MARK
+    if isinstance(value, Derived):
+        return value.make(key), f"{_SHELL}{value.shell}{_SHELL}"
+    return str(value), str(value)
+
+
+def _encode_shown(shown: str) -> str:
+    pieces = shown.split(_SHELL)
+    return _SHELL.join(p if i % 2 else quote(p, safe="") for i, p in enumerate(pieces))
 
 
 @dataclass
@@ -222,17 +253,22 @@ class ExplainClient:
         sent_headers: dict[str, str] = {}
         shown_headers: list[tuple[str, str]] = []
         for name, value in (headers or {}).items():
-            sent_headers[name] = key if value is KEY else str(value)
-            shown_headers.append((name, _MARK if value is KEY else str(value)))
-        if authorization is KEY or isinstance(authorization, str):
-            template = "Bearer {key}" if authorization is KEY else str(authorization)
-            sent_headers["Authorization"] = template.replace("{key}", key)
-            shown_headers.append(("Authorization", template.replace("{key}", _MARK)))
-        query = [(name, key if value is KEY else str(value)) for name, value in params]
-        shown_query = [(name, _MARK if value is KEY else str(value)) for name, value in params]
+            sent_headers[name], shown = _shown(value, key)
+            shown_headers.append((name, shown))
+        if authorization is KEY or isinstance(authorization, Derived):
+            sent, shown = _shown(authorization, key)
+            sent_headers["Authorization"] = f"Bearer {sent}"
+            shown_headers.append(("Authorization", f"Bearer {shown}"))
+        elif isinstance(authorization, str):
+            sent_headers["Authorization"] = authorization.replace("{key}", key)
+            shown_headers.append(("Authorization", authorization.replace("{key}", _MARK)))
+        query, shown_query = [], []
+        for name, value in params:
+            sent, shown = _shown(value, key)
+            query.append((name, sent))
+            shown_query.append(f"{quote(name, safe='')}={_encode_shown(shown)}")
         url = f"{self.base_url}{ENDPOINT_PATH}"
-        shown_url = url + (f"?{urlencode(shown_query)}" if shown_query else "")
-        shown_url = shown_url.replace(urlencode({"": _MARK})[1:], _MARK)
+        shown_url = url + (f"?{'&'.join(shown_query)}" if shown_query else "")
         try:
             response = self._http.request(method, ENDPOINT_PATH, params=query, headers=sent_headers)
             response.read()

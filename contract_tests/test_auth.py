@@ -12,7 +12,7 @@ from __future__ import annotations
 import hmac
 
 import pytest
-from verdict_contract.contract_tests.client import KEY
+from verdict_contract.contract_tests.client import KEY, Derived
 from verdict_contract.contract_tests.config import flag
 from verdict_contract.contract_tests.target import Target
 
@@ -33,31 +33,39 @@ def decoy(key: str, wanted: str = WRONG_KEY) -> str:
     return wanted if not hmac.compare_digest(wanted, key) else wanted + "-x"
 
 
-def near_misses(key: str) -> dict[str, str]:
-    """Keys that differ from ``key`` in the small ways a careless comparison forgives."""
-    swapped = key.swapcase()
-    middle = len(key) // 2
-    other = "0" if key[-1:] != "0" else "1"
-    candidates = {
-        "one character more": key + other,
-        "last character changed": key[:-1] + other,
-        "first character changed": ("0" if key[:1] != "0" else "1") + key[1:],
-        "truncated by one": key[:-1],
-        "first half only": key[:middle],
-        "case swapped": swapped,
-        "key twice": key + key,
-        "a space inside": key[:middle] + " " + key[middle:],
-        "trailing comma list": key + ",other",
-    }
-    # A near miss must be sendable, non-empty and really different from the key.
-    return {
-        name: value
-        for name, value in candidates.items()
-        if value.strip() and not hmac.compare_digest(value.encode(), key.encode())
-    }
+def _other(char: str) -> str:
+    return "1" if char == "0" else "0"
 
 
-NEAR_MISSES = list(near_misses("A-representative-key-0123"))
+NEAR_MISSES: dict[str, Derived] = {
+    # What a careless comparison forgives: a prefix match, a case-insensitive compare, a
+    # comparison of the shorter length only, a split on white space or commas.
+    "one character more": Derived(lambda k: k + "0", "${VERDICT_API_KEY}0"),
+    "truncated by one": Derived(lambda k: k[:-1], "${VERDICT_API_KEY%?}"),
+    "first half only": Derived(
+        lambda k: k[: len(k) // 2], "${VERDICT_API_KEY:0:$((${#VERDICT_API_KEY}/2))}"
+    ),
+    "last character changed": Derived(
+        lambda k: k[:-1] + _other(k[-1:]),
+        '${VERDICT_API_KEY%?}$([ "${VERDICT_API_KEY: -1}" = 0 ] && echo 1 || echo 0)',
+    ),
+    "case swapped": Derived(str.swapcase, '$(printf %s "$VERDICT_API_KEY" | tr a-zA-Z A-Za-z)'),
+    "key twice": Derived(lambda k: k + k, "${VERDICT_API_KEY}${VERDICT_API_KEY}"),
+    "a space inside": Derived(
+        lambda k: f"{k[: len(k) // 2]} {k[len(k) // 2 :]}",
+        "${VERDICT_API_KEY:0:$((${#VERDICT_API_KEY}/2))} "
+        "${VERDICT_API_KEY:$((${#VERDICT_API_KEY}/2))}",
+    ),
+    "comma list": Derived(lambda k: k + ",other", "${VERDICT_API_KEY},other"),
+}
+"""Keys that differ from the real one in the small ways a careless comparison forgives."""
+
+
+def near_miss(key: str, name: str) -> str | None:
+    """The near miss ``name`` of ``key``, or None if it would be empty or equal to the key."""
+    value = NEAR_MISSES[name].make(key)
+    same = hmac.compare_digest(value.encode(), key.encode())
+    return None if same or not value.strip() else value
 
 
 @pytest.mark.clause("§5.1, §5.3")
@@ -74,14 +82,12 @@ def test_missing_or_invalid_key_is_401(
 
 
 @pytest.mark.clause("§5.3")
-@pytest.mark.parametrize("miss", NEAR_MISSES)
+@pytest.mark.parametrize("miss", list(NEAR_MISSES))
 def test_near_miss_key_is_401(contract_target: Target, any_session: str, miss: str) -> None:
-    key = contract_target.client.api_key.reveal()
-    wrong = near_misses(key).get(miss)
-    if wrong is None:
+    if near_miss(contract_target.client.api_key.reveal(), miss) is None:
         pytest.skip(f"the configured key has no {miss!r} variant different from itself")
     response = contract_target.client.request(
-        params=[("n", any_session)], authorization=f"Bearer {wrong}"
+        params=[("n", any_session)], authorization=NEAR_MISSES[miss]
     )
     assert response.status_code == 401, (
         f"a key differing from the real one ({miss}): received {response.status_code}; "
