@@ -101,4 +101,7 @@ class Answer:
         return body if isinstance(body, dict) else None
 
     def where(self) -> str:
-        return f"session {self.session!r}" + (f"\n    replay: {self.curl}" if self.curl else "")
+        return f"session {self.session!r}"
+
+    def replay(self) -> str:
+        return f"\n    replay: {self.curl}" if self.curl else ""

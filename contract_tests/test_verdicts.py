@@ -16,6 +16,12 @@ from verdict_contract.core.validator import unknown_properties, validate_verdict
 from verdict_contract.core.violations import format_violations
 
 
+def _fail_if(failures: list[str]) -> None:
+    """One message per session, each said once (no assertion introspection repeating it)."""
+    if failures:
+        pytest.fail("\n".join(failures), pytrace=False)
+
+
 def _verified(request: pytest.FixtureRequest, count: int) -> None:
     request.node.user_properties.append((VERIFIED, str(count)))
 
@@ -46,9 +52,9 @@ def test_success_is_a_json_object(
     for answer in verdict_answers:
         problem = _answer_problem(answer)
         if problem:
-            failures.append(f"{answer.where()}\n    {problem}")
+            failures.append(f"{answer.where()}: {problem}{answer.replay()}")
     _verified(request, sum(a.verdict() is not None for a in verdict_answers))
-    assert not failures, "\n".join(failures)
+    _fail_if(failures)
 
 
 @pytest.mark.checks_verdicts
@@ -69,13 +75,13 @@ def test_verdicts_keep_the_contract(
         request.node.user_properties.append((SCHEMA, body.get("schema")))
         violations = validate_verdict(body, strict=contract_target.strict)
         if violations:
-            failures.append(format_violations(violations, subject=answer.where()))
+            failures.append(format_violations(violations, subject=answer.where()) + answer.replay())
         elif not contract_target.strict:
             # Added fields are allowed (spec §9.2): listed in the summary, never a failure.
             for added in unknown_properties(body):
                 request.node.user_properties.append((UNDOCUMENTED, added.path))
     _verified(request, checked)
-    assert not failures, "\n".join(failures)
+    _fail_if(failures)
 
 
 @pytest.mark.checks_verdicts
@@ -88,9 +94,10 @@ def test_schema_version(request: pytest.FixtureRequest, verdict_answers: list[An
             failures.append(
                 f"{answer.where()}: schema version mismatch: the service speaks schema "
                 f"{body.get('schema')!r}, this suite checks schema {SCHEMA_VERSION}"
+                + answer.replay()
             )
     _verified(request, sum(body is not None for _, body in bodies))
-    assert not failures, "\n".join(failures)
+    _fail_if(failures)
 
 
 @pytest.mark.checks_verdicts
@@ -107,11 +114,11 @@ def test_verdict_is_immutable(
         again = Answer(answer.session, contract_target.client.explain(answer.session))
         checked += 1
         if again.status != 200:
-            failures.append(f"{answer.where()}: second call got {again.status}")
+            failures.append(f"{answer.where()}: second call got {again.status}{answer.replay()}")
         elif again.body()[0] != first:
             failures.append(
                 f"{answer.where()}: the verdict changed between two calls; documented: a "
-                "verdict is immutable once produced"
+                "verdict is immutable once produced" + answer.replay()
             )
     _verified(request, checked)
-    assert not failures, "\n".join(failures)
+    _fail_if(failures)

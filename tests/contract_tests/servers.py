@@ -206,10 +206,14 @@ def _unknown_prefix(body: dict[str, Any]) -> None:
 
 
 def _throttle(first: int, retry_after: Callable[[], str | None]) -> Callable[..., Response | None]:
-    """The first ``first`` calls of ``/e`` answer 429 (with ``retry_after()`` if not None)."""
-    count = itertools.count()
+    """The first ``first`` calls of ``/e`` answer 429 (with ``retry_after()`` if not None).
+
+    Counted per served instance (its host and port), so each run starts afresh.
+    """
+    counts: dict[str, itertools.count[int]] = {}
 
     def before(request: Request) -> Response | None:
+        count = counts.setdefault(request.host, itertools.count())
         if request.path != "/e" or next(count) >= first:
             return None
         answer = Response('{"code": "rate_limited", "message": "slow down"}', 429)
@@ -296,11 +300,10 @@ def _gzip(request: Request, response: Response) -> None:
         response.headers["Content-Encoding"] = "gzip"
 
 
-def _chunked_and_close(request: Request, response: Response) -> None:
+def _chunked(request: Request, response: Response) -> None:
     data = response.get_data()
     response.response = [data[:7], data[7:30], data[30:]]  # no length: sent chunked
     del response.headers["Content-Length"]
-    response.headers["Connection"] = "close"
 
 
 def _unusual_json(request: Request, response: Response) -> None:
@@ -408,7 +411,7 @@ CONFORMING: dict[str, Variant] = {
         "charset", alter=_header("Content-Type", "application/json; charset=utf-8")
     ),
     "gzip-compressed verdicts": Variant("gzip", alter=_gzip),
-    "chunked answers, connection closed": Variant("chunked", alter=_chunked_and_close),
+    "chunked answers": Variant("chunked", alter=_chunked),
     "unusual JSON formatting and key order": Variant("format", alter=_unusual_json),
     "throttled twice, Retry-After in seconds": Variant(
         "ra-seconds", before=_throttle(2, lambda: "1")
@@ -484,9 +487,10 @@ PLAIN_HTTP = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: clos
 
 
 def _hang_after(calls: int, seconds: float) -> Callable[[Request], Response | None]:
-    count = itertools.count()
+    counts: dict[str, itertools.count[int]] = {}
 
     def before(request: Request) -> Response | None:
+        count = counts.setdefault(request.host, itertools.count())
         if request.path == "/e" and next(count) >= calls:
             time.sleep(seconds)
         return None
