@@ -262,7 +262,8 @@ class ExplainClient:
         elif isinstance(authorization, str):
             sent_headers["Authorization"] = authorization.replace("{key}", key)
             shown_headers.append(("Authorization", authorization.replace("{key}", _MARK)))
-        query, shown_query = [], []
+        query: list[tuple[str, str | int | float | bool | None]] = []
+        shown_query: list[str] = []
         for name, value in params:
             sent, shown = _shown(value, key)
             query.append((name, sent))

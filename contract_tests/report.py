@@ -88,7 +88,7 @@ class SuiteReport:
         row.curl += [str(v) for n, v in report.user_properties if n == CURL][: 3 - len(row.curl)]
         if CHECKS_VERDICTS in properties and report.when != "teardown":
             self.verdict_checks += 1
-            self.verified += sum(int(v) for n, v in report.user_properties if n == VERIFIED)
+            self.verified += sum(int(str(v)) for n, v in report.user_properties if n == VERIFIED)
             if outcome in ("skipped", "throttled"):
                 self.unverified_why.append(_first_line(report))
 

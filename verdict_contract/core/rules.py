@@ -306,7 +306,7 @@ def reporting_within_measured(body: Body) -> Iterator[Finding]:
 
 
 def _strong(body: Body) -> str | None:
-    """The signals that would make a verdict conclusive (§2.2), described; None if there are none."""
+    """The signals that would make a verdict conclusive (§2.2), described; else None."""
     signals = _signals(body)
     absolute = [sid for _, sid, tier in signals if tier == "absolute"]
     if absolute:
