@@ -1,10 +1,23 @@
-"""One HTTP client for the whole suite run: ``GET /e`` with or without the key, and minting."""
+"""One HTTP client for the whole suite run: ``GET /e``, throttling honoured, every call replayable.
+
+The real key is only ever put in the ``Authorization`` header, unless a check passes ``KEY`` for
+another place on purpose (the opt-in ``--verdict-check-key-in-url`` checks). Every call is
+recorded with the key replaced by ``$VERDICT_API_KEY``, so a failure can print a ``curl`` line
+that reproduces it without showing the key.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import random
+import shlex
+import ssl
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -12,7 +25,166 @@ from verdict_contract.core.redact import Secret
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
 KEY = object()
-"""Placeholder for "send the configured key" wherever a header value is built."""
+"""Placeholder for "send the configured key" wherever a query or header value is built."""
+
+KEY_VARIABLE = "$VERDICT_API_KEY"
+"""How a replayed request shows the key: the environment variable the suite also reads."""
+
+_SHELL = "\x00"  # brackets a shell expression inside a recorded call (\x00 never travels)
+_MARK = f"{_SHELL}{KEY_VARIABLE}{_SHELL}"  # the key itself, in a recorded call
+MAX_RETRIES = 6
+"""At most this many waits for one call, whatever Retry-After says (a 0 must not loop)."""
+BACKOFF_BASE = 0.5
+BACKOFF_CAP = 30.0
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A wrong key computed from the real one; a replay shows it as a bash expression of it.
+
+    ``shell`` is written in terms of ``$VERDICT_API_KEY`` (``${VERDICT_API_KEY%?}``: all but
+    the last character), so neither the key nor most of it is ever printed.
+    """
+
+    make: Callable[[str], str]
+    shell: str
+
+
+class TargetUnreachable(Exception):
+    """The target cannot be reached at all: the run stops with this one line."""
+
+
+class BrokenAnswer(Exception):
+    """The connection broke while this answer was read (a cut body, a reset): a failed check."""
+
+
+class Throttled(Exception):
+    """The target kept answering 429 and the run's wait budget is spent."""
+
+
+def transport_cause(exc: httpx.TransportError, timeout: float) -> str:
+    """A short, plain reason for a transport error: refused, DNS, TLS, no answer, ..."""
+    if isinstance(exc, httpx.ConnectTimeout) and "handshake" in str(exc):
+        return f"TLS failure: no handshake within {timeout:g} s (timeout)"
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"no connection within {timeout:g} s (timeout)"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"the connection opened but no answer came within {timeout:g} s (timeout)"
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(chain) < 8:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for error in chain:
+        if isinstance(error, ssl.SSLError):
+            return f"TLS failure: {getattr(error, 'reason', None) or error}"
+        if isinstance(error, OSError) and type(error).__name__ == "gaierror":
+            return f"DNS lookup failed: {error.strerror or error}"
+        if isinstance(error, ConnectionRefusedError):
+            return "connection refused (is the service running on that port?)"
+        if isinstance(error, ConnectionResetError):
+            return "connection reset by the server"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def reach(base_url: str, timeout: float) -> tuple[bool, str | None]:
+    """One request to ``/_mock/health``: (is it the bundled mock?, why it cannot be reached).
+
+    Any HTTP answer means the target is up; a live service answers that path with its 404.
+    """
+    try:
+        response = httpx.get(f"{base_url}/_mock/health", timeout=timeout)
+    except httpx.TransportError as exc:
+        return False, transport_cause(exc, timeout)
+    except httpx.HTTPError as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+    try:
+        mock = response.status_code == 200 and response.json().get("status") == "ok"
+    except (ValueError, AttributeError):
+        mock = False
+    return mock, None
+
+
+def retry_after_seconds(
+    value: str | None, attempt: int, now: datetime | None = None, date: str | None = None
+) -> float:
+    """The wait RFC 9110 §10.2.3 asks for: delay-seconds or an HTTP-date; else a backoff.
+
+    An HTTP-date is measured against the answer's own ``Date`` header when there is one (the
+    server's clock), else against ours. Without a usable value: exponential backoff from
+    ``BACKOFF_BASE`` with full jitter, capped at ``BACKOFF_CAP``.
+    """
+    text = (value or "").strip()
+    if text.isdigit():
+        return float(text)
+    if text:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            when = None
+        if when is not None:
+            reference = _reference_time(date) or now or datetime.now(UTC)
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+            return max(0.0, (when - reference).total_seconds())
+    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt)
+    return random.uniform(ceiling / 2, ceiling)
+
+
+def _reference_time(date: str | None) -> datetime | None:
+    if not date:
+        return None
+    try:
+        when = parsedate_to_datetime(date)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One call as sent, with the key shown as ``$VERDICT_API_KEY``; ``curl()`` replays it."""
+
+    method: str
+    url: str
+    headers: tuple[tuple[str, str], ...]
+    status: int | None = None
+
+    def curl(self) -> str:
+        parts = ["curl", "-i"]
+        if self.method == "HEAD":
+            parts.append("-I")
+        elif self.method != "GET":
+            parts += ["-X", self.method]
+        for name, value in self.headers:
+            parts += ["-H", _quote(f"{name}: {value}")]
+        parts.append(_quote(self.url))
+        return " ".join(parts)
+
+
+def _quote(text: str) -> str:
+    """Shell-quote ``text``, leaving its shell expressions (the key's variable) to the shell."""
+    pieces = text.split(_SHELL)
+    quoted = [
+        (f'"{piece}"' if odd else shlex.quote(piece))
+        for odd, piece in ((i % 2 == 1, p) for i, p in enumerate(pieces))
+        if piece
+    ]
+    return "".join(quoted) or "''"
+
+
+def _shown(value: str | object, key: str) -> tuple[str, str]:
+    """(what is sent, what a replay shows) for a header or query value."""
+    if value is KEY:
+        return key, _MARK
+    if isinstance(value, Derived):
+        return value.make(key), f"{_SHELL}{value.shell}{_SHELL}"
+    return str(value), str(value)
+
+
+def _encode_shown(shown: str) -> str:
+    pieces = shown.split(_SHELL)
+    return _SHELL.join(p if i % 2 else quote(p, safe="") for i, p in enumerate(pieces))
 
 
 @dataclass
@@ -22,6 +194,9 @@ class ExplainClient:
     base_url: str
     api_key: Secret
     timeout: float = 10.0
+    wait_budget: float = 60.0
+    waited: float = 0.0
+    sent: list[Sent] = field(default_factory=list, repr=False)
     _http: httpx.Client = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -38,20 +213,77 @@ class ExplainClient:
         *,
         params: Sequence[tuple[str, str | object]] = (),
         authorization: str | object | None = KEY,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str | object] | None = None,
         method: str = "GET",
+        honour_429: bool = True,
     ) -> httpx.Response:
-        """A call to ``/e`` with any query and Authorization; ``KEY`` stands for the key."""
+        """A call to ``/e`` with any query and headers; ``KEY`` (or ``{key}``) stands for the key.
+
+        A 429 is waited out as its ``Retry-After`` says, within the run's wait budget; past it
+        :class:`Throttled` is raised. ``honour_429=False`` returns the 429 (the rate-limit probe).
+        """
+        attempt = 0
+        while True:
+            response = self._send(params, authorization, headers, method)
+            if response.status_code != 429 or not honour_429:
+                return response
+            wait = retry_after_seconds(
+                response.headers.get("retry-after"), attempt, date=response.headers.get("date")
+            )
+            remaining = self.wait_budget - self.waited
+            if attempt >= MAX_RETRIES or wait > remaining:
+                said = response.headers.get("retry-after")
+                raise Throttled(
+                    f"throttled: the target answered 429 (Retry-After: {said!r}) and the run's "
+                    f"wait budget of {self.wait_budget:g} s has {max(remaining, 0):.1f} s left "
+                    f"after {attempt} retries (raise --verdict-wait-budget, or run later)"
+                )
+            time.sleep(wait)
+            self.waited += wait
+            attempt += 1
+
+    def _send(
+        self,
+        params: Sequence[tuple[str, str | object]],
+        authorization: str | object | None,
+        headers: Mapping[str, str | object] | None,
+        method: str,
+    ) -> httpx.Response:
         key = self.api_key.reveal()
-        query: list[tuple[str, str | int | float | bool | None]] = [
-            (name, key if value is KEY else str(value)) for name, value in params
-        ]
-        sent = dict(headers or {})
-        if authorization is KEY:
-            sent["Authorization"] = f"Bearer {key}"
+        sent_headers: dict[str, str] = {}
+        shown_headers: list[tuple[str, str]] = []
+        for name, value in (headers or {}).items():
+            sent_headers[name], shown = _shown(value, key)
+            shown_headers.append((name, shown))
+        if authorization is KEY or isinstance(authorization, Derived):
+            sent, shown = _shown(authorization, key)
+            sent_headers["Authorization"] = f"Bearer {sent}"
+            shown_headers.append(("Authorization", f"Bearer {shown}"))
         elif isinstance(authorization, str):
-            sent["Authorization"] = authorization.replace("{key}", key)
-        return self._http.request(method, ENDPOINT_PATH, params=query, headers=sent)
+            sent_headers["Authorization"] = authorization.replace("{key}", key)
+            shown_headers.append(("Authorization", authorization.replace("{key}", _MARK)))
+        query: list[tuple[str, str | int | float | bool | None]] = []
+        shown_query: list[str] = []
+        for name, value in params:
+            sent, shown = _shown(value, key)
+            query.append((name, sent))
+            shown_query.append(f"{quote(name, safe='')}={_encode_shown(shown)}")
+        url = f"{self.base_url}{ENDPOINT_PATH}"
+        shown_url = url + (f"?{'&'.join(shown_query)}" if shown_query else "")
+        try:
+            response = self._http.request(method, ENDPOINT_PATH, params=query, headers=sent_headers)
+            response.read()
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadTimeout) as exc:
+            raise TargetUnreachable(
+                f"{self.base_url}: {transport_cause(exc, self.timeout)}"
+            ) from None
+        except httpx.TransportError as exc:
+            self.sent.append(Sent(method, shown_url, tuple(shown_headers)))
+            raise BrokenAnswer(
+                f"the answer could not be read: {transport_cause(exc, self.timeout)}"
+            ) from None
+        self.sent.append(Sent(method, shown_url, tuple(shown_headers), response.status_code))
+        return response
 
     def mint(self, **spec: Any) -> str:
         """Mint a session through the mock's control API; returns its id."""

@@ -25,51 +25,79 @@ ENV = {
     "probe_rate_limit": "VERDICT_PROBE_RATE_LIMIT",
     "request_timeout": "VERDICT_REQUEST_TIMEOUT",
     "allow_insecure_http": "VERDICT_ALLOW_INSECURE_HTTP",
+    "check_key_in_url": "VERDICT_CHECK_KEY_IN_URL",
+    "wait_budget": "VERDICT_WAIT_BUDGET",
+    "report": "VERDICT_REPORT",
 }
+"""Each option's environment variable; the option itself is ``--verdict-`` and the key's name."""
+
+NO_INI = frozenset({"api_key"})
+"""A key does not belong in a file that is checked in: the flag or the variable only."""
+
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_WAIT_BUDGET = 60.0
+
+
+def flag(name: str) -> str:
+    """The command-line spelling of an option: every option of ours starts with ``--verdict-``."""
+    return "--verdict-" + name.replace("_", "-")
 
 
 def add_options(parser: pytest.Parser) -> None:
     """Register the suite's options; each also reads the environment variable in ENV."""
     group = parser.getgroup("verdict-contract", "Explain API contract suite (verdict-contract)")
-    group.addoption(
-        "--api-key", metavar="KEY", help=f"API key for the target [{ENV['api_key']}]; never printed"
+
+    def add(name: str, help: str, **kwargs: object) -> None:
+        group.addoption(flag(name), dest=f"verdict_{name}", help=f"{help} [{ENV[name]}]", **kwargs)
+        if name not in NO_INI:
+            parser.addini(f"verdict_{name}", help=f"{help} (ini; {flag(name)} wins)")
+
+    add(
+        "api_key",
+        "API key for the target; sent only in the Authorization header, never printed",
+        metavar="KEY",
     )
-    group.addoption(
-        "--session-id",
+    add(
+        "session_id",
+        "a fresh session id (collected < 15 min ago), repeatable; the variable is comma-separated",
         action="append",
         default=[],
         metavar="ID",
-        help="a fresh session id (collected < 15 min ago), repeatable "
-        f"[{ENV['session_id']}, comma-separated]",
     )
-    group.addoption(
-        "--expired-session-id",
-        metavar="ID",
-        help=f"a session id collected 15 minutes ago or more [{ENV['expired_session_id']}]",
-    )
-    group.addoption(
-        "--session-factory",
-        metavar="MODULE:CALLABLE",
-        help=f"called to obtain a fresh session id [{ENV['session_factory']}]",
-    )
-    group.addoption(
-        "--probe-rate-limit",
+    add("expired_session_id", "a session id collected 15 minutes ago or more", metavar="ID")
+    add("session_factory", "called to obtain a fresh session id", metavar="MODULE:CALLABLE")
+    add(
+        "probe_rate_limit",
+        "send at most N requests expecting a 429 (opt-in against live "
+        "targets; the only check that provokes throttling)",
         metavar="N",
-        help="send at most N requests expecting a 429 (opt-in against live "
-        f"targets) [{ENV['probe_rate_limit']}]",
     )
-    group.addoption(
-        "--request-timeout",
+    add(
+        "request_timeout",
+        f"timeout of each request, default {DEFAULT_TIMEOUT:g}",
         metavar="SECONDS",
-        help=f"timeout of each request, default 10 [{ENV['request_timeout']}]",
     )
-    group.addoption(
-        "--allow-insecure-http",
+    add(
+        "wait_budget",
+        "the most time the whole run waits on 429 answers (Retry-After or "
+        f"backoff), default {DEFAULT_WAIT_BUDGET:g}; past it checks end as throttled",
+        metavar="SECONDS",
+    )
+    add(
+        "allow_insecure_http",
+        "allow sending the key over plain http to a non-loopback host (variable: 1)",
         action="store_true",
         default=None,
-        help="allow sending the key over plain http to a non-loopback host "
-        f"[{ENV['allow_insecure_http']}=1]",
     )
+    add(
+        "check_key_in_url",
+        "also check that a key outside the Authorization header (query "
+        "string, X-API-Key) is refused: this sends the real key in a URL, where it lands in "
+        "access logs; use it against a mock or with a throwaway key (variable: 1)",
+        action="store_true",
+        default=None,
+    )
+    add("report", "write a Markdown report, one row per spec clause, to PATH", metavar="PATH")
 
 
 @dataclass(frozen=True)
@@ -83,17 +111,31 @@ class SuiteConfig:
     session_factory: Callable[[], str] | None
     probe_rate_limit: int | None
     request_timeout: float
+    wait_budget: float = DEFAULT_WAIT_BUDGET
+    check_key_in_url: bool = False
+    report: str | None = None
     mock_target: bool = False  # the URL answers the mock's control API
 
 
 def _option(config: pytest.Config, name: str) -> str | None:
-    """The option's value from the command line, else from its environment variable."""
-    value = config.getoption(name)
+    """The option's value: the command line, else its environment variable, else the ini."""
+    value = config.getoption(f"verdict_{name}")
     if isinstance(value, list):  # repeatable options
         value = ",".join(value)
     if value in (None, ""):
-        return os.environ.get(ENV[name]) or None
-    return str(value)
+        value = os.environ.get(ENV[name]) or None
+    if value is None and name not in NO_INI:
+        ini = config.getini(f"verdict_{name}")
+        value = str(ini).strip() or None
+    return None if value is None else str(value)
+
+
+def _bool(config: pytest.Config, name: str) -> bool:
+    raw = _option(config, name) or ""
+    try:
+        return parse_bool(raw)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{flag(name)} / {ENV[name]}: {exc}") from None
 
 
 def _number(config: pytest.Config, name: str, kind: type[float] | type[int]) -> float | None:
@@ -101,9 +143,9 @@ def _number(config: pytest.Config, name: str, kind: type[float] | type[int]) -> 
     try:
         value = kind(raw) if raw is not None else None
     except ValueError:
-        raise pytest.UsageError(f"--{name.replace('_', '-')}: {raw!r} is not a number") from None
-    if value is not None and value <= 0:
-        raise pytest.UsageError(f"--{name.replace('_', '-')} must be positive")
+        raise pytest.UsageError(f"{flag(name)}: {raw!r} is not a number") from None
+    if value is not None and not value > 0:
+        raise pytest.UsageError(f"{flag(name)} must be positive")
     return value
 
 
@@ -139,62 +181,68 @@ def _check_transport(url: str, allow_insecure: bool) -> None:
     if parts.scheme == "http" and not _is_loopback(parts.hostname or "") and not allow_insecure:
         raise pytest.UsageError(
             f"refusing to send the API key over plain http to {parts.hostname}: use https, "
-            "or pass --allow-insecure-http if this network is trusted"
+            f"or pass {flag('allow_insecure_http')} if this network is trusted"
         )
 
 
 def _load_factory(spec: str) -> Callable[[], str]:
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise pytest.UsageError(f"--session-factory {spec!r} must look like module:callable")
+        raise pytest.UsageError(
+            f"{flag('session_factory')} {spec!r} must look like module:callable"
+        )
     try:
         factory = getattr(importlib.import_module(module_name), attribute)
     except Exception as exc:  # any import failure is the user's configuration, said in a line
         raise pytest.UsageError(
-            f"--session-factory {spec!r} cannot be loaded: {type(exc).__name__}: {exc}"
+            f"{flag('session_factory')} {spec!r} cannot be loaded: {type(exc).__name__}: {exc}"
         ) from None
     if not callable(factory):
-        raise pytest.UsageError(f"--session-factory {spec!r} is not callable")
+        raise pytest.UsageError(f"{flag('session_factory')} {spec!r} is not callable")
     return factory  # type: ignore[no-any-return]
 
 
-def is_mock(base_url: str, timeout: float = 3.0) -> bool:
-    """Whether ``base_url`` answers the bundled mock's control API (so it can mint sessions)."""
-    import httpx  # here, not at the top: the plugin imports this module in every pytest run
-
-    try:
-        response = httpx.get(f"{base_url}/_mock/health", timeout=timeout)
-        return response.status_code == 200 and response.json().get("status") == "ok"
-    except (httpx.HTTPError, ValueError, AttributeError):
-        return False
-
-
 def load_config(config: pytest.Config) -> SuiteConfig:
-    """Resolve and validate the suite's options; raises pytest.UsageError on a mistake."""
+    """Resolve and validate the suite's options; raises pytest.UsageError on a mistake.
+
+    A given URL is reached once, here: a dead, unresolvable, TLS-broken or hung target stops the
+    run in one line (within the request timeout) instead of failing every check.
+    """
     base_url = _base_url(config)
-    insecure = parse_bool(_option(config, "allow_insecure_http") or "")
+    insecure = _bool(config, "allow_insecure_http")
     key = _option(config, "api_key")
     ids = _option(config, "session_id") or ""
     factory = _option(config, "session_factory")
-    timeout = _number(config, "request_timeout", float) or 10.0
+    timeout = _number(config, "request_timeout", float) or DEFAULT_TIMEOUT
+    budget = _number(config, "wait_budget", float) or DEFAULT_WAIT_BUDGET
     probe = _number(config, "probe_rate_limit", int)
+    check_key_in_url = _bool(config, "check_key_in_url")
+    loaded_factory = _load_factory(factory) if factory else None
     mock_target = False
     if base_url is not None:
         _check_url(base_url)
-        mock_target = is_mock(base_url)
+        _check_transport(base_url, insecure)
+        # Here, not at the top: the hooks import this module in every pytest run.
+        from verdict_contract.contract_tests.client import reach
+
+        mock_target, unreachable = reach(base_url, timeout)
+        if unreachable is not None:
+            raise pytest.UsageError(f"cannot reach the target {base_url}: {unreachable}")
         if key is None and not mock_target:
             raise pytest.UsageError(
-                f"the live target {base_url} needs an API key: pass --api-key or set "
+                f"the live target {base_url} needs an API key: pass {flag('api_key')} or set "
                 f"{ENV['api_key']}"
             )
-        _check_transport(base_url, insecure)
     return SuiteConfig(
         base_url=base_url,
         api_key=Secret(key) if key is not None else None,
         session_ids=tuple(i.strip() for i in ids.split(",") if i.strip()),
         expired_session_id=_option(config, "expired_session_id"),
-        session_factory=_load_factory(factory) if factory else None,
+        session_factory=loaded_factory,
         probe_rate_limit=int(probe) if probe is not None else None,
         request_timeout=timeout,
+        wait_budget=budget,
+        check_key_in_url=check_key_in_url,
+        report=_option(config, "report"),
         mock_target=mock_target,
     )

@@ -6,9 +6,10 @@ import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
 
-import httpx
 import pytest
-from verdict_contract.contract_tests.client import ExplainClient
+from verdict_contract.contract_tests.body import Answer
+from verdict_contract.contract_tests.client import BrokenAnswer, ExplainClient, Throttled
+from verdict_contract.contract_tests.config import flag
 from verdict_contract.contract_tests.hooks import suite_config
 from verdict_contract.contract_tests.report import TARGET
 from verdict_contract.contract_tests.target import MockProvider, Target
@@ -28,7 +29,7 @@ def contract_target(request: pytest.FixtureRequest) -> Iterator[Target]:
         else:
             base_url, mock = config.base_url, config.mock_target
             key = config.api_key or Secret(provider.default_api_key)
-        client = ExplainClient(base_url, key, config.request_timeout)
+        client = ExplainClient(base_url, key, config.request_timeout, config.wait_budget)
         stack.callback(client.close)
         yield Target(base_url, client, config, mock, bundled=config.base_url is None)
 
@@ -37,6 +38,7 @@ def contract_target(request: pytest.FixtureRequest) -> Iterator[Target]:
 def _record_target(request: pytest.FixtureRequest, contract_target: Target) -> None:
     label = "bundled mock" if contract_target.bundled else contract_target.base_url
     request.node.user_properties.append((TARGET, label))
+    contract_target.client.sent.clear()  # what this check sends is what its failure replays
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +51,10 @@ def fresh_sessions(contract_target: Target) -> list[str]:
     if config.session_factory is not None:
         ids.append(config.session_factory())
     if not ids:
-        pytest.skip("needs a fresh session id: pass --session-id ID or --session-factory M:F")
+        pytest.skip(
+            f"needs a fresh session id: pass {flag('session_id')} ID or "
+            f"{flag('session_factory')} MODULE:CALLABLE"
+        )
     return ids
 
 
@@ -63,11 +68,27 @@ def any_session(contract_target: Target) -> str:
 
 
 @pytest.fixture(scope="session")
-def verdict_responses(
-    contract_target: Target, fresh_sessions: list[str]
-) -> dict[str, httpx.Response]:
-    """The answer for every fresh session, fetched once per run."""
-    return {n: contract_target.client.explain(n) for n in fresh_sessions}
+def verdict_answers(contract_target: Target, fresh_sessions: list[str]) -> list[Answer]:
+    """The answer for every fresh session, fetched once per run; each stands alone.
+
+    A session whose call broke or stayed throttled is kept with the reason, so the other
+    sessions are still checked; if every one is throttled, the checks end as throttled.
+    """
+    answers = []
+    client = contract_target.client
+    for n in fresh_sessions:
+        try:
+            response = client.explain(n)
+        except Throttled as exc:
+            answers.append(Answer(n, None, str(exc), throttled=True))
+            continue
+        except BrokenAnswer as exc:
+            answers.append(Answer(n, None, str(exc), curl=client.sent[-1].curl()))
+            continue
+        answers.append(Answer(n, response, curl=client.sent[-1].curl()))
+    if all(a.throttled for a in answers):
+        raise Throttled(answers[0].problem or "throttled")
+    return answers
 
 
 @pytest.fixture(scope="session")
@@ -75,7 +96,7 @@ def expired_session(contract_target: Target) -> str:
     if contract_target.mock:
         return contract_target.client.mint(age_seconds=contract_target.lifetime() + 1)
     if contract_target.config.expired_session_id is None:
-        pytest.skip("needs an expired session id: pass --expired-session-id ID")
+        pytest.skip(f"needs an expired session id: pass {flag('expired_session_id')} ID")
     return contract_target.config.expired_session_id
 
 

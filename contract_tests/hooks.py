@@ -6,13 +6,20 @@ collected. The fixtures that compose the suite with the mock are in :mod:`verdic
 
 from __future__ import annotations
 
+import re
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from verdict_contract.contract_tests import config as target
-from verdict_contract.contract_tests.report import CLAUSE, SuiteReport
+from verdict_contract.contract_tests.report import (
+    CHECKS_VERDICTS,
+    CLAUSE,
+    CURL,
+    OUTCOME,
+    SuiteReport,
+)
 
 from verdict_contract.core.redact import Redactor
 
@@ -49,8 +56,24 @@ def suite_config(config: pytest.Config) -> target.SuiteConfig:
     return config.stash[SUITE_CONFIG]
 
 
+def clause_markers(clause: str) -> list[str]:
+    """``"§5.1, §5.3"`` -> ``clause_5``, ``clause_5_1``, ``clause_5_3`` (ranges expanded)."""
+    names: list[str] = []
+    for start, end in re.findall(r"§(\d+(?:\.\d+)?)(?:-§(\d+(?:\.\d+)?))?", clause):
+        numbers = [start]
+        major, _, minor = start.partition(".")
+        if end and minor and end.startswith(f"{major}."):
+            numbers = [f"{major}.{m}" for m in range(int(minor), int(end.split(".")[1]) + 1)]
+        for number in numbers:
+            for name in (f"clause_{major}", "clause_" + number.replace(".", "_")):
+                if name not in names:
+                    names.append(name)
+    return names
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "clause(text): the spec clause a contract check enforces")
+    config.addinivalue_line("markers", "checks_verdicts: a check that reads verdict bodies")
     config.stash[REDACTOR] = Redactor()
     config.stash[REPORT] = SuiteReport()
     config.pluginmanager.register(_Summary(config.stash[REPORT]), "verdict-contract-summary")
@@ -68,8 +91,56 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_itemcollected(item: pytest.Item) -> None:
     marker = item.get_closest_marker("clause")
-    if marker is not None and marker.args:
-        item.user_properties.append((CLAUSE, str(marker.args[0])))
+    if marker is None or not marker.args:
+        return
+    clause = str(marker.args[0])
+    item.user_properties.append((CLAUSE, clause))
+    if item.get_closest_marker("checks_verdicts") is not None:
+        item.user_properties.append((CHECKS_VERDICTS, "1"))
+    # `-m clause_5_1` and `-k clause_5` select by clause (a marker's name is also a keyword).
+    for name in clause_markers(clause):
+        config = item.config
+        config.addinivalue_line("markers", f"{name}: checks of spec {name[7:].replace('_', '.')}")
+        item.add_marker(name)
+
+
+def _short_failure(
+    item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
+) -> None:
+    """Our own exceptions read as one line: throttled is its own outcome; a dead target stops."""
+    from verdict_contract.contract_tests.client import BrokenAnswer, TargetUnreachable, Throttled
+
+    excinfo = call.excinfo
+    if excinfo is None:
+        return
+    message = str(excinfo.value)
+    if excinfo.errisinstance(Throttled):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {message}")
+        report.user_properties.append((OUTCOME, "throttled"))
+    elif excinfo.errisinstance(TargetUnreachable):
+        report.longrepr = f"the target stopped answering: {message}"
+        item.session.shouldstop = f"the target stopped answering: {message}"
+    elif excinfo.errisinstance(BrokenAnswer):
+        report.longrepr = message
+
+
+def _curl_lines(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Each failure shows the calls it made as curl lines, the key as ``$VERDICT_API_KEY``."""
+    target_ = getattr(item, "funcargs", {}).get("contract_target")
+    client = getattr(target_, "client", None)
+    sent = list(getattr(client, "sent", []))[-3:]
+    if not sent:
+        return
+    lines = [s.curl() for s in sent]
+    report.sections.append(("replay (export VERDICT_API_KEY first)", "\n".join(lines)))
+    report.user_properties += [(CURL, line) for line in lines]
+
+
+def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, Any] | None:
+    if dict(getattr(report, "user_properties", [])).get(OUTCOME) == "throttled":
+        return "throttled", "T", ("THROTTLED", {"yellow": True})
+    return None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -77,8 +148,12 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    if item.get_closest_marker("clause") is not None:
+        _short_failure(item, call, report)
+        if report.failed and call.when == "call":
+            _curl_lines(item, report)
     redactor = item.config.stash[REDACTOR]
-    if redactor.secrets:
+    if redactor.active:
         if report.longrepr is not None:
             text = str(report.longrepr)
             cleaned = redactor.text(text)
@@ -99,6 +174,16 @@ class _Summary:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.report.record(report)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(session.config, "workerinput"):
+            return  # the controller sees every report and decides
+        if self.report.unverified() and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        loaded = session.config.stash.get(SUITE_CONFIG, None)
+        if loaded is not None and loaded.report and self.report.clauses:
+            self.report.write(loaded.report)
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -1,16 +1,26 @@
-"""Authentication: every request needs ``Authorization: Bearer <key>`` (spec §5)."""
+"""Authentication: every request needs ``Authorization: Bearer <key>``, exactly (spec §5).
+
+The real key travels only in the ``Authorization`` header. Checks that need a wrong key use
+decoys that never equal it; near-miss decoys are built from the real key, the way a careless
+comparison (a prefix match, a case-insensitive or trimming compare) would let them through,
+and are sent in the same header only. The checks that put the real key elsewhere (a query
+parameter, another header) need ``--verdict-check-key-in-url``, except against a mock.
+"""
 
 from __future__ import annotations
 
+import hmac
+
 import pytest
-from verdict_contract.contract_tests.client import KEY
+from verdict_contract.contract_tests.client import KEY, Derived
+from verdict_contract.contract_tests.config import flag
 from verdict_contract.contract_tests.target import Target
 
 WRONG_KEY = "verdict-contract-not-a-key-0000"
 
 CASES = {
     "no header": None,
-    "invalid key": f"Bearer {WRONG_KEY}",
+    "invalid key": "Bearer {decoy}",
     "Basic scheme": "Basic {key}",
     "key without Bearer": "{key}",
     # HTTP strips trailing white space from header values, so "Bearer " arrives as this:
@@ -18,21 +28,78 @@ CASES = {
 }
 
 
+def decoy(key: str, wanted: str = WRONG_KEY) -> str:
+    """A wrong key that is certainly not ``key``."""
+    return wanted if not hmac.compare_digest(wanted, key) else wanted + "-x"
+
+
+def _other(char: str) -> str:
+    return "1" if char == "0" else "0"
+
+
+NEAR_MISSES: dict[str, Derived] = {
+    # What a careless comparison forgives: a prefix match, a case-insensitive compare, a
+    # comparison of the shorter length only, a split on white space or commas.
+    "one character more": Derived(lambda k: k + "0", "${VERDICT_API_KEY}0"),
+    "truncated by one": Derived(lambda k: k[:-1], "${VERDICT_API_KEY%?}"),
+    "first half only": Derived(
+        lambda k: k[: len(k) // 2], "${VERDICT_API_KEY:0:$((${#VERDICT_API_KEY}/2))}"
+    ),
+    "last character changed": Derived(
+        lambda k: k[:-1] + _other(k[-1:]),
+        '${VERDICT_API_KEY%?}$([ "${VERDICT_API_KEY: -1}" = 0 ] && echo 1 || echo 0)',
+    ),
+    "case swapped": Derived(str.swapcase, '$(printf %s "$VERDICT_API_KEY" | tr a-zA-Z A-Za-z)'),
+    "key twice": Derived(lambda k: k + k, "${VERDICT_API_KEY}${VERDICT_API_KEY}"),
+    "a space inside": Derived(
+        lambda k: f"{k[: len(k) // 2]} {k[len(k) // 2 :]}",
+        "${VERDICT_API_KEY:0:$((${#VERDICT_API_KEY}/2))} "
+        "${VERDICT_API_KEY:$((${#VERDICT_API_KEY}/2))}",
+    ),
+    "comma list": Derived(lambda k: k + ",other", "${VERDICT_API_KEY},other"),
+}
+"""Keys that differ from the real one in the small ways a careless comparison forgives."""
+
+
+def near_miss(key: str, name: str) -> str | None:
+    """The near miss ``name`` of ``key``, or None if it would be empty or equal to the key."""
+    value = NEAR_MISSES[name].make(key)
+    same = hmac.compare_digest(value.encode(), key.encode())
+    return None if same or not value.strip() else value
+
+
 @pytest.mark.clause("§5.1, §5.3")
 @pytest.mark.parametrize("case", list(CASES))
 def test_missing_or_invalid_key_is_401(
     contract_target: Target, any_session: str, case: str
 ) -> None:
-    response = contract_target.client.request(
-        params=[("n", any_session)], authorization=CASES[case]
-    )
+    template = CASES[case]
+    key = contract_target.client.api_key.reveal()
+    if isinstance(template, str):
+        template = template.replace("{decoy}", decoy(key))
+    response = contract_target.client.request(params=[("n", any_session)], authorization=template)
     assert response.status_code == 401, f"{case}: received {response.status_code}; documented: 401"
 
 
 @pytest.mark.clause("§5.3")
-def test_auth_comes_before_lookup(contract_target: Target, unknown_session: str) -> None:
+@pytest.mark.parametrize("miss", list(NEAR_MISSES))
+def test_near_miss_key_is_401(contract_target: Target, any_session: str, miss: str) -> None:
+    if near_miss(contract_target.client.api_key.reveal(), miss) is None:
+        pytest.skip(f"the configured key has no {miss!r} variant different from itself")
     response = contract_target.client.request(
-        params=[("n", unknown_session)], authorization=f"Bearer {WRONG_KEY}"
+        params=[("n", any_session)], authorization=NEAR_MISSES[miss]
+    )
+    assert response.status_code == 401, (
+        f"a key differing from the real one ({miss}): received {response.status_code}; "
+        "documented: 401 (only the exact key authorises; compare all of it, case and length)"
+    )
+
+
+@pytest.mark.clause("§5.3")
+def test_auth_comes_before_lookup(contract_target: Target, unknown_session: str) -> None:
+    wrong = decoy(contract_target.client.api_key.reveal())
+    response = contract_target.client.request(
+        params=[("n", unknown_session)], authorization=f"Bearer {wrong}"
     )
     assert response.status_code == 401, (
         f"invalid key with an unknown id: received {response.status_code}; documented: 401 "
@@ -40,11 +107,20 @@ def test_auth_comes_before_lookup(contract_target: Target, unknown_session: str)
     )
 
 
+def _needs_opt_in(contract_target: Target) -> None:
+    if not (contract_target.mock or contract_target.config.check_key_in_url):
+        pytest.skip(
+            f"opt-in: pass {flag('check_key_in_url')} to send the real key outside the "
+            "Authorization header (it lands in access logs: use a throwaway key)"
+        )
+
+
 @pytest.mark.clause("§5.1")
 @pytest.mark.parametrize("where", ["api_key", "key", "token", "access_token"])
 def test_key_in_the_query_does_not_authorise(
     contract_target: Target, any_session: str, where: str
 ) -> None:
+    _needs_opt_in(contract_target)
     response = contract_target.client.request(
         params=[("n", any_session), (where, KEY)], authorization=None
     )
@@ -58,9 +134,9 @@ def test_key_in_the_query_does_not_authorise(
 def test_key_in_another_header_does_not_authorise(
     contract_target: Target, any_session: str
 ) -> None:
-    key = contract_target.client.api_key.reveal()
+    _needs_opt_in(contract_target)
     response = contract_target.client.request(
-        params=[("n", any_session)], authorization=None, headers={"X-API-Key": key}
+        params=[("n", any_session)], authorization=None, headers={"X-API-Key": KEY}
     )
     assert response.status_code == 401, (
         f"key sent as X-API-Key: received {response.status_code}; documented: 401"

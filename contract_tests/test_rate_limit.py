@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
-from verdict_contract.contract_tests.client import ExplainClient
+from verdict_contract.contract_tests.client import ExplainClient, retry_after_seconds
+from verdict_contract.contract_tests.config import flag
 from verdict_contract.contract_tests.target import MockProvider, Target
 
 from verdict_contract.core.redact import Secret
@@ -32,13 +32,10 @@ def probe(
         return
     budget = contract_target.config.probe_rate_limit
     if budget is None:
-        pytest.skip("opt-in: pass --probe-rate-limit N to send up to N requests expecting a 429")
+        pytest.skip(
+            f"opt-in: pass {flag('probe_rate_limit')} N to send up to N requests expecting a 429"
+        )
     yield contract_target.client, budget
-
-
-def _retry_after(response: httpx.Response) -> float:
-    value = response.headers.get("retry-after", "")
-    return float(value) if value.isdigit() else 1.0
 
 
 @pytest.mark.clause("§7, §8")
@@ -49,7 +46,7 @@ def test_rate_limit_answers_429_then_recovers(
     n = client.mint() if contract_target.bundled else "verdict-contract-probe"
     refusal = None
     for sent in range(1, budget + 1):
-        response = client.explain(n)
+        response = client.request(params=[("n", n)], honour_429=False)
         if response.status_code == 429:
             refusal = response
             break
@@ -58,17 +55,18 @@ def test_rate_limit_answers_429_then_recovers(
             "first refusal past the rate limit is 429"
         )
     assert refusal is not None, f"no 429 after {budget} requests; documented: rate limiting"
-    wait = _retry_after(refusal)
+    headers = refusal.headers
+    wait = retry_after_seconds(headers.get("retry-after"), 0, date=headers.get("date"))
     if wait > MAX_WAIT:
         pytest.skip(
             f"the service asks to wait {wait:.0f} s; recovery is not awaited past {MAX_WAIT} s"
         )
     time.sleep(wait)
     deadline = time.monotonic() + GRACE
-    status = client.explain(n).status_code
+    status = client.request(params=[("n", n)], honour_429=False).status_code
     while status == 429 and time.monotonic() < deadline:
         time.sleep(0.25)
-        status = client.explain(n).status_code
+        status = client.request(params=[("n", n)], honour_429=False).status_code
     assert status != 429, (
         f"still 429 {GRACE:.0f} s after the announced Retry-After of {wait:.0f} s; "
         "documented: the service recovers after the time it announces"

@@ -1,12 +1,14 @@
-"""A fresh session's answer: a JSON verdict object that keeps the schema-7 contract."""
+"""A fresh session's answer: a JSON verdict object that keeps the schema-7 contract.
+
+Each session stands alone: a session whose answer is broken is reported once, by
+``test_success_is_a_json_object``, and every other session is still fully checked by the rest.
+"""
 
 from __future__ import annotations
 
-from email.message import Message
-
-import httpx
 import pytest
-from verdict_contract.contract_tests.report import BUILD, SCHEMA, UNDOCUMENTED
+from verdict_contract.contract_tests.body import Answer, media_type
+from verdict_contract.contract_tests.report import BUILD, SCHEMA, UNDOCUMENTED, VERIFIED
 from verdict_contract.contract_tests.target import Target
 
 from verdict_contract.core.spec import SCHEMA_VERSION
@@ -14,88 +16,109 @@ from verdict_contract.core.validator import unknown_properties, validate_verdict
 from verdict_contract.core.violations import format_violations
 
 
-def _media_type(response: httpx.Response) -> str:
-    message = Message()
-    message["content-type"] = response.headers.get("content-type", "")
-    return message.get_content_type()
+def _fail_if(failures: list[str]) -> None:
+    """One message per session, each said once (no assertion introspection repeating it)."""
+    if failures:
+        pytest.fail("\n".join(failures), pytrace=False)
 
 
-def _body(response: httpx.Response) -> object:
-    try:
-        return response.json()
-    except ValueError:
-        pytest.fail(
-            f"the body is not JSON: received {response.text[:120]!r}; "
-            "documented: the verdict object of §2.2"
+def _verified(request: pytest.FixtureRequest, count: int) -> None:
+    request.node.user_properties.append((VERIFIED, str(count)))
+
+
+def _answer_problem(answer: Answer) -> str | None:
+    if answer.throttled:
+        return None  # not a breach; counted by the summary as unverified
+    if answer.response is None:
+        return answer.problem
+    if answer.status != 200:
+        return (
+            f"received status {answer.status}; documented: 200 with the verdict "
+            "(is the id fresh, collected less than 15 minutes ago?)"
         )
+    received = answer.response.headers.get("content-type")
+    if media_type(answer.response) != "application/json":
+        return f"received Content-Type {received!r}; documented: application/json"
+    _, problem = answer.body()
+    return problem
 
 
+@pytest.mark.checks_verdicts
 @pytest.mark.clause("§4 GET /e, §7")
-def test_success_is_a_json_object(verdict_responses: dict[str, httpx.Response]) -> None:
-    for n, response in verdict_responses.items():
-        assert response.status_code == 200, (
-            f"session {n!r}: received status {response.status_code}; documented: 200 with "
-            "the verdict (is the id fresh, collected less than 15 minutes ago?)"
-        )
-        assert _media_type(response) == "application/json", (
-            f"session {n!r}: received Content-Type {response.headers.get('content-type')!r}; "
-            "documented: application/json"
-        )
-        assert isinstance(_body(response), dict), f"session {n!r}: the body is not an object"
-
-
-@pytest.mark.clause("§2.2-§2.4")
-def test_verdicts_keep_the_contract(
-    request: pytest.FixtureRequest,
-    contract_target: Target,
-    verdict_responses: dict[str, httpx.Response],
+def test_success_is_a_json_object(
+    request: pytest.FixtureRequest, verdict_answers: list[Answer]
 ) -> None:
     failures = []
-    for n, response in verdict_responses.items():
-        if response.status_code != 200:
-            continue  # reported by test_success_is_a_json_object
-        body = _body(response)
-        if isinstance(body, dict):
-            build = (
-                body.get("provenance", {}).get("build")
-                if isinstance(body.get("provenance"), dict)
-                else None
-            )
-            request.node.user_properties.append((BUILD, build))
-            request.node.user_properties.append((SCHEMA, body.get("schema")))
+    for answer in verdict_answers:
+        problem = _answer_problem(answer)
+        if problem:
+            failures.append(f"{answer.where()}: {problem}{answer.replay()}")
+    _verified(request, sum(a.verdict() is not None for a in verdict_answers))
+    _fail_if(failures)
+
+
+@pytest.mark.checks_verdicts
+@pytest.mark.clause("§2.2-§2.4")
+def test_verdicts_keep_the_contract(
+    request: pytest.FixtureRequest, contract_target: Target, verdict_answers: list[Answer]
+) -> None:
+    failures = []
+    checked = 0
+    for answer in verdict_answers:
+        body = answer.verdict()
+        if body is None:
+            continue  # reported once, by test_success_is_a_json_object
+        checked += 1
+        provenance = body.get("provenance")
+        build = provenance.get("build") if isinstance(provenance, dict) else None
+        request.node.user_properties.append((BUILD, build))
+        request.node.user_properties.append((SCHEMA, body.get("schema")))
         violations = validate_verdict(body, strict=contract_target.strict)
         if violations:
-            failures.append(format_violations(violations, subject=f"session {n!r}"))
+            failures.append(format_violations(violations, subject=answer.where()) + answer.replay())
         elif not contract_target.strict:
             # Added fields are allowed (spec §9.2): listed in the summary, never a failure.
             for added in unknown_properties(body):
                 request.node.user_properties.append((UNDOCUMENTED, added.path))
-    assert not failures, "\n".join(failures)
+    _verified(request, checked)
+    _fail_if(failures)
 
 
+@pytest.mark.checks_verdicts
 @pytest.mark.clause("§9.1, §9.3")
-def test_schema_version(verdict_responses: dict[str, httpx.Response]) -> None:
-    for response in verdict_responses.values():
-        if response.status_code != 200:
-            continue  # reported by test_success_is_a_json_object
-        body = _body(response)
-        version = body.get("schema") if isinstance(body, dict) else None
-        assert version == SCHEMA_VERSION, (
-            f"schema version mismatch: the service speaks schema {version!r}, this suite "
-            f"checks schema {SCHEMA_VERSION}"
-        )
+def test_schema_version(request: pytest.FixtureRequest, verdict_answers: list[Answer]) -> None:
+    failures = []
+    bodies = [(a, a.verdict()) for a in verdict_answers]
+    for answer, body in bodies:
+        if body is not None and body.get("schema") != SCHEMA_VERSION:
+            failures.append(
+                f"{answer.where()}: schema version mismatch: the service speaks schema "
+                f"{body.get('schema')!r}, this suite checks schema {SCHEMA_VERSION}"
+                + answer.replay()
+            )
+    _verified(request, sum(body is not None for _, body in bodies))
+    _fail_if(failures)
 
 
+@pytest.mark.checks_verdicts
 @pytest.mark.clause("§3, §8")
 def test_verdict_is_immutable(
-    contract_target: Target, verdict_responses: dict[str, httpx.Response]
+    request: pytest.FixtureRequest, contract_target: Target, verdict_answers: list[Answer]
 ) -> None:
-    for n, first in verdict_responses.items():
-        if first.status_code != 200:
+    failures = []
+    checked = 0
+    for answer in verdict_answers:
+        first = answer.verdict()
+        if first is None:
             continue
-        again = contract_target.client.explain(n)
-        assert again.status_code == 200, f"session {n!r}: second call got {again.status_code}"
-        assert _body(again) == _body(first), (
-            f"session {n!r}: the verdict changed between two calls; documented: a verdict "
-            "is immutable once produced"
-        )
+        again = Answer(answer.session, contract_target.client.explain(answer.session))
+        checked += 1
+        if again.status != 200:
+            failures.append(f"{answer.where()}: second call got {again.status}{answer.replay()}")
+        elif again.body()[0] != first:
+            failures.append(
+                f"{answer.where()}: the verdict changed between two calls; documented: a "
+                "verdict is immutable once produced" + answer.replay()
+            )
+    _verified(request, checked)
+    _fail_if(failures)

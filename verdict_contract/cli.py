@@ -74,9 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     rules = commands.add_parser("rules", help="list the contract rules and their spec clauses")
     rules.set_defaults(handler=_rules)
     commands.add_parser(
+        "check",
+        help="run only the contract suite against URL (the bundled mock without one): "
+        "verdict-contract check [URL] [pytest and --verdict-* options]",
+    )
+    commands.add_parser(
         "run",
-        help="run the contract suite: verdict-contract run --base-url URL --api-key KEY "
-        "[pytest options]",
+        help="run the contract suite with pytest options: verdict-contract run --base-url URL "
+        "--verdict-api-key KEY [pytest options]",
     )
     return parser
 
@@ -100,6 +105,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["run"]:  # everything after `run` belongs to pytest
         return run_suite(argv[1:])
+    if argv[:1] == ["check"]:  # a URL, then everything belongs to pytest
+        rest = argv[1:]
+        if rest and not rest[0].startswith("-"):
+            rest = ["--base-url", rest[0], *rest[1:]]
+        return run_suite(rest)
     args = build_parser().parse_args(argv)
     status: int = args.handler(args)
     return status

@@ -1,16 +1,22 @@
 """Deliberately broken (and deliberately unusual but conforming) services for the suite.
 
 Each variant wraps the mock's WSGI app and changes one behaviour; the tests run the contract
-suite against it in live mode, over real HTTP, with ``--session-id``.
+suite against it in live mode, over real HTTP, with ``--verdict-session-id``.
 """
 
 from __future__ import annotations
 
+import codecs
+import gzip
 import itertools
 import json
+import socket
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
 from verdict_contract.mockserver import Settings, create_app
@@ -57,13 +63,13 @@ class Running:
             "no:cacheprovider",
             "--base-url",
             self.base_url,
-            "--api-key",
+            "--verdict-api-key",
             self.key,
-            "--expired-session-id",
+            "--verdict-expired-session-id",
             self.expired_id,
         ]
         for n in self.session_ids:
-            args += ["--session-id", n]
+            args += ["--verdict-session-id", n]
         return [*args, *extra]
 
 
@@ -199,6 +205,114 @@ def _unknown_prefix(body: dict[str, Any]) -> None:
     body["signals"].append({"id": "vendor.beta-probe", "tier": "weak", "headline": "Beta."})
 
 
+def _throttle(first: int, retry_after: Callable[[], str | None]) -> Callable[..., Response | None]:
+    """The first ``first`` calls of ``/e`` answer 429 (with ``retry_after()`` if not None).
+
+    Counted per served instance (its host and port), so each run starts afresh.
+    """
+    counts: dict[str, itertools.count[int]] = {}
+
+    def before(request: Request) -> Response | None:
+        count = counts.setdefault(request.host, itertools.count())
+        if request.path != "/e" or next(count) >= first:
+            return None
+        answer = Response('{"code": "rate_limited", "message": "slow down"}', 429)
+        answer.content_type = "application/json"
+        answer.headers["Date"] = formatdate(usegmt=True)
+        value = retry_after()
+        if value is not None:
+            answer.headers["Retry-After"] = value
+        return answer
+
+    return before
+
+
+def _in_one_second() -> str:
+    return formatdate(time.time() + 1, usegmt=True)
+
+
+def _only_contradicted(change: Callable[[bytes], bytes]) -> Alter:
+    """Break the raw body of the contradicted session only; the other session is left alone."""
+
+    def alter(request: Request, response: Response) -> None:
+        if response.status_code == 200 and _body(response)["verdict"] == "contradicted":
+            response.set_data(change(response.get_data()))
+
+    return alter
+
+
+def _with_bom(raw: bytes) -> bytes:
+    return codecs.BOM_UTF8 + raw
+
+
+def _with_nan(raw: bytes) -> bytes:
+    body = json.loads(raw)
+    body["families"]["measured"] = float("nan")
+    return json.dumps(body).encode()
+
+
+def _with_duplicate_key(raw: bytes) -> bytes:
+    return b'{"verdict": "uncontradicted", ' + raw.lstrip()[1:]
+
+
+def _cut(raw: bytes) -> bytes:
+    return raw[: len(raw) // 2]
+
+
+def _verdict_null(raw: bytes) -> bytes:
+    body = json.loads(raw)
+    body["verdict"] = None
+    return json.dumps(body).encode()
+
+
+def _blank_summary_elsewhere(request: Request, response: Response) -> None:
+    if response.status_code == 200 and _body(response)["verdict"] == "uncontradicted":
+        body = _body(response)
+        body["summary"] = " "
+        _set_body(response, body)
+
+
+def _both(*alters: Alter) -> Alter:
+    def alter(request: Request, response: Response) -> None:
+        for each in alters:
+            each(request, response)
+
+    return alter
+
+
+def _echo_key(request: Request, response: Response) -> None:
+    """A careless service that puts the credential it got into a (broken) answer."""
+    if response.status_code == 200:
+        response.set_data(f"oops {request.headers.get('Authorization', '')} is not JSON")
+
+
+def _careless_compare(request: Request) -> Response | None:
+    """Accepts any key that starts with the real one, or equals it ignoring case."""
+    sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
+    if sent != KEY and (sent.startswith(KEY) or sent.lower() == KEY.lower()):
+        request.environ["HTTP_AUTHORIZATION"] = f"Bearer {KEY}"
+    return None
+
+
+def _gzip(request: Request, response: Response) -> None:
+    if "gzip" in request.headers.get("Accept-Encoding", "") and response.status_code == 200:
+        response.set_data(gzip.compress(response.get_data()))
+        response.headers["Content-Encoding"] = "gzip"
+
+
+def _chunked(request: Request, response: Response) -> None:
+    data = response.get_data()
+    response.response = [data[:7], data[7:30], data[30:]]  # no length: sent chunked
+    del response.headers["Content-Length"]
+
+
+def _unusual_json(request: Request, response: Response) -> None:
+    if response.status_code == 200:
+        body = _body(response)
+        reordered = dict(reversed(list(body.items())))
+        response.set_data("\r\n\t " + json.dumps(reordered, indent="\t", ensure_ascii=True) + " \n")
+
+
 # name -> (variant, the suite's tests that must fail; empty: the suite must pass)
 BROKEN: dict[str, tuple[Variant, list[str]]] = {
     "wrong success status": (
@@ -226,7 +340,7 @@ BROKEN: dict[str, tuple[Variant, list[str]]] = {
         ["test_auth_comes_before_lookup"],
     ),
     "key in query authorises": (
-        Variant("query", before=_query_key_authorises),
+        Variant("query", before=_query_key_authorises, args=("--verdict-check-key-in-url",)),
         ["test_key_in_the_query_does_not_authorise"],
     ),
     "Basic scheme accepted": (
@@ -246,12 +360,39 @@ BROKEN: dict[str, tuple[Variant, list[str]]] = {
         ["test_no_cross_origin_invitation"],
     ),
     "no rate limit": (
-        Variant("nolimit", args=("--probe-rate-limit", "30")),
+        Variant("nolimit", args=("--verdict-probe-rate-limit", "30")),
         ["test_rate_limit_answers_429_then_recovers"],
+    ),
+    "a body with a byte order mark, another breaking a rule": (
+        Variant("bom", alter=_both(_only_contradicted(_with_bom), _blank_summary_elsewhere)),
+        ["test_success_is_a_json_object", "test_verdicts_keep_the_contract"],
+    ),
+    "NaN in one body": (
+        Variant("nan", alter=_only_contradicted(_with_nan)),
+        ["test_success_is_a_json_object"],
+    ),
+    "duplicate key in one body": (
+        Variant("dup", alter=_only_contradicted(_with_duplicate_key)),
+        ["test_success_is_a_json_object"],
+    ),
+    "cut body in one session": (
+        Variant("cut", alter=_only_contradicted(_cut)),
+        ["test_success_is_a_json_object"],
+    ),
+    "null verdict in one session": (
+        Variant("null", alter=_only_contradicted(_verdict_null)),
+        ["test_verdicts_keep_the_contract"],
+    ),
+    "careless key comparison": (
+        Variant("careless", before=_careless_compare),
+        ["test_near_miss_key_is_401"],
     ),
     "503 instead of 429": (
         Variant(
-            "503", alter=_status(429, 503), rate_limit="15/1", args=("--probe-rate-limit", "30")
+            "503",
+            alter=_status(429, 503),
+            rate_limit="15/1",
+            args=("--verdict-probe-rate-limit", "30"),
         ),
         ["test_rate_limit_answers_429_then_recovers"],
     ),
@@ -259,7 +400,7 @@ BROKEN: dict[str, tuple[Variant, list[str]]] = {
 
 CONFORMING: dict[str, Variant] = {
     "the mock itself, with the rate-limit probe": Variant(
-        "plain", rate_limit="15/1", args=("--probe-rate-limit", "30")
+        "plain", rate_limit="15/1", args=("--verdict-probe-rate-limit", "30")
     ),
     "extra fields": Variant("extra", alter=on_verdict(_extra_fields)),
     "unknown signal prefix": Variant("prefix", alter=on_verdict(_unknown_prefix)),
@@ -269,4 +410,94 @@ CONFORMING: dict[str, Variant] = {
     "charset in the content type": Variant(
         "charset", alter=_header("Content-Type", "application/json; charset=utf-8")
     ),
+    "gzip-compressed verdicts": Variant("gzip", alter=_gzip),
+    "chunked answers": Variant("chunked", alter=_chunked),
+    "unusual JSON formatting and key order": Variant("format", alter=_unusual_json),
+    "throttled twice, Retry-After in seconds": Variant(
+        "ra-seconds", before=_throttle(2, lambda: "1")
+    ),
+    "throttled twice, Retry-After as an HTTP-date": Variant(
+        "ra-date", before=_throttle(2, _in_one_second)
+    ),
+    "throttled twice, no Retry-After": Variant("ra-none", before=_throttle(2, lambda: None)),
 }
+
+ALWAYS_THROTTLED = Variant("ra-always", before=_throttle(10**9, lambda: "120"))
+"""Every call of ``/e`` is a 429 asking for two minutes: more than the wait budget."""
+
+KEY_ECHO = Variant("echo", alter=_echo_key)
+"""Echoes the credential it received into a broken 200 body, which the suite quotes."""
+
+
+@contextmanager
+def dead_port() -> Iterator[int]:
+    """A port on 127.0.0.1 where nothing listens (connections are refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    yield port
+
+
+@dataclass
+class Hung:
+    """A listener that accepts connections and never answers; counts what it accepted."""
+
+    port: int
+    accepted: int = 0
+
+
+@contextmanager
+def hung_server(reply: bytes = b"") -> Iterator[Hung]:
+    """Accepts connections and never answers; or writes ``reply`` at once, whatever comes."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(0.05)
+    hung = Hung(listener.getsockname()[1])
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            held.append(connection)
+            hung.accepted += 1
+            if reply:
+                connection.sendall(reply)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield hung
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+        for connection in held:
+            connection.close()
+        listener.close()
+
+
+PLAIN_HTTP = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+"""What a plain-HTTP server says to anything, a TLS hello included."""
+
+
+def _hang_after(calls: int, seconds: float) -> Callable[[Request], Response | None]:
+    counts: dict[str, itertools.count[int]] = {}
+
+    def before(request: Request) -> Response | None:
+        count = counts.setdefault(request.host, itertools.count())
+        if request.path == "/e" and next(count) >= calls:
+            time.sleep(seconds)
+        return None
+
+    return before
+
+
+def hangs_mid_run(calls: int, seconds: float) -> Variant:
+    """Answers ``calls`` calls of ``/e``, then takes ``seconds`` over each answer."""
+    return Variant("hangs", before=_hang_after(calls, seconds))

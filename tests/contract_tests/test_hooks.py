@@ -26,15 +26,21 @@ def _one_line_usage_error(result: pytest.RunResult, expected: str) -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--base-url", "ftp://example.com", "--api-key", KEY], "is not an http(s) URL"),
-        (["--base-url", "https://exa mple.com:99999", "--api-key", KEY], "not a valid URL"),
-        (["--base-url", "http://127.0.0.1:9/?x=1", "--api-key", KEY], "must not carry a query"),
-        (["--base-url", "http://127.0.0.1:9"], "needs an API key"),
-        (["--base-url", "http://10.0.0.1", "--api-key", KEY], "refusing to send the API key"),
-        (["--session-factory", "no_such_module_x:f"], "ModuleNotFoundError"),
-        (["--session-factory", "os.path"], "must look like module:callable"),
-        (["--request-timeout", "soon"], "is not a number"),
-        (["--probe-rate-limit", "0"], "must be positive"),
+        (["--base-url", "ftp://example.com", "--verdict-api-key", KEY], "is not an http(s) URL"),
+        (["--base-url", "https://exa mple.com:99999", "--verdict-api-key", KEY], "not a valid URL"),
+        (
+            ["--base-url", "http://127.0.0.1:9/?x=1", "--verdict-api-key", KEY],
+            "must not carry a query",
+        ),
+        (["--base-url", "http://127.0.0.1:9"], "cannot reach the target http://127.0.0.1:9: conn"),
+        (
+            ["--base-url", "http://10.0.0.1", "--verdict-api-key", KEY],
+            "refusing to send the API key",
+        ),
+        (["--verdict-session-factory", "no_such_module_x:f"], "ModuleNotFoundError"),
+        (["--verdict-session-factory", "os.path"], "must look like module:callable"),
+        (["--verdict-request-timeout", "soon"], "is not a number"),
+        (["--verdict-probe-rate-limit", "0"], "must be positive"),
     ],
 )
 def test_configuration_mistake_is_one_line(
@@ -55,9 +61,18 @@ def test_api_key_from_the_environment(
     _one_line_usage_error(result, "refusing to send the API key")  # got past "needs a key"
 
 
-def test_live_target_without_sessions_skips_with_the_option_to_use(
+def test_live_target_without_a_key_is_one_line(pytester: pytest.Pytester) -> None:
+    with serve(CONFORMING["extra fields"]) as running:
+        result = pytester.runpytest_subprocess(
+            "--pyargs", "verdict_contract.contract_tests", "--base-url", running.base_url
+        )
+    _one_line_usage_error(result, "needs an API key: pass --verdict-api-key or set VERDICT_API_KEY")
+
+
+def test_live_target_without_sessions_fails_saying_what_to_pass(
     pytester: pytest.Pytester,
 ) -> None:
+    """Nothing verified is not a pass: the skips say which option, the run fails."""
     variant, _ = BROKEN["schema 8"]
     with serve(variant) as running:
         result = pytester.runpytest_subprocess(
@@ -65,17 +80,20 @@ def test_live_target_without_sessions_skips_with_the_option_to_use(
             "verdict_contract.contract_tests",
             "--base-url",
             running.base_url,
-            "--api-key",
+            "--verdict-api-key",
             KEY,
             "-rs",
             "-p",
             "no:cacheprovider",
         )
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        ["FAILED: no verdict body was verified*needs a fresh session id: pass --verdict-session-*"]
+    )
     for reason in (
-        "needs a fresh session id: pass --session-id",
-        "needs an expired session id: pass --expired-session-id",
-        "opt-in: pass --probe-rate-limit",
+        "needs a fresh session id: pass --verdict-session-id",
+        "needs an expired session id: pass --verdict-expired-session-id",
+        "opt-in: pass --verdict-probe-rate-limit",
     ):
         result.stdout.fnmatch_lines([f"SKIPPED *{reason}*"])
 
@@ -89,9 +107,9 @@ def test_session_factory_provides_the_sessions(pytester: pytest.Pytester) -> Non
             "verdict_contract.contract_tests",
             "--base-url",
             running.base_url,
-            "--api-key",
+            "--verdict-api-key",
             KEY,
-            "--session-factory",
+            "--verdict-session-factory",
             "my_factory:fresh",
             "-p",
             "no:cacheprovider",
@@ -111,6 +129,7 @@ def test_the_key_never_reaches_any_output(
     with serve(variant, key) as running:
         result = pytester.runpytest_subprocess(
             *running.suite_args(
+                *variant.args,
                 "-v",
                 "-rA",
                 "--showlocals",

@@ -46,3 +46,12 @@ def test_redact_logs_masks_records_until_undone(caplog: pytest.LogCaptureFixture
     assert quote_plus(KEY) not in caplog.text
     assert "request with …9876" in caplog.text
     assert "after: plain" in caplog.text
+
+
+@pytest.mark.parametrize("key", ["z", "k3", "k3y"])
+def test_a_short_key_is_masked_where_it_stands_alone(key: str) -> None:
+    redactor = Redactor()
+    redactor.add(key)
+    assert redactor.text(f"Authorization: Bearer {key}") == "Authorization: Bearer …"
+    assert redactor.text(f"?api_key={key}&n=1") == "?api_key=…&n=1"
+    assert redactor.text(f"a{key}b stays") == f"a{key}b stays"  # inside a word: not the key

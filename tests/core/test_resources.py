@@ -41,13 +41,15 @@ def test_bundled_openapi_is_self_contained() -> None:
     assert media["schema"] == {"$ref": "#/components/schemas/Verdict"}
     assert document["components"]["schemas"]["Verdict"] == verdict_schema()
     assert "Verdict" not in openapi_document()["components"].get("schemas", {})
+    assert "Error" in document["components"]["schemas"]
 
 
 def test_openapi_describes_the_endpoint() -> None:
     operation = openapi_document()["paths"]["/e"]["get"]
     (param,) = operation["parameters"]
     assert (param["name"], param["in"], param["required"]) == ("n", "query", True)
-    assert set(operation["responses"]) == {"200", "401", "404", "429", "4XX"}
+    assert set(operation["responses"]) == {"200", "400", "401", "404", "429", "503"}
+    assert (param["schema"]["minLength"], param["schema"]["maxLength"]) == (1, 256)
     assert openapi_document()["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
 
 

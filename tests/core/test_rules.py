@@ -21,7 +21,10 @@ def _set(path: str, value: Any) -> Callable[[Body], None]:
         target: Any = body
         for part in parents:
             target = target[int(part)] if part.isdigit() else target[part]
-        target[int(last) if last.isdigit() else last] = value
+        if last.isdigit() and int(last) == len(target):
+            target.append(value)  # one past the end: a new element
+        else:
+            target[int(last) if last.isdigit() else last] = value
 
     return mutate
 
@@ -34,10 +37,15 @@ def _many(*steps: Callable[[Body], None]) -> Callable[[Body], None]:
     return mutate
 
 
-_NOT_CONTRADICTED = _many(_set("verdict", "disputed"), _set("conclusive", False))
+_NOT_CONTRADICTED = _many(
+    _set("verdict", "disputed"), _set("conclusive", False), _set("signals.0.tier", "conditional")
+)
 _ONE_FAMILY = _many(
     _set("signals.1.id", "geo.asn-mismatch"), _set("contradicting_families", ["network-geometry"])
 )
+
+_GEO_ABSOLUTE = {"id": "geo.rtt-floor", "tier": "absolute", "headline": "RTT is below the floor."}
+_RENDER_WEAK = {"id": "render.gpu-vendor", "tier": "weak", "headline": "GPU vendor differs."}
 
 # rule name -> (mutation that keeps the body valid near the rule's edge, mutation breaking it)
 CASES: dict[str, tuple[Callable[[Body], None], Callable[[Body], None]]] = {
@@ -53,12 +61,18 @@ CASES: dict[str, tuple[Callable[[Body], None], Callable[[Body], None]]] = {
         _set("contradicting_families", ["network-geometry", "transport-stack", "network-geometry"]),
     ),
     "contradicted_has_evidence": (
-        _set("contradicting_families", ["transport-stack"]),
+        _many(
+            _set("signals", [_GEO_ABSOLUTE]), _set("contradicting_families", ["network-geometry"])
+        ),
         _set("contradicting_families", []),
     ),
     "never_conclusive": (
         _many(_set("verdict", "refused"), _set("contradicting_families", [])),  # refused varies
-        _many(_set("verdict", "insufficient"), _set("contradicting_families", [])),
+        _many(
+            _set("verdict", "insufficient"),
+            _set("contradicting_families", []),
+            _set("signals.0.tier", "weak"),
+        ),
     ),
     "conclusive_matches_signals": (
         _many(_ONE_FAMILY, _set("conclusive", False)),  # composites of one family: review only
@@ -76,7 +90,7 @@ CASES: dict[str, tuple[Callable[[Body], None], Callable[[Body], None]]] = {
         _set("signals.0.id", "geo."),  # a prefix and a dot, but no name
     ),
     "family_counts_in_range": (
-        _set("families", {"measured": 0, "reporting": 0}),
+        _set("families", {"measured": 2, "reporting": 2}),
         _set("families", {"measured": 7, "reporting": 6}),
     ),
     "reporting_within_measured": (
@@ -84,6 +98,31 @@ CASES: dict[str, tuple[Callable[[Body], None], Callable[[Body], None]]] = {
         _set("families", {"measured": 3, "reporting": 4}),
     ),
     "no_unknown_properties": (_set("provenance.build", "x"), _set("signals.0.score", 0.9)),
+    "strong_signals_only_when_contradicted": (
+        _many(
+            _NOT_CONTRADICTED, _set("contradicting_families", []), _set("signals.0.tier", "weak")
+        ),
+        _many(  # two composite signals from two families, yet disputed
+            _set("verdict", "disputed"),
+            _set("conclusive", False),
+            _set("contradicting_families", []),
+        ),
+    ),
+    "contradicting_families_reported": (
+        _set("families", {"measured": 3, "reporting": 3}),
+        _many(
+            _set("contradicting_families", ["network-geometry", "transport-stack", "render"]),
+            _set("families", {"measured": 6, "reporting": 2}),
+        ),
+    ),
+    "signal_families_reported": (
+        _many(_set("signals.2", _RENDER_WEAK), _set("families", {"measured": 3, "reporting": 3})),
+        _many(_set("signals.2", _RENDER_WEAK), _set("families", {"measured": 3, "reporting": 2})),
+    ),
+    "strong_signal_family_contradicts": (
+        _set("contradicting_families", ["network-geometry", "transport-stack", "render"]),
+        _set("contradicting_families", ["network-geometry", "render"]),  # stack.ttl-os unlisted
+    ),
 }
 
 
@@ -170,3 +209,26 @@ def test_unknown_prefixes_count_as_distinct_families() -> None:
 def test_registry_rejects_a_duplicate_name() -> None:
     with pytest.raises(ValueError, match="already registered"):
         rule("§9")(RULES["schema_version"].check)
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "schema",
+        "provenance",
+        "verdict",
+        "conclusive",
+        "contradicting_families",
+        "families",
+        "signals",
+        "summary",
+    ],
+)
+@pytest.mark.parametrize("wrong", [None, "7", 3.5, []])
+def test_a_wrong_type_is_reported_once_without_cascading(field: str, wrong: object) -> None:
+    body = contradicted()
+    if type(body[field]) is type(wrong):
+        pytest.skip("not a wrong value for this field")
+    body[field] = wrong
+    violations = validate_verdict(body, strict=True)
+    assert [v.path for v in violations] == [f"/{field}"], violations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,25 +41,43 @@ class Secret:
         return hash(self._value)
 
 
+SHORT = 4
+"""Secrets shorter than this are masked only where they stand alone."""
+
+
 @dataclass
 class Redactor:
     """Replaces known secrets in text with their masked form."""
 
     secrets: set[str] = field(default_factory=set)
+    short: set[str] = field(default_factory=set)
+    """Secrets under 4 characters: masked only where they stand alone, not inside words."""
 
     def add(self, secret: str) -> None:
         """Register a secret, with the forms it takes once URL-encoded (a key sent in a query)."""
-        if len(secret) < 4:  # shorter strings would mangle ordinary text, and cannot be keys
+        if not secret:
+            return
+        if len(secret) < SHORT:
+            # Replacing every occurrence of "ab" would mangle ordinary text; standing alone
+            # (not inside a word) is how a key of any length shows up in output.
+            self.short.update({secret, quote(secret, safe=""), quote_plus(secret)})
             return
         self.secrets.add(secret)
         self.secrets.add(quote(secret, safe=""))
         self.secrets.add(quote_plus(secret))
         self.secrets.add(quote(secret, safe="!$'()*,/:;@"))  # what httpx leaves unescaped
 
+    @property
+    def active(self) -> bool:
+        return bool(self.secrets or self.short)
+
     def text(self, text: str) -> str:
         for secret in sorted(self.secrets, key=len, reverse=True):  # longest form first
             if secret in text:
                 text = text.replace(secret, mask(secret))
+        for secret in sorted(self.short, key=len, reverse=True):
+            if secret in text:
+                text = re.sub(rf"(?<![\w%+]){re.escape(secret)}(?![\w%+])", mask(secret), text)
         return text
 
     def redact_logs(self) -> Callable[[], None]:
@@ -67,7 +86,7 @@ class Redactor:
 
         def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
             record = previous(*args, **kwargs)
-            if self.secrets:
+            if self.active:
                 message = record.getMessage()
                 cleaned = self.text(message)
                 if cleaned != message:

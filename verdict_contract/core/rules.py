@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from verdict_contract.core.resources import verdict_schema
 from verdict_contract.core.spec import (
     FAMILIES,
+    KNOWN_PREFIXES,
     NEVER_CONCLUSIVE,
     PREFIX_OF_FAMILY,
     SCHEMA_VERSION,
@@ -219,6 +220,8 @@ def conclusive_matches_signals(body: Body) -> Iterator[Finding]:
     conclusive = _get(body, "conclusive", bool)
     if _get(body, "verdict", str) != "contradicted" or conclusive is None:
         return
+    if _get(body, "signals", list) is None:
+        return  # unreadable signals are the schema's to report, not a conclusiveness question
     signals = _signals(body)
     absolute = [sid for _, sid, tier in signals if tier == "absolute"]
     composite_families = sorted({family_of(sid) for _, sid, tier in signals if tier == "composite"})
@@ -244,6 +247,8 @@ def conclusive_matches_signals(body: Body) -> Iterator[Finding]:
 @rule("§2.3")
 def known_family_has_signal(body: Body) -> Iterator[Finding]:
     """A contradicting family with a documented prefix has a fired signal with that prefix."""
+    if _get(body, "signals", list) is None:
+        return
     fired = {sid.partition(".")[0] for _, sid, _ in _signals(body)}
     for index, family in enumerate(_get(body, "contradicting_families", list) or []):
         prefix = PREFIX_OF_FAMILY.get(family) if isinstance(family, str) else None
@@ -298,6 +303,88 @@ def reporting_within_measured(body: Body) -> Iterator[Finding]:
             f"reporting {reporting}, measured {measured}",
             "reporting <= measured",
         )
+
+
+def _strong(body: Body) -> str | None:
+    """The signals that would make a verdict conclusive (§2.2), described; else None."""
+    signals = _signals(body)
+    absolute = [sid for _, sid, tier in signals if tier == "absolute"]
+    if absolute:
+        return f"absolute signal {absolute[0]!r}"
+    composite = sorted({family_of(sid) for _, sid, tier in signals if tier == "composite"})
+    if len(composite) >= 2:
+        return f"composite signals from two families {composite}"
+    return None
+
+
+@rule("§2.2, §2.4")
+def strong_signals_only_when_contradicted(body: Body) -> Iterator[Finding]:
+    """Signals strong enough to be conclusive never come with a never-conclusive verdict.
+
+    One ``absolute`` signal, or ``composite`` ones from two families, make a verdict conclusive
+    (§2.2); ``disputed``, ``uncontradicted`` and ``insufficient`` never are (§2.4).
+    """
+    verdict = _get(body, "verdict", str)
+    strong = _strong(body) if verdict in NEVER_CONCLUSIVE else None
+    if strong is not None:
+        yield Finding(
+            "/signals",
+            f"verdict {verdict!r} carries {strong}, which would make it conclusive",
+            describe(verdict),
+            "contradicted (or refused) when such signals fired",
+        )
+
+
+@rule("§2.2")
+def contradicting_families_reported(body: Body) -> Iterator[Finding]:
+    """Only a family that reported can contradict: no more contradicting families than reporting."""
+    families = _mapping(body, "families")
+    reporting = _get(families, "reporting", int) if families is not None else None
+    listed = _get(body, "contradicting_families", list)
+    distinct = {f for f in listed or [] if isinstance(f, str)}
+    if reporting is not None and len(distinct) > reporting:
+        yield Finding(
+            "/families/reporting",
+            f"{len(distinct)} families contradict but only {reporting} reported",
+            f"reporting {reporting}, contradicting {sorted(distinct)}",
+            "reporting >= the number of contradicting families",
+        )
+
+
+@rule("§2.2, §2.3")
+def signal_families_reported(body: Body) -> Iterator[Finding]:
+    """Signals fire from families that reported: no more signal families than reporting."""
+    families = _mapping(body, "families")
+    reporting = _get(families, "reporting", int) if families is not None else None
+    fired = sorted({family_of(sid) for _, sid, _ in _signals(body)})
+    if reporting is not None and len(fired) > reporting:
+        yield Finding(
+            "/families/reporting",
+            f"signals fired from {len(fired)} families but only {reporting} reported",
+            f"reporting {reporting}, signal families {fired}",
+            "reporting >= the number of families whose signals fired",
+        )
+
+
+@rule("§2.2, §2.3")
+def strong_signal_family_contradicts(body: Body) -> Iterator[Finding]:
+    """In a ``contradicted`` verdict, a documented family with a strong signal is listed.
+
+    An ``absolute`` or ``composite`` signal is what contradicts; its family (known prefix) is one
+    of ``contradicting_families``.
+    """
+    listed = _get(body, "contradicting_families", list)
+    if _get(body, "verdict", str) != "contradicted" or not listed:
+        return  # an empty list is contradicted_has_evidence's to report
+    for index, sid, tier in _signals(body):
+        family = KNOWN_PREFIXES.get(sid.partition(".")[0])
+        if tier in ("absolute", "composite") and family is not None and family not in listed:
+            yield Finding(
+                f"/signals/{index}",
+                f"{tier} signal {sid!r} fired but its family {family!r} is not contradicting",
+                describe(listed),
+                f"contradicting_families includes {family!r}",
+            )
 
 
 def _unknown(value: object, schema: Mapping[str, Any], path: list[str | int]) -> Iterator[Finding]:

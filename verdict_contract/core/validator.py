@@ -57,11 +57,21 @@ def _schema_violations(body: object, reported: set[str]) -> list[Violation]:
     if _conforms(body):
         return []
     violations = []
-    for error in _schema_validator().iter_errors(body):
+    errors = list(_schema_validator().iter_errors(body))
+    # A field of the wrong type (a null, say) is reported once, by its type error: the
+    # cross-field constraints that read it would only restate the same mistake elsewhere.
+    mistyped = any(e.validator in ("type", "required", "enum") for e in errors)
+    seen_paths: set[tuple[object, ...]] = set()
+    for error in sorted(errors, key=lambda e: e.validator != "type"):
         # A tagged constraint restates a registry rule, which reports it in its own words;
         # where the rule could not read the field (a float count, say), the schema speaks.
-        if _rule_tag(error) in reported:
+        tag = _rule_tag(error)
+        if tag in reported or (tag is not None and mistyped and _conditional(error)):
             continue
+        where = tuple(error.absolute_path)
+        if where in seen_paths and where:
+            continue  # one error per field: type before enum or const
+        seen_paths.add(where)
         path = list(error.absolute_path)
         field = str(path[0]) if path else ""
         documented = describe(error.validator_value) if error.validator != "required" else ""
@@ -76,6 +86,11 @@ def _schema_violations(body: object, reported: set[str]) -> list[Violation]:
             )
         )
     return violations
+
+
+def _conditional(error: ValidationError) -> bool:
+    """Whether the constraint applies only under an ``if`` (it reads a field besides its own)."""
+    return "then" in error.absolute_schema_path or "else" in error.absolute_schema_path
 
 
 def _short(error: ValidationError) -> str:
