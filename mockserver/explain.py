@@ -11,7 +11,7 @@ import math
 import time
 from urllib.parse import parse_qsl
 
-from verdict_contract.mockserver.answer import Answer, error_answer
+from verdict_contract.mockserver.answer import NO_STORE, Answer, error_answer
 from verdict_contract.mockserver.faults import fault_answer
 from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Step
 from verdict_contract.mockserver.state import MockState
@@ -107,7 +107,8 @@ def explain(
     session = state.lookup(values[0])
     if session is None:
         return error_answer(404, "session_not_found", _NOT_FOUND, "unknown")
-    body = state.generator.render(session.id, session.spec)
+    recorded = session.spec.recorded
+    body = recorded.body if recorded else state.generator.render(session.id, session.spec)
     step = state.scripts.next_step(session.id) or session.spec.always
     if step is not None:
         scripted = _scripted(state, step, body)
@@ -115,11 +116,15 @@ def explain(
             return scripted
     if session.expired(time.time(), state.settings.session_lifetime):
         return error_answer(404, "session_not_found", _NOT_FOUND, "expired")
+    if recorded is not None:  # replayed as received: the status and the very bytes
+        cache = VERDICT_CACHE_CONTROL if recorded.status == 200 else NO_STORE
+        return Answer(recorded.status, body, [("Cache-Control", cache)], "recorded")
     return Answer(200, body, [("Cache-Control", VERDICT_CACHE_CONTROL)], "verdict")
 
 
 def handle(state: MockState, method: str, query_string: bytes, authorization: str | None) -> Answer:
     """Answer a request to ``/e`` and journal it."""
+    started = time.perf_counter()
     pairs = parse_query(query_string)
     answer = explain(state, pairs, authorization)
     state.journal.record(
@@ -130,5 +135,7 @@ def handle(state: MockState, method: str, query_string: bytes, authorization: st
         status=answer.status,
         outcome=answer.outcome,
         is_key=state.key_ok,
+        latency_ms=(time.perf_counter() - started) * 1000,
+        fault=answer.fault,
     )
     return answer

@@ -42,6 +42,9 @@ class Entry:
     authorization: str | None
     status: int
     outcome: str
+    latency_ms: float | None = None  # time to answer, as the mock or the proxy measured it
+    fault: str | None = None  # a scripted connection fault: reset, truncated, malformed
+    violations: tuple[str, ...] = ()  # contract breaches of a proxied answer (proxy.py)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,6 +71,9 @@ class Journal:
         status: int,
         outcome: str,
         is_key: Callable[[str], bool] = lambda _: False,
+        latency_ms: float | None = None,
+        fault: str | None = None,
+        violations: tuple[str, ...] = (),
     ) -> None:
         """Journal a request; ``is_key`` tells a configured API key wherever it was sent."""
         query: dict[str, list[str]] = {}
@@ -88,6 +94,9 @@ class Journal:
             mask_authorization(authorization),
             status,
             outcome,
+            None if latency_ms is None else round(latency_ms, 3),
+            fault,
+            violations,
         )
         with self._lock:
             self._entries.append(entry)

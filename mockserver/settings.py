@@ -10,11 +10,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from verdict_contract.mockserver.generate import DEFAULT_SEED
 from verdict_contract.mockserver.ratelimit import RateLimit
 
 from verdict_contract.core.envvars import parse_bool
+from verdict_contract.core.redact import Secret
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
 
 DEFAULT_API_KEY: Final = "verdict-mock-local-key"
@@ -64,6 +66,24 @@ def _key(raw: str) -> str:
     if not raw.strip():
         raise ValueError("a non-empty API key is needed")
     return raw.strip()
+
+
+def _upstream(raw: str) -> str:
+    parts = urlsplit(raw.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{raw!r} is not an http(s) URL such as https://staging.example")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError(
+            "give the base URL only: no ?query, #fragment or credentials (see --upstream-key)"
+        )
+    return raw.strip().rstrip("/")
+
+
+def _positive_float(raw: str) -> float:
+    value = float(raw)
+    if not value > 0:
+        raise ValueError(f"{raw!r}: must be a positive number")
+    return value
 
 
 @dataclass(frozen=True)
@@ -120,6 +140,33 @@ class Settings:
     )
     control: bool = _setting(True, "the /_mock/ control API", parse_bool)
     demo_sessions: bool = _setting(True, "the demo-* sessions", parse_bool)
+    proxy_to: str | None = _setting(
+        None,
+        "forward GET /e to this service and check its answers",
+        _upstream,
+        metavar="URL",
+        shown_default="off",
+    )
+    upstream_key: Secret | None = _setting(  # noqa: RUF009 - a field(), as for the others
+        None,
+        "API key the proxy sends upstream (default: the client's own header)",
+        Secret,
+        metavar="KEY",
+        shown_default="none",
+    )
+    proxy_strict: bool = _setting(
+        False, "answer 502 when the upstream breaks the contract", parse_bool
+    )
+    proxy_timeout: float = _setting(
+        10.0, "longest wait for the upstream, then 504", _positive_float, metavar="SECONDS"
+    )
+    record: Path | None = _setting(  # noqa: RUF009 - a field(), as for the others
+        None,
+        "write the proxied sessions to this scenario file",
+        Path,
+        metavar="FILE",
+        shown_default="none",
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -130,6 +177,10 @@ class Settings:
             raise ValueError("the session lifetime must be a positive number of seconds")
         if not self.api_keys or not all(self.api_keys):
             raise ValueError("at least one non-empty API key is needed")
+        if self.proxy_to is None and (self.record or self.upstream_key or self.proxy_strict):
+            raise ValueError("--record, --upstream-key and --proxy-strict need --proxy-to")
+        if self.upstream_key is not None and not self.upstream_key.reveal().strip():
+            raise ValueError("the upstream key is empty")
 
     @property
     def signing_secret(self) -> str:
