@@ -62,6 +62,8 @@ _HOP_BY_HOP: Final = frozenset(
         "upgrade",
         "content-length",  # set again for the body as sent
         "content-encoding",  # identity is asked for; httpx decodes anything else
+        "date",  # the server sending the answer sets these two (waitress would add Via)
+        "server",
     }
 )
 
