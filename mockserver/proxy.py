@@ -191,7 +191,8 @@ class ValidatingProxy:
             timeout=httpx.Timeout(self.timeout),
             follow_redirects=False,
             trust_env=False,  # an HTTP(S)_PROXY variable must not reroute the key
-            limits=httpx.Limits(max_connections=settings.threads * 2),
+            # No idle connections kept: an app dropped without closing leaves no socket open.
+            limits=httpx.Limits(max_connections=settings.threads * 2, max_keepalive_connections=0),
         )
         # Upstream calls run here so a client waits no longer than the timeout, whatever the
         # upstream does; a call still running after that ends at httpx's own timeout.
@@ -270,10 +271,13 @@ class ValidatingProxy:
         return self._checked(method, pairs, upstream)
 
     def _fetch(self, method: str, url: str, headers: dict[str, str]) -> Upstream:
+        deadline = time.monotonic() + self.timeout
         try:
             with self.client.stream(method, url, headers=headers) as response:
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
+                    if time.monotonic() > deadline:  # the client has had its 504: stop reading
+                        raise self._timed_out()
                     size += len(chunk)
                     if size > MAX_UPSTREAM_BODY:
                         raise UpstreamError(
