@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -47,11 +47,21 @@ class Recorded:
     status: int
     body: bytes
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self, keeps: Callable[[str], bool] = lambda _: True) -> dict[str, object]:
+        """As a scenario holds it: the text if it is UTF-8 and ``keeps`` it exactly, or base64."""
         try:
-            return {"status": self.status, "body": self.body.decode("utf-8")}
+            text = self.body.decode("utf-8")
         except UnicodeDecodeError:
-            return {"status": self.status, "body_base64": base64.b64encode(self.body).decode()}
+            text = None
+        if text is not None and keeps(text):
+            return {"status": self.status, "body": text}
+        return {"status": self.status, "body_base64": base64.b64encode(self.body).decode()}
+
+
+def _yaml_keeps(text: str) -> bool:
+    # YAML folds some characters JSON keeps (U+0085 is a line break to it): check, don't guess.
+    dumped = yaml.safe_dump(text, allow_unicode=True, width=2**31)
+    return bool(yaml.safe_load(dumped) == text)
 
 
 def parse_recorded(raw: object, where: str) -> Recorded:
@@ -88,6 +98,9 @@ class Recorder:
         """Record one answer for ``session_id`` if it is new; rewrite the file if it changed."""
         if status not in RECORDED_STATUSES:
             return
+        if self.path.suffix != ".json" and not _yaml_keeps(session_id):
+            log.warning("a session id YAML cannot hold exactly is not recorded; record to .json")
+            return
         with self._lock:
             known = self._sessions.get(session_id)
             if known is not None and (known.status == 200 or status != 200):
@@ -101,10 +114,12 @@ class Recorder:
             self._write()
 
     def _write(self) -> None:
+        as_json = self.path.suffix == ".json"
+        keeps = (lambda _: True) if as_json else _yaml_keeps
         data = {
-            "sessions": {n: {"recorded": r.to_json()} for n, r in self._sessions.items()},
+            "sessions": {n: {"recorded": r.to_json(keeps)} for n, r in self._sessions.items()},
         }
-        if self.path.suffix == ".json":
+        if as_json:
             text = json.dumps(data, ensure_ascii=False, indent=1) + "\n"
         else:
             text = yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=2**31)

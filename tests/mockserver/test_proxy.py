@@ -52,7 +52,9 @@ class Proxy:
         self.http = httpx.Client(base_url=server.base_url, timeout=10)
 
     def get(self, n: str, headers: dict[str, str] | None = None) -> httpx.Response:
-        return self.http.get("/e", params={"n": n}, headers=bearer() if headers is None else headers)
+        return self.http.get(
+            "/e", params={"n": n}, headers=bearer() if headers is None else headers
+        )
 
     def journal(self) -> list[dict[str, Any]]:
         entries: list[dict[str, Any]] = self.http.get("/_mock/requests").json()
