@@ -36,7 +36,7 @@ def page() -> tuple[bytes, str]:
             f"script-src {_hash(script)}",
             f"style-src {_hash(style)}",
             "connect-src 'self'",
-            "img-src 'self'",
+            "img-src 'self' data:",  # data: for the empty icon only
             "base-uri 'none'",
             "form-action 'none'",
             "frame-ancestors 'none'",
