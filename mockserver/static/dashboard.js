@@ -81,13 +81,13 @@
       cell(row, new Date(entry.time * 1000).toLocaleTimeString());
       cell(row, entry.method);
       cell(row, entry.status, `status-${String(entry.status)[0]}`);
-      cell(row, entry.n).className = "id";
+      cell(row, entry.n, "wrap");
       cell(row, entry.outcome);
       cell(row, entry.latency_ms === null || entry.latency_ms === undefined
         ? "" : Number(entry.latency_ms).toFixed(1));
       cell(row, entry.fault);
       cell(row, violations.join("\n"), "violations");
-      cell(row, entry.authorization);
+      cell(row, entry.authorization, "wrap");
       return row;
     });
     $("journal").tBodies[0].replaceChildren(...rows);
@@ -106,6 +106,8 @@
       `${health.session_lifetime} s · ${health.journal_entries} journal entries`;
     const proxy = health.proxy;
     $("proxy").hidden = !proxy;
+    // While proxying, /e answers from the upstream: this mock's sessions are never served.
+    $("mint-section").hidden = $("sessions-section").hidden = Boolean(proxy);
     if (proxy) {
       $("proxy").textContent =
         `proxying to ${proxy.upstream}: ${proxy.breaching_answers} of ${proxy.answers} ` +
@@ -123,12 +125,12 @@
   function sessionRow(kind, session) {
     const row = document.createElement("tr");
     cell(row, kind);
-    cell(row, session.n).className = "id";
+    cell(row, session.n, "wrap");
     cell(row, session.verdict);
     cell(row, session.conclusive);
     cell(row, session.expires_at || "never");
-    cell(row, JSON.stringify(session.always ? [session.always] : session.script || []));
-    cell(row, curlLine(session.n));
+    cell(row, JSON.stringify(session.always ? [session.always] : session.script || []), "wrap");
+    cell(row, curlLine(session.n), "wrap");
     return row;
   }
 

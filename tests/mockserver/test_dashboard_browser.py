@@ -204,6 +204,7 @@ def test_the_breach_counter_while_proxying(browser: Any) -> None:
             counter = browser.find_element(By.ID, "proxy")
             until(browser, lambda: "1 of 1 answers" in counter.text, "no breach counter")
             assert counter.text.startswith(f"proxying to {upstream.base_url}")
+            assert not browser.find_element(By.ID, "mint-section").is_displayed()  # not served
             until(
                 browser,
                 lambda: any("schema_version" in row[7] for row in journal_rows(browser)),
