@@ -7,6 +7,7 @@ Skipped, saying why, where no chromium or chromedriver is installed; CI installs
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -31,10 +32,10 @@ CHROMIUM = next(
 CHROMEDRIVER = shutil.which("chromedriver")
 TOKEN = "dashboard-token-0123456789"
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or CHROMEDRIVER is None,
-    reason="no headless browser: apt-get install chromium chromium-driver (CI does)",
-)
+NO_BROWSER = "no headless browser: apt-get install chromium chromium-driver (CI does)"
+if (CHROMIUM is None or CHROMEDRIVER is None) and os.environ.get("VERDICT_REQUIRE_BROWSER"):
+    pytest.fail(f"VERDICT_REQUIRE_BROWSER is set, but {NO_BROWSER}", pytrace=False)
+pytestmark = pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None, reason=NO_BROWSER)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,9 @@ def browser() -> Iterator[Any]:
     service = webdriver.ChromeService(executable_path=CHROMEDRIVER)
     try:
         driver = webdriver.Chrome(options=options, service=service)
-    except WebDriverException as exc:  # installed but cannot start here: say so, do not fail
+    except WebDriverException as exc:  # installed but cannot start here: say so
+        if os.environ.get("VERDICT_REQUIRE_BROWSER"):
+            raise
         pytest.skip(f"chromium did not start: {exc.msg}")
     driver.implicitly_wait(0)
     yield driver
