@@ -37,9 +37,6 @@ MAX_RECORDED_SESSIONS: Final = 10_000
 _RECORDED_SHAPES: Final = ({"status", "body"}, {"status", "body_base64"})
 
 
-_RECORDED_SHAPES: Final = ({"status", "body"}, {"status", "body_base64"})
-
-
 @dataclass(frozen=True)
 class Recorded:
     """An answer recorded from a real service, replayed byte for byte."""
