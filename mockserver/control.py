@@ -30,7 +30,8 @@ def describe_session(session: Session) -> dict[str, Any]:
     state = state_of()
     collected = session.collected_at
     lifetime = state.settings.session_lifetime
-    body = state.generator.verdict(session.id, session.spec)
+    recorded = session.spec.recorded  # a recorded session is described by what it replays
+    body = recorded.decoded() if recorded else state.generator.verdict(session.id, session.spec)
     return {
         "n": session.id,
         "url": session.url,

@@ -68,6 +68,25 @@ _HOP_BY_HOP: Final = frozenset(
 )
 
 
+class _UpstreamQueryHidden(logging.Filter):
+    """Hide the query of httpx's request log lines to an upstream: a key may be sent there."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.upstreams: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) > 1:
+            url = str(args[1])
+            if url.partition("?")[0] in self.upstreams and "?" in url:
+                record.args = (args[0], url.partition("?")[0] + "?…", *args[2:])
+        return True
+
+
+_HIDE_QUERY = _UpstreamQueryHidden()
+
+
 class UpstreamError(Exception):
     """The upstream gave no usable answer: the status, code and message the client gets."""
 
@@ -187,6 +206,9 @@ class ValidatingProxy:
         self.strict = settings.proxy_strict
         self.upstream_key = settings.upstream_key
         self.recorder = Recorder(settings.record) if settings.record is not None else None
+        _HIDE_QUERY.upstreams.add(self.url)
+        if _HIDE_QUERY not in logging.getLogger("httpx").filters:
+            logging.getLogger("httpx").addFilter(_HIDE_QUERY)
         self.client = httpx.Client(
             timeout=httpx.Timeout(self.timeout),
             follow_redirects=False,

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import yaml
 
@@ -43,6 +43,14 @@ class Recorded:
 
     status: int
     body: bytes
+
+    def decoded(self) -> dict[str, Any]:
+        """The body as a JSON object, to describe the session; ``{}`` if it is not one."""
+        try:
+            body = json.loads(self.body)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return {}
+        return body if isinstance(body, dict) else {}
 
     def to_json(self, keeps: Callable[[str], bool] = lambda _: True) -> dict[str, object]:
         """As a scenario holds it: the text if it is UTF-8 and ``keeps`` it exactly, or base64."""

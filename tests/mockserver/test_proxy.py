@@ -133,6 +133,23 @@ def test_the_upstream_key_is_sent_and_never_shown(
     assert KEY not in repr(Settings(proxy_to=upstream.base_url, upstream_key=Secret(KEY)))
 
 
+def test_a_key_sent_in_the_query_is_not_logged(
+    upstream: BackgroundServer, proxy_to: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    proxy = proxy_to(upstream.base_url)
+    with caplog.at_level(logging.DEBUG):
+        query = {"n": "demo-refused", "api_key": KEY}
+        answer = proxy.http.get("/e", params=query, headers=bearer())
+    assert answer.status_code == 200
+    # The test's own client logs its call to the proxy; the proxy's lines are the others.
+    proxy_lines = [
+        r.getMessage() for r in caplog.records if proxy.server.base_url not in r.getMessage()
+    ]
+    assert f"HTTP Request: GET {upstream.base_url}/e?…" in "\n".join(proxy_lines)
+    assert not [line for line in proxy_lines if KEY in line]
+    assert KEY not in json.dumps(proxy.journal())
+
+
 def test_without_an_upstream_key_the_clients_header_goes_up(
     upstream: BackgroundServer, proxy_to: Any
 ) -> None:

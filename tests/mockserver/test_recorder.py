@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.recorder import (
     MAX_RECORDED_SESSIONS,
     Recorded,
@@ -113,3 +114,13 @@ def test_text_yaml_would_fold_is_kept_exactly(tmp_path: Path, suffix: str) -> No
     sessions = load_scenario(recorder.path).sessions
     assert sessions["body"].spec.recorded == Recorded(200, odd.encode())
     assert (odd in sessions) == (suffix == ".json")  # YAML: not recorded rather than changed
+
+
+def test_a_recorded_session_is_described_by_its_body(tmp_path: Path) -> None:
+    recorder = Recorder(tmp_path / "r.yaml")
+    recorder.observe("seen", 200, b'{"verdict": "disputed", "conclusive": false}')
+    recorder.observe("odd", 200, b"[1, 2]")
+    client = create_app(Settings(scenario=recorder.path, demo_sessions=False)).test_client()
+    described = {s["n"]: s for s in client.get("/_mock/sessions").get_json()}
+    assert (described["seen"]["verdict"], described["seen"]["conclusive"]) == ("disputed", False)
+    assert described["odd"]["verdict"] is None
