@@ -235,7 +235,11 @@ class ValidatingProxy:
         query = environ.get("QUERY_STRING", "").encode("latin-1")
         pairs = parse_query(query)
         authorization = environ.get("HTTP_AUTHORIZATION")
-        answer, violations = self.answer(method, query, pairs, authorization, environ)
+        try:
+            answer, violations = self.answer(method, query, pairs, authorization, environ)
+        except Exception:  # never a 5xx of our own for a request, however it fails (as fastpath)
+            log.exception("unexpected error proxying GET %s", ENDPOINT_PATH)
+            answer, violations = _error(400, "bad_request", "the request could not be proxied"), []
         self.state.journal.record(
             method=method,
             path=ENDPOINT_PATH,
@@ -275,7 +279,10 @@ class ValidatingProxy:
         headers = {"Accept": environ.get("HTTP_ACCEPT") or JSON, "Accept-Encoding": "identity"}
         if authorization is not None:
             headers["Authorization"] = authorization
-        url = self.url + ("?" + query.decode("latin-1") if query else "")
+        try:
+            url = httpx.URL(self.url + ("?" + query.decode("latin-1") if query else ""))
+        except httpx.InvalidURL:
+            return _error(400, "bad_request", "the query string cannot be sent on"), []
         future = self.pool.submit(self._fetch, method, url, headers)
         try:
             upstream = future.result(timeout=self.timeout)
@@ -292,7 +299,7 @@ class ValidatingProxy:
             return self._failed(exc), []
         return self._checked(method, pairs, upstream)
 
-    def _fetch(self, method: str, url: str, headers: dict[str, str]) -> Upstream:
+    def _fetch(self, method: str, url: httpx.URL, headers: dict[str, str]) -> Upstream:
         deadline = time.monotonic() + self.timeout
         try:
             with self.client.stream(method, url, headers=headers) as response:
@@ -312,7 +319,9 @@ class ValidatingProxy:
                 return Upstream(response.status_code, kept, b"".join(chunks))
         except httpx.TimeoutException:
             raise self._timed_out() from None
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # its text may hold the URL: not shown
+        except UpstreamError:
+            raise
+        except Exception as exc:  # anything from the exchange; its text may hold the URL: not shown
             raise UpstreamError(
                 502, "upstream_unreachable", f"no answer from the upstream ({type(exc).__name__})"
             ) from None

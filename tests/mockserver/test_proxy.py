@@ -246,6 +246,13 @@ def test_no_upstream_listening_is_502(proxy_to: Any) -> None:
     assert response.json()["error"]["code"] == "upstream_unreachable"
 
 
+def test_a_query_that_cannot_be_sent_on_is_400(upstream: BackgroundServer) -> None:
+    client = create_app(Settings(proxy_to=upstream.base_url)).test_client()
+    response = client.get("/e", environ_overrides={"QUERY_STRING": "n=a\x01b"}, headers=bearer())
+    assert response.status_code == 400
+    assert response.get_json()["error"]["code"] == "bad_request"
+
+
 # --- an upstream that misbehaves ------------------------------------------------------------------
 
 
