@@ -21,6 +21,7 @@ class Answer:
     body: bytes
     headers: list[tuple[str, str]] = field(default_factory=list)
     outcome: str = ""  # one word for the journal: verdict, unknown, expired, scripted, ...
+    fault: str | None = None  # the connection fault it carries (faults.py), for the journal
 
 
 def error_body(code: str, message: str) -> bytes:

@@ -7,6 +7,7 @@ from verdict_contract.mockserver.control import control
 from verdict_contract.mockserver.explain import handle
 from verdict_contract.mockserver.fastpath import ExplainMiddleware
 from verdict_contract.mockserver.faults import FaultMiddleware
+from verdict_contract.mockserver.proxy import PROXY_EXTENSION, ValidatingProxy
 from verdict_contract.mockserver.sessions import SpecError
 from verdict_contract.mockserver.settings import Settings
 from verdict_contract.mockserver.state import MockState
@@ -69,6 +70,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.register_error_handler(Exception, _unexpected_error)
     if settings.control:
         app.register_blueprint(control)
+    explain: ExplainMiddleware | ValidatingProxy = ExplainMiddleware(app.wsgi_app, state)
+    if settings.proxy_to is not None:  # /e goes to the real service instead (proxy.py)
+        explain = app.extensions[PROXY_EXTENSION] = ValidatingProxy(app.wsgi_app, state)
     # Outermost: faults act on the connection whichever layer produced them.
-    app.wsgi_app = FaultMiddleware(ExplainMiddleware(app.wsgi_app, state))  # type: ignore[method-assign]
+    app.wsgi_app = FaultMiddleware(explain)  # type: ignore[method-assign]
     return app

@@ -88,8 +88,11 @@ def banner(settings: Settings, base_url: str, api_keys: Sequence[str]) -> str:
         f"  try:      curl -i -H 'Authorization: Bearer {auth_key}' "
         f"'{base_url}/e?n={quote('demo-contradicted')}'"
     )
+    if settings.proxy_to is not None:
+        lines.append(f"  proxying: GET /e to {settings.proxy_to}, answers checked by the contract")
     if settings.control:
         lines.append(f"  control:  {base_url}/_mock/health, POST {base_url}/_mock/sessions")
+        lines.append(f"  dashboard: {base_url}/_mock/")
     return "\n".join(lines)
 
 

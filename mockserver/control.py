@@ -8,8 +8,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
 from verdict_contract.mockserver.answer import NO_STORE
+from verdict_contract.mockserver.dashboard import dashboard
+from verdict_contract.mockserver.proxy import PROXY_EXTENSION
 from verdict_contract.mockserver.sessions import Session, SpecError, parse_spec
 from verdict_contract.mockserver.web import error_response, state_of
 
@@ -17,6 +19,7 @@ from verdict_contract.core.resources import bundled_openapi
 from verdict_contract.core.spec import SCHEMA_VERSION
 
 control = Blueprint("control", __name__, url_prefix="/_mock")
+control.add_url_rule("/", "dashboard", dashboard, methods=["GET"])
 
 
 def _iso(moment: float | None) -> str | None:
@@ -27,7 +30,8 @@ def describe_session(session: Session) -> dict[str, Any]:
     state = state_of()
     collected = session.collected_at
     lifetime = state.settings.session_lifetime
-    body = state.generator.verdict(session.id, session.spec)
+    recorded = session.spec.recorded  # a recorded session is described by what it replays
+    body = recorded.decoded() if recorded else state.generator.verdict(session.id, session.spec)
     return {
         "n": session.id,
         "url": session.url,
@@ -92,12 +96,14 @@ def reset() -> tuple[str, int]:
 @control.get("/health")
 def health() -> Response:
     state = state_of()
+    proxy = current_app.extensions.get(PROXY_EXTENSION)
     return jsonify(
         status="ok",
         schema=SCHEMA_VERSION,
         rate_limit=str(state.limiter.limit),
         session_lifetime=state.settings.session_lifetime,
         journal_entries=len(state.journal),
+        **({"proxy": proxy.stats.to_json()} if proxy is not None else {}),
     )
 
 

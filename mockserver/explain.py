@@ -8,12 +8,13 @@ the in-process transports of :mod:`.testing`.
 from __future__ import annotations
 
 import math
+import time
 from http import HTTPStatus
 from urllib.parse import parse_qsl
 
 from verdict_contract.mockserver.answer import NO_STORE, Answer, error_answer
 from verdict_contract.mockserver.faults import fault_answer
-from verdict_contract.mockserver.sessions import FAULTS, MAX_SESSION_ID_LENGTH, Step
+from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Step
 from verdict_contract.mockserver.state import MockState
 
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
@@ -116,7 +117,8 @@ def explain(
     session = state.lookup(values[0])
     if session is None:
         return error_answer(404, "session_not_found", _NOT_FOUND, "unknown")
-    body = state.generator.render(session.id, session.spec)
+    recorded = session.spec.recorded
+    body = recorded.body if recorded else state.generator.render(session.id, session.spec)
     step = state.scripts.next_step(session.id) or session.spec.always
     if step is not None:
         scripted = _scripted(state, step, body)
@@ -124,15 +126,20 @@ def explain(
             return scripted
     if state.is_expired(session):
         return error_answer(404, "session_not_found", _NOT_FOUND, "expired")
+    if recorded is not None:  # replayed as received: the status and the very bytes
+        cache = VERDICT_CACHE_CONTROL if recorded.status == 200 else NO_STORE
+        return Answer(recorded.status, body, [("Cache-Control", cache)], "recorded")
     return Answer(200, body, [("Cache-Control", VERDICT_CACHE_CONTROL)], "verdict")
 
 
 def handle(state: MockState, method: str, query_string: bytes, authorization: str | None) -> Answer:
     """Answer a request to ``/e`` and journal it."""
     generation = state.journal.generation
+    started = time.perf_counter()
     pairs = parse_query(query_string)
     answer = explain(state, pairs, authorization)
-    journal(state, method, pairs, query_string, authorization, answer, generation)
+    latency_ms = (time.perf_counter() - started) * 1000
+    journal(state, method, pairs, query_string, authorization, answer, generation, latency_ms)
     return answer
 
 
@@ -144,13 +151,14 @@ def journal(
     authorization: str | None,
     answer: Answer | str,
     generation: int,
+    latency_ms: float | None = None,
 ) -> None:
     """Journal what the client got: an answer, or a fault (reset, truncated...) or timeout."""
     fault: str | None
     if isinstance(answer, str):
         fault, status = answer, None
     else:
-        fault = answer.outcome if answer.outcome in FAULTS else None
+        fault = answer.fault
         status = None if fault == "reset" else answer.status
     state.journal.record(
         method=method,
@@ -162,4 +170,5 @@ def journal(
         is_key=state.key_ok,
         fault=fault,
         generation=generation,
+        latency_ms=latency_ms,
     )

@@ -25,7 +25,7 @@ def fault_answer(kind: str, body: bytes) -> Answer:
     headers = [("Cache-Control", NO_STORE)]
     if kind != "malformed":  # malformed: complete HTTP, but the JSON stops half-way
         headers += [("Content-Length", str(len(body))), (FAULT_HEADER, kind)]
-    return Answer(200, sent, headers, kind)  # the journal shows what the client got
+    return Answer(200, sent, headers, "scripted", fault=kind)
 
 
 def _reset(environ: WSGIEnvironment) -> None:

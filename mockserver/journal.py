@@ -42,8 +42,10 @@ class Entry:
     authorization: str | None
     status: int | None  # None: the client got no status line (a reset, its own timeout)
     outcome: str
+    latency_ms: float | None = None  # time to answer, as the mock or the proxy measured it
     fault: str | None = None
     """What the client got instead of a whole answer: reset, truncated, malformed or timeout."""
+    violations: tuple[str, ...] = ()  # contract breaches of a proxied answer (proxy.py)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,7 +78,9 @@ class Journal:
         status: int | None,
         outcome: str,
         is_key: Callable[[str], bool] = lambda _: False,
+        latency_ms: float | None = None,
         fault: str | None = None,
+        violations: tuple[str, ...] = (),
         generation: int | None = None,
     ) -> None:
         """Journal a request; ``is_key`` tells a configured API key wherever it was sent.
@@ -102,7 +106,9 @@ class Journal:
             mask_authorization(authorization),
             status,
             outcome,
+            None if latency_ms is None else round(latency_ms, 3),
             fault,
+            violations,
         )
         with self._lock:
             if generation is None or generation == self._generation:

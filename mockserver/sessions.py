@@ -17,6 +17,7 @@ from typing import Any, Final
 from urllib.parse import urlencode
 
 from itsdangerous import BadData, URLSafeSerializer
+from verdict_contract.mockserver.recorder import Recorded, parse_recorded
 
 from verdict_contract.core.errors import SpecError as SpecError
 from verdict_contract.core.spec import (
@@ -119,13 +120,23 @@ class SessionSpec:
     allow_invalid: bool = False
     key: str = ""
     """What the generator draws from instead of the id: the same key, the same body."""
+    recorded: Recorded | None = None  # an answer recorded from a real service (recorder.py)
 
     @property
     def overrides(self) -> dict[str, Any]:
         return dict(json.loads(self.fields)) if self.fields else {}
 
 
-_SPEC_KEYS = {"verdict", "conclusive", "age_seconds", "script", "always", "fields", "allow_invalid"}
+_SPEC_KEYS = {
+    "verdict",
+    "conclusive",
+    "age_seconds",
+    "script",
+    "always",
+    "fields",
+    "allow_invalid",
+    "recorded",
+}
 
 
 def parse_spec(raw: object, where: str = "session") -> SessionSpec:
@@ -169,6 +180,14 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
     allow_invalid = raw.get("allow_invalid", False)
     if not isinstance(allow_invalid, bool):
         raise SpecError(f"{where}.allow_invalid must be true or false")
+    try:
+        recorded = (
+            None
+            if raw.get("recorded") is None
+            else parse_recorded(raw["recorded"], f"{where}.recorded")
+        )
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
     return SessionSpec(
         verdict=verdict,
         conclusive=conclusive,
@@ -177,6 +196,7 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
         always=parse_step(always, f"{where}.always") if always is not None else None,
         fields=fields_json,
         allow_invalid=allow_invalid,
+        recorded=recorded,
     )
 
 

@@ -11,13 +11,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from verdict_contract.mockserver.generate import DEFAULT_SEED
 from verdict_contract.mockserver.ratelimit import RateLimit
 
 from verdict_contract.core.envvars import parse_bool
 from verdict_contract.core.errors import SettingsError
-from verdict_contract.core.redact import mask
+from verdict_contract.core.redact import Secret, mask
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
 
 DEFAULT_API_KEY: Final = "verdict-mock-local-key"
@@ -67,6 +68,24 @@ def _key(raw: str) -> str:
     if not raw.strip():
         raise ValueError("a non-empty API key is needed")
     return raw.strip()
+
+
+def _upstream(raw: str) -> str:
+    parts = urlsplit(raw.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{raw!r} is not an http(s) URL such as https://staging.example")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError(
+            "give the base URL only: no ?query, #fragment or credentials (see --upstream-key)"
+        )
+    return raw.strip().rstrip("/")
+
+
+def _positive_float(raw: str) -> float:
+    value = float(raw)
+    if not value > 0:
+        raise ValueError(f"{raw!r}: must be a positive number")
+    return value
 
 
 @dataclass(frozen=True)
@@ -123,6 +142,33 @@ class Settings:
     )
     control: bool = _setting(True, "the /_mock/ control API", parse_bool)
     demo_sessions: bool = _setting(True, "the demo-* sessions", parse_bool)
+    proxy_to: str | None = _setting(
+        None,
+        "forward GET /e to this service and check its answers",
+        _upstream,
+        metavar="URL",
+        shown_default="off",
+    )
+    upstream_key: Secret | None = _setting(  # noqa: RUF009 - a field(), as for the others
+        None,
+        "API key the proxy sends upstream (default: the client's own header)",
+        Secret,
+        metavar="KEY",
+        shown_default="none",
+    )
+    proxy_strict: bool = _setting(
+        False, "answer 502 when the upstream breaks the contract", parse_bool
+    )
+    proxy_timeout: float = _setting(
+        10.0, "longest wait for the upstream, then 504", _positive_float, metavar="SECONDS"
+    )
+    record: Path | None = _setting(  # noqa: RUF009 - a field(), as for the others
+        None,
+        "write the proxied sessions to this scenario file",
+        Path,
+        metavar="FILE",
+        shown_default="none",
+    )
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -141,6 +187,10 @@ class Settings:
                     "Authorization header (received: spaces at an end or characters outside "
                     "printable ASCII; documented: a Bearer token), so every request would be a 401"
                 )
+        if self.proxy_to is None and (self.record or self.upstream_key or self.proxy_strict):
+            raise SettingsError("--record, --upstream-key and --proxy-strict need --proxy-to")
+        if self.upstream_key is not None and not self.upstream_key.reveal().strip():
+            raise SettingsError("the upstream key is empty")
 
     def __repr__(self) -> str:
         # Keys and the signing secret never print (pytest -l shows fixtures' locals).
@@ -190,6 +240,11 @@ _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
     "accept_any_session": bool,
     "control": bool,
     "demo_sessions": bool,
+    "proxy_to": str,
+    "upstream_key": Secret,
+    "proxy_strict": bool,
+    "proxy_timeout": (int, float),
+    "record": Path,
 }
 
 
@@ -215,6 +270,8 @@ def _check_types(settings: Settings) -> None:
                 value = Path(value) if isinstance(value, str) else value
                 if value is not None and not isinstance(value, Path):
                     raise TypeError("a path")
+            elif value is None and item.default is None:
+                pass  # an optional setting left unset
             else:
                 expected = _TYPES[item.name]
                 if isinstance(value, str) and expected is not str:

@@ -97,14 +97,10 @@ def test_an_integrator_project_with_the_same_names_runs_with_the_editable_instal
     assert f"LOADED FROM {ROOT}" in result.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 12 renames the suite's own --api-key/--session-id/--request-timeout options",
-)
 def test_the_suites_plugin_also_leaves_the_integrators_options_alone(tmp_path: Path) -> None:
     project = _make_project(tmp_path / "project")
     result = _run(project)
-    assert "already added" not in result.stderr  # today: ValueError: option names ... already added
+    assert "already added" not in result.stderr
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -410,3 +410,10 @@ def test_sighup_reloads_the_scenario(tmp_path: Path, stderr_file: Path) -> None:
         assert wait_until(lambda: named() == ["bbbb"], timeout=10, step=0.1)
     finally:
         stop_process(proc)
+
+
+def test_banner_names_the_dashboard_and_the_upstream() -> None:
+    text = banner(Settings(proxy_to="https://staging.example"), URL, (DEFAULT_API_KEY,))
+    assert f"dashboard: {URL}/_mock/" in text
+    assert "proxying: GET /e to https://staging.example" in text
+    assert "proxying" not in banner(Settings(), URL, (DEFAULT_API_KEY,))

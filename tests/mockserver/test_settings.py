@@ -9,6 +9,8 @@ import pytest
 from verdict_contract.mockserver.cli import build_parser, settings_from
 from verdict_contract.mockserver.settings import Settings, env_var, markdown_table, options
 
+from verdict_contract.core.redact import Secret
+
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 
 
@@ -94,3 +96,49 @@ def test_strings_are_read_as_the_flags_read_them() -> None:
     assert settings.api_keys == ("only-key-0123456789",)
     assert settings.port == 0
     assert "only-key-0123456789" not in repr(settings)
+
+
+# --- the proxy's settings -------------------------------------------------------------------------
+
+
+def test_the_upstream_key_comes_from_its_variable_and_never_shows() -> None:
+    key = "staging-key-0123456789abcdef"
+    settings = Settings().with_env(
+        {env_var("proxy_to"): "https://staging.example/", env_var("upstream_key"): key}
+    )
+    assert settings.proxy_to == "https://staging.example"  # a base URL, no trailing slash
+    assert settings.upstream_key is not None
+    assert settings.upstream_key.reveal() == key
+    assert key not in repr(settings)
+    assert key[-4:] in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ("ftp://staging.example", "is not an http(s) URL"),
+        ("staging.example", "is not an http(s) URL"),
+        ("https://staging.example?x=1", "give the base URL only"),
+        ("https://user:secret@staging.example", "give the base URL only"),
+    ],
+)
+def test_a_bad_upstream_is_named(raw: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=env_var("proxy_to")) as caught:
+        Settings().with_env({env_var("proxy_to"): raw})
+    assert problem in str(caught.value)
+    assert "secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"record": Path("r.yaml")}, {"proxy_strict": True}, {"upstream_key": Secret("k")}],
+)
+def test_proxy_options_need_a_proxy(changes: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="need --proxy-to"):
+        Settings(**changes)  # type: ignore[arg-type]
+    Settings(proxy_to="http://127.0.0.1:1", **changes)  # type: ignore[arg-type]
+
+
+def test_the_proxy_timeout_is_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        Settings().with_env({env_var("proxy_timeout"): "0"})

@@ -73,6 +73,9 @@ ENDPOINT_PATH: Final = "/e"
 SESSION_PARAM: Final = "n"
 """§4: ``GET {base_url}/e?n=<session id>``."""
 
+STATUSES: Final[tuple[int, ...]] = (200, 401, 404, 429)
+"""§7: the statuses the service answers with."""
+
 
 def family_of(signal_id: str) -> str:
     """Return the evidence family a signal id belongs to (§2.3).

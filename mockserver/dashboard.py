@@ -1,0 +1,57 @@
+"""The dashboard at ``/_mock/``: one page, its script and style inline, allowed by their hashes.
+
+The page (``static/dashboard.*``, shipped as package data, no build step) reads the control API
+with same-origin ``fetch`` calls, sending the control token as ``X-Mock-Token`` when the page was
+opened with ``?token=``. Its Content-Security-Policy allows exactly its own script and style,
+and connections to this origin only: nothing is fetched from elsewhere, and markup that slips
+into the data (a session id holding ``<script>``) could not run even if it were parsed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from functools import cache
+from importlib.resources import files
+
+from flask import Response
+
+
+def _hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+@cache
+def page() -> tuple[bytes, str]:
+    """The page's HTML and its Content-Security-Policy, assembled once per process."""
+    static = files("verdict_contract.mockserver") / "static"
+    html, style, script = (
+        (static / f"dashboard.{kind}").read_text(encoding="utf-8") for kind in ("html", "css", "js")
+    )
+    if "</" in script or "</" in style:  # would end the inline element early
+        raise ValueError("dashboard.js and dashboard.css must not contain '</'")
+    policy = "; ".join(
+        (
+            "default-src 'none'",
+            f"script-src {_hash(script)}",
+            f"style-src {_hash(style)}",
+            "connect-src 'self'",
+            "img-src 'self' data:",  # data: for the empty icon only
+            "base-uri 'none'",
+            "form-action 'none'",
+            "frame-ancestors 'none'",
+        )
+    )
+    body = html.replace("{{style}}", style).replace("{{script}}", script)
+    return body.encode(), policy
+
+
+def dashboard() -> Response:
+    """``GET /_mock/``: the page (registered on the control blueprint, under its protections)."""
+    body, policy = page()
+    response = Response(body, content_type="text/html; charset=utf-8")
+    response.headers["Content-Security-Policy"] = policy
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"  # the URL may carry ?token=
+    response.headers["X-Frame-Options"] = "DENY"
+    return response

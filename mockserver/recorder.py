@@ -1,0 +1,136 @@
+"""Recording what a proxied service answered, as a scenario file ``--scenario`` replays.
+
+Each distinct session id seen becomes a named session with a ``recorded`` answer: its status
+and its body exactly as received (text when it is UTF-8, base64 otherwise)::
+
+    sessions:
+      s-123: {recorded: {status: 200, body: '{"schema":7,...}'}}
+
+The file is rewritten (atomically) whenever a new session is seen, so stopping the proxy at any
+moment leaves a complete scenario behind.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+log = logging.getLogger("mockserver.recorder")
+
+RECORDED_STATUSES: Final = frozenset({200, 404})
+"""What a session answers, whoever asks: 401, 429 and 5xx depend on the key or the moment."""
+
+MAX_RECORDED_SESSIONS: Final = 10_000
+"""Past this many ids the recorder stops adding sessions (and says so once)."""
+
+
+_RECORDED_SHAPES: Final = ({"status", "body"}, {"status", "body_base64"})
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """An answer recorded from a real service, replayed byte for byte."""
+
+    status: int
+    body: bytes
+
+    def decoded(self) -> dict[str, Any]:
+        """The body as a JSON object, to describe the session; ``{}`` if it is not one."""
+        try:
+            body = json.loads(self.body)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return {}
+        return body if isinstance(body, dict) else {}
+
+    def to_json(self, keeps: Callable[[str], bool] = lambda _: True) -> dict[str, object]:
+        """As a scenario holds it: the text if it is UTF-8 and ``keeps`` it exactly, or base64."""
+        try:
+            text = self.body.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None and keeps(text):
+            return {"status": self.status, "body": text}
+        return {"status": self.status, "body_base64": base64.b64encode(self.body).decode()}
+
+
+def _yaml_keeps(text: str) -> bool:
+    # YAML folds some characters JSON keeps (U+0085 is a line break to it): check, don't guess.
+    dumped = yaml.safe_dump(text, allow_unicode=True, width=2**31)
+    return bool(yaml.safe_load(dumped) == text)
+
+
+def parse_recorded(raw: object, where: str) -> Recorded:
+    """Read ``{"status": 200, "body": "..."}`` or ``body_base64``; ValueError names the problem."""
+    if not isinstance(raw, Mapping) or set(raw) not in _RECORDED_SHAPES:
+        raise ValueError(f'{where} must be {{"status": N, "body": "..."}} (or "body_base64")')
+    status = raw["status"]
+    if not isinstance(status, int) or isinstance(status, bool) or not 200 <= status <= 599:
+        raise ValueError(f"{where}.status must be an HTTP status from 200 to 599")
+    if "body" in raw:
+        if not isinstance(raw["body"], str):
+            raise ValueError(f"{where}.body must be a string")
+        return Recorded(status, raw["body"].encode("utf-8"))
+    try:
+        return Recorded(status, base64.b64decode(str(raw["body_base64"]), validate=True))
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{where}.body_base64 is not valid base64") from None
+
+
+@dataclass
+class Recorder:
+    """Collects the answers a proxy sees, one per session id, and keeps ``path`` up to date.
+
+    A 200 is kept over a 404 for the same id (a session that expired while recording replays as
+    the verdict it had); otherwise the first answer stays.
+    """
+
+    path: Path
+    _sessions: dict[str, Recorded] = field(default_factory=dict, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _full_said: bool = field(default=False, init=False)
+
+    def observe(self, session_id: str, status: int, body: bytes) -> None:
+        """Record one answer for ``session_id`` if it is new; rewrite the file if it changed."""
+        if status not in RECORDED_STATUSES:
+            return
+        if self.path.suffix != ".json" and not _yaml_keeps(session_id):
+            log.warning("a session id YAML cannot hold exactly is not recorded; record to .json")
+            return
+        with self._lock:
+            known = self._sessions.get(session_id)
+            if known is not None and (known.status == 200 or status != 200):
+                return
+            if known is None and len(self._sessions) >= MAX_RECORDED_SESSIONS:
+                if not self._full_said:
+                    log.warning("recorded %d sessions; no more are added", MAX_RECORDED_SESSIONS)
+                    self._full_said = True
+                return
+            self._sessions[session_id] = Recorded(status, body)
+            self._write()
+
+    def _write(self) -> None:
+        as_json = self.path.suffix == ".json"
+        keeps = (lambda _: True) if as_json else _yaml_keeps
+        data = {
+            "sessions": {n: {"recorded": r.to_json(keeps)} for n, r in self._sessions.items()},
+        }
+        if as_json:
+            text = json.dumps(data, ensure_ascii=False, indent=1) + "\n"
+        else:
+            text = yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=2**31)
+        partial = self.path.with_name(self.path.name + ".partial")
+        try:
+            partial.write_text(text, encoding="utf-8")
+            os.replace(partial, self.path)
+        except OSError as exc:
+            log.error("cannot write the recording to %s: %s", self.path, exc.strerror or exc)

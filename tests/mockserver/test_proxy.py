@@ -1,0 +1,368 @@
+"""mockserver.proxy over real HTTP: the mock itself upstream, and an upstream that misbehaves."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.proxy import MAX_UPSTREAM_BODY, check_answer
+from verdict_contract.mockserver.ratelimit import RateLimit
+from verdict_contract.mockserver.serve import BackgroundServer
+from verdict_contract.mockserver.settings import DEFAULT_API_KEY
+
+from tests.helpers import KEY, bearer, free_port, running
+from verdict_contract.core.redact import Secret
+
+LOCAL = {"Authorization": f"Bearer {DEFAULT_API_KEY}"}
+"""What a client of a proxy with --upstream-key sends: one of the proxy's own keys."""
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[BackgroundServer]:
+    """The mock itself as the real service, with a team key the proxy does not share."""
+    app = create_app(Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off")))
+    with running(app) as server:
+        yield server
+
+
+def mint(upstream: BackgroundServer, **spec: Any) -> str:
+    response = httpx.post(f"{upstream.base_url}/_mock/sessions", json=spec, timeout=5)
+    assert response.status_code == 201, response.text
+    n: str = response.json()["n"]
+    return n
+
+
+def direct(upstream: BackgroundServer, n: str, key: str = KEY) -> httpx.Response:
+    return httpx.get(f"{upstream.base_url}/e", params={"n": n}, headers=bearer(key), timeout=5)
+
+
+class Proxy:
+    """A running proxy and a client for it."""
+
+    def __init__(self, server: BackgroundServer) -> None:
+        self.server = server
+        self.http = httpx.Client(base_url=server.base_url, timeout=10)
+
+    def get(self, n: str, headers: dict[str, str] | None = None) -> httpx.Response:
+        return self.http.get(
+            "/e", params={"n": n}, headers=bearer() if headers is None else headers
+        )
+
+    def journal(self) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = self.http.get("/_mock/requests").json()
+        return entries
+
+    def counters(self) -> dict[str, Any]:
+        counters: dict[str, Any] = self.http.get("/_mock/health").json()["proxy"]
+        return counters
+
+
+@pytest.fixture
+def proxy_to() -> Iterator[Any]:
+    """Start proxies to a URL with extra settings; all stopped after the test."""
+    stack: list[Any] = []
+
+    def start(url: str, **settings: Any) -> Proxy:
+        context = running(create_app(Settings(proxy_to=url, **settings)))
+        proxy = Proxy(context.__enter__())
+        stack.append((context, proxy))
+        return proxy
+
+    yield start
+    for context, proxy in reversed(stack):
+        proxy.http.close()
+        context.__exit__(None, None, None)
+
+
+# --- the mock itself upstream -------------------------------------------------------------------
+
+
+def test_answers_pass_through_unchanged(upstream: BackgroundServer, proxy_to: Any) -> None:
+    proxy = proxy_to(upstream.base_url)
+    for n, key in [("demo-contradicted", KEY), ("no-such-session", KEY), ("demo-refused", "bad")]:
+        real, proxied = direct(upstream, n, key), proxy.get(n, bearer(key))
+        assert (proxied.status_code, proxied.content) == (real.status_code, real.content)
+        for header in ("content-type", "cache-control", "www-authenticate"):
+            assert proxied.headers.get(header) == real.headers.get(header)
+    assert [e["status"] for e in proxy.journal()] == [200, 404, 401]
+    assert [e["outcome"] for e in proxy.journal()] == ["proxied"] * 3
+    assert all(e["violations"] == [] and e["latency_ms"] > 0 for e in proxy.journal())
+    assert proxy.counters()["answers"] == 3
+    assert proxy.counters()["breaching_answers"] == 0
+
+
+def test_head_passes_through(upstream: BackgroundServer, proxy_to: Any) -> None:
+    proxy = proxy_to(upstream.base_url)
+    response = proxy.http.head("/e", params={"n": "demo-refused"}, headers=bearer())
+    assert response.status_code == 200
+    assert response.content == b""
+    assert int(response.headers["content-length"]) == 0
+
+
+def test_other_paths_stay_with_the_mock(upstream: BackgroundServer, proxy_to: Any) -> None:
+    proxy = proxy_to(upstream.base_url)
+    assert proxy.http.get("/_mock/health").json()["proxy"]["upstream"] == upstream.base_url
+    assert proxy.http.post("/e", headers=bearer()).status_code == 405
+
+
+def test_the_upstream_key_is_sent_and_never_shown(
+    upstream: BackgroundServer, proxy_to: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = mint(upstream, allow_invalid=True, fields={"schema": 6})
+    with caplog.at_level(logging.DEBUG):
+        proxy = proxy_to(upstream.base_url, upstream_key=Secret(KEY))
+        assert proxy.get("demo-contradicted", LOCAL).status_code == 200
+        assert proxy.get(broken, LOCAL).status_code == 200
+        refused = proxy.get("demo-contradicted", bearer(KEY))  # the upstream key is not ours
+        assert refused.status_code == 401
+        assert "a key of this mock" in refused.json()["error"]["message"]
+        journal = json.dumps(proxy.journal()) + json.dumps(proxy.counters())
+    upstream_journal = httpx.get(f"{upstream.base_url}/_mock/requests").json()
+    assert upstream_journal[-1]["authorization"] == f"Bearer …{KEY[-4:]}"  # the key went up
+    assert KEY not in journal
+    assert KEY not in caplog.text
+    assert "upstream breach" in caplog.text  # the log did speak
+    assert KEY not in repr(Settings(proxy_to=upstream.base_url, upstream_key=Secret(KEY)))
+
+
+def test_a_key_sent_in_the_query_is_not_logged(
+    upstream: BackgroundServer, proxy_to: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    proxy = proxy_to(upstream.base_url)
+    with caplog.at_level(logging.DEBUG):
+        query = {"n": "demo-refused", "api_key": KEY}
+        answer = proxy.http.get("/e", params=query, headers=bearer())
+    assert answer.status_code == 200
+    # The test's own client logs its call to the proxy; the proxy's lines are the others.
+    proxy_lines = [
+        r.getMessage() for r in caplog.records if proxy.server.base_url not in r.getMessage()
+    ]
+    assert f"HTTP Request: GET {upstream.base_url}/e?…" in "\n".join(proxy_lines)
+    assert not [line for line in proxy_lines if KEY in line]
+    assert KEY not in json.dumps(proxy.journal())
+
+
+def test_without_an_upstream_key_the_clients_header_goes_up(
+    upstream: BackgroundServer, proxy_to: Any
+) -> None:
+    proxy = proxy_to(upstream.base_url)
+    assert proxy.get("demo-refused", LOCAL).status_code == 401  # the upstream knows only KEY
+    assert proxy.get("demo-refused").status_code == 200
+    assert proxy.journal()[-1]["authorization"] == f"Bearer …{KEY[-4:]}"
+
+
+def test_a_breach_is_journaled_logged_and_counted(
+    upstream: BackgroundServer, proxy_to: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    n = mint(upstream, verdict="refused", allow_invalid=True, fields={"schema": 6, "summary": ""})
+    proxy = proxy_to(upstream.base_url)
+    with caplog.at_level(logging.WARNING, logger="mockserver.proxy"):
+        response = proxy.get(n)
+    assert response.status_code == 200
+    assert response.content == direct(upstream, n).content  # unchanged, breach or not
+    (entry,) = proxy.journal()
+    assert entry["outcome"] == "breach"
+    assert len(entry["violations"]) == 2
+    assert any(v.startswith("§9.1, §9.3 schema_version at /schema") for v in entry["violations"])
+    breaches = [r for r in caplog.records if "upstream breach" in r.getMessage()]
+    assert len(breaches) == 2  # one line per breach, naming its clause
+    assert all("§" in r.getMessage() and n[:20] in r.getMessage() for r in breaches)
+    assert proxy.counters() | {"upstream": ""} == {
+        "upstream": "",
+        "answers": 1,
+        "breaching_answers": 1,
+        "violations": 2,
+        "upstream_failures": 0,
+    }
+
+
+def test_strict_answers_a_breach_with_502(upstream: BackgroundServer, proxy_to: Any) -> None:
+    n = mint(upstream, allow_invalid=True, fields={"schema": 6})
+    proxy = proxy_to(upstream.base_url, proxy_strict=True)
+    response = proxy.get(n)
+    assert response.status_code == 502
+    assert response.headers["content-type"] == "application/json"
+    assert response.headers["cache-control"] == "no-store"
+    error = response.json()["error"]
+    assert error["code"] == "contract_breach"
+    assert "schema_version" in error["message"]
+    assert [v["rule"] for v in error["violations"]] == ["schema_version"]
+    assert error["violations"][0]["received"] == "6"
+    assert error["violations"][0]["documented"] == "7"
+    assert proxy.get("demo-refused").status_code == 200  # a valid answer still passes
+
+
+@pytest.mark.parametrize(
+    ("step", "status", "code"),
+    [
+        (500, 502, "upstream_error"),
+        (503, 502, "upstream_error"),
+        ("reset", 502, "upstream_unreachable"),
+        ("truncated", 502, "upstream_unreachable"),
+    ],
+)
+def test_upstream_failures_are_502(
+    upstream: BackgroundServer, proxy_to: Any, step: object, status: int, code: str
+) -> None:
+    n = mint(upstream, script=[step])
+    proxy = proxy_to(upstream.base_url)
+    response = proxy.get(n)
+    assert response.status_code == status
+    assert set(response.json()) == {"error"}
+    assert response.json()["error"]["code"] == code
+    assert proxy.journal()[-1]["outcome"] == code
+    assert proxy.get(n).status_code == 200  # the script is spent: the verdict now
+
+
+def test_a_body_that_is_not_json_is_a_breach(upstream: BackgroundServer, proxy_to: Any) -> None:
+    proxy = proxy_to(upstream.base_url)
+    response = proxy.get("demo-malformed")
+    assert response.status_code == 200
+    assert response.content == direct(upstream, "demo-malformed").content
+    assert proxy.journal()[-1]["violations"][0].startswith("§4 json_body")
+
+
+def test_a_slow_upstream_is_504_at_the_timeout(upstream: BackgroundServer, proxy_to: Any) -> None:
+    n = mint(upstream, script=[{"delay_ms": 2000}])
+    proxy = proxy_to(upstream.base_url, proxy_timeout=0.3)
+    response = proxy.http.get("/e", params={"n": n}, headers=bearer(), timeout=1.5)
+    assert response.status_code == 504
+    assert response.json()["error"]["code"] == "upstream_timeout"
+    assert proxy.counters()["upstream_failures"] == 1
+
+
+def test_no_upstream_listening_is_502(proxy_to: Any) -> None:
+    proxy = proxy_to(f"http://127.0.0.1:{free_port()}")
+    response = proxy.get("demo-refused")
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "upstream_unreachable"
+
+
+def test_a_query_that_cannot_be_sent_on_is_400(upstream: BackgroundServer) -> None:
+    client = create_app(Settings(proxy_to=upstream.base_url)).test_client()
+    response = client.get("/e", environ_overrides={"QUERY_STRING": "n=a\x01b"}, headers=bearer())
+    assert response.status_code == 400
+    assert response.get_json()["error"]["code"] == "bad_request"
+
+
+# --- an upstream that misbehaves ------------------------------------------------------------------
+
+
+class Misbehaving:
+    """A WSGI service whose answer is chosen by ``n``: drip, huge, teapot, html-500."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        n = environ.get("QUERY_STRING", "").removeprefix("n=")
+        if n == "drip":  # a byte at a time: every read is quick, the whole answer is not
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return self._drip()
+        if n == "huge":
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [b" " * (MAX_UPSTREAM_BODY + 1)]
+        if n == "teapot":
+            start_response("418 I'm a teapot", [("Content-Type", "text/plain")])
+            return [b"short and stout"]
+        start_response("500 Internal Server Error", [("Content-Type", "text/html")])
+        return [b"<h1>oops</h1>"]
+
+    def _drip(self) -> Iterator[bytes]:
+        for _ in range(100):  # at most 10 s, ended early by release
+            if self.release.wait(0.1):
+                return
+            yield b" "
+
+
+@pytest.fixture(scope="module")
+def misbehaving() -> Iterator[tuple[BackgroundServer, Misbehaving]]:
+    app = Misbehaving()
+    with running(app) as server:  # type: ignore[arg-type]
+        yield server, app
+        app.release.set()
+
+
+def test_a_dripping_upstream_is_cut_at_the_timeout(
+    misbehaving: tuple[BackgroundServer, Misbehaving], proxy_to: Any
+) -> None:
+    server, _ = misbehaving
+    proxy = proxy_to(server.base_url, proxy_timeout=0.5)
+    started = time.monotonic()
+    response = proxy.http.get("/e", params={"n": "drip"}, headers=bearer(), timeout=3)
+    assert response.status_code == 504, f"after {time.monotonic() - started:.1f} s"
+
+
+def test_a_huge_answer_is_502(
+    misbehaving: tuple[BackgroundServer, Misbehaving], proxy_to: Any
+) -> None:
+    proxy = proxy_to(misbehaving[0].base_url)
+    response = proxy.get("huge")
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "upstream_too_large"
+
+
+def test_undocumented_statuses_are_breaches(
+    misbehaving: tuple[BackgroundServer, Misbehaving], proxy_to: Any
+) -> None:
+    proxy = proxy_to(misbehaving[0].base_url)
+    teapot = proxy.get("teapot")
+    assert (teapot.status_code, teapot.content) == (418, b"short and stout")
+    assert teapot.headers["content-type"] == "text/plain"
+    html = proxy.get("html")
+    assert html.status_code == 502
+    assert html.json()["error"] == {
+        "code": "upstream_error",
+        "message": "the upstream answered 500",
+    }
+    violations = [e["violations"] for e in proxy.journal()]
+    assert [v[0].split(" at ")[0] for v in violations] == ["§7 documented_status"] * 2
+    assert proxy.counters()["breaching_answers"] == 2
+
+
+def test_check_answer_reads_status_then_body() -> None:
+    valid = direct_body = json.dumps({"schema": 7}).encode()
+    assert [v.rule for v in check_answer(418, b"")] == ["documented_status"]
+    assert check_answer(404, b"not json") == []
+    assert check_answer(200, valid, has_body=False) == []
+    assert check_answer(200, direct_body)  # a bare {"schema": 7} breaks many rules
+    assert [v.rule for v in check_answer(200, b"\xff{")] == ["json_body"]
+
+
+# --- record and replay ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_recorded_sessions_replay_byte_for_byte(
+    upstream: BackgroundServer, proxy_to: Any, tmp_path: Path, suffix: str
+) -> None:
+    record = tmp_path / f"recorded{suffix}"
+    broken = mint(upstream, allow_invalid=True, fields={"schema": 6, "summary": "é\n\t'\"<>"})
+    failing = mint(upstream, script=[500])
+    proxy = proxy_to(upstream.base_url, record=record, upstream_key=Secret(KEY))
+    seen = {n: proxy.get(n, LOCAL) for n in ("demo-contradicted", broken, "gone", failing)}
+    assert proxy.get("demo-contradicted", LOCAL).status_code == 200  # seen twice, kept once
+    assert KEY not in record.read_text(encoding="utf-8")
+
+    # Another secret: the minted ids are served from the recording, not read as tokens.
+    replay = create_app(
+        Settings(scenario=record, demo_sessions=False, api_keys=(KEY,), secret="another")
+    )
+    with running(replay) as server, httpx.Client(base_url=server.base_url) as client:
+        for n in ("demo-contradicted", broken, "gone"):
+            again = client.get("/e", params={"n": n}, headers=bearer())
+            assert (again.status_code, again.content) == (
+                seen[n].status_code,
+                seen[n].content,
+            )
+        assert client.get("/e", params={"n": failing}, headers=bearer()).status_code == 404
+        outcomes = [e["outcome"] for e in client.get("/_mock/requests").json()]
+        assert outcomes == ["recorded", "recorded", "recorded", "unknown"]
