@@ -97,7 +97,12 @@ def parse_scenario(raw: object, loaded_at: float) -> Scenario:
         raise ScenarioError("sessions must be a mapping of session id to session")
     specs = {}
     for name, spec in sessions.items():
-        if not isinstance(name, str) or not name or len(name) > MAX_SESSION_ID_LENGTH:
+        if (
+            not isinstance(name, str)
+            or not name
+            or len(name) > MAX_SESSION_ID_LENGTH
+            or not name.encode("utf-8", "replace").decode() == name
+        ):
             raise ScenarioError(
                 f"session id {name!r} must be a string of 1 to {MAX_SESSION_ID_LENGTH} characters"
             )

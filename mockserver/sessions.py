@@ -94,6 +94,15 @@ class SessionSpec:
         return dict(json.loads(self.fields)) if self.fields else {}
 
 
+def _encodable(value: object) -> bool:
+    """Whether every string in ``value`` (JSON data) can be encoded as UTF-8."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 _SPEC_KEYS = {"verdict", "conclusive", "age_seconds", "script", "always", "fields", "allow_invalid"}
 
 
@@ -135,6 +144,8 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
         fields_json = json.dumps(fields, sort_keys=True, separators=(",", ":")) if fields else ""
     except (TypeError, ValueError):  # YAML dates, mixed key types, NaN...
         raise SpecError(f"{where}.fields must hold JSON values only") from None
+    if not _encodable(fields):  # "\ud800" in JSON: it would be minted, then never served
+        raise SpecError(f"{where}.fields must hold valid Unicode text (a lone surrogate is not)")
     allow_invalid = raw.get("allow_invalid", False)
     if not isinstance(allow_invalid, bool):
         raise SpecError(f"{where}.allow_invalid must be true or false")

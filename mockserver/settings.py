@@ -15,6 +15,7 @@ from verdict_contract.mockserver.generate import DEFAULT_SEED
 from verdict_contract.mockserver.ratelimit import RateLimit
 
 from verdict_contract.core.envvars import parse_bool
+from verdict_contract.core.redact import Secret
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
 
 DEFAULT_API_KEY: Final = "verdict-mock-local-key"
@@ -58,6 +59,18 @@ def _level(raw: str) -> str:
     if raw.lower() not in LOG_LEVELS:
         raise ValueError(f"{raw!r} is not one of {', '.join(LOG_LEVELS)}")
     return raw.lower()
+
+
+def _token(raw: str) -> Secret:
+    if not raw.strip():
+        raise ValueError("a non-empty control token is needed")
+    return Secret(raw.strip())
+
+
+def _host_name(raw: str) -> str:
+    if not raw.strip() or any(c in raw for c in "/@ "):
+        raise ValueError(f"{raw!r} is not a host name")
+    return raw.strip().lower()
 
 
 def _key(raw: str) -> str:
@@ -120,12 +133,34 @@ class Settings:
     )
     control: bool = _setting(True, "the /_mock/ control API", parse_bool)
     demo_sessions: bool = _setting(True, "the demo-* sessions", parse_bool)
+    control_token: Secret | None = _setting(
+        None,
+        "token every control call must send as X-Mock-Token",
+        _token,
+        metavar="TOKEN",
+        shown_default="none",
+    )
+    allowed_hosts: tuple[str, ...] = _setting(
+        (),
+        "Host name the control API answers besides loopback names",
+        _host_name,
+        metavar="NAME",
+        repeatable=True,
+        shown_default="none",
+    )
+    max_body: int = _setting(
+        1024 * 1024, "largest request body accepted, in bytes (413 beyond)", _positive_int,
+        metavar="BYTES",
+    )
+    access_log: bool = _setting(
+        False, "log one line per request (common log format, keys masked)", parse_bool
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is not between 0 and 65535")
-        if self.threads < 1 or self.journal_size < 1:
-            raise ValueError("threads and journal size must be at least 1")
+        if self.threads < 1 or self.journal_size < 1 or self.max_body < 1:
+            raise ValueError("threads, journal size and body limit must be at least 1")
         if not self.session_lifetime > 0:
             raise ValueError("the session lifetime must be a positive number of seconds")
         if not self.api_keys or not all(self.api_keys):

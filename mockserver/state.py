@@ -69,7 +69,7 @@ class MockState:
         self.scenario = scenario
         self._keys = tuple(k.encode() for k in keys)
         self._named = named
-        self.limiter.reset(scenario.rate_limit or self.settings.rate_limit)
+        self.limiter.relimit(scenario.rate_limit or self.settings.rate_limit)
         for session in named.values():  # named sessions get their scripts afresh
             self.scripts.load(session.id, session.spec.script)
 
@@ -77,6 +77,7 @@ class MockState:
         """Forget journal, counters and scripts; named sessions get their scripts back."""
         self.journal.clear()
         self.scripts.clear()
+        self.limiter.reset()
         self.apply(self.scenario)
 
     @property
