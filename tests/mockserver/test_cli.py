@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +16,7 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-from verdict_contract.mockserver import DEFAULT_API_KEY, Settings
+from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
 from verdict_contract.mockserver.cli import banner, build_parser, main, settings_from
 from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.scenario import DEMO_SESSIONS
@@ -25,6 +27,7 @@ from tests.helpers import (
     clean_environ,
     free_port,
     read_line,
+    running,
     stop_process,
     wait_until,
 )
@@ -277,6 +280,37 @@ def test_banner_leaves_out_what_is_turned_off() -> None:
     assert "demo ids" not in text
     assert "/_mock/" not in text
     assert "demo-contradicted" in text  # the curl line still shows the call
+
+
+def _curl_line(text: str) -> str:
+    return next(line for line in text.splitlines() if "try:" in line).split("try:", 1)[1].strip()
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl (installed in CI)")
+@pytest.mark.parametrize("key", [DEFAULT_API_KEY, KEY])
+def test_the_banner_curl_line_works_pasted_into_a_shell(key: str) -> None:
+    with running(create_app(Settings(api_keys=(key,)))) as server:
+        line = _curl_line(banner(Settings(api_keys=(key,)), server.base_url, (key,)))
+        assert key == DEFAULT_API_KEY or key not in line
+        done = subprocess.run(
+            ["bash", "-c", line],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            env={**clean_environ(), "VERDICT_API_KEY": key},
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("HTTP/1.1 200"), done.stdout[:200]
+    assert '"verdict":"contradicted"' in done.stdout.replace(" ", "")
+
+
+def test_the_banner_curl_line_splits_into_the_intended_words() -> None:
+    line = _curl_line(banner(Settings(), "http://[::1]:8080", ("a key with spaces & $HOME",)))
+    words = shlex.split(line)
+    assert words[:3] == ["curl", "-i", "-H"]
+    assert words[3] == "Authorization: Bearer $VERDICT_API_KEY"  # expanded by the shell
+    assert words[4] == "http://[::1]:8080/e?n=demo-contradicted"
 
 
 # --- a real start -----------------------------------------------------------------------------
