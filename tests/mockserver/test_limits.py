@@ -153,3 +153,41 @@ def test_a_bad_content_length_is_not_a_5xx(server: BackgroundServer) -> None:
         b"POST /_mock/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -5\r\n\r\n",
     )
     assert answer.startswith(b"HTTP/1.1 4"), answer[:100]
+
+
+# --- bad input that used to get through -------------------------------------------------------
+
+
+def test_a_flood_of_huge_query_strings_keeps_the_journal_small(server: BackgroundServer) -> None:
+    query = "&".join(f"p{i}=v" for i in range(20_000)).encode()  # 20,000 parameters, ~170 KB
+    requests = 50
+    for _ in range(requests):
+        answer = raw_request(
+            port_of(server), b"GET /e?" + query + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        )
+        assert answer.startswith(b"HTTP/1.1 401"), answer[:100]
+    with httpx.Client(base_url=server.base_url, timeout=10) as http:
+        journal = http.get("/_mock/requests")
+    assert journal.status_code == 200
+    entries = journal.json()[-requests:]
+    assert all(e["query"]["…(cut)"] == ["19980 more parameter(s)"] for e in entries)
+    per_entry = len(journal.content) / len(journal.json())
+    assert per_entry < 2_000, f"received {per_entry:.0f} bytes per entry; documented: < 2 KB"
+
+
+@pytest.mark.parametrize("text", ["\\ud800", "a\\udfffb", "\\udc80"])
+def test_a_mint_with_a_lone_surrogate_is_a_422(http: httpx.Client, text: str) -> None:
+    body = '{"verdict": "refused", "fields": {"summary": "' + text + '"}}'
+    response = http.post(
+        "/_mock/sessions", content=body.encode(), headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422, response.text
+    assert "fields" in response.json()["error"]["message"]
+    fine = body.replace(text, "\\u00e9t\\u00e9")  # escaped, but valid text
+    minted = http.post(
+        "/_mock/sessions", content=fine.encode(), headers={"Content-Type": "application/json"}
+    )
+    assert minted.status_code == 201
+    served = http.get("/e", params={"n": minted.json()["n"]}, headers=bearer())
+    assert served.status_code == 200
+    assert served.json()["summary"] == "été"
