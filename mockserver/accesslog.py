@@ -26,8 +26,8 @@ CUT: Final = "…(cut)"
 
 def request_target(environ: WSGIEnvironment, is_key: Callable[[str], bool]) -> str:
     """The path and query of a request as the log shows them: values masked, length bounded."""
-    path = environ.get("PATH_INFO", "")
-    query = environ.get("QUERY_STRING", "")
+    path: str = environ.get("PATH_INFO", "")
+    query: str = environ.get("QUERY_STRING", "")
     if query:
         pairs = parse_qsl(query[: MAX_TARGET_CHARS * 4], keep_blank_values=True)
         shown = "&".join(f"{k}={v}" for k, v in (shown_param(k, v, is_key) for k, v in pairs))
@@ -89,4 +89,6 @@ class AccessLog:
         except BaseException:  # e.g. a scripted reset: the client got no answer
             log.info("%s", log_line(environ, "000", 0, self.is_key))
             raise
-        return _Counted(body, lambda size: log.info("%s", log_line(environ, status[0], size, self.is_key)))
+        return _Counted(
+            body, lambda size: log.info("%s", log_line(environ, status[0], size, self.is_key))
+        )

@@ -22,8 +22,8 @@ from flask import Response, request
 from verdict_contract.mockserver.settings import Settings, env_var
 from verdict_contract.mockserver.web import error_response, state_of
 
-TOKEN_HEADER: Final = "X-Mock-Token"
-TOKEN_PARAM: Final = "token"
+TOKEN_HEADER: Final = "X-Mock-Token"  # noqa: S105 - a header name, not a secret
+TOKEN_PARAM: Final = "token"  # noqa: S105 - a parameter name
 DASHBOARD_PATH: Final = "/_mock/"
 """The one page that also takes the token from its query, so a browser can open it."""
 
@@ -62,7 +62,10 @@ def origin_allowed(origin: str | None, host_header: str) -> bool:
     """No ``Origin`` (not a browser) or the mock's own; ``null`` and every other site are not."""
     if origin is None:
         return True
-    return origin.strip().lower() in (f"http://{host_header.lower()}", f"https://{host_header.lower()}")
+    return origin.strip().lower() in (
+        f"http://{host_header.lower()}",
+        f"https://{host_header.lower()}",
+    )
 
 
 def token_sent(settings: Settings) -> bool:

@@ -15,7 +15,6 @@ from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
 from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import SESSION_PARAM
 
-
 MAX_PARAMS: Final = 20
 """Query parameters kept per entry; the rest are counted under :data:`CUT`."""
 MAX_SCHEME_CHARS: Final = 20

@@ -22,9 +22,7 @@ MAX_HEADER_BYTES: Final = 64 * 1024
 """The request headers' total size the app accepts (names and values, the query excluded)."""
 
 
-def _refuse(
-    start_response: StartResponse, status: int, code: str, message: str
-) -> Iterable[bytes]:
+def _refuse(start_response: StartResponse, status: int, code: str, message: str) -> Iterable[bytes]:
     answer = error_answer(status, code, message)
     headers = [("Content-Type", JSON), ("Content-Length", str(len(answer.body))), *answer.headers]
     start_response(f"{status} {HTTPStatus(status).phrase}", headers)

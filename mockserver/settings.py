@@ -133,7 +133,7 @@ class Settings:
     )
     control: bool = _setting(True, "the /_mock/ control API", parse_bool)
     demo_sessions: bool = _setting(True, "the demo-* sessions", parse_bool)
-    control_token: Secret | None = _setting(
+    control_token: Secret | None = _setting(  # noqa: RUF009 - a field(), as for the others
         None,
         "token every control call must send as X-Mock-Token",
         _token,
@@ -149,7 +149,9 @@ class Settings:
         shown_default="none",
     )
     max_body: int = _setting(
-        1024 * 1024, "largest request body accepted, in bytes (413 beyond)", _positive_int,
+        1024 * 1024,
+        "largest request body accepted, in bytes (413 beyond)",
+        _positive_int,
         metavar="BYTES",
     )
     access_log: bool = _setting(

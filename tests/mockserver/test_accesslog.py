@@ -36,8 +36,10 @@ def test_one_line_per_request_with_keys_masked(caplog: pytest.LogCaptureFixture)
     assert requests[1] == (f"GET /e?n=…{KEY[-4:]} HTTP/1.1", "401")
     assert requests[2][1] == "200"
     assert requests[3] == ("GET /nope HTTP/1.1", "404")
-    assert parsed[0] and parsed[0].group(1) == "127.0.0.1"
-    assert parsed[0] and int(parsed[0].group(4)) > 100  # the verdict's bytes
+    first = parsed[0]
+    assert first is not None
+    assert first.group(1) == "127.0.0.1"
+    assert int(first.group(4)) > 100  # the verdict's bytes
 
 
 def test_no_access_log_by_default(caplog: pytest.LogCaptureFixture) -> None:

@@ -229,6 +229,9 @@ def test_missing_scenario_is_a_usage_error(
         (["--rate-limit", "fast"], "argument --rate-limit"),
         (["--log-level", "verbose"], "argument --log-level"),
         (["--port", "eighty"], "argument --port"),
+        (["--rate-limit", "5/0"], "the window must be a number of seconds above 0"),
+        (["--control-token", " "], "a non-empty control token is needed"),
+        (["--max-body", "0"], "must be at least 1"),
     ],
 )
 def test_bad_flag_is_a_usage_error(
@@ -238,6 +241,43 @@ def test_bad_flag_is_a_usage_error(
         main(argv)
     assert exited.value.code == 2
     assert problem in _one_line_error(capsys)
+
+
+def test_an_open_control_api_on_the_network_gets_a_warning(
+    no_serving: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(AssertionError, match="went on to serve"):
+        main(["--host", "0.0.0.0", "--port", "0"])
+    assert "WARNING: the control API (/_mock/) is reachable" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--host", "0.0.0.0", "--control-token", "t0ken-0123456789"],
+        ["--host", "0.0.0.0", "--no-control"],
+    ],
+)
+def test_no_warning_when_the_control_api_is_safe(
+    no_serving: None, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    with pytest.raises(AssertionError, match="went on to serve"):
+        main([*argv, "--port", "0"])
+    captured = capsys.readouterr()
+    assert "WARNING" not in captured.err
+    assert "t0ken-0123456789" not in captured.out + captured.err
+
+
+def test_the_control_token_and_allowed_hosts_from_flags_and_environment() -> None:
+    settings = settings_for(
+        ["--allowed-host", "Mock.Test", "--allowed-host", "other.test"],
+        {"VERDICT_MOCK_CONTROL_TOKEN": "t0ken-0123456789"},
+    )
+    assert settings.allowed_hosts == ("mock.test", "other.test")
+    assert settings.control_token is not None
+    assert settings.control_token.reveal() == "t0ken-0123456789"
+    assert "t0ken-0123456789" not in repr(settings)
 
 
 # --- banner -----------------------------------------------------------------------------------

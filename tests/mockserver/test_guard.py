@@ -89,9 +89,9 @@ def test_host_name(header: str, name: str) -> None:
 def test_host_check_applies_when_bound_to_loopback_or_given_names() -> None:
     assert host_allowed("localhost:8080", Settings())
     assert not host_allowed("evil.example:8080", Settings())
-    assert host_allowed("evil.example", Settings(host="0.0.0.0"))  # noqa: S104
+    assert host_allowed("evil.example", Settings(host="0.0.0.0"))
     assert host_allowed("mock.test", Settings(allowed_hosts=("mock.test",)))
-    assert not host_allowed("evil.example", Settings(host="0.0.0.0", allowed_hosts=("mock.test",)))  # noqa: S104
+    assert not host_allowed("evil.example", Settings(host="0.0.0.0", allowed_hosts=("mock.test",)))
 
 
 def test_origin_check() -> None:
@@ -104,11 +104,11 @@ def test_origin_check() -> None:
 
 def test_exposure_warning_only_for_an_open_network_bind() -> None:
     assert exposure_warning(Settings()) is None
-    wide = exposure_warning(Settings(host="0.0.0.0"))  # noqa: S104
+    wide = exposure_warning(Settings(host="0.0.0.0"))
     assert wide is not None
     assert "--control-token" in wide
-    assert exposure_warning(Settings(host="0.0.0.0", control_token=Secret(TOKEN))) is None  # noqa: S104
-    assert exposure_warning(Settings(host="0.0.0.0", control=False)) is None  # noqa: S104
+    assert exposure_warning(Settings(host="0.0.0.0", control_token=Secret(TOKEN))) is None
+    assert exposure_warning(Settings(host="0.0.0.0", control=False)) is None
 
 
 def test_the_token_is_masked_in_the_settings_repr() -> None:

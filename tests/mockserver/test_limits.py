@@ -112,7 +112,9 @@ def test_a_huge_mint_body_does_not_raise_peak_memory(server: BackgroundServer) -
 
 
 def test_headers_over_the_limit_are_a_json_431(http: httpx.Client) -> None:
-    response = http.get("/e", params={"n": "demo-refused"}, headers={"X-Big": "x" * MAX_HEADER_BYTES})
+    response = http.get(
+        "/e", params={"n": "demo-refused"}, headers={"X-Big": "x" * MAX_HEADER_BYTES}
+    )
     assert response.status_code == 431
     assert error_code(response) == "request_header_fields_too_large"
     fine = http.get("/e", params={"n": "demo-refused"}, headers={**bearer(), "X-Big": "x" * 1000})
@@ -132,7 +134,9 @@ def _read_answer(sock: socket.socket) -> bytes:
 @pytest.mark.parametrize(
     ("body", "status"), [(b'{"verdict": "refused"}', 201), (b"x" * (MAX_BODY + 1), 413)]
 )
-def test_expect_100_continue_never_hangs(server: BackgroundServer, body: bytes, status: int) -> None:
+def test_expect_100_continue_never_hangs(
+    server: BackgroundServer, body: bytes, status: int
+) -> None:
     with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as sock:
         sock.sendall(
             b"POST /_mock/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
