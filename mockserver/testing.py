@@ -101,8 +101,11 @@ def live_mock(settings: Settings | None = None) -> Iterator[VerdictMock]:
 
 def _inner_wsgi(app: Flask) -> Any:
     # The fault middleware acts on sockets; in-process, the marks are turned into httpx errors.
+    # The request limits and access log above it guard a socket server; in-process they go too.
     wsgi = app.wsgi_app
-    return wsgi.app if isinstance(wsgi, FaultMiddleware) else wsgi
+    while not isinstance(wsgi, FaultMiddleware) and hasattr(wsgi, "app"):
+        wsgi = wsgi.app
+    return wsgi.app if isinstance(wsgi, FaultMiddleware) else app.wsgi_app
 
 
 class _ScriptedTimeout(BaseException):
