@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from flask import Flask, Response, current_app, request
+from verdict_contract.mockserver.accesslog import AccessLog
 from verdict_contract.mockserver.control import control
 from verdict_contract.mockserver.explain import handle
 from verdict_contract.mockserver.fastpath import ExplainMiddleware
 from verdict_contract.mockserver.faults import FaultMiddleware
+from verdict_contract.mockserver.limits import RequestLimits
 from verdict_contract.mockserver.proxy import PROXY_EXTENSION, ValidatingProxy
 from verdict_contract.mockserver.sessions import SpecError
 from verdict_contract.mockserver.settings import Settings
@@ -60,6 +62,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings()
     app = Flask("mockserver")
     app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body  # a chunked body, cut as it is read
     state = MockState(settings)
     app.extensions[EXTENSION] = state
     # GET and HEAD are answered by ExplainMiddleware; the route gives other methods their 405.
@@ -75,4 +78,8 @@ def create_app(settings: Settings | None = None) -> Flask:
         explain = app.extensions[PROXY_EXTENSION] = ValidatingProxy(app.wsgi_app, state)
     # Outermost: faults act on the connection whichever layer produced them.
     app.wsgi_app = FaultMiddleware(explain)  # type: ignore[method-assign]
+    # Limits hold whatever server serves the app; the access log sees every answer.
+    app.wsgi_app = RequestLimits(app.wsgi_app, settings.max_body)  # type: ignore[method-assign]
+    if settings.access_log:
+        app.wsgi_app = AccessLog(app.wsgi_app, state.key_ok)  # type: ignore[method-assign]
     return app

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -13,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from verdict_contract.mockserver.app import create_app
+from verdict_contract.mockserver.guard import exposure_warning
 from verdict_contract.mockserver.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
 from verdict_contract.mockserver.serve import make_server, serve_forever
 from verdict_contract.mockserver.settings import (
@@ -83,11 +85,14 @@ def banner(settings: Settings, base_url: str, api_keys: Sequence[str]) -> str:
     ]
     if settings.demo_sessions:
         lines.append(f"  demo ids: {', '.join(DEMO_SESSIONS)}")
-    auth_key = key if key == DEFAULT_API_KEY else "$VERDICT_API_KEY"
-    lines.append(
-        f"  try:      curl -i -H 'Authorization: Bearer {auth_key}' "
-        f"'{base_url}/e?n={quote('demo-contradicted')}'"
+    # Pasted into a shell as printed: a literal key single-quoted, the variable double-quoted.
+    header = (
+        shlex.quote(f"Authorization: Bearer {key}")
+        if key == DEFAULT_API_KEY
+        else '"Authorization: Bearer $VERDICT_API_KEY"'
     )
+    url = shlex.quote(f"{base_url}/e?n={quote('demo-contradicted')}")
+    lines.append(f"  try:      curl -i -H {header} {url}")
     if settings.proxy_to is not None:
         lines.append(f"  proxying: GET /e to {settings.proxy_to}, answers checked by the contract")
     if settings.control:
@@ -104,6 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         app = create_app(settings)
     except (ValueError, ScenarioError) as exc:  # one readable line, not a traceback
         parser.error(str(exc))
+    warning = exposure_warning(settings)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -16,7 +16,6 @@ from typing import Any
 from flask import Flask
 from verdict_contract.mockserver.explain import journal, parse_query
 from verdict_contract.mockserver.faults import FAULT_HEADER, FaultMiddleware
-from verdict_contract.mockserver.web import state_of
 from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Response
 
@@ -44,9 +43,12 @@ class InProcessApp:
     """The mock app behind a function call; scripted delays honour the caller's timeout."""
 
     def __init__(self, app: Flask) -> None:
-        wsgi = app.wsgi_app  # faults act on sockets; in-process, their marks are read instead
-        self.state = state_of(app)
-        self._wsgi: Any = wsgi.app if isinstance(wsgi, FaultMiddleware) else wsgi
+        # Faults act on sockets; in-process, their marks are read instead. The request limits and
+        # access log above them guard a socket server, so in-process calls start below them too.
+        wsgi = app.wsgi_app
+        while not isinstance(wsgi, FaultMiddleware) and hasattr(wsgi, "app"):
+            wsgi = wsgi.app
+        self._wsgi: Any = wsgi.app if isinstance(wsgi, FaultMiddleware) else app.wsgi_app
         self._read_timeout: ContextVar[float | None] = ContextVar("read_timeout", default=None)
         self.state.delay = self._delay
 

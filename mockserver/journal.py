@@ -8,12 +8,23 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
 
 from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import SESSION_PARAM
+
+MAX_PARAMS: Final = 20
+"""Query parameters kept per entry; the rest are counted under :data:`CUT`."""
+MAX_SCHEME_CHARS: Final = 20
+CUT: Final = "…(cut)"
+"""The marker where the journal cut a value (or, as a query name, dropped parameters)."""
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` if it fits in ``limit`` characters, else its start and :data:`CUT`."""
+    return text if len(text) <= limit else text[:limit] + CUT
 
 
 def mask_authorization(header: str | None) -> str | None:
@@ -23,11 +34,22 @@ def mask_authorization(header: str | None) -> str | None:
     scheme, _, credentials = header.strip().partition(" ")
     if not credentials:
         return mask(scheme) if scheme else ""
-    return f"{scheme} {mask(credentials.strip())}"
+    return f"{cut(scheme, MAX_SCHEME_CHARS)} {mask(credentials.strip())}"
 
 
 _PLAIN_NAME = re.compile(r"[a-z_]{1,20}")
 """Query parameter names shown as they are; anything else might be a secret."""
+
+
+def shown_param(
+    name: str, value: str, is_key: Callable[[str], bool] = lambda _: False
+) -> tuple[str, str]:
+    """A query parameter as output shows it: ``n`` (cut), plain names; other values masked."""
+    if name == SESSION_PARAM:
+        return name, mask(value) if is_key(value) else cut(value, MAX_SESSION_ID_LENGTH)
+    # a key may arrive as a value (?api_key=...) or as a bare name (?<key>)
+    plain = _PLAIN_NAME.fullmatch(name) and not is_key(name)
+    return (name if plain else mask(name)), mask(value)
 
 
 @dataclass(frozen=True)
@@ -53,7 +75,11 @@ class Entry:
 
 @dataclass
 class Journal:
-    """Keeps the newest ``size`` entries; older ones fall off, so memory stays flat."""
+    """Keeps the newest ``size`` entries; older ones fall off, so memory stays flat.
+
+    Each entry is bounded too (:data:`MAX_PARAMS` parameters, values masked or cut with
+    :data:`CUT`), so the journal's size in bytes is bounded whatever the requests hold.
+    """
 
     size: int = 1000
     _entries: deque[Entry] = field(init=False)
@@ -90,17 +116,23 @@ class Journal:
         """
         query: dict[str, list[str]] = {}
         n = None
+        kept = dropped = 0
         for name, value in args:
             if name == SESSION_PARAM and n is None:
-                n = mask(value) if is_key(value) else value[:MAX_SESSION_ID_LENGTH]
-            else:  # a key may arrive as a value (?api_key=...) or as a bare name (?<key>)
-                plain = _PLAIN_NAME.fullmatch(name) and not is_key(name)
-                shown = name if plain else mask(name)
-                query.setdefault(shown, []).append(mask(value))
+                n = shown_param(name, value, is_key)[1]
+            elif kept < MAX_PARAMS:
+                kept += 1
+                first = name != SESSION_PARAM  # a repeated n is masked: it could be anything
+                shown, masked = shown_param(name, value, is_key) if first else (name, mask(value))
+                query.setdefault(shown, []).append(masked)
+            else:  # bounded: hostile query strings hold tens of thousands of parameters
+                dropped += 1
+        if dropped:
+            query[CUT] = [f"{dropped} more parameter(s)"]
         entry = Entry(
             time.time(),
             method,
-            path[:MAX_SESSION_ID_LENGTH],
+            cut(path, MAX_SESSION_ID_LENGTH),
             n,
             query,
             mask_authorization(authorization),

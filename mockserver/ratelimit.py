@@ -26,8 +26,13 @@ class RateLimit:
             limit = cls(int(budget), float(window or "1"))
         except ValueError:
             raise ValueError(f"rate limit {text!r} is not of the form REQUESTS/SECONDS") from None
-        if limit.budget < 0 or not 0 < limit.window < math.inf:
-            raise ValueError(f"rate limit {text!r} needs REQUESTS >= 0 and SECONDS > 0")
+        if limit.budget < 0:
+            raise ValueError(f"rate limit {text!r}: REQUESTS must be 0 or more (e.g. 600/60)")
+        if not 0 < limit.window < math.inf:
+            raise ValueError(
+                f"rate limit {text!r}: the window must be a number of seconds above 0 "
+                f"(e.g. {limit.budget}/60), or use 'off'"
+            )
         return limit
 
     def __str__(self) -> str:
@@ -65,3 +70,8 @@ class RateLimiter:
             self._windows.clear()
             if limit is not None:
                 self.limit = limit
+
+    def relimit(self, limit: RateLimit) -> None:
+        """Change the limit and keep the counters (a scenario reload is not a reset)."""
+        with self._lock:
+            self.limit = limit

@@ -19,17 +19,17 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, cast
 
 import yaml
 from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.sessions import (
-    MAX_SESSION_ID_LENGTH,
     Session,
     SessionSpec,
     SpecError,
     parse_spec,
 )
+from verdict_contract.mockserver.specschema import first_problem
 
 log = logging.getLogger("mockserver.scenario")
 
@@ -46,8 +46,6 @@ DEMO_SESSIONS: Final[dict[str, dict[str, object]]] = {
     "demo-malformed": {"always": "malformed"},
 }
 """Sessions served with no options, so ``curl`` works straight after start (see README)."""
-
-_KEYS: Final = {"api_keys", "rate_limit", "sessions"}
 
 
 class ScenarioError(ValueError):
@@ -77,30 +75,20 @@ def demo_sessions(loaded_at: float) -> dict[str, Session]:
 
 def parse_scenario(raw: object, loaded_at: float) -> Scenario:
     """Validate decoded scenario data; raises ScenarioError naming the first problem."""
-    if not isinstance(raw, Mapping):
-        raise ScenarioError("the top level must be a mapping")
-    unknown = sorted(map(str, set(raw) - _KEYS))
-    if unknown:
-        raise ScenarioError(f"unknown key(s) {unknown}; known: {sorted(_KEYS)}")
+    problem = first_problem(raw)  # the schema: every key and every session's fields
+    if problem is not None:
+        raise ScenarioError(problem)
+    raw = cast(Mapping[str, Any], raw)
     keys = raw.get("api_keys")
-    if keys is not None and (
-        not isinstance(keys, list) or not keys or not all(isinstance(k, str) and k for k in keys)
-    ):
-        raise ScenarioError("api_keys must be a non-empty list of strings")
     limit = raw.get("rate_limit")
     try:
         rate_limit = RateLimit.parse(str(limit)) if limit is not None else None
     except ValueError as exc:
         raise ScenarioError(f"rate_limit: {exc}") from None
-    sessions = raw.get("sessions", {})
-    if not isinstance(sessions, Mapping):
-        raise ScenarioError("sessions must be a mapping of session id to session")
     specs = {}
-    for name, spec in sessions.items():
-        if not isinstance(name, str) or not name or len(name) > MAX_SESSION_ID_LENGTH:
-            raise ScenarioError(
-                f"session id {name!r} must be a string of 1 to {MAX_SESSION_ID_LENGTH} characters"
-            )
+    for name, spec in raw.get("sessions", {}).items():
+        if name.encode("utf-8", "replace").decode() != name:  # a lone surrogate, from JSON
+            raise ScenarioError(f"session id {name!r} must be valid Unicode text")
         try:
             specs[name] = parse_spec(spec if spec is not None else {}, f"sessions.{name}")
         except SpecError as exc:

@@ -13,33 +13,35 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 from urllib.parse import urlencode
 
 from itsdangerous import BadData, URLSafeSerializer
 from verdict_contract.mockserver.recorder import Recorded, parse_recorded
+from verdict_contract.mockserver.specschema import first_problem, limits
 
 from verdict_contract.core.errors import SpecError as SpecError
 from verdict_contract.core.spec import (
     ENDPOINT_PATH,
     NEVER_CONCLUSIVE,
     SESSION_PARAM,
-    VERDICTS,
     VerdictKind,
 )
 
-MAX_SESSION_ID_LENGTH: Final = 256
+_LIMITS = limits()  # stated once, in schema/mock-scenario.schema.json
+
+MAX_SESSION_ID_LENGTH: Final = _LIMITS.max_id
 """Longer ``n`` values are refused with 400 before any lookup."""
 
-SCRIPT_STATUSES: Final = frozenset({401, 404, 429, 500, 503})
+SCRIPT_STATUSES: Final = _LIMITS.statuses
 """Statuses a script may answer with instead of the normal answer."""
 
-FAULTS: Final = frozenset({"reset", "truncated", "malformed"})
+FAULTS: Final = _LIMITS.faults
 """Connection faults a script may produce: a reset, a cut body, a body that is not JSON."""
 
-MAX_DELAY_MS: Final = 60_000
-MAX_AGE_SECONDS: Final = 10 * 365 * 24 * 3600.0
-MAX_SCRIPT_STEPS: Final = 100
+MAX_DELAY_MS: Final = _LIMITS.max_delay_ms
+MAX_AGE_SECONDS: Final = _LIMITS.max_age_seconds
+MAX_SCRIPT_STEPS: Final = _LIMITS.max_steps
 """Bounds that keep a spec representable (dates) and the per-process script store small."""
 
 
@@ -65,22 +67,17 @@ class Step:
 
 def parse_step(raw: object, where: str) -> Step:
     """Parse one script entry: ``429``, ``"reset"`` or ``{"delay_ms": 2000}``."""
-    if isinstance(raw, int) and not isinstance(raw, bool) and raw in SCRIPT_STATUSES:
-        return Step(status=raw)
-    if isinstance(raw, str) and raw in FAULTS:
-        return Step(fault=raw)
-    if isinstance(raw, Mapping) and "status" in raw and set(raw) <= {"status", "headers"}:
+    if isinstance(raw, Mapping) and "status" in raw:  # {"status": N, "headers": {...}}
+        problem = first_problem(raw, where, "step")
+        if problem is not None:
+            raise SpecError(problem)
         return _status_step(raw, where)
-    if isinstance(raw, Mapping) and set(raw) == {"delay_ms"}:
-        delay = raw["delay_ms"]
-        if isinstance(delay, int) and not isinstance(delay, bool) and 0 <= delay <= MAX_DELAY_MS:
-            return Step(delay_ms=delay)
-        raise SpecError(f"{where}.delay_ms must be an integer from 0 to {MAX_DELAY_MS}")
-    raise SpecError(
-        f"{where} must be one of the statuses {sorted(SCRIPT_STATUSES)}, one of the faults "
-        f'{sorted(FAULTS)}, {{"delay_ms": N}} or {{"status": N, "headers": {{...}}}}; '
-        f"got {json.dumps(raw, default=str)[:60]}"
-    )
+    problem = first_problem(raw, where, "step")
+    if problem is not None:
+        raise SpecError(problem)
+    if isinstance(raw, Mapping):
+        return Step(delay_ms=raw["delay_ms"])
+    return Step(status=raw) if isinstance(raw, int) else Step(fault=str(raw))
 
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
@@ -127,59 +124,41 @@ class SessionSpec:
         return dict(json.loads(self.fields)) if self.fields else {}
 
 
-_SPEC_KEYS = {
-    "verdict",
-    "conclusive",
-    "age_seconds",
-    "script",
-    "always",
-    "fields",
-    "allow_invalid",
-    "recorded",
-}
+def _encodable(value: object) -> bool:
+    """Whether every string in ``value`` (JSON data) can be encoded as UTF-8."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_spec(raw: object, where: str = "session") -> SessionSpec:
-    """Build a :class:`SessionSpec` from JSON, naming the first problem in :class:`SpecError`."""
-    if not isinstance(raw, Mapping):
-        raise SpecError(f"{where} must be a JSON object")
-    unknown = sorted(map(str, set(raw) - _SPEC_KEYS))
-    if unknown:
-        raise SpecError(f"{where} has unknown field(s) {unknown}; known: {sorted(_SPEC_KEYS)}")
+    """Build a :class:`SessionSpec` from JSON, naming the first problem in :class:`SpecError`.
+
+    The schema (``$defs/session``) checks each field; what it cannot say is checked here.
+    """
+    problem = first_problem(raw, where, "session")
+    if problem is not None:
+        raise SpecError(problem)
+    raw = cast(Mapping[str, Any], raw)  # an object: the schema said so
     verdict = raw.get("verdict")
-    if verdict is not None and verdict not in VERDICTS:
-        raise SpecError(f"{where}.verdict must be one of {list(VERDICTS)}; got {verdict!r}")
     conclusive = raw.get("conclusive")
-    if conclusive is not None and not isinstance(conclusive, bool):
-        raise SpecError(f"{where}.conclusive must be true or false")
     if conclusive is True and verdict in NEVER_CONCLUSIVE:
         raise SpecError(f"{where}: a {verdict!r} verdict is never conclusive (spec §2.4)")
     age = raw.get("age_seconds")
-    try:
-        age = None if age is None else float(age) if isinstance(age, int | float) else math.nan
-    except OverflowError:  # an integer too large for a float
-        age = math.inf
-    if isinstance(raw.get("age_seconds"), bool) or (
-        age is not None and not 0 <= age <= MAX_AGE_SECONDS
-    ):
+    if age is not None and math.isnan(age):  # YAML's .nan: a number, but in no range
         raise SpecError(
             f"{where}.age_seconds must be a number of seconds from 0 to {MAX_AGE_SECONDS:.0f}"
         )
-    script = raw.get("script", [])
-    if not isinstance(script, list) or len(script) > MAX_SCRIPT_STEPS:
-        raise SpecError(f"{where}.script must be a list of at most {MAX_SCRIPT_STEPS} steps")
-    steps = tuple(parse_step(step, f"{where}.script[{i}]") for i, step in enumerate(script))
-    always = raw.get("always")
     fields = raw.get("fields", {})
-    if not isinstance(fields, Mapping):
-        raise SpecError(f"{where}.fields must be an object of verdict fields to override")
     try:
         fields_json = json.dumps(fields, sort_keys=True, separators=(",", ":")) if fields else ""
     except (TypeError, ValueError):  # YAML dates, mixed key types, NaN...
         raise SpecError(f"{where}.fields must hold JSON values only") from None
-    allow_invalid = raw.get("allow_invalid", False)
-    if not isinstance(allow_invalid, bool):
-        raise SpecError(f"{where}.allow_invalid must be true or false")
+    if not _encodable(fields):  # "\ud800" in JSON: it would be minted, then never served
+        raise SpecError(f"{where}.fields must hold valid Unicode text (a lone surrogate is not)")
+    always = raw.get("always")
     try:
         recorded = (
             None
@@ -191,11 +170,13 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
     return SessionSpec(
         verdict=verdict,
         conclusive=conclusive,
-        age_seconds=age,
-        script=steps,
+        age_seconds=None if age is None else float(age),
+        script=tuple(
+            parse_step(step, f"{where}.script[{i}]") for i, step in enumerate(raw.get("script", []))
+        ),
         always=parse_step(always, f"{where}.always") if always is not None else None,
         fields=fields_json,
-        allow_invalid=allow_invalid,
+        allow_invalid=raw.get("allow_invalid", False),
         recorded=recorded,
     )
 

@@ -64,6 +64,18 @@ def _level(raw: str) -> str:
     return raw.lower()
 
 
+def _token(raw: str) -> Secret:
+    if not raw.strip():
+        raise ValueError("a non-empty control token is needed")
+    return Secret(raw.strip())
+
+
+def _host_name(raw: str) -> str:
+    if not raw.strip() or any(c in raw for c in "/@ "):
+        raise ValueError(f"{raw!r} is not a host name")
+    return raw.strip().lower()
+
+
 def _key(raw: str) -> str:
     if not raw.strip():
         raise ValueError("a non-empty API key is needed")
@@ -169,13 +181,37 @@ class Settings:
         metavar="FILE",
         shown_default="none",
     )
+    control_token: Secret | None = _setting(  # noqa: RUF009 - a field(), as for the others
+        None,
+        "token every control call must send as X-Mock-Token",
+        _token,
+        metavar="TOKEN",
+        shown_default="none",
+    )
+    allowed_hosts: tuple[str, ...] = _setting(
+        (),
+        "Host name the control API answers besides loopback names",
+        _host_name,
+        metavar="NAME",
+        repeatable=True,
+        shown_default="none",
+    )
+    max_body: int = _setting(
+        1024 * 1024,
+        "largest request body accepted, in bytes (413 beyond)",
+        _positive_int,
+        metavar="BYTES",
+    )
+    access_log: bool = _setting(
+        False, "log one line per request (common log format, keys masked)", parse_bool
+    )
 
     def __post_init__(self) -> None:
         _check_types(self)
         if not 0 <= self.port <= 65535:
             raise SettingsError(f"port {self.port} is not between 0 and 65535")
-        if self.threads < 1 or self.journal_size < 1:
-            raise SettingsError("threads and journal size must be at least 1")
+        if self.threads < 1 or self.journal_size < 1 or self.max_body < 1:
+            raise SettingsError("threads, journal size and body limit must be at least 1")
         if not self.session_lifetime > 0:
             raise SettingsError("the session lifetime must be a positive number of seconds")
         if not self.api_keys or not all(self.api_keys):
@@ -245,6 +281,10 @@ _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
     "proxy_strict": bool,
     "proxy_timeout": (int, float),
     "record": Path,
+    "control_token": Secret,
+    "allowed_hosts": tuple,
+    "max_body": int,
+    "access_log": bool,
 }
 
 

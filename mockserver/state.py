@@ -73,7 +73,7 @@ class MockState:
         self.scenario = scenario
         self._keys = tuple(k.encode() for k in keys)
         self._named = named
-        self.limiter.reset(scenario.rate_limit or self.settings.rate_limit)
+        self.limiter.relimit(scenario.rate_limit or self.settings.rate_limit)
         for session in named.values():  # named sessions get their scripts afresh
             self.scripts.load(session.id, session.spec.script)
 
@@ -83,6 +83,7 @@ class MockState:
         self.scripts.clear()
         self.skew, self._minted = 0.0, 0
         self._expired.clear()
+        self.limiter.reset()
         self.apply(self.scenario)
 
     def __repr__(self) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +16,7 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-from verdict_contract.mockserver import DEFAULT_API_KEY, Settings
+from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
 from verdict_contract.mockserver.cli import banner, build_parser, main, settings_from
 from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.scenario import DEMO_SESSIONS
@@ -25,6 +27,7 @@ from tests.helpers import (
     clean_environ,
     free_port,
     read_line,
+    running,
     stop_process,
     wait_until,
 )
@@ -226,6 +229,9 @@ def test_missing_scenario_is_a_usage_error(
         (["--rate-limit", "fast"], "argument --rate-limit"),
         (["--log-level", "verbose"], "argument --log-level"),
         (["--port", "eighty"], "argument --port"),
+        (["--rate-limit", "5/0"], "the window must be a number of seconds above 0"),
+        (["--control-token", " "], "a non-empty control token is needed"),
+        (["--max-body", "0"], "must be at least 1"),
     ],
 )
 def test_bad_flag_is_a_usage_error(
@@ -235,6 +241,43 @@ def test_bad_flag_is_a_usage_error(
         main(argv)
     assert exited.value.code == 2
     assert problem in _one_line_error(capsys)
+
+
+def test_an_open_control_api_on_the_network_gets_a_warning(
+    no_serving: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(AssertionError, match="went on to serve"):
+        main(["--host", "0.0.0.0", "--port", "0"])
+    assert "WARNING: the control API (/_mock/) is reachable" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--host", "0.0.0.0", "--control-token", "t0ken-0123456789"],
+        ["--host", "0.0.0.0", "--no-control"],
+    ],
+)
+def test_no_warning_when_the_control_api_is_safe(
+    no_serving: None, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    with pytest.raises(AssertionError, match="went on to serve"):
+        main([*argv, "--port", "0"])
+    captured = capsys.readouterr()
+    assert "WARNING" not in captured.err
+    assert "t0ken-0123456789" not in captured.out + captured.err
+
+
+def test_the_control_token_and_allowed_hosts_from_flags_and_environment() -> None:
+    settings = settings_for(
+        ["--allowed-host", "Mock.Test", "--allowed-host", "other.test"],
+        {"VERDICT_MOCK_CONTROL_TOKEN": "t0ken-0123456789"},
+    )
+    assert settings.allowed_hosts == ("mock.test", "other.test")
+    assert settings.control_token is not None
+    assert settings.control_token.reveal() == "t0ken-0123456789"
+    assert "t0ken-0123456789" not in repr(settings)
 
 
 # --- banner -----------------------------------------------------------------------------------
@@ -277,6 +320,37 @@ def test_banner_leaves_out_what_is_turned_off() -> None:
     assert "demo ids" not in text
     assert "/_mock/" not in text
     assert "demo-contradicted" in text  # the curl line still shows the call
+
+
+def _curl_line(text: str) -> str:
+    return next(line for line in text.splitlines() if "try:" in line).split("try:", 1)[1].strip()
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl (installed in CI)")
+@pytest.mark.parametrize("key", [DEFAULT_API_KEY, KEY])
+def test_the_banner_curl_line_works_pasted_into_a_shell(key: str) -> None:
+    with running(create_app(Settings(api_keys=(key,)))) as server:
+        line = _curl_line(banner(Settings(api_keys=(key,)), server.base_url, (key,)))
+        assert key == DEFAULT_API_KEY or key not in line
+        done = subprocess.run(
+            ["bash", "-c", line],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            env={**clean_environ(), "VERDICT_API_KEY": key},
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("HTTP/1.1 200"), done.stdout[:200]
+    assert '"verdict":"contradicted"' in done.stdout.replace(" ", "")
+
+
+def test_the_banner_curl_line_splits_into_the_intended_words() -> None:
+    line = _curl_line(banner(Settings(), "http://[::1]:8080", ("a key with spaces & $HOME",)))
+    words = shlex.split(line)
+    assert words[:3] == ["curl", "-i", "-H"]
+    assert words[3] == "Authorization: Bearer $VERDICT_API_KEY"  # expanded by the shell
+    assert words[4] == "http://[::1]:8080/e?n=demo-contradicted"
 
 
 # --- a real start -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from verdict_contract.mockserver.journal import Journal, mask_authorization
+from verdict_contract.mockserver.journal import CUT, MAX_PARAMS, Journal, mask_authorization
 
 from tests.helpers import run_threads
 from verdict_contract.core.redact import mask
@@ -143,7 +143,7 @@ def test_record_keeps_n_and_the_rest_of_the_request() -> None:
     data = journal.entries()[0].to_json()
     assert data["method"] == "HEAD"
     assert data["path"] == "/e"
-    assert data["n"] == "x" * 256  # cut, so a huge id cannot blow up the journal
+    assert data["n"] == "x" * 256 + CUT  # cut, with a marker, so a huge id stays small
     assert data["authorization"] is None
     assert data["status"] == 401
     assert data["outcome"] == "unauthorized"
@@ -197,3 +197,54 @@ def test_query_names_that_may_be_secrets_are_masked(name: str, shown: str) -> No
         outcome="unauthorized",
     )
     assert list(journal.entries()[0].query) == [shown]
+
+
+# --- bounded in bytes -------------------------------------------------------------------------
+
+HUGE_QUERY = [(f"p{i}", "v" * 50) for i in range(30_000)]
+
+
+def _recorded_size(args: list[tuple[str, str]], authorization: str | None = None) -> int:
+    journal = Journal(size=1)
+    journal.record(
+        method="GET",
+        path="/e" + "x" * 100_000,
+        args=args,
+        authorization=authorization,
+        status=400,
+        outcome="bad_request",
+    )
+    return len(json.dumps(journal.entries()[0].to_json()))
+
+
+def test_an_entry_stays_small_whatever_the_request_holds() -> None:
+    hostile = [("n", "n" * 100_000), *HUGE_QUERY]
+    size = _recorded_size(hostile, "S" * 100_000 + " " + "k" * 100_000)
+    assert size < 4_000, f"received an entry of {size} bytes; documented: a few KB at most"
+    # the check can fail: the same request unbounded would be megabytes
+    assert len(json.dumps(hostile)) > 1_000_000
+
+
+def test_parameters_past_the_limit_are_counted_under_the_marker() -> None:
+    journal = Journal(size=1)
+    journal.record(
+        method="GET", path="/e", args=HUGE_QUERY, authorization=None, status=400, outcome="x"
+    )
+    query = journal.entries()[0].query
+    assert query[CUT] == [f"{len(HUGE_QUERY) - MAX_PARAMS} more parameter(s)"]
+    assert sum(len(values) for name, values in query.items() if name != CUT) == MAX_PARAMS
+
+
+def test_a_long_scheme_is_cut() -> None:
+    shown = mask_authorization("S" * 1000 + " credentials-0123456789")
+    assert shown == "S" * 20 + CUT + " …6789"
+
+
+def test_the_journal_of_a_flood_of_huge_queries_is_bounded_in_bytes() -> None:
+    journal = Journal(size=300)
+    for _ in range(300):
+        journal.record(
+            method="GET", path="/e", args=HUGE_QUERY, authorization=None, status=400, outcome="x"
+        )
+    total = len(json.dumps([e.to_json() for e in journal.entries()]))
+    assert total < 300 * 2_000, f"received {total} bytes for 300 entries"

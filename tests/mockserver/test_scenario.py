@@ -130,7 +130,7 @@ def test_demo_sessions_parse() -> None:
             "sessions.a: a 'disputed' verdict is never conclusive",
         ),
         ("rate.yaml", "rate_limit: fast\n", "rate_limit: rate limit 'fast' is not of the form"),
-        ("rate.yaml", "rate_limit: 10/0\n", "rate_limit: rate limit '10/0' needs"),
+        ("rate.yaml", "rate_limit: 10/0\n", "rate_limit: rate limit '10/0': the window must be"),
         ("list.yaml", "- a\n- b\n", "the top level must be a mapping"),
         ("empty.yaml", "", "the top level must be a mapping"),
         ("keys.yaml", "api_keys: key-1\n", "api_keys must be a non-empty list of strings"),

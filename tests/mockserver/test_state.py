@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from verdict_contract.mockserver import Settings
+from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.scenario import Scenario, named_sessions
 from verdict_contract.mockserver.sessions import parse_spec
 from verdict_contract.mockserver.state import MockState
@@ -38,3 +39,17 @@ def test_key_check() -> None:
     assert state.key_ok("second-key-0002")
     assert not state.key_ok("second-key-000")
     assert not state.key_ok("")
+
+
+def test_a_reload_keeps_the_rate_limit_counters_and_a_reset_clears_them() -> None:
+    state = MockState(Settings(rate_limit=RateLimit(2, 3600.0)))
+    assert state.limiter.admit("k") is None
+    assert state.limiter.admit("k") is None
+    state.apply(state.scenario)  # what a scenario reload does
+    assert state.limiter.admit("k") is not None  # still over budget
+    state.apply(Scenario(rate_limit=RateLimit(3, 3600.0)))  # a new limit, same counters
+    assert state.limiter.limit == RateLimit(3, 3600.0)
+    assert state.limiter.admit("k") is None
+    assert state.limiter.admit("k") is not None
+    state.reset()
+    assert state.limiter.admit("k") is None

@@ -1,0 +1,116 @@
+"""The JSON Schema of session specs and scenario files, and its first failure as one message.
+
+``schema/mock-scenario.schema.json`` (draft 2020-12) is the one statement of what a scenario
+file and a session spec may hold, limits included: :func:`limits` reads them from it. Each
+place of the schema may carry ``x-message`` (and ``x-messages`` per keyword), the mock's own
+wording of a failure there, so a problem reads as ``sessions.a.verdict must be one of [...]``
+rather than as a validator's generic sentence. Integers are strict: ``1.0`` and ``true`` are
+not integers (jsonschema's default would take ``1.0``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Final, cast
+
+from jsonschema import Draft202012Validator, ValidationError, validators
+from jsonschema.protocols import Validator
+
+from verdict_contract.core.resources import schema_dir
+from verdict_contract.core.spec import VERDICTS
+
+SCENARIO_SCHEMA_FILE: Final = "mock-scenario.schema.json"
+
+
+@cache
+def scenario_schema() -> dict[str, Any]:
+    """The JSON Schema of a scenario file, parsed once per process."""
+    text = (schema_dir() / SCENARIO_SCHEMA_FILE).read_text(encoding="utf-8")
+    return cast(dict[str, Any], json.loads(text))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds of a session spec, as the schema states them."""
+
+    max_id: int
+    statuses: frozenset[int]
+    faults: frozenset[str]
+    max_delay_ms: int
+    max_age_seconds: float
+    max_steps: int
+
+
+def limits() -> Limits:
+    schema = scenario_schema()
+    session = schema["$defs"]["session"]["properties"]
+    step = schema["$defs"]["step"]
+    statuses, faults = (choice["enum"] for choice in step["else"]["anyOf"])
+    return Limits(
+        max_id=schema["properties"]["sessions"]["propertyNames"]["maxLength"],
+        statuses=frozenset(statuses),
+        faults=frozenset(faults),
+        max_delay_ms=step["then"]["else"]["properties"]["delay_ms"]["maximum"],
+        max_age_seconds=float(session["age_seconds"]["maximum"]),
+        max_steps=session["script"]["maxItems"],
+    )
+
+
+def _strict_integer(_: object, instance: object) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_StrictValidator: Any = validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
+)
+
+
+@cache
+def _validator(definition: str | None) -> Validator:
+    """A validator of the whole file, or of one of its ``$defs`` (refs resolve in the file)."""
+    root: Validator = _StrictValidator(scenario_schema())
+    if definition is None:
+        return root
+    return root.evolve(schema=scenario_schema()["$defs"][definition])
+
+
+def _where(base: str, path: Iterable[str | int]) -> str:
+    where = base
+    for part in path:
+        where += f"[{part}]" if isinstance(part, int) else f".{part}" if where else str(part)
+    return where
+
+
+def _message(error: ValidationError, base: str) -> str:
+    node = error.schema if isinstance(error.schema, dict) else {}
+    template = node.get("x-messages", {}).get(error.validator) or node.get("x-message")
+    where = _where(base, error.absolute_path)
+    if template is None:  # a place the schema words no message for: the validator's own
+        return f"{where or 'the top level'}: {error.message}"
+    instance = error.instance
+    known = sorted(node.get("properties", {}))
+    facts = limits()
+    return str(template).format(
+        where=where,
+        got=repr(instance)[:100],
+        got_json=json.dumps(instance, default=str)[:60],
+        unknown=sorted(map(str, set(instance) - set(known))) if isinstance(instance, dict) else [],
+        known=known,
+        verdicts=list(VERDICTS),
+        max_id=facts.max_id,
+        max_age=f"{facts.max_age_seconds:.0f}",
+        max_steps=facts.max_steps,
+        max_delay_ms=facts.max_delay_ms,
+        statuses=sorted(facts.statuses),
+        faults=sorted(facts.faults),
+    )
+
+
+def first_problem(raw: object, where: str = "", definition: str | None = None) -> str | None:
+    """The first place where ``raw`` breaks the schema (or ``$defs/<definition>``), worded."""
+    error = next(iter(_validator(definition).iter_errors(cast(Any, raw))), None)
+    return None if error is None else _message(error, where)

@@ -1,0 +1,63 @@
+"""mockserver.accesslog: one common-log-format line per request, keys and tokens masked."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import httpx
+import pytest
+from verdict_contract.mockserver import Settings, create_app
+
+from tests.helpers import KEY, bearer, raw_request, running, wait_until
+from verdict_contract.core.redact import Secret
+
+TOKEN = "control-token-0123456789abcdef"
+CLF = re.compile(r'^(\S+) - - \[[^\]]+\] "([^"]*)" (\d{3}) (\d+|-)$')
+
+
+def test_one_line_per_request_with_keys_masked(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mockserver.access")
+    settings = Settings(api_keys=(KEY,), access_log=True, control_token=Secret(TOKEN))
+    with running(create_app(settings)) as server, httpx.Client(base_url=server.base_url) as http:
+        http.get("/e", params={"n": "demo-refused", "api_key": KEY}, headers=bearer())
+        http.get("/e", params={"n": KEY})  # a key sent as the id
+        http.get("/_mock/health", params={"token": TOKEN}, headers={"X-Mock-Token": TOKEN})
+        http.get("/nope")
+        assert wait_until(lambda: len(_lines(caplog)) == 4)
+    lines = _lines(caplog)
+    text = "\n".join(lines)
+    assert KEY[:-4] not in text
+    assert TOKEN[:-4] not in text
+    parsed = [CLF.match(line) for line in lines]
+    assert all(parsed), lines
+    requests = [(m.group(2), m.group(3)) for m in parsed if m]
+    assert requests[0] == (f"GET /e?n=demo-refused&api_key=…{KEY[-4:]} HTTP/1.1", "200")
+    assert requests[1] == (f"GET /e?n=…{KEY[-4:]} HTTP/1.1", "401")
+    assert requests[2][1] == "200"
+    assert requests[3] == ("GET /nope HTTP/1.1", "404")
+    first = parsed[0]
+    assert first is not None
+    assert first.group(1) == "127.0.0.1"
+    assert int(first.group(4)) > 100  # the verdict's bytes
+
+
+def test_no_access_log_by_default(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mockserver.access")
+    with running(create_app(Settings())) as server:
+        httpx.get(f"{server.base_url}/_mock/health")
+    assert _lines(caplog) == []
+
+
+def test_a_huge_query_gives_a_short_line(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mockserver.access")
+    with running(create_app(Settings(access_log=True))) as server:
+        query = "&".join(f"p={i}" for i in range(20_000))  # too long for httpx
+        port = int(server.base_url.rsplit(":", 1)[1])
+        raw_request(port, f"GET /e?{query} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        assert wait_until(lambda: len(_lines(caplog)) == 1)
+    assert len(_lines(caplog)[0]) < 1200
+
+
+def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "mockserver.access"]

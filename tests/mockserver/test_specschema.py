@@ -1,0 +1,67 @@
+"""mockserver.specschema: the scenario file's JSON Schema, its limits and its worded failures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+from verdict_contract.mockserver.scenario import DEMO_SESSIONS
+from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
+from verdict_contract.mockserver.specschema import first_problem, limits, scenario_schema
+
+from tests.test_readme import README
+from verdict_contract.core.spec import VERDICTS
+
+
+def test_the_schema_is_valid_draft_2020_12() -> None:
+    Draft202012Validator.check_schema(scenario_schema())
+
+
+def test_the_verdicts_are_the_specs() -> None:
+    enum = scenario_schema()["$defs"]["session"]["properties"]["verdict"]["enum"]
+    assert [v for v in enum if v is not None] == list(VERDICTS)
+
+
+def test_the_limits_come_from_the_schema() -> None:
+    facts = limits()
+    assert facts.max_id == MAX_SESSION_ID_LENGTH == 256
+    assert facts.statuses == {401, 404, 429, 500, 503}
+    assert facts.faults == {"reset", "truncated", "malformed"}
+    assert (facts.max_delay_ms, facts.max_steps) == (60_000, 100)
+
+
+def test_the_readme_scenario_and_the_demo_sessions_pass() -> None:
+    example = README.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert first_problem(yaml.safe_load(example)) is None
+    assert first_problem({"sessions": DEMO_SESSIONS}) is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"sessions": {"a": {"verdict": "nope"}}}, "sessions.a.verdict must be one of"),
+        ({"sessions": {"a": {"script": [1, 2]}}}, "sessions.a.script[0] must be one of"),
+        ({"sessions": {"a": {"script": [{"delay_ms": 1.0}]}}}, "script[0].delay_ms must be an"),
+        ({"sessions": {"a": {"script": [True]}}}, "got true"),
+        ({"api_keys": ["k", 3]}, "api_keys must be a non-empty list of strings"),
+        ({"sessions": {"": {}}}, "session id '' must be a string of 1 to 256 characters"),
+        ({"rate_limit": [1]}, "rate_limit: rate limit [1] is not of the form"),
+        (
+            {"x": 1, "y": 2},
+            "unknown key(s) ['x', 'y']; known: ['api_keys', 'rate_limit', 'sessions']",
+        ),
+    ],
+)
+def test_failures_are_worded_by_the_schema(raw: object, message: str) -> None:
+    problem = first_problem(raw)
+    assert problem is not None
+    assert message in problem
+
+
+def test_a_delay_with_another_key_is_worded_as_a_step() -> None:
+    problem = first_problem(json.loads('{"sessions": {"a": {"always": {"delay_ms": 5, "x": 1}}}}'))
+    assert problem is not None
+    assert problem.startswith("sessions.a.always must be one of the statuses")
+    assert problem.endswith('got {"delay_ms": 5, "x": 1}')
