@@ -16,6 +16,7 @@ from typing import Any
 from flask import Flask
 from verdict_contract.mockserver.explain import journal, parse_query
 from verdict_contract.mockserver.faults import FAULT_HEADER, FaultMiddleware
+from verdict_contract.mockserver.web import state_of
 from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Response
 
@@ -49,6 +50,7 @@ class InProcessApp:
         while not isinstance(wsgi, FaultMiddleware) and hasattr(wsgi, "app"):
             wsgi = wsgi.app
         self._wsgi: Any = wsgi.app if isinstance(wsgi, FaultMiddleware) else app.wsgi_app
+        self.state = state_of(app)
         self._read_timeout: ContextVar[float | None] = ContextVar("read_timeout", default=None)
         self.state.delay = self._delay
 
