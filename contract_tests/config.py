@@ -6,7 +6,6 @@ A configuration mistake becomes a :class:`pytest.UsageError` of one readable lin
 from __future__ import annotations
 
 import importlib
-import ipaddress
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from verdict_contract.core.envvars import parse_bool
+from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.redact import Secret
 
 ENV = {
@@ -155,15 +155,6 @@ def _base_url(config: pytest.Config) -> str | None:
     return str(value).rstrip("/") if value else None
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _check_url(url: str) -> None:
     try:
         parts = urlsplit(url)
@@ -178,7 +169,7 @@ def _check_url(url: str) -> None:
 
 def _check_transport(url: str, allow_insecure: bool) -> None:
     parts = urlsplit(url)
-    if parts.scheme == "http" and not _is_loopback(parts.hostname or "") and not allow_insecure:
+    if parts.scheme == "http" and not is_loopback(parts.hostname or "") and not allow_insecure:
         raise pytest.UsageError(
             f"refusing to send the API key over plain http to {parts.hostname}: use https, "
             f"or pass {flag('allow_insecure_http')} if this network is trusted"

@@ -7,13 +7,13 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 
 import pytest
+
 from verdict_contract.contract_tests.body import Answer
 from verdict_contract.contract_tests.client import BrokenAnswer, ExplainClient, Throttled
 from verdict_contract.contract_tests.config import flag
 from verdict_contract.contract_tests.hooks import suite_config
 from verdict_contract.contract_tests.report import TARGET
 from verdict_contract.contract_tests.target import MockProvider, Target
-
 from verdict_contract.core.redact import Secret
 from verdict_contract.core.spec import VERDICT_OUTCOMES
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from verdict_contract.contract_tests import config as target
 from verdict_contract.contract_tests.report import (
     CHECKS_VERDICTS,
@@ -20,7 +21,6 @@ from verdict_contract.contract_tests.report import (
     OUTCOME,
     SuiteReport,
 )
-
 from verdict_contract.core.redact import Redactor
 
 REDACTOR = pytest.StashKey[Redactor]()

@@ -12,7 +12,6 @@ from typing import Protocol
 
 from verdict_contract.contract_tests.client import ExplainClient
 from verdict_contract.contract_tests.config import SuiteConfig
-
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
 
 

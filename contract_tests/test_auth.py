@@ -12,6 +12,7 @@ from __future__ import annotations
 import hmac
 
 import pytest
+
 from verdict_contract.contract_tests.client import KEY, Derived
 from verdict_contract.contract_tests.config import flag
 from verdict_contract.contract_tests.target import Target

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from verdict_contract.contract_tests.target import Target
 
 

@@ -6,10 +6,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
+
 from verdict_contract.contract_tests.client import ExplainClient, retry_after_seconds
 from verdict_contract.contract_tests.config import flag
 from verdict_contract.contract_tests.target import MockProvider, Target
-
 from verdict_contract.core.redact import Secret
 
 MAX_WAIT = 30.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from verdict_contract.contract_tests.target import Target
 
 CASES: dict[str, list[tuple[str, str]]] = {

@@ -7,10 +7,10 @@ Each session stands alone: a session whose answer is broken is reported once, by
 from __future__ import annotations
 
 import pytest
+
 from verdict_contract.contract_tests.body import Answer, media_type
 from verdict_contract.contract_tests.report import BUILD, SCHEMA, UNDOCUMENTED, VERIFIED
 from verdict_contract.contract_tests.target import Target
-
 from verdict_contract.core.spec import SCHEMA_VERSION
 from verdict_contract.core.validator import unknown_properties, validate_verdict
 from verdict_contract.core.violations import format_violations

@@ -15,10 +15,10 @@ from typing import Any
 
 import httpx
 from selenium import webdriver
-from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.serve import BackgroundServer
 
 from verdict_contract.core.redact import Secret
+from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.serve import BackgroundServer
 
 TEAM_KEY = "team-key-0123456789abcdef"
 LOCAL = {"Authorization": "Bearer verdict-mock-local-key"}

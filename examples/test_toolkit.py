@@ -12,9 +12,9 @@ from email.utils import parsedate_to_datetime
 
 import pytest
 import requests
-from verdict_contract.mockserver.testing import VerdictMock, reply
 
 from verdict_contract import Verdict, VerdictKind, VerificationError
+from verdict_contract.mockserver.testing import VerdictMock, reply
 
 
 def fetch(mock: VerdictMock, n: str, retries: int = 1) -> Verdict | None:

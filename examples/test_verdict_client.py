@@ -9,9 +9,6 @@ import httpx
 import pytest
 from faker import Faker
 from hypothesis import given, settings
-from verdict_contract.mockserver import VerdictProvider
-from verdict_contract.mockserver.strategies import verdicts
-from verdict_contract.mockserver.testing import VerdictMock
 
 from examples.verdict_client import (
     NotAuthorised,
@@ -23,6 +20,9 @@ from examples.verdict_client import (
     decide,
 )
 from verdict_contract import VerdictKind
+from verdict_contract.mockserver import VerdictProvider
+from verdict_contract.mockserver.strategies import verdicts
+from verdict_contract.mockserver.testing import VerdictMock
 
 
 @pytest.fixture

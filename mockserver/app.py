@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from flask import Flask, Response, current_app, request
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
+
+from verdict_contract.core.spec import ENDPOINT_PATH
 from verdict_contract.mockserver.accesslog import AccessLog
 from verdict_contract.mockserver.control import control
 from verdict_contract.mockserver.explain import handle
@@ -14,9 +17,6 @@ from verdict_contract.mockserver.sessions import SpecError
 from verdict_contract.mockserver.settings import Settings
 from verdict_contract.mockserver.state import MockState
 from verdict_contract.mockserver.web import EXTENSION, error_response, state_of, to_response
-from werkzeug.exceptions import HTTPException, MethodNotAllowed
-
-from verdict_contract.core.spec import ENDPOINT_PATH
 
 
 def _http_error(error: HTTPException) -> Response:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
+from verdict_contract.core.redact import mask
 from verdict_contract.mockserver.app import create_app
 from verdict_contract.mockserver.guard import exposure_warning
 from verdict_contract.mockserver.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
@@ -25,8 +26,6 @@ from verdict_contract.mockserver.settings import (
     shown_default,
 )
 from verdict_contract.mockserver.web import state_of
-
-from verdict_contract.core.redact import mask
 
 
 def _flag_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:

@@ -9,15 +9,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
+
+from verdict_contract.core.resources import bundled_openapi
+from verdict_contract.core.spec import SCHEMA_VERSION
 from verdict_contract.mockserver.answer import NO_STORE
 from verdict_contract.mockserver.dashboard import dashboard
 from verdict_contract.mockserver.guard import guard_control
 from verdict_contract.mockserver.proxy import PROXY_EXTENSION
 from verdict_contract.mockserver.sessions import Session, SpecError, parse_spec
 from verdict_contract.mockserver.web import error_response, state_of
-
-from verdict_contract.core.resources import bundled_openapi
-from verdict_contract.core.spec import SCHEMA_VERSION
 
 control = Blueprint("control", __name__, url_prefix="/_mock")
 control.add_url_rule("/", "dashboard", dashboard, methods=["GET"])

@@ -12,12 +12,11 @@ import time
 from http import HTTPStatus
 from urllib.parse import parse_qsl
 
+from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 from verdict_contract.mockserver.answer import NO_STORE, Answer, error_answer
 from verdict_contract.mockserver.faults import fault_answer
 from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Step
 from verdict_contract.mockserver.state import MockState
-
-from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""

@@ -10,15 +10,15 @@ from functools import lru_cache
 from typing import Any, cast
 
 from faker.providers import BaseProvider
-from verdict_contract.mockserver.catalogue import templates
-from verdict_contract.mockserver.generate import DEFAULT_SEED, VerdictGenerator, headline_context
-from verdict_contract.mockserver.sessions import SessionSpec
 
 from verdict_contract.core.errors import InvalidVerdictError as InvalidVerdictError
 from verdict_contract.core.spec import FAMILIES, NEVER_CONCLUSIVE, TIERS, Tier, VerdictKind
 from verdict_contract.core.types import Verdict
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import format_violations
+from verdict_contract.mockserver.catalogue import templates
+from verdict_contract.mockserver.generate import DEFAULT_SEED, VerdictGenerator, headline_context
+from verdict_contract.mockserver.sessions import SessionSpec
 
 
 @lru_cache(maxsize=16)

@@ -11,12 +11,11 @@ from collections.abc import Iterable
 from http import HTTPStatus
 from typing import TYPE_CHECKING
 
+from verdict_contract.core.spec import ENDPOINT_PATH
 from verdict_contract.mockserver.answer import JSON, error_answer
 from verdict_contract.mockserver.explain import handle
 from verdict_contract.mockserver.sessions import SpecError
 from verdict_contract.mockserver.state import MockState
-
-from verdict_contract.core.spec import ENDPOINT_PATH
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment

@@ -16,8 +16,6 @@ from functools import lru_cache
 from typing import Any
 
 from faker import Faker
-from verdict_contract.mockserver.catalogue import SignalTemplate, templates
-from verdict_contract.mockserver.sessions import SessionSpec, SpecError
 
 from verdict_contract.core.spec import (
     FAMILIES,
@@ -28,6 +26,8 @@ from verdict_contract.core.spec import (
     VerdictKind,
 )
 from verdict_contract.core.validator import validate_verdict
+from verdict_contract.mockserver.catalogue import SignalTemplate, templates
+from verdict_contract.mockserver.sessions import SessionSpec, SpecError
 
 DEFAULT_SEED = "verdict-mock"
 """The seed of the mock's verdicts unless one is configured."""

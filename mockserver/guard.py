@@ -15,10 +15,11 @@ passes three checks, in this order, each refusing with the documented JSON error
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from typing import Final
 
 from flask import Response, request
+
+from verdict_contract.core.hosts import is_loopback
 from verdict_contract.mockserver.settings import Settings, env_var
 from verdict_contract.mockserver.web import error_response, state_of
 
@@ -28,17 +29,6 @@ DASHBOARD_PATH: Final = "/_mock/"
 """The one page that also takes the token from its query, so a browser can open it."""
 
 LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether a host name or address (``[::1]`` included) only ever means this machine."""
-    name = host.strip().lower().removeprefix("[").removesuffix("]").rstrip(".")
-    if name == "localhost" or name.endswith(".localhost"):  # RFC 6761: always loopback
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def host_name(host_header: str) -> str:

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from flask import Flask
-from verdict_contract.mockserver.explain import journal, parse_query
-from verdict_contract.mockserver.faults import FAULT_HEADER, FaultMiddleware
-from verdict_contract.mockserver.web import state_of
 from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Response
 
 from verdict_contract.core.spec import ENDPOINT_PATH
+from verdict_contract.mockserver.explain import journal, parse_query
+from verdict_contract.mockserver.faults import FAULT_HEADER, FaultMiddleware
+from verdict_contract.mockserver.web import state_of
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
-
 from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import SESSION_PARAM
+from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
 
 MAX_PARAMS: Final = 20
 """Query parameters kept per entry; the rest are counted under :data:`CUT`."""

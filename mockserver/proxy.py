@@ -28,16 +28,16 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import httpx
-from verdict_contract.mockserver.answer import JSON, NO_STORE, Answer, Headers, error_answer
-from verdict_contract.mockserver.explain import bearer_token, parse_query
-from verdict_contract.mockserver.recorder import Recorder
-from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
-from verdict_contract.mockserver.state import MockState
 
 from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, STATUSES
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import Violation, describe
+from verdict_contract.mockserver.answer import JSON, NO_STORE, Answer, Headers, error_answer
+from verdict_contract.mockserver.explain import bearer_token, parse_query
+from verdict_contract.mockserver.recorder import Recorder
+from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
+from verdict_contract.mockserver.state import MockState
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final, cast
 
 import yaml
+
 from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.sessions import (
     Session,

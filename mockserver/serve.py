@@ -1,6 +1,6 @@
 """Serving the mock with waitress, in the foreground (the CLI) or on a background thread (tests).
 
-waitress, not gunicorn, by measurement (``benchmarks/bench_mock.py --server gunicorn``): a
+waitress, not gunicorn, by an earlier measurement (recorded in the README): a
 request costs the same CPU under both, and gunicorn's extra throughput (about 1.6x on 2 cores)
 comes only from a second process, in which the rate limiter, journal and scripts would each
 count on their own (a 10/60 limit let 20 of 30 requests through). One process with threads

@@ -17,8 +17,6 @@ from typing import Any, Final, cast
 from urllib.parse import urlencode
 
 from itsdangerous import BadData, URLSafeSerializer
-from verdict_contract.mockserver.recorder import Recorded, parse_recorded
-from verdict_contract.mockserver.specschema import first_problem, limits
 
 from verdict_contract.core.errors import SpecError as SpecError
 from verdict_contract.core.spec import (
@@ -27,6 +25,8 @@ from verdict_contract.core.spec import (
     SESSION_PARAM,
     VerdictKind,
 )
+from verdict_contract.mockserver.recorder import Recorded, parse_recorded
+from verdict_contract.mockserver.specschema import first_problem, limits
 
 _LIMITS = limits()  # stated once, in schema/mock-scenario.schema.json
 

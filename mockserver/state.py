@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from verdict_contract.core.spec import VERDICTS
 from verdict_contract.mockserver.generate import VerdictGenerator
 from verdict_contract.mockserver.journal import Journal
 from verdict_contract.mockserver.ratelimit import RateLimiter
@@ -20,8 +21,6 @@ from verdict_contract.mockserver.scenario import (
 from verdict_contract.mockserver.scripts import ScriptBook
 from verdict_contract.mockserver.sessions import Session, SessionCodec, SessionSpec, SpecError
 from verdict_contract.mockserver.settings import Settings
-
-from verdict_contract.core.spec import VERDICTS
 
 
 def _sleep(seconds: float) -> None:

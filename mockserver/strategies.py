@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from hypothesis import strategies as st
-from verdict_contract.mockserver.factory import make_verdict
-from verdict_contract.mockserver.generate import DEFAULT_SEED
 
 from verdict_contract.core.errors import InvalidVerdictError
 from verdict_contract.core.spec import NEVER_CONCLUSIVE, VERDICTS, VerdictKind
 from verdict_contract.core.types import Verdict
+from verdict_contract.mockserver.factory import make_verdict
+from verdict_contract.mockserver.generate import DEFAULT_SEED
 
 
 @st.composite

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 from flask import Flask
+
+from verdict_contract.core.spec import VerdictKind
 from verdict_contract.mockserver.app import create_app
 from verdict_contract.mockserver.inprocess import InProcessApp, Reply
 from verdict_contract.mockserver.journal import Entry
@@ -30,8 +32,6 @@ from verdict_contract.mockserver.settings import Settings
 from verdict_contract.mockserver.state import MockState
 from verdict_contract.mockserver.verify import JournalChecks
 from verdict_contract.mockserver.web import state_of
-
-from verdict_contract.core.spec import VerdictKind
 
 if TYPE_CHECKING:
     import requests

@@ -8,9 +8,8 @@ saying what was expected and listing what was received; keys are masked as in th
 
 from __future__ import annotations
 
-from verdict_contract.mockserver.journal import Entry
-
 from verdict_contract.core.errors import VerificationError
+from verdict_contract.mockserver.journal import Entry
 
 _SHOWN_ID = 24
 """Minted ids are long signed tokens: messages show their start, enough to tell them apart."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Flask, Response, current_app
+
 from verdict_contract.mockserver.answer import JSON, Answer, Headers, error_answer
 from verdict_contract.mockserver.state import MockState
 

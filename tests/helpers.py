@@ -15,6 +15,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from flask import Flask
+
 from verdict_contract.mockserver.serve import BackgroundServer
 
 KEY = "team-key-0123456789abcdef"

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
+from werkzeug.wrappers import Request, Response
+
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.serve import BackgroundServer
 from verdict_contract.mockserver.sessions import parse_spec
 from verdict_contract.mockserver.web import state_of
-from werkzeug.wrappers import Request, Response
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

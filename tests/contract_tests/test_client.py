@@ -7,6 +7,16 @@ import subprocess
 from datetime import UTC, datetime
 
 import pytest
+
+from tests.contract_tests.servers import (
+    ALWAYS_THROTTLED,
+    CONFORMING,
+    KEY,
+    PLAIN_HTTP,
+    dead_port,
+    hung_server,
+    serve,
+)
 from verdict_contract.contract_tests.client import (
     BACKOFF_BASE,
     ExplainClient,
@@ -18,16 +28,6 @@ from verdict_contract.contract_tests.client import (
     KEY as SEND_KEY,
 )
 from verdict_contract.contract_tests.test_auth import NEAR_MISSES, near_miss
-
-from tests.contract_tests.servers import (
-    ALWAYS_THROTTLED,
-    CONFORMING,
-    KEY,
-    PLAIN_HTTP,
-    dead_port,
-    hung_server,
-    serve,
-)
 from verdict_contract.core.redact import Secret
 
 NOW = datetime(2026, 11, 23, 9, 0, 0, tzinfo=UTC)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from verdict_contract.mockserver import Settings, create_app
 
 from tests.helpers import KEY
+from verdict_contract.mockserver import Settings, create_app
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ import re
 
 import httpx
 import pytest
-from verdict_contract.mockserver import Settings, create_app
 
 from tests.helpers import KEY, bearer, raw_request, running, wait_until
 from verdict_contract.core.redact import Secret
+from verdict_contract.mockserver import Settings, create_app
 
 TOKEN = "control-token-0123456789abcdef"
 CLF = re.compile(r'^(\S+) - - \[[^\]]+\] "([^"]*)" (\d{3}) (\d+|-)$')

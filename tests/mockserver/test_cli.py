@@ -16,10 +16,6 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
-from verdict_contract.mockserver.cli import banner, build_parser, main, settings_from
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.scenario import DEMO_SESSIONS
 
 from tests.helpers import (
     KEY,
@@ -31,6 +27,10 @@ from tests.helpers import (
     stop_process,
     wait_until,
 )
+from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
+from verdict_contract.mockserver.cli import banner, build_parser, main, settings_from
+from verdict_contract.mockserver.ratelimit import RateLimit
+from verdict_contract.mockserver.scenario import DEMO_SESSIONS
 
 URL = "http://127.0.0.1:8080"
 

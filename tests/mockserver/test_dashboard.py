@@ -10,9 +10,9 @@ from importlib.resources import files
 
 import httpx
 import pytest
-from verdict_contract.mockserver import Settings, create_app
 
 from tests.helpers import running
+from verdict_contract.mockserver import Settings, create_app
 
 
 @pytest.fixture(scope="module")

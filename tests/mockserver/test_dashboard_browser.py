@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 from flask import Flask, request
-from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.serve import BackgroundServer
 
 from tests.helpers import KEY, bearer, error_of, running, wait_until
 from verdict_contract.core.redact import Secret
+from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.serve import BackgroundServer
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
 from selenium.common.exceptions import WebDriverException  # noqa: E402

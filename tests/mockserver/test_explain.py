@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
 from werkzeug.test import TestResponse
 
 from tests.helpers import KEY, OTHER_KEY, bearer, error_of
 from verdict_contract import validate_verdict
+from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
+from verdict_contract.mockserver.ratelimit import RateLimit
+from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from faker import Faker
 from hypothesis import given, settings
-from verdict_contract.mockserver import InvalidVerdictError, VerdictProvider, make_verdict
-from verdict_contract.mockserver.strategies import verdicts
 
 from verdict_contract import validate_verdict
 from verdict_contract.core.spec import TIERS, VERDICTS
+from verdict_contract.mockserver import InvalidVerdictError, VerdictProvider, make_verdict
+from verdict_contract.mockserver.strategies import verdicts
 
 
 @pytest.mark.parametrize("kind", VERDICTS)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from verdict_contract.mockserver import DEFAULT_API_KEY
 
 from tests.helpers import bearer, clean_environ, free_port, stop_process, wait_until
+from verdict_contract.mockserver import DEFAULT_API_KEY
 
 
 def _answers(base: str) -> bool:

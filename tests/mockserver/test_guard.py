@@ -8,18 +8,18 @@ import httpx
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+
+from tests.helpers import KEY, bearer, error_of, running
+from verdict_contract.core.hosts import is_loopback
+from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.guard import (
     exposure_warning,
     host_allowed,
     host_name,
-    is_loopback,
     origin_allowed,
 )
 from verdict_contract.mockserver.serve import BackgroundServer
-
-from tests.helpers import KEY, bearer, error_of, running
-from verdict_contract.core.redact import Secret
 
 TOKEN = "control-token-0123456789abcdef"
 

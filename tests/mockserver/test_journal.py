@@ -7,10 +7,10 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from verdict_contract.mockserver.journal import CUT, MAX_PARAMS, Journal, mask_authorization
 
 from tests.helpers import run_threads
 from verdict_contract.core.redact import mask
+from verdict_contract.mockserver.journal import CUT, MAX_PARAMS, Journal, mask_authorization
 
 SECRET = "sk-live-0123456789abcdef"
 

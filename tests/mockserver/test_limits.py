@@ -13,11 +13,11 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+
+from tests.helpers import KEY, bearer, error_of, raw_request, running
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.limits import MAX_HEADER_BYTES
 from verdict_contract.mockserver.serve import BackgroundServer
-
-from tests.helpers import KEY, bearer, error_of, raw_request, running
 
 MAX_BODY = 64 * 1024
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from verdict_contract.mockserver.ratelimit import RateLimit, RateLimiter
 
 from tests.helpers import FakeClock, run_threads
+from verdict_contract.mockserver.ratelimit import RateLimit, RateLimiter
 
 # --- RateLimit.parse --------------------------------------------------------------------------
 

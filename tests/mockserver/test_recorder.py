@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.recorder import (
     MAX_RECORDED_SESSIONS,

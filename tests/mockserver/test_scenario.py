@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import KEY, bearer, wait_until
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.scenario import (
@@ -22,8 +24,6 @@ from verdict_contract.mockserver.scenario import (
 )
 from verdict_contract.mockserver.sessions import SessionSpec, Step
 from verdict_contract.mockserver.web import state_of
-
-from tests.helpers import KEY, bearer, wait_until
 
 LOADED_AT = 1_800_000_000.0
 

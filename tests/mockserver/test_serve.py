@@ -16,11 +16,6 @@ import pytest
 import waitress.wasyncore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.serve import BackgroundServer
-from verdict_contract.mockserver.sessions import SpecError
-from verdict_contract.mockserver.web import state_of
 
 from tests.helpers import (
     KEY,
@@ -32,6 +27,11 @@ from tests.helpers import (
     stop_server,
 )
 from verdict_contract import validate_verdict
+from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.ratelimit import RateLimit
+from verdict_contract.mockserver.serve import BackgroundServer
+from verdict_contract.mockserver.sessions import SpecError
+from verdict_contract.mockserver.web import state_of
 
 TRANSPORT_ERRORS = (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)
 

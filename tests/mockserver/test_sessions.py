@@ -8,6 +8,7 @@ import string
 from typing import Any
 
 import pytest
+
 from verdict_contract.mockserver.sessions import (
     MAX_DELAY_MS,
     MAX_SESSION_ID_LENGTH,

@@ -6,10 +6,10 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from verdict_contract.mockserver.cli import build_parser, settings_from
-from verdict_contract.mockserver.settings import Settings, env_var, markdown_table, options
 
 from verdict_contract.core.redact import Secret
+from verdict_contract.mockserver.cli import build_parser, settings_from
+from verdict_contract.mockserver.settings import Settings, env_var, markdown_table, options
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 

@@ -7,12 +7,12 @@ import json
 import pytest
 import yaml
 from jsonschema import Draft202012Validator
-from verdict_contract.mockserver.scenario import DEMO_SESSIONS
-from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
-from verdict_contract.mockserver.specschema import first_problem, limits, scenario_schema
 
 from tests.test_readme import README
 from verdict_contract.core.spec import VERDICTS
+from verdict_contract.mockserver.scenario import DEMO_SESSIONS
+from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
+from verdict_contract.mockserver.specschema import first_problem, limits, scenario_schema
 
 
 def test_the_schema_is_valid_draft_2020_12() -> None:

@@ -14,6 +14,9 @@ from email.utils import parsedate_to_datetime
 import httpx
 import pytest
 import requests
+
+from tests.helpers import KEY
+from verdict_contract import SpecError, VerificationError
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.sessions import parse_step
@@ -24,9 +27,6 @@ from verdict_contract.mockserver.testing import (
     responses_mock,
     respx_mock,
 )
-
-from tests.helpers import KEY
-from verdict_contract import SpecError, VerificationError
 
 Transport = Callable[..., AbstractContextManager[VerdictMock]]
 

@@ -1,0 +1,213 @@
+"""How close is ``verdict-mock`` to the floor? Requests/s under the same wrk load, one run.
+
+Run: ``python benchmarks/bench_serve.py`` (about 2 minutes; needs ``wrk`` on PATH, e.g.
+``apt-get install wrk``, and ``pip install granian``).
+
+Every row is loaded by ``wrk -t2 -c32`` (keep-alive) for ``--seconds``; the rows take turns for
+``--rounds`` rounds and each shows its median. The floor is a bare WSGI app answering every
+request with the bytes and headers of the mock's verdict, under granian (1 worker, 1 blocking
+thread). ``verdict-mock`` (waitress today) serves ``/e`` with the journal on and a rate limit
+no run can exhaust; the 429 row uses a second mock whose budget is 1 per hour. wrk cannot load
+``HEAD`` (it waits for a body), so there is no HEAD row: HEAD takes the same path as GET.
+Before the load, the mock's answer is checked byte for byte against the Flask app's own answer
+to the same request. The last row serves the same app under granian, to show what the server
+alone costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+from flask import Flask
+
+from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.settings import DEFAULT_API_KEY
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
+
+HOST = "127.0.0.1"
+KNOWN = "demo-contradicted"
+AUTH = f"Authorization: Bearer {DEFAULT_API_KEY}"
+AUTH_HEADERS = {"Authorization": f"Bearer {DEFAULT_API_KEY}"}
+HERE = Path(__file__).resolve().parent
+
+
+def _verdict_answer() -> tuple[bytes, list[tuple[str, str]]]:
+    """The body and headers of the mock's answer for the known session (Flask's own)."""
+    response = create_app().test_client().get(f"/e?n={KNOWN}", headers=AUTH_HEADERS)
+    assert response.status_code == 200
+    return response.get_data(), [(k, v) for k, v in response.headers.items()]
+
+
+_BODY, _HEADERS = _verdict_answer()
+
+
+def bare_app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+    """The floor: the verdict's bytes and headers, with no work done to produce them."""
+    start_response("200 OK", list(_HEADERS))
+    return [_BODY]
+
+
+def mock_app() -> Flask:
+    """The mock app as ``verdict-mock`` builds it, for granian (``--factory``)."""
+    return create_app(Settings().with_env(os.environ))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def started(command: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[None]:
+    """Run a server until the block ends; wait until it accepts connections."""
+    proc = subprocess.Popen(
+        command, cwd=HERE, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection((HOST, port), 0.2):
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                sys.exit(f"did not start: {' '.join(command)}")
+            time.sleep(0.1)
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def granian(target: str, port: int) -> list[str]:
+    return [
+        *(sys.executable, "-m", "granian", "--interface", "wsgi", "--workers", "1"),
+        *("--blocking-threads", "1", "--host", HOST, "--port", str(port)),
+        *("--log-level", "warning", target),
+    ]
+
+
+def mock(port: int, *flags: str) -> list[str]:
+    command = [sys.executable, "-m", "verdict_contract.mockserver", "--host", HOST]
+    return [*command, "--port", str(port), "--log-level", "warning", *flags]
+
+
+@dataclass
+class Row:
+    name: str
+    port: int
+    path: str
+    headers: tuple[str, ...] = (AUTH,)
+    method: str = "GET"
+    expect_2xx: bool = True
+    rates: list[float] | None = None
+    non_2xx: int = 0
+
+
+def wrk(row: Row, seconds: float, lua_dir: Path) -> tuple[float, int]:
+    """One wrk run: requests/s, and how many answers were not 2xx (or connections failed)."""
+    command = ["wrk", "-t2", "-c32", f"-d{seconds:g}s", "--latency"]
+    for header in row.headers:
+        command += ["-H", header]
+    if row.method != "GET":
+        script = lua_dir / f"{row.method}.lua"
+        script.write_text(f'wrk.method = "{row.method}"\n')
+        command += ["-s", str(script)]
+    out = subprocess.run(
+        [*command, f"http://{HOST}:{row.port}{row.path}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=seconds + 30,
+    ).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    bad = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", out))
+    bad += sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", out))
+    return rate, bad
+
+
+def check_bytes(port: int) -> None:
+    """The mock's answer over HTTP is the Flask app's, byte for byte."""
+    response = httpx.get(f"http://{HOST}:{port}/e", params={"n": KNOWN}, headers=AUTH_HEADERS)
+    if response.content != _BODY:
+        sys.exit("the served answer differs from the app's own")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=4.0, help="per wrk run")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is not on PATH (apt-get install wrk)")
+    floor, fast, on_granian, limited = (free_port() for _ in range(4))
+    minted = create_app(Settings()).test_client().post("/_mock/sessions", json={}).get_json()["n"]
+    rows = [
+        Row("floor: bare WSGI app, granian 1 worker", floor, "/"),
+        Row("verdict-mock: GET /e, demo session", fast, f"/e?n={KNOWN}"),
+        Row("verdict-mock: GET /e, minted session", fast, f"/e?n={minted}"),
+        Row("verdict-mock: 401 (no key)", fast, f"/e?n={KNOWN}", (), expect_2xx=False),
+        Row("verdict-mock: 400 (no n)", fast, "/e", expect_2xx=False),
+        Row("verdict-mock: 404 (unknown id)", fast, "/e?n=unknown", expect_2xx=False),
+        Row("verdict-mock: 405 (POST /e)", fast, f"/e?n={KNOWN}", method="POST", expect_2xx=False),
+        Row("verdict-mock: 429 (rate limited)", limited, f"/e?n={KNOWN}", expect_2xx=False),
+        Row("the mock app under granian 1 worker: GET /e", on_granian, f"/e?n={KNOWN}"),
+    ]
+    budget = "--rate-limit=1000000000/3600"
+    env = {"VERDICT_MOCK_RATE_LIMIT": "1000000000/3600", "VERDICT_MOCK_LOG_LEVEL": "warning"}
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as lua:
+        stack.enter_context(started(granian("bench_serve:bare_app", floor), floor))
+        stack.enter_context(started(mock(fast, budget), fast))
+        stack.enter_context(started(mock(limited, "--rate-limit=1/3600"), limited))
+        app = [*granian("bench_serve:mock_app", on_granian), "--factory"]
+        stack.enter_context(started(app, on_granian, env))
+        check_bytes(fast)
+        httpx.get(f"http://{HOST}:{limited}/e", params={"n": KNOWN}, headers=AUTH_HEADERS)
+        for round_ in range(args.rounds):
+            for row in rows:
+                rate, bad = wrk(row, args.seconds, Path(lua))
+                row.rates = [*(row.rates or []), rate]
+                row.non_2xx += bad
+            print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
+    report(rows, args)
+
+
+def report(rows: list[Row], args: argparse.Namespace) -> None:
+    medians = [statistics.median(row.rates or [0.0]) for row in rows]
+    e_rate = medians[1]
+    print(
+        f"wrk -t2 -c32, {args.seconds:g} s x {args.rounds} rounds (median), {os.cpu_count()} CPUs"
+    )
+    print(f"| {'what':45} | req/s | / floor | / GET /e | non-2xx |")
+    print(f"|{'-' * 47}|------:|--------:|---------:|--------:|")
+    for row, median in zip(rows, medians, strict=True):
+        bad = str(row.non_2xx) if row.expect_2xx else "(all)"
+        print(
+            f"| {row.name:45} | {median / 1000:4.1f}k | {median / medians[0]:7.2f} "
+            f"| {median / e_rate:8.2f} | {bad:>7} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
