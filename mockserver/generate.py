@@ -132,7 +132,7 @@ class VerdictGenerator:
         if conclusive and verdict in NEVER_CONCLUSIVE:
             raise SpecError(f"a {verdict!r} verdict is never conclusive (spec §2.4)")
         measured, reporting = self._counts(rng, verdict)
-        taking_part = rng.sample(FAMILIES, measured)[:reporting]
+        taking_part = list[str](rng.sample(FAMILIES, measured)[:reporting])
         chosen = self._signals(rng, verdict, conclusive, taking_part)
         context = headline_context(rng, fake)
         contradicting = (

@@ -23,6 +23,7 @@ from typing import Any, Final, cast
 
 import yaml
 
+from verdict_contract.core.errors import ScenarioError as ScenarioError
 from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.sessions import (
     Session,
@@ -47,10 +48,6 @@ DEMO_SESSIONS: Final[dict[str, dict[str, object]]] = {
     "demo-malformed": {"always": "malformed"},
 }
 """Sessions served with no options, so ``curl`` works straight after start (see README)."""
-
-
-class ScenarioError(ValueError):
-    """A scenario file that cannot be loaded; the message names the file and the problem."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from verdict_contract.core.errors import InvalidVerdictError as InvalidVerdictError
+    from verdict_contract.core.errors import ScenarioError as ScenarioError
     from verdict_contract.core.errors import SettingsError as SettingsError
     from verdict_contract.core.errors import SpecError as SpecError
     from verdict_contract.core.errors import VerdictContractError as VerdictContractError
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "InvalidVerdictError": "verdict_contract.core.errors",
+    "ScenarioError": "verdict_contract.core.errors",
     "SettingsError": "verdict_contract.core.errors",
     "SpecError": "verdict_contract.core.errors",
     "VerdictContractError": "verdict_contract.core.errors",

@@ -16,6 +16,10 @@ class SpecError(VerdictContractError, ValueError):
     """A session request or scenario entry that cannot be honoured (the control API's 422)."""
 
 
+class ScenarioError(VerdictContractError, ValueError):
+    """A scenario file that cannot be loaded; the message names the file and the problem."""
+
+
 class InvalidVerdictError(VerdictContractError, ValueError):
     """A verdict body was asked for that breaks the contract (pass ``valid=False`` to allow)."""
 

@@ -120,31 +120,27 @@ def schema_version(body: Body) -> Iterator[Finding]:
         )
 
 
+def _blank(value: str | None, path: str, name: str, documented: str) -> Iterator[Finding]:
+    """A finding if a string field is present but blank (a missing one is the schema's)."""
+    if value is not None and not value.strip():
+        yield Finding(path, f"{name} is blank", describe(value), documented)
+
+
 @rule("§2.2, §9.4")
 def build_is_non_empty(body: Body) -> Iterator[Finding]:
     """``provenance.build`` names a build: a non-blank string."""
     provenance = _mapping(body, "provenance")
     build = _get(provenance, "build", str) if provenance is not None else None
-    if build is not None and not build.strip():
-        yield Finding(
-            "/provenance/build",
-            "provenance.build is blank",
-            describe(build),
-            "a non-empty build identifier",
-        )
+    yield from _blank(
+        build, "/provenance/build", "provenance.build", "a non-empty build identifier"
+    )
 
 
 @rule("§2.2")
 def summary_is_non_empty(body: Body) -> Iterator[Finding]:
     """``summary`` explains the ruling: a non-blank string."""
     summary = _get(body, "summary", str)
-    if summary is not None and not summary.strip():
-        yield Finding(
-            "/summary",
-            "summary is blank",
-            describe(summary),
-            "one or two sentences in plain language",
-        )
+    yield from _blank(summary, "/summary", "summary", "one or two sentences in plain language")
 
 
 @rule("§2.2")

@@ -6,7 +6,7 @@ names instead of repeating the literals. Section references (``§2.3``) point in
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 SCHEMA_VERSION: Final = 7
 """§9.1: the current value of the ``schema`` field."""
@@ -42,14 +42,10 @@ VERDICT_OUTCOMES: Final[tuple[tuple[VerdictKind, bool], ...]] = tuple(
 TIERS: Final[tuple[Tier, ...]] = ("absolute", "composite", "conditional", "weak")
 """§2.3: the signal tiers."""
 
-FAMILIES: Final[tuple[str, ...]] = (
-    "network-geometry",
-    "transport-stack",
-    "tls-construction",
-    "compute",
-    "render",
-    "declared",
-)
+Family = Literal[
+    "network-geometry", "transport-stack", "tls-construction", "compute", "render", "declared"
+]
+FAMILIES: Final[tuple[Family, ...]] = get_args(Family)
 """§2.3: evidence family identifiers, the allowed values of ``contradicting_families``."""
 
 KNOWN_PREFIXES: Final[dict[str, str]] = {

@@ -6,19 +6,10 @@ compares every key, required set and enum with the schema, so the two cannot dri
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import TypedDict
 
+from verdict_contract.core.spec import Family as Family
 from verdict_contract.core.spec import Tier, VerdictKind
-
-Family = Literal[
-    "network-geometry",
-    "transport-stack",
-    "tls-construction",
-    "compute",
-    "render",
-    "declared",
-]
-"""§2.3: the evidence families (the enum of ``contradicting_families``)."""
 
 
 class Provenance(TypedDict):
