@@ -137,15 +137,22 @@ def verdict_mock(
     return mock
 
 
+def _in_process(
+    request: pytest.FixtureRequest, settings: Settings, transport: str
+) -> Iterator[VerdictMock]:
+    """The mock answering a client library in-process (``respx_mock``/``responses_mock``)."""
+    from verdict_contract.mockserver import testing
+
+    with getattr(testing, transport)(settings=_settings_for(request, settings)) as mock:
+        yield mock
+
+
 @pytest.fixture
 def verdict_respx(
     request: pytest.FixtureRequest, verdict_mock_settings: Settings
 ) -> Iterator[VerdictMock]:
     """httpx requests to ``verdict_respx.base_url`` answered in-process (respx), same settings."""
-    from verdict_contract.mockserver.testing import respx_mock
-
-    with respx_mock(settings=_settings_for(request, verdict_mock_settings)) as mock:
-        yield mock
+    yield from _in_process(request, verdict_mock_settings, "respx_mock")
 
 
 @pytest.fixture
@@ -153,10 +160,7 @@ def verdict_responses(
     request: pytest.FixtureRequest, verdict_mock_settings: Settings
 ) -> Iterator[VerdictMock]:
     """requests calls to ``verdict_responses.base_url`` answered in-process (responses)."""
-    from verdict_contract.mockserver.testing import responses_mock
-
-    with responses_mock(settings=_settings_for(request, verdict_mock_settings)) as mock:
-        yield mock
+    yield from _in_process(request, verdict_mock_settings, "responses_mock")
 
 
 @pytest.fixture
