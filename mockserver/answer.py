@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 
 JSON = "application/json"
 NO_STORE = "no-store"
@@ -22,6 +23,14 @@ class Answer:
     headers: list[tuple[str, str]] = field(default_factory=list)
     outcome: str = ""  # one word for the journal: verdict, unknown, expired, scripted, ...
     fault: str | None = None  # the connection fault it carries (faults.py), for the journal
+
+
+_REASONS = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
+
+
+def status_line(status: int) -> str:
+    """The WSGI status string for a code: ``"404 Not Found"`` (``"599 Unknown"`` if unnamed)."""
+    return _REASONS.get(status) or f"{status} Unknown"
 
 
 def error_body(code: str, message: str) -> bytes:

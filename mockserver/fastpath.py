@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from http import HTTPStatus
 from typing import TYPE_CHECKING
 
 from verdict_contract.core.spec import ENDPOINT_PATH
-from verdict_contract.mockserver.answer import JSON, error_answer
+from verdict_contract.mockserver.answer import JSON, error_answer, status_line
 from verdict_contract.mockserver.explain import handle
 from verdict_contract.mockserver.sessions import SpecError
 from verdict_contract.mockserver.state import MockState
@@ -21,8 +20,6 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 log = logging.getLogger("mockserver")
-
-_REASONS = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
 
 
 class ExplainMiddleware:
@@ -49,5 +46,5 @@ class ExplainMiddleware:
         if not any(name == "Content-Length" for name, _ in answer.headers):
             headers.append(("Content-Length", str(len(answer.body))))
         headers.extend(answer.headers)
-        start_response(_REASONS.get(answer.status, str(answer.status)), headers)
+        start_response(status_line(answer.status), headers)
         return [b"" if method == "HEAD" else answer.body]

@@ -10,10 +10,9 @@ the README.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from http import HTTPStatus
 from typing import TYPE_CHECKING, Final
 
-from verdict_contract.mockserver.answer import JSON, error_answer
+from verdict_contract.mockserver.answer import JSON, error_answer, status_line
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -25,7 +24,7 @@ MAX_HEADER_BYTES: Final = 64 * 1024
 def _refuse(start_response: StartResponse, status: int, code: str, message: str) -> Iterable[bytes]:
     answer = error_answer(status, code, message)
     headers = [("Content-Type", JSON), ("Content-Length", str(len(answer.body))), *answer.headers]
-    start_response(f"{status} {HTTPStatus(status).phrase}", headers)
+    start_response(status_line(status), headers)
     return [answer.body]
 
 

@@ -23,7 +23,6 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
@@ -33,7 +32,14 @@ from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, STATUSES
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import Violation, describe
-from verdict_contract.mockserver.answer import JSON, NO_STORE, Answer, Headers, error_answer
+from verdict_contract.mockserver.answer import (
+    JSON,
+    NO_STORE,
+    Answer,
+    Headers,
+    error_answer,
+    status_line,
+)
 from verdict_contract.mockserver.explain import bearer_token, parse_query
 from verdict_contract.mockserver.recorder import Recorder
 from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
@@ -171,13 +177,6 @@ def one_line(violation: Violation) -> str:
     return f"{violation.clause} {violation.rule} at {violation.path or '/'}: {violation.message}"
 
 
-def _reason(status: int) -> str:
-    try:
-        return f"{status} {HTTPStatus(status).phrase}"
-    except ValueError:
-        return f"{status} Unknown"
-
-
 def _error(status: int, code: str, message: str, headers: Headers = ()) -> Answer:
     """The proxy's own answer, in the mock's error shape (upstream answers bring their type)."""
     return error_answer(status, code, message, headers=[("Content-Type", JSON), *headers])
@@ -253,7 +252,7 @@ class ValidatingProxy:
         )
         headers = [(k, v) for k, v in answer.headers if k.lower() not in _HOP_BY_HOP]
         headers.append(("Content-Length", str(len(answer.body))))
-        start_response(_reason(answer.status), headers)
+        start_response(status_line(answer.status), headers)
         return [b"" if method == "HEAD" else answer.body]
 
     def answer(

@@ -93,6 +93,12 @@ def _mapping(body: Body, key: str) -> Body | None:
     return value if isinstance(value, Mapping) else None
 
 
+def _family_count(body: Body, key: str) -> int | None:
+    """``families.measured`` or ``families.reporting``, if it is an integer."""
+    families = _mapping(body, "families")
+    return _get(families, key, int) if families is not None else None
+
+
 def _signals(body: Body) -> list[tuple[int, str, str | None]]:
     """Return ``(index, id, tier)`` of every signal whose id is a string."""
     found = []
@@ -273,9 +279,8 @@ def signal_id_dot_namespaced(body: Body) -> Iterator[Finding]:
 @rule("§2.2, §2.3")
 def family_counts_in_range(body: Body) -> Iterator[Finding]:
     """``families.measured`` and ``families.reporting`` lie between 0 and the number of families."""
-    families = _mapping(body, "families")
     for key in ("measured", "reporting"):
-        count = _get(families, key, int) if families is not None else None
+        count = _family_count(body, key)
         if count is not None and not 0 <= count <= len(FAMILIES):
             yield Finding(
                 f"/families/{key}",
@@ -288,10 +293,7 @@ def family_counts_in_range(body: Body) -> Iterator[Finding]:
 @rule("§2.2")
 def reporting_within_measured(body: Body) -> Iterator[Finding]:
     """No more families report than attempted a measurement."""
-    families = _mapping(body, "families")
-    if families is None:
-        return
-    measured, reporting = _get(families, "measured", int), _get(families, "reporting", int)
+    measured, reporting = _family_count(body, "measured"), _family_count(body, "reporting")
     if measured is not None and reporting is not None and reporting > measured:
         yield Finding(
             "/families/reporting",
@@ -334,8 +336,7 @@ def strong_signals_only_when_contradicted(body: Body) -> Iterator[Finding]:
 @rule("§2.2")
 def contradicting_families_reported(body: Body) -> Iterator[Finding]:
     """Only a family that reported can contradict: no more contradicting families than reporting."""
-    families = _mapping(body, "families")
-    reporting = _get(families, "reporting", int) if families is not None else None
+    reporting = _family_count(body, "reporting")
     listed = _get(body, "contradicting_families", list)
     distinct = {f for f in listed or [] if isinstance(f, str)}
     if reporting is not None and len(distinct) > reporting:
@@ -350,8 +351,7 @@ def contradicting_families_reported(body: Body) -> Iterator[Finding]:
 @rule("§2.2, §2.3")
 def signal_families_reported(body: Body) -> Iterator[Finding]:
     """Signals fire from families that reported: no more signal families than reporting."""
-    families = _mapping(body, "families")
-    reporting = _get(families, "reporting", int) if families is not None else None
+    reporting = _family_count(body, "reporting")
     fired = sorted({family_of(sid) for _, sid, _ in _signals(body)})
     if reporting is not None and len(fired) > reporting:
         yield Finding(
