@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from http import HTTPStatus
 
 JSON = "application/json"
@@ -23,6 +24,7 @@ class Answer:
     headers: list[tuple[str, str]] = field(default_factory=list)
     outcome: str = ""  # one word for the journal: verdict, unknown, expired, scripted, ...
     fault: str | None = None  # the connection fault it carries (faults.py), for the journal
+    delay: float = 0.0  # seconds to wait before answering (a scripted delay step)
 
 
 _REASONS = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
@@ -33,6 +35,27 @@ def status_line(status: int) -> str:
     return _REASONS.get(status) or f"{status} Unknown"
 
 
+def explain_headers(answer: Answer, vary: bool = True) -> list[tuple[str, str]]:
+    """The headers of an answer to ``/e``, in the order every server sends them.
+
+    ``vary``: the answer depends on the key (every answer of ``GET /e``, not a 405 or 413).
+    """
+    headers = (
+        [("Content-Type", JSON), ("Vary", "Authorization")] if vary else [("Content-Type", JSON)]
+    )
+    if not any(name == "Content-Length" for name, _ in answer.headers):
+        headers.append(("Content-Length", str(len(answer.body))))
+    headers.extend(answer.headers)
+    return headers
+
+
+def not_allowed(method: str, allowed: str) -> Answer:
+    """405 for a method the path does not take (``allowed``: ``"GET, HEAD"``)."""
+    message = f"{method} is not allowed here; use {allowed}"
+    return error_answer(405, "method_not_allowed", message, headers=[("Allow", allowed)])
+
+
+@lru_cache(maxsize=256)  # most messages are constants: encoded once
 def error_body(code: str, message: str) -> bytes:
     """The documented error shape, as JSON bytes."""
     return json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False).encode()

@@ -7,6 +7,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from verdict_contract.core.spec import ENDPOINT_PATH
 from verdict_contract.mockserver.accesslog import AccessLog
+from verdict_contract.mockserver.answer import not_allowed
 from verdict_contract.mockserver.control import control
 from verdict_contract.mockserver.explain import handle
 from verdict_contract.mockserver.fastpath import ExplainMiddleware
@@ -22,13 +23,7 @@ from verdict_contract.mockserver.web import EXTENSION, error_response, state_of,
 def _http_error(error: HTTPException) -> Response:
     status = error.code or 400
     if isinstance(error, MethodNotAllowed):
-        allowed = ", ".join(error.valid_methods or ())
-        return error_response(
-            405,
-            "method_not_allowed",
-            f"{request.method} is not allowed here; use {allowed}",
-            headers=[("Allow", allowed)],
-        )
+        return to_response(not_allowed(request.method, ", ".join(error.valid_methods or ())))
     if status == 404:
         return error_response(
             404, "not_found", f"no such endpoint; the API is GET {ENDPOINT_PATH}?n=<session id>"

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, replace
 from http import HTTPStatus
 from urllib.parse import parse_qsl
 
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 from verdict_contract.mockserver.answer import NO_STORE, Answer, error_answer
 from verdict_contract.mockserver.faults import fault_answer
-from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Step
+from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from verdict_contract.mockserver.state import MockState
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
@@ -47,9 +48,16 @@ def bearer_token(header: str | None) -> str | None:
 def parse_query(query_string: bytes) -> list[tuple[str, str]] | None:
     """The query's pairs, or None if it is not UTF-8 (werkzeug would keep ``%FF`` as text)."""
     try:
+        if query_string and not any(c in query_string for c in _ESCAPES):
+            # One pair with nothing to unquote (``n=<id>``, every load test): as parse_qsl.
+            name, _, value = query_string.decode("utf-8").partition("=")
+            return [(name, value)]
         return parse_qsl(query_string.decode("utf-8"), keep_blank_values=True, errors="strict")
     except (UnicodeDecodeError, ValueError):
         return None
+
+
+_ESCAPES = (38, 37, 43)  # & % +: a query without them is one pair, read as it is
 
 
 def _bad_session_id(values: list[str] | None) -> str | None:
@@ -76,7 +84,7 @@ def _generic_error(status: int) -> tuple[str, str]:
     return phrase.lower().replace(" ", "_").replace("-", "_"), f"scripted: {phrase}"
 
 
-def _scripted(state: MockState, step: Step, body: bytes) -> Answer | None:
+def _scripted(step: Step, body: bytes) -> Answer | None:
     if step.status is not None:
         headers = list(step.headers) or _STEP_HEADERS.get(step.status, [])
         if 200 <= step.status < 300:  # the normal verdict, with the scripted status and headers
@@ -85,8 +93,7 @@ def _scripted(state: MockState, step: Step, body: bytes) -> Answer | None:
         return error_answer(step.status, code, message, "scripted", headers)
     if step.fault is not None:
         return fault_answer(step.fault, body)
-    state.delay(step.delay_ms / 1000)
-    return None
+    return None  # a delay: the answer is the normal one, late
 
 
 def explain(
@@ -120,26 +127,62 @@ def explain(
     body = recorded.body if recorded else state.generator.render(session.id, session.spec)
     step = state.scripts.next_step(session.id) or session.spec.always
     if step is not None:
-        scripted = _scripted(state, step, body)
+        scripted = _scripted(step, body)
         if scripted is not None:
             return scripted
+        if step.delay_ms:
+            return replace(_served(state, session, body), delay=step.delay_ms / 1000)
+    return _served(state, session, body)
+
+
+def _served(state: MockState, session: Session, body: bytes) -> Answer:
+    """The answer of a session that no script step overrides: 404 if expired, else its body."""
     if state.is_expired(session):
         return error_answer(404, "session_not_found", _NOT_FOUND, "expired")
+    recorded = session.spec.recorded
     if recorded is not None:  # replayed as received: the status and the very bytes
         cache = VERDICT_CACHE_CONTROL if recorded.status == 200 else NO_STORE
         return Answer(recorded.status, body, [("Cache-Control", cache)], "recorded")
     return Answer(200, body, [("Cache-Control", VERDICT_CACHE_CONTROL)], "verdict")
 
 
-def handle(state: MockState, method: str, query_string: bytes, authorization: str | None) -> Answer:
-    """Answer a request to ``/e`` and journal it."""
-    generation = state.journal.generation
-    started = time.perf_counter()
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A request to ``/e`` and its answer, decided but not yet journaled (nor sent)."""
+
+    method: str
+    query: bytes
+    pairs: list[tuple[str, str]] | None
+    authorization: str | None
+    answer: Answer
+    generation: int  # the journal's generation when the request arrived (reset() moves it)
+    started: float  # perf_counter() when it arrived: the journal's latency runs from here
+
+
+def decide(
+    state: MockState, method: str, query_string: bytes, authorization: str | None
+) -> Decision:
+    """Decide the answer to a request to ``/e``; :func:`record` journals it once sent."""
+    generation, started = state.journal.generation, time.perf_counter()
     pairs = parse_query(query_string)
     answer = explain(state, pairs, authorization)
-    latency_ms = (time.perf_counter() - started) * 1000
-    journal(state, method, pairs, query_string, authorization, answer, generation, latency_ms)
-    return answer
+    return Decision(method, query_string, pairs, authorization, answer, generation, started)
+
+
+def record(state: MockState, decision: Decision) -> None:
+    """Journal a decided request; its latency includes any scripted delay waited out."""
+    latency_ms = (time.perf_counter() - decision.started) * 1000
+    d = decision
+    journal(state, d.method, d.pairs, d.query, d.authorization, d.answer, d.generation, latency_ms)
+
+
+def handle(state: MockState, method: str, query_string: bytes, authorization: str | None) -> Answer:
+    """Answer a request to ``/e`` for a blocking server: wait out a delay, journal, return."""
+    decision = decide(state, method, query_string, authorization)
+    if decision.answer.delay:
+        state.delay(decision.answer.delay)  # in-process transports replace this (inprocess.py)
+    record(state, decision)
+    return decision.answer
 
 
 def journal(

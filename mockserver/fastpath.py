@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from verdict_contract.core.spec import ENDPOINT_PATH
-from verdict_contract.mockserver.answer import JSON, error_answer, status_line
+from verdict_contract.mockserver.answer import error_answer, explain_headers, status_line
 from verdict_contract.mockserver.explain import handle
 from verdict_contract.mockserver.sessions import SpecError
 from verdict_contract.mockserver.state import MockState
@@ -42,9 +42,5 @@ class ExplainMiddleware:
         except Exception:  # never a 5xx for a request, however it fails
             log.exception("unexpected error answering GET %s", ENDPOINT_PATH)
             answer = error_answer(400, "bad_request", "the request could not be processed")
-        headers: list[tuple[str, str]] = [("Content-Type", JSON), ("Vary", "Authorization")]
-        if not any(name == "Content-Length" for name, _ in answer.headers):
-            headers.append(("Content-Length", str(len(answer.body))))
-        headers.extend(answer.headers)
-        start_response(status_line(answer.status), headers)
+        start_response(status_line(answer.status), explain_headers(answer))
         return [b"" if method == "HEAD" else answer.body]

@@ -1,10 +1,10 @@
-"""Serving the mock with waitress, in the foreground (the CLI) or on a background thread (tests).
+"""Serving the mock: its own asyncio server (the default) or waitress, in front or on a thread.
 
-waitress, not gunicorn, by an earlier measurement (recorded in the README): a
-request costs the same CPU under both, and gunicorn's extra throughput (about 1.6x on 2 cores)
-comes only from a second process, in which the rate limiter, journal and scripts would each
-count on their own (a 10/60 limit let 20 of 30 requests through). One process with threads
-keeps them exact, and waitress runs on every OS the frontend developers use.
+``async`` (:mod:`.asyncserver`) is the default by measurement (the README's table): it answers
+``GET /e`` near a native server's speed and does every scripted fault and delay. ``waitress``
+is a plain WSGI server, kept for those who want one (``--server waitress``). Both run in one
+process, which keeps the rate limiter, journal and scripts exact (a second process would count
+on its own: a 10/60 limit let 20 of 30 requests through under two gunicorn workers).
 """
 
 from __future__ import annotations
@@ -12,44 +12,51 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from flask import Flask
 from waitress.server import create_server
+
+from verdict_contract.mockserver.asyncserver import AsyncServer
+from verdict_contract.mockserver.web import EXTENSION
 
 log = logging.getLogger("mockserver.serve")
 
 
-@dataclass
-class BackgroundServer:
-    """A waitress server on a daemon thread; ``port=0`` picks a free port.
-
-    ``stop()`` asks the server thread to finish: that thread closes the listener and every
-    client connection and stops the worker threads, so nothing is closed under its feet.
-    """
-
-    app: Any  # a WSGI application, usually the mock's Flask app
-    host: str = "127.0.0.1"
-    port: int = 0
-    threads: int = 4
-    _server: Any = field(default=None, init=False, repr=False)
-    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
-    _stopping: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+class Server(Protocol):
+    """A bound server: ``run()`` serves until ``stop()``, which any thread may call."""
 
     @property
-    def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the server is not started")
-        host = self.host if ":" not in self.host else f"[{self.host}]"
-        return f"http://{host}:{self._server.effective_port}"
+    def effective_port(self) -> int: ...
 
-    def start(self) -> BackgroundServer:
-        self._stopping.clear()
-        self._server = make_server(self.app, self.host, self.port, self.threads)
-        self._thread = threading.Thread(target=self._run, name="verdict-mock", daemon=True)
-        self._thread.start()
-        return self
+    def run(self) -> None: ...
 
-    def _run(self) -> None:
+    def stop(self) -> None: ...
+
+    def close(self) -> None:
+        """Release a server that was never run."""
+
+
+class WaitressServer:
+    """waitress, stoppable from another thread between two turns of its loop."""
+
+    def __init__(self, app: Any, host: str, port: int, threads: int) -> None:
+        self._server: Any = create_server(
+            app,
+            host=host,
+            port=port,
+            threads=threads,
+            ident="verdict-mock",
+            clear_untrusted_proxy_headers=True,
+        )
+        self._stopping = threading.Event()
+
+    @property
+    def effective_port(self) -> int:
+        port: int = self._server.effective_port
+        return port
+
+    def run(self) -> None:
         server = self._server
         sockets = getattr(server, "map", None) or server._map
         try:
@@ -61,6 +68,65 @@ class BackgroundServer:
 
     def stop(self) -> None:
         self._stopping.set()
+
+    def close(self) -> None:
+        self._server.close()
+
+
+def default_server(app: Any) -> str:
+    """The server a mock app's settings name; ``async`` for any other WSGI app."""
+    state = app.extensions.get(EXTENSION) if isinstance(app, Flask) else None
+    return "async" if state is None else str(state.settings.server)
+
+
+def make_server(app: Any, host: str, port: int, threads: int, server: str | None = None) -> Server:
+    """Bind a server for a WSGI app (``port=0`` picks a free port: see ``effective_port``)."""
+    if (server or default_server(app)) == "waitress":
+        return WaitressServer(app, host, port, threads)
+    return AsyncServer(app, host, port, threads)
+
+
+def serve_forever(server: Server) -> None:
+    """Serve in the foreground until interrupted."""
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        log.info("stopped")
+
+
+@dataclass
+class BackgroundServer:
+    """A server on a daemon thread; ``port=0`` picks a free port.
+
+    ``server`` names the server (``async`` or ``waitress``); by default, the one the app's
+    settings name. ``stop()`` asks the server thread to finish: that thread closes the listener
+    and every connection, so nothing is closed under its feet.
+    """
+
+    app: Any  # a WSGI application, usually the mock's Flask app
+    host: str = "127.0.0.1"
+    port: int = 0
+    threads: int = 4
+    server: str | None = None
+    _server: Server | None = field(default=None, init=False, repr=False)
+    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the server is not started")
+        host = self.host if ":" not in self.host else f"[{self.host}]"
+        return f"http://{host}:{self._server.effective_port}"
+
+    def start(self) -> BackgroundServer:
+        self._server = make_server(self.app, self.host, self.port, self.threads, self.server)
+        self._thread = threading.Thread(target=self._server.run, name="verdict-mock", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._server = self._thread = None
@@ -68,30 +134,5 @@ class BackgroundServer:
     def __enter__(self) -> BackgroundServer:
         return self.start()
 
-    def __exit__(
-        self,
-        *exc_info: object,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
-
-
-def make_server(app: Any, host: str, port: int, threads: int) -> Any:
-    """Bind a waitress server (``port=0`` picks a free port: see ``effective_port``)."""
-    return create_server(
-        app,
-        host=host,
-        port=port,
-        threads=threads,
-        ident="verdict-mock",
-        clear_untrusted_proxy_headers=True,
-    )
-
-
-def serve_forever(server: Any) -> None:
-    """Serve in the foreground until interrupted."""
-    try:
-        server.run()
-    except KeyboardInterrupt:
-        log.info("stopped")
-    finally:
-        server.close()

@@ -25,6 +25,8 @@ DEFAULT_API_KEY: Final = "verdict-mock-local-key"
 
 ENV_PREFIX: Final = "VERDICT_MOCK_"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+SERVERS: Final = ("async", "waitress")
+"""``async``: the mock's own server (asyncserver.py), the fastest; ``waitress``: a WSGI server."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,12 @@ def _level(raw: str) -> str:
     if raw.lower() not in LOG_LEVELS:
         raise ValueError(f"{raw!r} is not one of {', '.join(LOG_LEVELS)}")
     return raw.lower()
+
+
+def _server(raw: str) -> str:
+    if raw.strip().lower() not in SERVERS:
+        raise ValueError(f"{raw!r} is not one of {', '.join(SERVERS)}")
+    return raw.strip().lower()
 
 
 def _token(raw: str) -> Secret:
@@ -204,6 +212,9 @@ class Settings:
     access_log: bool = _setting(
         False, "log one line per request (common log format, keys masked)", parse_bool
     )
+    server: str = _setting(
+        "async", f"HTTP server ({', '.join(SERVERS)}; see the README)", _server, metavar="NAME"
+    )
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -284,6 +295,7 @@ _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
     "allowed_hosts": tuple,
     "max_body": int,
     "access_log": bool,
+    "server": str,
 }
 
 

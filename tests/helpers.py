@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import select
@@ -72,46 +71,14 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, step: float 
     return predicate()
 
 
-def is_stop_race(args: threading.ExceptHookArgs) -> bool:
-    """Whether a thread died of the known BackgroundServer.stop race (see test_mock_http)."""
-    error = args.exc_value
-    return (
-        isinstance(error, OSError)
-        and error.errno == errno.EBADF
-        and args.thread is not None
-        and args.thread.name == "verdict-mock"
-    )
-
-
-def stop_server(server: BackgroundServer) -> None:
-    """Stop a background server, tolerating only the known stop race.
-
-    BackgroundServer.stop closes the listening socket from this thread while the server thread
-    may be about to select() on it; the server thread then dies of EBADF. That bug has its own
-    xfail test (test_mock_http.test_stop_does_not_kill_the_server_thread_with_an_error); other
-    tests must not fail at random because of it. Any other thread error still reaches pytest.
-    """
-    previous = threading.excepthook
-
-    def hook(args: threading.ExceptHookArgs) -> None:
-        if not is_stop_race(args):
-            previous(args)
-
-    threading.excepthook = hook
-    try:
-        server.stop()
-    finally:
-        threading.excepthook = previous
-
-
 @contextmanager
-def running(app: Flask, threads: int = 4) -> Iterator[BackgroundServer]:
-    """Serve ``app`` with waitress on 127.0.0.1 and a free port; always stopped afterwards."""
-    server = BackgroundServer(app, host="127.0.0.1", port=0, threads=threads).start()
+def running(app: Flask, threads: int = 4, server: str | None = None) -> Iterator[BackgroundServer]:
+    """Serve ``app`` on 127.0.0.1 and a free port (``server``: by its settings); then stop."""
+    background = BackgroundServer(app, port=0, threads=threads, server=server).start()
     try:
-        yield server
+        yield background
     finally:
-        stop_server(server)
+        background.stop()
 
 
 def free_port() -> int:

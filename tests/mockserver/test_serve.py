@@ -1,19 +1,16 @@
-"""The mock over real HTTP (waitress on 127.0.0.1): faults, restarts, threads, bad input."""
+"""The mock over real HTTP on 127.0.0.1, on each server: faults, restarts, threads, bad input."""
 
 from __future__ import annotations
 
 import json
 import re
-import select as select_module
-import socket
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import waitress.wasyncore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +21,6 @@ from tests.helpers import (
     raw_request,
     run_threads,
     running,
-    stop_server,
 )
 from verdict_contract import validate_verdict
 from verdict_contract.mockserver import Settings, create_app
@@ -36,9 +32,14 @@ from verdict_contract.mockserver.web import state_of
 TRANSPORT_ERRORS = (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[BackgroundServer]:
-    app = create_app(Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off")))
+SERVERS = ["async", "waitress"]
+
+
+@pytest.fixture(scope="module", params=SERVERS)
+def server(request: pytest.FixtureRequest) -> Iterator[BackgroundServer]:
+    app = create_app(
+        Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off"), server=request.param)
+    )
     with running(app, threads=4) as background:
         yield background
 
@@ -324,16 +325,26 @@ def test_known_bad_requests_get_a_4xx(server: BackgroundServer, request_bytes: b
     _check_answer(answer)
 
 
-@pytest.mark.xfail(
-    reason="known limitation, documented in the README: waitress answers 501 to a "
-    "Transfer-Encoding other than chunked before the app sees the request",
-    strict=True,
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "async",
+        pytest.param(
+            "waitress",
+            marks=pytest.mark.xfail(
+                reason="known limitation, documented in the README: waitress answers 501 to a "
+                "Transfer-Encoding other than chunked before the app sees the request",
+                strict=True,
+            ),
+        ),
+    ],
 )
-def test_unsupported_transfer_encoding_is_not_a_5xx(server: BackgroundServer) -> None:
-    answer = raw_request(
-        port_of(server),
-        b"GET /e?n=demo-contradicted HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
-    )
+def test_unsupported_transfer_encoding_is_not_a_5xx(kind: str) -> None:
+    with running(create_app(Settings(server=kind))) as server:
+        answer = raw_request(
+            port_of(server),
+            b"GET /e?n=demo-contradicted HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+        )
     assert _statuses(answer)
     _check_answer(answer)
 
@@ -354,69 +365,39 @@ def test_an_error_while_answering_e_is_not_a_5xx(monkeypatch: pytest.MonkeyPatch
 # --- stopping ---------------------------------------------------------------------------------
 
 
-class _SelectProxy:
-    """Stands in for the ``select`` module inside waitress.wasyncore."""
-
-    def __init__(self, fake: Callable[..., Any]) -> None:
-        self.select = fake
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(select_module, name)
-
-
-def test_stop_does_not_kill_the_server_thread_with_an_error(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    armed, in_select, closed = threading.Event(), threading.Event(), threading.Event()
-    real_select = select_module.select
-
-    def fake_select(r: Any, w: Any, e: Any, timeout: float | None = None) -> Any:
-        if armed.is_set() and not in_select.is_set():
-            in_select.set()
-            closed.wait(timeout=2)  # the interleaving under test: stop() runs just now
-        return real_select(r, w, e, timeout)
-
-    errors: list[BaseException | None] = []
-    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
-    monkeypatch.setattr(waitress.wasyncore, "select", _SelectProxy(fake_select))
-    server = BackgroundServer(create_app(Settings())).start()
-    try:
-        waitress_server = server._server
-        real_close = waitress_server.close
-
-        def close() -> None:
-            real_close()
-            closed.set()
-
-        waitress_server.close = close
-        armed.set()
-        with socket.create_connection(("127.0.0.1", port_of(server))):
-            pass  # wakes the server loop, which then selects again
-        assert in_select.wait(timeout=5)
-    finally:
-        server.stop()
-    assert errors == []
-
-
 def _new_threads(before: set[threading.Thread]) -> list[str]:
     return sorted(t.name for t in threading.enumerate() if t not in before and t.is_alive())
 
 
-def test_stop_leaves_no_thread_behind() -> None:
+@pytest.mark.parametrize("kind", SERVERS)
+def test_stop_leaves_no_thread_behind(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    errors: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
     before = set(threading.enumerate())
-    server = BackgroundServer(create_app(Settings())).start()
+    server = BackgroundServer(create_app(Settings()), server=kind).start()
     with httpx.Client(base_url=server.base_url) as http:
         assert http.get("/_mock/health").status_code == 200
     assert _new_threads(before)  # the server runs on threads of its own
-    stop_server(server)
+    server.stop()
     assert _new_threads(before) == []
+    assert errors == []
 
 
-def test_stop_ends_the_server_loop_even_with_a_client_connected() -> None:
+@pytest.mark.parametrize("kind", SERVERS)
+def test_stop_ends_the_server_loop_even_with_a_client_connected(kind: str) -> None:
     before = set(threading.enumerate())
-    server = BackgroundServer(create_app(Settings())).start()
+    server = BackgroundServer(create_app(Settings()), server=kind).start()
     with httpx.Client(base_url=server.base_url) as http:
         assert http.get("/_mock/health").status_code == 200  # the connection stays open
-        stop_server(server)
+        server.stop()
         loops = [name for name in _new_threads(before) if name == "verdict-mock"]
     assert loops == []
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_stop_right_after_start_is_clean(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    errors: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    for _ in range(20):  # the stop may land before the server loop has begun
+        BackgroundServer(create_app(Settings()), server=kind).start().stop()
+    assert errors == []

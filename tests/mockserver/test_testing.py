@@ -19,7 +19,7 @@ from tests.helpers import KEY
 from verdict_contract import SpecError, VerificationError
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.sessions import parse_step
+from verdict_contract.mockserver.sessions import Step, parse_step
 from verdict_contract.mockserver.testing import (
     VerdictMock,
     live_mock,
@@ -101,13 +101,13 @@ def test_in_process_timeouts_are_journaled_as_timeouts(
 def test_a_request_in_flight_at_reset_never_reaches_the_next_tests_journal() -> None:
     with live_mock() as mock:
         n = mock.mint(script=[{"delay_ms": 400}])
-        arrived, wait = threading.Event(), mock.state.delay
+        arrived, next_step = threading.Event(), mock.state.scripts.next_step
 
-        def delay(seconds: float) -> None:
-            arrived.set()
-            wait(seconds)
+        def step(session_id: str) -> Step | None:
+            arrived.set()  # the request took its delay step: it is answering now
+            return next_step(session_id)
 
-        mock.state.delay = delay
+        mock.state.scripts.next_step = step  # type: ignore[method-assign]
         thread = threading.Thread(target=_get_httpx, args=(mock, n))
         thread.start()
         assert arrived.wait(timeout=5)

@@ -1,0 +1,525 @@
+"""The mock's own HTTP/1.1 server: one asyncio loop (uvloop where installed), httptools parsing.
+
+Chosen by measurement (``benchmarks/bench_serve.py``, the README's table): ``GET``/``HEAD /e``
+is answered on the loop itself from :func:`.explain.decide`, with no WSGI environ and no Flask
+request, which brings it near a native server; and one process owns the limiter, journal and
+scripts, so they stay exact. Every other request goes to the Flask app on a worker thread
+(:mod:`.wsgibridge`). What a WSGI server cannot do, this one does:
+
+- a scripted delay waits on the loop (``call_later``): it holds its own connection only;
+- a scripted ``reset`` is a TCP reset (``SO_LINGER`` 0, then abort): the client gets no byte;
+- ``truncated`` sends the head with the full Content-Length, half the body, and closes.
+
+Limits hold before the app is called: a request line over :data:`MAX_TARGET_BYTES` is 414,
+headers over :data:`.limits.MAX_HEADER_BYTES` 431, a body over ``--max-body`` 413 (declared or
+as it arrives, never read further), anything httptools cannot parse 400; each in the documented
+JSON shape, then the connection closes. ``Expect: 100-continue`` gets its interim answer.
+Connections idle for :data:`IDLE_TIMEOUT` seconds (or stuck mid-request that long) are closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import struct
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from email.utils import formatdate
+from typing import TYPE_CHECKING, Final, cast
+
+import httptools
+from flask import Flask
+
+from verdict_contract.core.spec import ENDPOINT_PATH
+from verdict_contract.mockserver.accesslog import log as access_log
+from verdict_contract.mockserver.accesslog import log_line
+from verdict_contract.mockserver.answer import (
+    Answer,
+    error_answer,
+    explain_headers,
+    not_allowed,
+    status_line,
+)
+from verdict_contract.mockserver.explain import Decision, decide, record
+from verdict_contract.mockserver.limits import MAX_HEADER_BYTES
+from verdict_contract.mockserver.sessions import SpecError
+from verdict_contract.mockserver.settings import Settings
+from verdict_contract.mockserver.state import MockState
+from verdict_contract.mockserver.web import EXTENSION
+from verdict_contract.mockserver.wsgibridge import Reply, Request, call_app, environ_for
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
+
+log = logging.getLogger("mockserver.server")
+
+MAX_TARGET_BYTES: Final = 256 * 1024
+"""The longest request target (path and query) the server reads; longer is 414."""
+IDLE_TIMEOUT: Final = 30.0
+"""Seconds a connection may sit idle, or stuck half-way through a request, before it closes."""
+_HOT_PREFIX: Final = ENDPOINT_PATH.encode() + b"?"
+_HOT_PATH: Final = ENDPOINT_PATH.encode()
+_CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop where it is installed (Linux, macOS), asyncio's own elsewhere (Windows)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency where it exists
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+class _Refused(Exception):
+    """Raised in a parser callback to stop parsing: the request was answered and closed."""
+
+
+class _Date:
+    """The Date header's value, formatted once a second."""
+
+    def __init__(self) -> None:
+        self.second = -1
+        self.text = ""
+
+    def __call__(self) -> str:
+        now = int(time.time())
+        if now != self.second:
+            self.second, self.text = now, formatdate(now, usegmt=True)
+        return self.text
+
+
+class HttpConnection(asyncio.Protocol):
+    """One client connection: parse requests, answer them in order, enact faults."""
+
+    def __init__(self, server: AsyncServer) -> None:
+        self.server = server
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.pending: deque[Request | Answer] = deque()  # Answer: a refusal, then close
+        self.busy = False  # an answer is being delayed or computed on a worker thread
+        self.last_active = server.loop.time()
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._size = 0
+        self._body: list[bytes] = []
+        self._body_size = 0
+        self._dead = False  # the parser failed or a request was refused: nothing more is read
+
+    # -- the transport's side ---------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast("asyncio.Transport", transport)  # uvloop's is not a subclass
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        self.pending.clear()
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = self.server.loop.time()
+        if self._dead:
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._refuse(400, "bad_request", "protocol upgrades are not supported")
+        except httptools.HttpParserCallbackError as exc:
+            if not isinstance(exc.__context__, _Refused):
+                log.exception("unexpected error reading a request")
+                self._refuse(400, "bad_request", "the request could not be processed")
+        except httptools.HttpParserError as exc:
+            self._refuse(400, "bad_request", f"the request is not valid HTTP/1.1: {exc}")
+
+    def pause_writing(self) -> None:  # the client is not reading: stop reading it too
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self.busy:
+            self.transport.resume_reading()
+
+    # -- httptools callbacks ----------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._url, self._headers, self._size = b"", [], 0
+        self._body, self._body_size = [], 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        if len(self._url) > MAX_TARGET_BYTES:
+            self._refuse_raise(
+                414, "uri_too_long", f"the request target is longer than {MAX_TARGET_BYTES} bytes"
+            )
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._size += len(name) + len(value)
+        if self._size > MAX_HEADER_BYTES:
+            self._refuse_raise(
+                431,
+                "request_header_fields_too_large",
+                f"the request headers hold more than {MAX_HEADER_BYTES} bytes; "
+                f"the mock accepts at most {MAX_HEADER_BYTES}",
+            )
+        self._headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        expect_continue = False
+        for name, value in self._headers:
+            lowered = name.lower()
+            if lowered == b"content-length" and _length(value) > self.server.max_body:
+                self._refuse_raise(
+                    413,
+                    "request_entity_too_large",
+                    f"the request body is {_length(value)} bytes; the mock accepts at most "
+                    f"{self.server.max_body} (--max-body)",
+                )
+            if lowered == b"expect" and value.strip().lower() == b"100-continue":
+                expect_continue = True
+        if expect_continue and self.transport is not None and not self.pending and not self.busy:
+            self.transport.write(_CONTINUE)
+
+    def on_body(self, body: bytes) -> None:
+        self._body_size += len(body)
+        if self._body_size > self.server.max_body:
+            self._refuse_raise(
+                413,
+                "request_entity_too_large",
+                f"the request body is over {self.server.max_body} bytes (--max-body)",
+            )
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        version = self.parser.get_http_version()
+        request = Request(
+            self.parser.get_method().decode("latin-1"),
+            self._url,
+            self._headers,
+            b"".join(self._body),
+            version,
+        )
+        if version != "1.1" or not self.parser.should_keep_alive():
+            self.pending.append(request)
+            self.pending.append(_CLOSE)
+            self._next()
+            raise _Refused  # nothing after a closing request is read
+        if self.busy or self.pending:
+            self.pending.append(request)
+        else:
+            self._serve(request, keep_alive=True)
+
+    # -- answering --------------------------------------------------------------------------
+    def _next(self) -> None:
+        """Serve queued requests in order until one is busy (a delay, a worker thread)."""
+        while self.pending and not self.busy and self.transport is not None:
+            item = self.pending.popleft()
+            if isinstance(item, Answer):  # a refusal or the end of a closing request
+                if item is not _CLOSE:
+                    self._write_answer(item, head_only=False, close=True, vary=False)
+                self._close()
+                return
+            self._serve(item, keep_alive=not (self.pending and self.pending[0] is _CLOSE))
+        transport = self.transport
+        if transport and not (self.busy or self._dead or transport.is_closing()):
+            transport.resume_reading()
+
+    def _serve(self, request: Request, keep_alive: bool) -> None:
+        url = request.url
+        if self.server.hot and (url == _HOT_PATH or url.startswith(_HOT_PREFIX)):
+            if request.method in ("GET", "HEAD"):
+                self._serve_explain(request, keep_alive)
+            else:  # as the app's own 405, without the trip to a worker thread
+                self._send(request, not_allowed(request.method, "GET, HEAD"), keep_alive, False)
+        else:
+            self._serve_app(request, keep_alive)
+
+    def _serve_explain(self, request: Request, keep_alive: bool) -> None:
+        authorization = None
+        for name, value in request.headers:
+            if name.lower() == b"authorization":
+                text = value.decode("latin-1")
+                authorization = text if authorization is None else f"{authorization},{text}"
+        query = request.url[len(_HOT_PREFIX) :] if len(request.url) > len(_HOT_PATH) else b""
+        if b"#" in query:  # a fragment is not part of the query (a client should not send one)
+            query = query.partition(b"#")[0]
+        state = self.server.state
+        assert state is not None  # the hot path is on for the mock's own app only
+        try:
+            decision = decide(state, request.method, query, authorization)
+        except SpecError as exc:  # e.g. a scenario session whose overrides cannot be served
+            self._send(request, error_answer(422, "invalid_session", str(exc)), keep_alive)
+            return
+        except Exception:  # never a 5xx for a request, however it fails
+            log.exception("unexpected error answering GET %s", ENDPOINT_PATH)
+            answer = error_answer(400, "bad_request", "the request could not be processed")
+            self._send(request, answer, keep_alive)
+            return
+        if decision.answer.delay:
+            self._busy()
+            self.server.loop.call_later(
+                decision.answer.delay, self._delayed, request, decision, keep_alive
+            )
+            return
+        record(state, decision)
+        self._send(request, decision.answer, keep_alive)
+
+    def _delayed(self, request: Request, decision: Decision, keep_alive: bool) -> None:
+        self.busy = False
+        assert self.server.state is not None
+        record(self.server.state, decision)
+        if self.transport is None or self.transport.is_closing():
+            return  # the client left while it waited
+        self._send(request, decision.answer, keep_alive)
+        self._next()
+
+    def _send(self, request: Request, answer: Answer, keep_alive: bool, vary: bool = True) -> None:
+        """Write an answer to ``/e``, enacting its fault."""
+        if answer.fault == "reset":
+            self._log(request, "000", 0)
+            self._reset()
+            return
+        close = not keep_alive or answer.fault == "truncated"
+        sent = self._write_answer(answer, request.method == "HEAD", close, vary)
+        self._log(request, status_line(answer.status), sent)
+        if close:
+            self._close()
+
+    def _write_answer(self, answer: Answer, head_only: bool, close: bool, vary: bool = True) -> int:
+        head = self._head(status_line(answer.status), explain_headers(answer, vary), close)
+        body = b"" if head_only else answer.body
+        assert self.transport is not None
+        self.transport.write(head + body)
+        return len(body)
+
+    def _head(self, status: str, headers: list[tuple[str, str]], close: bool) -> bytes:
+        lines = [f"HTTP/1.1 {status}\r\n"]
+        lines.extend(f"{name}: {value}\r\n" for name, value in headers)
+        lines.append(f"Date: {self.server.date()}\r\nServer: verdict-mock\r\n")
+        if close:
+            lines.append("Connection: close\r\n")
+        lines.append("\r\n")
+        return "".join(lines).encode("latin-1")
+
+    def _serve_app(self, request: Request, keep_alive: bool) -> None:
+        assert self.transport is not None
+        server = self.server
+        try:
+            environ = environ_for(
+                request, server.address, self.transport.get_extra_info("peername")
+            )
+        except httptools.HttpParserInvalidURLError:
+            answer = error_answer(400, "bad_request", "the URL is not valid")
+            self._send(request, answer, keep_alive=False, vary=False)
+            return
+        self._busy()
+
+        def answered(done: Future[Reply]) -> None:  # on the worker thread
+            with contextlib.suppress(RuntimeError):  # the server stopped meanwhile
+                server.loop.call_soon_threadsafe(self._app_answered, request, done, keep_alive)
+
+        server.pool.submit(call_app, server.app, environ).add_done_callback(answered)
+
+    def _app_answered(self, request: Request, done: Future[Reply], keep_alive: bool) -> None:
+        self.busy = False
+        if self.transport is None or self.transport.is_closing():
+            return
+        try:
+            reply = done.result()
+        except ConnectionResetError:  # the app asked for a reset (faults.FaultMiddleware)
+            self._reset()
+            return
+        except Exception:  # never a 5xx: the app's own handlers answered what they could
+            log.exception("unexpected error answering %s", request.method)
+            answer = error_answer(400, "bad_request", "the request could not be processed")
+            self._send(request, answer, keep_alive=False, vary=False)
+            return
+        head_only = request.method == "HEAD"
+        declared = reply.declared_length()
+        headers = [(k, v) for k, v in reply.headers if k.lower() not in _HOP_BY_HOP]
+        if declared is None:
+            headers.append(("Content-Length", str(len(reply.body))))
+        # An app body shorter than its Content-Length (a scripted cut) ends the connection.
+        cut = not head_only and declared is not None and declared != len(reply.body)
+        close = not keep_alive or cut
+        self.transport.write(self._head(reply.status, headers, close))
+        if not head_only:
+            self.transport.write(reply.body)
+        if close:
+            self._close()
+        self._next()
+
+    # -- the connection ---------------------------------------------------------------------
+    def _busy(self) -> None:
+        self.busy = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def _refuse(self, status: int, code: str, message: str) -> None:
+        """Answer a request the server will not read (after those queued before it), close."""
+        self._dead = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+        self.pending.append(error_answer(status, code, message))
+        self._next()
+
+    def _refuse_raise(self, status: int, code: str, message: str) -> None:
+        self._refuse(status, code, message)
+        raise _Refused
+
+    def _close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        self.pending.clear()
+
+    def _reset(self) -> None:
+        """Close with a TCP reset: nothing more is sent, unsent bytes are dropped."""
+        if self.transport is None:
+            return
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
+        self.pending.clear()
+
+    def _log(self, request: Request, status: str, size: int) -> None:
+        if not self.server.access_log:
+            return
+        path, _, query = request.url.partition(b"?")
+        peer = self.transport.get_extra_info("peername") if self.transport else None
+        environ = {
+            "REQUEST_METHOD": request.method,
+            "PATH_INFO": path.decode("latin-1"),
+            "QUERY_STRING": query.decode("latin-1"),
+            "SERVER_PROTOCOL": f"HTTP/{request.version}",
+            "REMOTE_ADDR": peer[0] if peer else "-",
+        }
+        state = self.server.state
+        is_key = state.key_ok if state is not None else (lambda _: False)
+        access_log.info("%s", log_line(environ, status, size, is_key))
+
+    def idle_for(self, now: float) -> float:
+        return 0.0 if self.busy else now - self.last_active
+
+
+def _length(value: bytes) -> int:
+    """A Content-Length value as a number (httptools has checked that it is digits)."""
+    try:
+        return int(value)
+    except ValueError:
+        return 0
+
+
+_CLOSE: Final = Answer(0, b"", outcome="close")
+"""Queued after a request that ends its connection (``Connection: close``, HTTP/1.0)."""
+_HOP_BY_HOP: Final = frozenset({"connection", "keep-alive", "transfer-encoding", "date", "server"})
+
+
+class AsyncServer:
+    """A WSGI app served by :class:`HttpConnection` on a socket bound at construction.
+
+    For the mock's own app, ``GET``/``HEAD /e`` is answered on the loop (unless proxying).
+
+    ``run()`` serves until ``stop()`` (which any thread may call); ``port=0`` picks a free port.
+    """
+
+    def __init__(
+        self,
+        app: WSGIApplication,
+        host: str,
+        port: int,
+        threads: int,
+        idle_timeout: float = IDLE_TIMEOUT,
+    ) -> None:
+        self.app = app
+        found = app.extensions.get(EXTENSION) if isinstance(app, Flask) else None
+        self.state: MockState | None = found  # None: any WSGI app, every request to it
+        settings = found.settings if found is not None else Settings()
+        self.hot = found is not None and settings.proxy_to is None  # proxied: /e is the app's
+        self.max_body = settings.max_body
+        self.access_log = settings.access_log
+        self.idle_timeout = idle_timeout
+        self.date: Callable[[], str] = _Date()
+        self.connections: set[HttpConnection] = set()
+        self.sock = _bind(host, port)
+        self.address: tuple[str, int] = self.sock.getsockname()[:2]
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="verdict-mock-app")
+        self.loop = new_loop()
+        self._stop = asyncio.Event()
+        self._sweeper: asyncio.TimerHandle | None = None
+
+    @property
+    def effective_port(self) -> int:
+        return self.address[1]
+
+    def run(self) -> None:
+        """Serve on this thread until :meth:`stop`."""
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self._serve())
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.loop.close()
+
+    async def _serve(self) -> None:
+        loop = self.loop
+        listener = await loop.create_server(
+            lambda: HttpConnection(self), sock=self.sock, backlog=1024
+        )
+        self._sweep()
+        try:
+            await self._stop.wait()
+        finally:
+            if self._sweeper is not None:
+                self._sweeper.cancel()
+            listener.close()
+            for connection in list(self.connections):
+                if connection.transport is not None:
+                    connection.transport.abort()
+            await asyncio.sleep(0)  # let the aborted transports close
+
+    def stop(self) -> None:
+        """Stop serving (from any thread): the listener and every connection close."""
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            self.loop.call_soon_threadsafe(self._stop.set)
+
+    def close(self) -> None:
+        """Release a server that was never run (its socket, loop and pool)."""
+        self.sock.close()
+        self.pool.shutdown(wait=False)
+        if not self.loop.is_closed():
+            self.loop.close()
+
+    def _sweep(self) -> None:
+        now = self.loop.time()
+        for connection in list(self.connections):
+            if connection.idle_for(now) > self.idle_timeout and connection.transport is not None:
+                connection.transport.close()
+        self._sweeper = self.loop.call_later(min(1.0, self.idle_timeout), self._sweep)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``:``port`` (raises OSError, e.g. if the port is taken)."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1024)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def serve(server: AsyncServer) -> None:
+    """Serve in the foreground until interrupted."""
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        log.info("stopped")

@@ -1,0 +1,111 @@
+"""From a parsed HTTP request to a WSGI call and back, for the mock's own server (asyncserver.py).
+
+The server parses with httptools and hands everything but ``GET``/``HEAD /e`` to the Flask app
+through this bridge, on a worker thread: :func:`environ_for` builds the PEP 3333 environ,
+:func:`call_app` runs the app and collects its whole answer (the mock's answers are small and
+bounded: the journal is, and so is every body it echoes).
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote_to_bytes
+
+import httptools
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication, WSGIEnvironment
+
+Address = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request as the server parsed it (header names and values as sent)."""
+
+    method: str
+    url: bytes
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+    version: str  # "1.1" or "1.0"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What the app answered: its status line, headers and whole body."""
+
+    status: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def declared_length(self) -> int | None:
+        """The Content-Length the app set, if it set one."""
+        for name, value in self.headers:
+            if name.lower() == "content-length" and value.strip().isdigit():
+                return int(value)
+        return None
+
+
+def environ_for(request: Request, server: Address, peer: Address | None) -> WSGIEnvironment:
+    """The WSGI environ of ``request`` (raises ``httptools.HttpParserInvalidURLError``)."""
+    url = httptools.parse_url(request.url)
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": request.method,
+        "SCRIPT_NAME": "",
+        # PEP 3333: the path percent-decoded, its bytes as latin-1 text; the query as sent.
+        "PATH_INFO": unquote_to_bytes(url.path or b"/").decode("latin-1"),
+        "QUERY_STRING": (url.query or b"").decode("latin-1"),
+        "SERVER_NAME": server[0],
+        "SERVER_PORT": str(server[1]),
+        "SERVER_PROTOCOL": f"HTTP/{request.version}",
+        "REMOTE_ADDR": peer[0] if peer else "",
+        "REMOTE_PORT": str(peer[1]) if peer else "",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(request.body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+    }
+    for raw_name, raw_value in request.headers:
+        name = raw_name.decode("latin-1")
+        if "_" in name:  # X_Forwarded_For would pass for X-Forwarded-For: dropped, as waitress
+            continue
+        key = name.upper().replace("-", "_")
+        if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            key = f"HTTP_{key}"
+        value = raw_value.decode("latin-1")
+        environ[key] = f"{environ[key]},{value}" if key in environ else value
+    if "CONTENT_LENGTH" in environ or request.body:  # a chunked body arrives whole
+        environ["CONTENT_LENGTH"] = str(len(request.body))
+    return environ
+
+
+def call_app(app: WSGIApplication, environ: WSGIEnvironment) -> Reply:
+    """Run a WSGI app to the end of its answer."""
+    started: list[Any] = []
+    chunks: list[bytes] = []
+
+    def start_response(
+        status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[[bytes], object]:
+        if exc_info is not None and started:
+            raise exc_info[1].with_traceback(exc_info[2])
+        started[:] = [status, headers]
+        return chunks.append
+
+    result: Iterable[bytes] = app(environ, start_response)
+    try:
+        chunks.extend(result)
+    finally:
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+    if not started:
+        raise RuntimeError("the WSGI app returned without calling start_response")
+    return Reply(started[0], list(started[1]), b"".join(chunks))
