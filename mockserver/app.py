@@ -23,7 +23,8 @@ from verdict_contract.mockserver.web import EXTENSION, error_response, state_of,
 def _http_error(error: HTTPException) -> Response:
     status = error.code or 400
     if isinstance(error, MethodNotAllowed):
-        return to_response(not_allowed(request.method, ", ".join(error.valid_methods or ())))
+        allowed = ", ".join(sorted(error.valid_methods or ()))  # werkzeug's order varies
+        return to_response(not_allowed(request.method, allowed))
     if status == 404:
         return error_response(
             404, "not_found", f"no such endpoint; the API is GET {ENDPOINT_PATH}?n=<session id>"

@@ -125,8 +125,10 @@ class HttpConnection(asyncio.Protocol):
             return
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._refuse(400, "bad_request", "protocol upgrades are not supported")
+        except httptools.HttpParserUpgrade:  # the request was answered; no protocol switch
+            self._dead = True
+            self.pending.append(_CLOSE)
+            self._next()
         except httptools.HttpParserCallbackError as exc:
             if not isinstance(exc.__context__, _Refused):
                 log.exception("unexpected error reading a request")

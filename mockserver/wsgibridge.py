@@ -71,6 +71,7 @@ def environ_for(request: Request, server: Address, peer: Address | None) -> WSGI
         "wsgi.multithread": True,
         "wsgi.multiprocess": False,
         "wsgi.run_once": False,
+        "wsgi.input_terminated": True,  # the body is whole: read wsgi.input to its end
     }
     for raw_name, raw_value in request.headers:
         name = raw_name.decode("latin-1")
@@ -81,8 +82,8 @@ def environ_for(request: Request, server: Address, peer: Address | None) -> WSGI
             key = f"HTTP_{key}"
         value = raw_value.decode("latin-1")
         environ[key] = f"{environ[key]},{value}" if key in environ else value
-    if "CONTENT_LENGTH" in environ or request.body:  # a chunked body arrives whole
-        environ["CONTENT_LENGTH"] = str(len(request.body))
+    if environ.pop("HTTP_TRANSFER_ENCODING", None) is not None or request.body:
+        environ["CONTENT_LENGTH"] = str(len(request.body))  # a chunked body arrives whole
     return environ
 
 

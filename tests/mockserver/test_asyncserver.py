@@ -1,0 +1,330 @@
+"""mockserver.asyncserver: the default server, over real sockets on 127.0.0.1.
+
+What every server must do is in test_serve.py (run on both servers); here is what only this one
+does: delays that block no one, a real TCP reset, a cut body, pipelining, its own limits, idle
+connections closed, and ``/e`` answered on the loop exactly as the app answers it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.helpers import KEY, bearer, error_of, raw_request, running
+from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.asyncserver import MAX_TARGET_BYTES, AsyncServer
+from verdict_contract.mockserver.limits import MAX_HEADER_BYTES
+from verdict_contract.mockserver.ratelimit import RateLimit
+from verdict_contract.mockserver.serve import BackgroundServer
+from verdict_contract.mockserver.sessions import Step
+from verdict_contract.mockserver.web import state_of
+
+AUTH = f"Authorization: Bearer {KEY}\r\n".encode()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[BackgroundServer]:
+    settings = Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off"), max_body=1000)
+    with running(create_app(settings), server="async") as background:
+        yield background
+
+
+@pytest.fixture
+def http(server: BackgroundServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.base_url, timeout=10) as client:
+        yield client
+
+
+def port_of(server: BackgroundServer) -> int:
+    return int(server.base_url.rsplit(":", 1)[1])
+
+
+def mint(http: httpx.Client, **spec: object) -> str:
+    response = http.post("/_mock/sessions", json=spec)
+    assert response.status_code == 201, response.text
+    n: str = response.json()["n"]
+    return n
+
+
+def split(answer: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (lower-case names) and body of one raw answer."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(status_line.split(" ")[1]), headers, body
+
+
+def get(n: str) -> bytes:
+    return f"GET /e?n={n} HTTP/1.1\r\nHost: x\r\n".encode() + AUTH + b"\r\n"
+
+
+# --- /e on the loop ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "query", "headers"),
+    [
+        ("GET", "?n=demo-contradicted", bearer()),
+        ("HEAD", "?n=demo-contradicted", bearer()),
+        ("GET", "?n=demo-contradicted", {}),
+        ("GET", "", bearer()),
+        ("GET", "?n=a&n=b", bearer()),
+        ("GET", "?n=%ff", bearer()),
+        ("GET", "?n=unknown-id", bearer()),
+        ("GET", "?n=demo-expired", bearer()),
+        ("POST", "?n=demo-contradicted", bearer()),
+        ("DELETE", "", {}),
+    ],
+)
+def test_e_on_the_loop_answers_as_the_app_does(
+    http: httpx.Client, method: str, query: str, headers: dict[str, str]
+) -> None:
+    app = create_app(Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off")))
+    expected = app.test_client().open(f"/e{query}", method=method, headers=headers)
+    served = http.request(method, f"/e{query}", headers=headers)
+    assert served.status_code == expected.status_code
+    assert served.content == expected.get_data()
+    for name in ("content-type", "content-length", "cache-control", "allow", "www-authenticate"):
+        assert served.headers.get(name) == expected.headers.get(name), name
+
+
+def test_head_sends_the_length_and_no_body(server: BackgroundServer) -> None:
+    request = (
+        b"HEAD /e?n=demo-refused HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Connection: close\r\n\r\n"
+    )
+    status, headers, body = split(raw_request(port_of(server), request))
+    assert status == 200
+    assert int(headers["content-length"]) > 100
+    assert body == b""
+
+
+def test_answers_carry_a_date_and_the_server_name(http: httpx.Client) -> None:
+    response = http.get("/e", params={"n": "demo-refused"}, headers=bearer())
+    assert response.headers["server"] == "verdict-mock"
+    assert response.headers["date"].endswith(" GMT")
+
+
+# --- delays and faults ------------------------------------------------------------------------
+
+
+def test_16_requests_waiting_on_a_delay_block_no_one(
+    server: BackgroundServer, http: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    n = mint(http, verdict="refused", script=[{"delay_ms": 3000}] * 16)
+    scripts = state_of(server.app).scripts
+    taken, next_step = threading.Semaphore(0), scripts.next_step
+
+    def step(session_id: str) -> Step | None:
+        found = next_step(session_id)
+        if session_id == n:
+            taken.release()  # one more request is now waiting on its delay
+        return found
+
+    monkeypatch.setattr(scripts, "next_step", step)
+    done: list[int] = []
+
+    def slow() -> None:
+        with httpx.Client(base_url=server.base_url, timeout=20) as client:
+            done.append(client.get("/e", params={"n": n}, headers=bearer()).status_code)
+
+    threads = [threading.Thread(target=slow) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    try:
+        assert all(taken.acquire(timeout=10) for _ in range(16)), "the 16 did not arrive"
+        health = http.get("/_mock/health")
+        other = http.get("/e", params={"n": "demo-contradicted"}, headers=bearer())
+        mint(http)  # a control call goes to a worker thread: none is held by the delays
+        assert (health.status_code, other.status_code) == (200, 200)
+        assert done == [], "answered while 16 requests were still waiting on their delay"
+    finally:
+        for thread in threads:
+            thread.join(timeout=20)
+    assert done == [200] * 16
+
+
+def test_reset_is_a_tcp_reset_with_no_answer(server: BackgroundServer, http: httpx.Client) -> None:
+    n = mint(http, script=["reset"])
+    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as sock:
+        sock.sendall(get(n))
+        with pytest.raises(ConnectionResetError):
+            sock.recv(65536)  # a reset: not an answer, nor a clean close (b"")
+    assert http.get("/e", params={"n": n}, headers=bearer()).status_code == 200
+
+
+def test_truncated_stops_short_of_its_length_and_closes(
+    server: BackgroundServer, http: httpx.Client
+) -> None:
+    n = mint(http, script=["truncated"])
+    status, headers, body = split(raw_request(port_of(server), get(n)))
+    assert status == 200
+    assert headers["connection"] == "close"
+    assert 0 < len(body) < int(headers["content-length"])
+
+
+def test_pipelined_requests_are_answered_in_order_even_behind_a_delay(
+    server: BackgroundServer, http: httpx.Client
+) -> None:
+    slow = mint(http, verdict="refused", script=[{"delay_ms": 300}])
+    health = b"GET /_mock/health HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    requests = get(slow) + get("demo-contradicted") + health
+    answer = raw_request(port_of(server), requests + b"Connection: close\r\n\r\n")
+    bodies = [json.loads(part.split(b"\r\n\r\n", 1)[1]) for part in _answers(answer)]
+    assert [b.get("verdict") for b in bodies[:2]] == ["refused", "contradicted"]
+    assert "journal_entries" in bodies[2]
+
+
+def _answers(data: bytes) -> list[bytes]:
+    """Split a stream of answers with Content-Length bodies."""
+    answers = []
+    while data:
+        head, _, rest = data.partition(b"\r\n\r\n")
+        length = int(split(head + b"\r\n\r\n")[1]["content-length"])
+        answers.append(head + b"\r\n\r\n" + rest[:length])
+        data = rest[length:]
+    return answers
+
+
+def test_a_client_that_leaves_during_a_delay_is_still_journaled(
+    server: BackgroundServer, http: httpx.Client
+) -> None:
+    n = mint(http, script=[{"delay_ms": 300}])
+    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as sock:
+        sock.sendall(get(n))
+    for _ in range(100):
+        entries = [e for e in http.get("/_mock/requests").json() if e["n"] == n]
+        if entries:
+            break
+        threading.Event().wait(0.02)
+    assert [e["status"] for e in entries] == [200]
+    assert entries[0]["latency_ms"] >= 300  # the delay counts in the latency
+    assert http.get("/_mock/health").status_code == 200
+
+
+# --- limits and bad requests ------------------------------------------------------------------
+
+
+def test_a_declared_body_over_the_limit_is_413_at_once(server: BackgroundServer) -> None:
+    head = b"POST /_mock/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as sock:
+        sock.sendall(head)  # and never the body: the answer must not wait for it
+        answer = sock.recv(65536)
+    status, headers, body = split(answer)
+    assert status == 413
+    assert headers["connection"] == "close"
+    assert error_of(status, headers["content-type"], body)["code"] == "request_entity_too_large"
+
+
+def test_a_chunked_body_is_cut_when_it_passes_the_limit(server: BackgroundServer) -> None:
+    chunk = b"400\r\n" + b"x" * 1024 + b"\r\n"
+    head = b"POST /_mock/sessions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    status, headers, body = split(raw_request(port_of(server), head + chunk * 3))
+    assert status == 413
+    assert error_of(status, headers["content-type"], body)["code"] == "request_entity_too_large"
+
+
+def test_a_chunked_body_within_the_limit_reaches_the_app(server: BackgroundServer) -> None:
+    payload = b'{"verdict": "disputed"}'
+    head = b"POST /_mock/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    chunked = b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    body = f"{len(payload):x}\r\n".encode() + payload + b"\r\n0\r\n\r\n"
+    status, _, answer = split(raw_request(port_of(server), head + chunked + body))
+    assert status == 201, answer
+    assert json.loads(answer)["verdict"] == "disputed"
+
+
+def test_expect_100_continue_gets_its_interim_answer(server: BackgroundServer) -> None:
+    payload = b"{}"
+    head = (
+        b"POST /_mock/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Expect: 100-continue\r\nConnection: close\r\nContent-Length: 2\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as sock:
+        sock.sendall(head)
+        assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(payload)
+        final = b""
+        while chunk := sock.recv(65536):
+            final += chunk
+    assert split(final)[0] == 201
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "code"),
+    [
+        (b"GET /e?" + b"a" * (MAX_TARGET_BYTES + 1) + b" HTTP/1.1\r\n\r\n", 414, "uri_too_long"),
+        (
+            b"GET /e HTTP/1.1\r\nX-Big: " + b"a" * (MAX_HEADER_BYTES + 1) + b"\r\n\r\n",
+            431,
+            "request_header_fields_too_large",
+        ),
+        (b"GET /e HTTP/9.9\r\n\r\n", 400, "bad_request"),
+        (b"NOT A REQUEST\r\n\r\n", 400, "bad_request"),
+        (b"GET /e HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 400, "bad_request"),
+    ],
+)
+def test_what_the_server_refuses_is_json_and_closes(
+    server: BackgroundServer, request_bytes: bytes, status: int, code: str
+) -> None:
+    answer = raw_request(port_of(server), request_bytes)
+    got, headers, body = split(answer)
+    assert got == status, answer[:200]
+    assert headers["connection"] == "close"
+    assert error_of(got, headers["content-type"], body)["code"] == code
+
+
+def test_an_upgrade_is_not_made_the_request_is_answered_once(server: BackgroundServer) -> None:
+    request = b"GET /e HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n"
+    answer = raw_request(port_of(server), request)
+    assert answer.count(b"HTTP/1.1 ") == 1, answer
+    assert split(answer)[0] == 401
+
+
+def test_http_1_0_gets_its_answer_and_a_closed_connection(server: BackgroundServer) -> None:
+    request = b"GET /e?n=demo-refused HTTP/1.0\r\n" + AUTH + b"\r\n"
+    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as sock:
+        sock.sendall(request)  # no shutdown: the server must close by itself
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status, headers, body = split(answer)
+    assert (status, headers["connection"]) == (200, "close")
+    assert json.loads(body)["verdict"] == "refused"
+
+
+def test_an_idle_connection_is_closed() -> None:
+    server = AsyncServer(create_app(Settings()), "127.0.0.1", 0, 2, idle_timeout=0.3)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
+            sock.sendall(b"GET /e HTTP/1.1\r\nHost: x\r\n")  # and never the end of the head
+            assert sock.recv(65536) == b""  # closed by the server, before our 5 s timeout
+    finally:
+        server.stop()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+
+
+def test_the_access_log_sees_e_answered_on_the_loop(caplog: pytest.LogCaptureFixture) -> None:
+    settings = Settings(api_keys=(KEY,), access_log=True)
+    with (
+        running(create_app(settings), server="async") as background,
+        httpx.Client(base_url=background.base_url) as client,
+        caplog.at_level(logging.INFO, logger="mockserver.access"),
+    ):
+        client.get("/e", params={"n": "demo-refused", "api_key": KEY}, headers=bearer())
+    lines = [r.getMessage() for r in caplog.records if r.name == "mockserver.access"]
+    assert len(lines) == 1
+    assert '"GET /e?n=demo-refused&api_key=' in lines[0]
+    assert " 200 " in lines[0]
+    assert KEY not in lines[0]
