@@ -1,4 +1,4 @@
-"""The suite's pytest hooks (a ``pytest11`` entry point): options, redaction, the summary.
+"""The suite's pytest hooks (a ``pytest11`` entry point): options, clauses, redaction, the summary.
 
 They stay inert in other projects' runs: nothing is checked unless the contract suite is
 collected. The fixtures that compose the suite with the mock are in :mod:`verdict_contract.plugin`.

@@ -18,6 +18,8 @@ from verdict_contract.core.spec import SCHEMA_VERSION
 from verdict_contract.core.validator import unknown_properties, validate_verdict
 from verdict_contract.core.violations import format_violations
 
+pytestmark = pytest.mark.checks_verdicts  # every check here reads verdict bodies
+
 
 def _fail_if(failures: list[str]) -> None:
     """One message per session, each said once (no assertion introspection repeating it)."""
@@ -72,7 +74,6 @@ def _answer_problem(answer: Answer) -> str | None:
     return problem
 
 
-@pytest.mark.checks_verdicts
 @pytest.mark.clause("§4 GET /e, §7")
 def test_success_is_a_json_object(
     request: pytest.FixtureRequest, verdict_answers: list[Answer]
@@ -86,7 +87,6 @@ def test_success_is_a_json_object(
     _fail_if(failures)
 
 
-@pytest.mark.checks_verdicts
 @pytest.mark.clause("§2.2-§2.4")
 def test_verdicts_keep_the_contract(
     request: pytest.FixtureRequest, contract_target: Target, verdict_answers: list[Answer]
@@ -108,7 +108,6 @@ def test_verdicts_keep_the_contract(
     _check_each_verdict(request, verdict_answers, check)
 
 
-@pytest.mark.checks_verdicts
 @pytest.mark.clause("§9.1, §9.3")
 def test_schema_version(request: pytest.FixtureRequest, verdict_answers: list[Answer]) -> None:
     def check(answer: Answer, body: Verdict) -> str | None:
@@ -122,7 +121,6 @@ def test_schema_version(request: pytest.FixtureRequest, verdict_answers: list[An
     _check_each_verdict(request, verdict_answers, check)
 
 
-@pytest.mark.checks_verdicts
 @pytest.mark.clause("§3, §8")
 def test_verdict_is_immutable(
     request: pytest.FixtureRequest, contract_target: Target, verdict_answers: list[Answer]
