@@ -35,6 +35,12 @@ def contract_target(request: pytest.FixtureRequest) -> Iterator[Target]:
 
 
 @pytest.fixture(autouse=True)
+def spec_clause(request: pytest.FixtureRequest) -> str | None:
+    """The check's spec clause, parametrized by the hooks so that its test id shows it."""
+    return getattr(request, "param", None)  # None only for a test without a clause marker
+
+
+@pytest.fixture(autouse=True)
 def _record_target(request: pytest.FixtureRequest, contract_target: Target) -> None:
     label = "bundled mock" if contract_target.bundled else contract_target.base_url
     request.node.user_properties.append((TARGET, label))

@@ -1,4 +1,4 @@
-"""The suite's pytest hooks (a ``pytest11`` entry point): options, redaction, the summary.
+"""The suite's pytest hooks (a ``pytest11`` entry point): options, clauses, redaction, the summary.
 
 They stay inert in other projects' runs: nothing is checked unless the contract suite is
 collected. The fixtures that compose the suite with the mock are in :mod:`verdict_contract.plugin`.
@@ -26,6 +26,8 @@ from verdict_contract.core.redact import Redactor
 REDACTOR = pytest.StashKey[Redactor]()
 REPORT = pytest.StashKey[SuiteReport]()
 SUITE_CONFIG = pytest.StashKey[target.SuiteConfig]()
+CLAUSE_FIXTURE = "spec_clause"
+"""The suite's autouse fixture that the hooks parametrize with each check's clause."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -56,19 +58,40 @@ def suite_config(config: pytest.Config) -> target.SuiteConfig:
     return config.stash[SUITE_CONFIG]
 
 
+def _clause_numbers(clause: str) -> list[str]:
+    """``"§5.1, §5.3"`` -> ``["5.1", "5.3"]``; a range ``"§2.2-§2.4"`` is expanded."""
+    numbers: list[str] = []
+    for start, end in re.findall(r"§(\d+(?:\.\d+)?)(?:-§(\d+(?:\.\d+)?))?", clause):
+        major, _, minor = start.partition(".")
+        if end and minor and end.startswith(f"{major}."):
+            numbers += [f"{major}.{m}" for m in range(int(minor), int(end.split(".")[1]) + 1)]
+        else:
+            numbers.append(start)
+    return numbers
+
+
+def _marker(number: str) -> str:
+    return "clause_" + number.replace(".", "_")
+
+
 def clause_markers(clause: str) -> list[str]:
     """``"§5.1, §5.3"`` -> ``clause_5``, ``clause_5_1``, ``clause_5_3`` (ranges expanded)."""
     names: list[str] = []
-    for start, end in re.findall(r"§(\d+(?:\.\d+)?)(?:-§(\d+(?:\.\d+)?))?", clause):
-        numbers = [start]
-        major, _, minor = start.partition(".")
-        if end and minor and end.startswith(f"{major}."):
-            numbers = [f"{major}.{m}" for m in range(int(minor), int(end.split(".")[1]) + 1)]
-        for number in numbers:
-            for name in (f"clause_{major}", "clause_" + number.replace(".", "_")):
-                if name not in names:
-                    names.append(name)
+    for number in _clause_numbers(clause):
+        for name in (_marker(number.partition(".")[0]), _marker(number)):
+            if name not in names:
+                names.append(name)
     return names
+
+
+def clause_id(clause: str) -> str:
+    """The clause in a test id, in the words ``-m`` and ``-k`` take (ASCII, as pytest's ids).
+
+    ``"§5.1, §5.3"`` -> ``clause_5_1+clause_5_3``; a clause without a section number keeps
+    its words.
+    """
+    markers = dict.fromkeys(_marker(number) for number in _clause_numbers(clause))
+    return "+".join(markers) or re.sub(r"[^A-Za-z0-9.]+", "_", clause).strip("_") or "clause"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -87,6 +110,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.add_cleanup(config.stash[REDACTOR].redact_logs())
     if _suite_requested(config) and not hasattr(config, "workerinput"):
         suite_config(config)  # a configuration mistake stops the run here, in one line
+
+
+@pytest.hookimpl(tryfirst=True)  # before the parametrize markers: the clause leads the id
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each check runs once per its clause, so the clause is in its id: ``test_x[clause_5_3]``.
+
+    Only the suite's checks take part: they are the tests that see the ``spec_clause`` fixture.
+    """
+    marker = metafunc.definition.get_closest_marker("clause")
+    if marker is None or not marker.args or CLAUSE_FIXTURE not in metafunc.fixturenames:
+        return
+    clause = str(marker.args[0])
+    metafunc.parametrize(CLAUSE_FIXTURE, [clause], ids=[clause_id(clause)])
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

@@ -6,6 +6,9 @@ Each session stands alone: a session whose answer is broken is reported once, by
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from verdict_contract.contract_tests.body import Answer, media_type
@@ -14,6 +17,8 @@ from verdict_contract.contract_tests.target import Target
 from verdict_contract.core.spec import SCHEMA_VERSION
 from verdict_contract.core.validator import unknown_properties, validate_verdict
 from verdict_contract.core.violations import format_violations
+
+pytestmark = pytest.mark.checks_verdicts  # every check here reads verdict bodies
 
 
 def _fail_if(failures: list[str]) -> None:
@@ -24,6 +29,32 @@ def _fail_if(failures: list[str]) -> None:
 
 def _verified(request: pytest.FixtureRequest, count: int) -> None:
     request.node.user_properties.append((VERIFIED, str(count)))
+
+
+Verdict = dict[str, Any]
+
+
+def _check_each_verdict(
+    request: pytest.FixtureRequest,
+    answers: list[Answer],
+    check: Callable[[Answer, Verdict], str | None],
+) -> None:
+    """``check`` every answer that is a verdict; fail once, with each session's problem.
+
+    An answer that is no verdict is passed over: ``test_success_is_a_json_object`` reports it.
+    """
+    failures = []
+    checked = 0
+    for answer in answers:
+        body = answer.verdict()
+        if body is None:
+            continue
+        checked += 1
+        problem = check(answer, body)
+        if problem:
+            failures.append(problem + answer.replay())
+    _verified(request, checked)
+    _fail_if(failures)
 
 
 def _answer_problem(answer: Answer) -> str | None:
@@ -43,7 +74,6 @@ def _answer_problem(answer: Answer) -> str | None:
     return problem
 
 
-@pytest.mark.checks_verdicts
 @pytest.mark.clause("§4 GET /e, §7")
 def test_success_is_a_json_object(
     request: pytest.FixtureRequest, verdict_answers: list[Answer]
@@ -57,68 +87,53 @@ def test_success_is_a_json_object(
     _fail_if(failures)
 
 
-@pytest.mark.checks_verdicts
 @pytest.mark.clause("§2.2-§2.4")
 def test_verdicts_keep_the_contract(
     request: pytest.FixtureRequest, contract_target: Target, verdict_answers: list[Answer]
 ) -> None:
-    failures = []
-    checked = 0
-    for answer in verdict_answers:
-        body = answer.verdict()
-        if body is None:
-            continue  # reported once, by test_success_is_a_json_object
-        checked += 1
+    def check(answer: Answer, body: Verdict) -> str | None:
         provenance = body.get("provenance")
         build = provenance.get("build") if isinstance(provenance, dict) else None
         request.node.user_properties.append((BUILD, build))
         request.node.user_properties.append((SCHEMA, body.get("schema")))
         violations = validate_verdict(body, strict=contract_target.strict)
         if violations:
-            failures.append(format_violations(violations, subject=answer.where()) + answer.replay())
-        elif not contract_target.strict:
+            return format_violations(violations, subject=answer.where())
+        if not contract_target.strict:
             # Added fields are allowed (spec §9.2): listed in the summary, never a failure.
             for added in unknown_properties(body):
                 request.node.user_properties.append((UNDOCUMENTED, added.path))
-    _verified(request, checked)
-    _fail_if(failures)
+        return None
+
+    _check_each_verdict(request, verdict_answers, check)
 
 
-@pytest.mark.checks_verdicts
 @pytest.mark.clause("§9.1, §9.3")
 def test_schema_version(request: pytest.FixtureRequest, verdict_answers: list[Answer]) -> None:
-    failures = []
-    bodies = [(a, a.verdict()) for a in verdict_answers]
-    for answer, body in bodies:
-        if body is not None and body.get("schema") != SCHEMA_VERSION:
-            failures.append(
-                f"{answer.where()}: schema version mismatch: the service speaks schema "
-                f"{body.get('schema')!r}, this suite checks schema {SCHEMA_VERSION}"
-                + answer.replay()
-            )
-    _verified(request, sum(body is not None for _, body in bodies))
-    _fail_if(failures)
+    def check(answer: Answer, body: Verdict) -> str | None:
+        if body.get("schema") == SCHEMA_VERSION:
+            return None
+        return (
+            f"{answer.where()}: schema version mismatch: the service speaks schema "
+            f"{body.get('schema')!r}, this suite checks schema {SCHEMA_VERSION}"
+        )
+
+    _check_each_verdict(request, verdict_answers, check)
 
 
-@pytest.mark.checks_verdicts
 @pytest.mark.clause("§3, §8")
 def test_verdict_is_immutable(
     request: pytest.FixtureRequest, contract_target: Target, verdict_answers: list[Answer]
 ) -> None:
-    failures = []
-    checked = 0
-    for answer in verdict_answers:
-        first = answer.verdict()
-        if first is None:
-            continue
+    def check(answer: Answer, first: Verdict) -> str | None:
         again = Answer(answer.session, contract_target.client.explain(answer.session))
-        checked += 1
         if again.status != 200:
-            failures.append(f"{answer.where()}: second call got {again.status}{answer.replay()}")
-        elif again.body()[0] != first:
-            failures.append(
+            return f"{answer.where()}: second call got {again.status}"
+        if again.body()[0] != first:
+            return (
                 f"{answer.where()}: the verdict changed between two calls; documented: a "
-                "verdict is immutable once produced" + answer.replay()
+                "verdict is immutable once produced"
             )
-    _verified(request, checked)
-    _fail_if(failures)
+        return None
+
+    _check_each_verdict(request, verdict_answers, check)

@@ -15,10 +15,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from werkzeug.wrappers import Request, Response
 
 from verdict_contract.mockserver import Settings, create_app
@@ -31,13 +32,14 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 KEY = "sharpness-suite-key-7f3a9c"
+SUITE = ("--pyargs", "verdict_contract.contract_tests", "-p", "no:cacheprovider")
+"""The contract suite as an installed package, without pytest's cache."""
 
 Alter = Callable[[Request, Response], None]
 
 
 @dataclass(frozen=True)
 class Variant:
-    name: str
     alter: Alter | None = None  # changes the inner answer in place
     before: Callable[[Request], Response | None] | None = None  # may answer instead
     sessions: tuple[dict[str, Any], ...] = (
@@ -45,8 +47,8 @@ class Variant:
         {"verdict": "uncontradicted"},
     )
     rate_limit: str = "off"
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
+    args: tuple[str, ...] = ()  # the suite's options this variant needs
+    fails: tuple[str, ...] = ()  # the suite's checks it must fail; none: the suite must pass
 
 
 @dataclass
@@ -56,22 +58,19 @@ class Running:
     expired_id: str
     key: str = KEY
 
-    def suite_args(self, *extra: str) -> list[str]:
-        args = [
-            "--pyargs",
-            "verdict_contract.contract_tests",
-            "-p",
-            "no:cacheprovider",
-            "--base-url",
-            self.base_url,
-            "--verdict-api-key",
-            self.key,
-            "--verdict-expired-session-id",
-            self.expired_id,
-        ]
+    def target_args(self, *extra: str) -> list[str]:
+        """The suite's command line for this target: its URL and key, no session id."""
+        return [*SUITE, "--base-url", self.base_url, "--verdict-api-key", self.key, *extra]
+
+    def session_args(self) -> list[str]:
+        args = ["--verdict-expired-session-id", self.expired_id]
         for n in self.session_ids:
             args += ["--verdict-session-id", n]
-        return [*args, *extra]
+        return args
+
+    def suite_args(self, *extra: str) -> list[str]:
+        """The suite's command line for this target with its fresh and expired sessions."""
+        return self.target_args(*self.session_args(), *extra)
 
 
 def _body(response: Response) -> Any:
@@ -122,6 +121,15 @@ def serve(variant: Variant, key: str = KEY) -> Iterator[Running]:
     expired = state.mint(parse_spec({"age_seconds": 901})).id
     with BackgroundServer(_wrap(app, variant)) as server:
         yield Running(server.base_url, ids, expired, key)
+
+
+def run_suite(
+    pytester: pytest.Pytester, variant: Variant, *extra: str, key: str = KEY
+) -> tuple[pytest.RunResult, Running]:
+    """The suite in a subprocess against ``variant``, with the options it needs."""
+    with serve(variant, key) as running:
+        result = pytester.runpytest_subprocess(*running.suite_args(*variant.args, *extra))
+    return result, running
 
 
 _counter = itertools.count()
@@ -206,16 +214,28 @@ def _unknown_prefix(body: dict[str, Any]) -> None:
     body["signals"].append({"id": "vendor.beta-probe", "tier": "weak", "headline": "Beta."})
 
 
-def _throttle(first: int, retry_after: Callable[[], str | None]) -> Callable[..., Response | None]:
-    """The first ``first`` calls of ``/e`` answer 429 (with ``retry_after()`` if not None).
+def _calls_of_e() -> Callable[[Request], int | None]:
+    """The number of a call of ``/e`` (0 for the first), or None for any other path.
 
     Counted per served instance (its host and port), so each run starts afresh.
     """
     counts: dict[str, itertools.count[int]] = {}
 
+    def number(request: Request) -> int | None:
+        if request.path != "/e":
+            return None
+        return next(counts.setdefault(request.host, itertools.count()))
+
+    return number
+
+
+def _throttle(first: int, retry_after: Callable[[], str | None]) -> Callable[..., Response | None]:
+    """The first ``first`` calls of ``/e`` answer 429 (with ``retry_after()`` if not None)."""
+    number = _calls_of_e()
+
     def before(request: Request) -> Response | None:
-        count = counts.setdefault(request.host, itertools.count())
-        if request.path != "/e" or next(count) >= first:
+        call = number(request)
+        if call is None or call >= first:
             return None
         answer = Response('{"code": "rate_limited", "message": "slow down"}', 429)
         answer.content_type = "application/json"
@@ -314,119 +334,96 @@ def _unusual_json(request: Request, response: Response) -> None:
         response.set_data("\r\n\t " + json.dumps(reordered, indent="\t", ensure_ascii=True) + " \n")
 
 
-# name -> (variant, the suite's tests that must fail; empty: the suite must pass)
-BROKEN: dict[str, tuple[Variant, list[str]]] = {
-    "wrong success status": (
-        Variant("201", alter=_status(200, 201)),
-        ["test_success_is_a_json_object"],
+# name -> a service that breaks the contract in one way, and the checks that must catch it
+BROKEN: dict[str, Variant] = {
+    "wrong success status": Variant(
+        alter=_status(200, 201), fails=("test_success_is_a_json_object",)
     ),
-    "text content type": (
-        Variant("text", alter=_header("Content-Type", "text/plain")),
-        ["test_success_is_a_json_object"],
+    "text content type": Variant(
+        alter=_header("Content-Type", "text/plain"), fails=("test_success_is_a_json_object",)
     ),
-    "schema 8": (
-        Variant("schema8", alter=on_verdict(lambda b: b.update(schema=8))),
-        ["test_schema_version", "test_verdicts_keep_the_contract"],
+    "schema 8": Variant(
+        alter=on_verdict(lambda b: b.update(schema=8)),
+        fails=("test_schema_version", "test_verdicts_keep_the_contract"),
     ),
-    "broken rule": (
-        Variant("rule", alter=on_verdict(_disputed_conclusive)),
-        ["test_verdicts_keep_the_contract"],
+    "broken rule": Variant(
+        alter=on_verdict(_disputed_conclusive), fails=("test_verdicts_keep_the_contract",)
     ),
-    "mutable verdict": (
-        Variant("mutable", alter=on_verdict(_mutable)),
-        ["test_verdict_is_immutable"],
+    "mutable verdict": Variant(alter=on_verdict(_mutable), fails=("test_verdict_is_immutable",)),
+    "lookup before auth": Variant(
+        before=_lookup_before_auth, fails=("test_auth_comes_before_lookup",)
     ),
-    "lookup before auth": (
-        Variant("lookup", before=_lookup_before_auth),
-        ["test_auth_comes_before_lookup"],
+    "key in query authorises": Variant(
+        before=_query_key_authorises,
+        args=("--verdict-check-key-in-url",),
+        fails=("test_key_in_the_query_does_not_authorise",),
     ),
-    "key in query authorises": (
-        Variant("query", before=_query_key_authorises, args=("--verdict-check-key-in-url",)),
-        ["test_key_in_the_query_does_not_authorise"],
+    "Basic scheme accepted": Variant(
+        before=_basic_accepted, fails=("test_missing_or_invalid_key_is_401",)
     ),
-    "Basic scheme accepted": (
-        Variant("basic", before=_basic_accepted),
-        ["test_missing_or_invalid_key_is_401"],
+    "404 never sent": Variant(
+        alter=_serve_any_id, fails=("test_unknown_session_is_404", "test_expired_session_is_404")
     ),
-    "404 never sent": (
-        Variant("no404", alter=_serve_any_id),
-        ["test_unknown_session_is_404", "test_expired_session_is_404"],
+    "5xx on malformed input": Variant(
+        before=_bad_input_crashes, fails=("test_malformed_request_is_4xx",)
     ),
-    "5xx on malformed input": (
-        Variant("crash", before=_bad_input_crashes),
-        ["test_malformed_request_is_4xx"],
+    "CORS for everyone": Variant(
+        alter=_header("Access-Control-Allow-Origin", "*"),
+        fails=("test_no_cross_origin_invitation",),
     ),
-    "CORS for everyone": (
-        Variant("cors", alter=_header("Access-Control-Allow-Origin", "*")),
-        ["test_no_cross_origin_invitation"],
+    "no rate limit": Variant(
+        args=("--verdict-probe-rate-limit", "30"),
+        fails=("test_rate_limit_answers_429_then_recovers",),
     ),
-    "no rate limit": (
-        Variant("nolimit", args=("--verdict-probe-rate-limit", "30")),
-        ["test_rate_limit_answers_429_then_recovers"],
+    "a body with a byte order mark, another breaking a rule": Variant(
+        alter=_both(_only_contradicted(_with_bom), _blank_summary_elsewhere),
+        fails=("test_success_is_a_json_object", "test_verdicts_keep_the_contract"),
     ),
-    "a body with a byte order mark, another breaking a rule": (
-        Variant("bom", alter=_both(_only_contradicted(_with_bom), _blank_summary_elsewhere)),
-        ["test_success_is_a_json_object", "test_verdicts_keep_the_contract"],
+    "NaN in one body": Variant(
+        alter=_only_contradicted(_with_nan), fails=("test_success_is_a_json_object",)
     ),
-    "NaN in one body": (
-        Variant("nan", alter=_only_contradicted(_with_nan)),
-        ["test_success_is_a_json_object"],
+    "duplicate key in one body": Variant(
+        alter=_only_contradicted(_with_duplicate_key), fails=("test_success_is_a_json_object",)
     ),
-    "duplicate key in one body": (
-        Variant("dup", alter=_only_contradicted(_with_duplicate_key)),
-        ["test_success_is_a_json_object"],
+    "cut body in one session": Variant(
+        alter=_only_contradicted(_cut), fails=("test_success_is_a_json_object",)
     ),
-    "cut body in one session": (
-        Variant("cut", alter=_only_contradicted(_cut)),
-        ["test_success_is_a_json_object"],
+    "null verdict in one session": Variant(
+        alter=_only_contradicted(_verdict_null), fails=("test_verdicts_keep_the_contract",)
     ),
-    "null verdict in one session": (
-        Variant("null", alter=_only_contradicted(_verdict_null)),
-        ["test_verdicts_keep_the_contract"],
+    "careless key comparison": Variant(
+        before=_careless_compare, fails=("test_near_miss_key_is_401",)
     ),
-    "careless key comparison": (
-        Variant("careless", before=_careless_compare),
-        ["test_near_miss_key_is_401"],
-    ),
-    "503 instead of 429": (
-        Variant(
-            "503",
-            alter=_status(429, 503),
-            rate_limit="15/1",
-            args=("--verdict-probe-rate-limit", "30"),
-        ),
-        ["test_rate_limit_answers_429_then_recovers"],
+    "503 instead of 429": Variant(
+        alter=_status(429, 503),
+        rate_limit="15/1",
+        args=("--verdict-probe-rate-limit", "30"),
+        fails=("test_rate_limit_answers_429_then_recovers",),
     ),
 }
 
 CONFORMING: dict[str, Variant] = {
     "the mock itself, with the rate-limit probe": Variant(
-        "plain", rate_limit="15/1", args=("--verdict-probe-rate-limit", "30")
+        rate_limit="15/1", args=("--verdict-probe-rate-limit", "30")
     ),
-    "extra fields": Variant("extra", alter=on_verdict(_extra_fields)),
-    "unknown signal prefix": Variant("prefix", alter=on_verdict(_unknown_prefix)),
-    "refused and conclusive": Variant(
-        "refused", sessions=({"verdict": "refused", "conclusive": True},)
-    ),
+    "extra fields": Variant(alter=on_verdict(_extra_fields)),
+    "unknown signal prefix": Variant(alter=on_verdict(_unknown_prefix)),
+    "refused and conclusive": Variant(sessions=({"verdict": "refused", "conclusive": True},)),
     "charset in the content type": Variant(
-        "charset", alter=_header("Content-Type", "application/json; charset=utf-8")
+        alter=_header("Content-Type", "application/json; charset=utf-8")
     ),
-    "gzip-compressed verdicts": Variant("gzip", alter=_gzip),
-    "chunked answers": Variant("chunked", alter=_chunked),
-    "unusual JSON formatting and key order": Variant("format", alter=_unusual_json),
-    "throttled twice, Retry-After in seconds": Variant(
-        "ra-seconds", before=_throttle(2, lambda: "1")
-    ),
-    "throttled twice, Retry-After as an HTTP-date": Variant(
-        "ra-date", before=_throttle(2, _in_one_second)
-    ),
-    "throttled twice, no Retry-After": Variant("ra-none", before=_throttle(2, lambda: None)),
+    "gzip-compressed verdicts": Variant(alter=_gzip),
+    "chunked answers": Variant(alter=_chunked),
+    "unusual JSON formatting and key order": Variant(alter=_unusual_json),
+    "throttled twice, Retry-After in seconds": Variant(before=_throttle(2, lambda: "1")),
+    "throttled twice, Retry-After as an HTTP-date": Variant(before=_throttle(2, _in_one_second)),
+    "throttled twice, no Retry-After": Variant(before=_throttle(2, lambda: None)),
 }
 
-ALWAYS_THROTTLED = Variant("ra-always", before=_throttle(10**9, lambda: "120"))
+ALWAYS_THROTTLED = Variant(before=_throttle(10**9, lambda: "120"))
 """Every call of ``/e`` is a 429 asking for two minutes: more than the wait budget."""
 
-KEY_ECHO = Variant("echo", alter=_echo_key)
+KEY_ECHO = Variant(alter=_echo_key)
 """Echoes the credential it received into a broken 200 body, which the suite quotes."""
 
 
@@ -488,11 +485,11 @@ PLAIN_HTTP = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: clos
 
 
 def _hang_after(calls: int, seconds: float) -> Callable[[Request], Response | None]:
-    counts: dict[str, itertools.count[int]] = {}
+    number = _calls_of_e()
 
     def before(request: Request) -> Response | None:
-        count = counts.setdefault(request.host, itertools.count())
-        if request.path == "/e" and next(count) >= calls:
+        call = number(request)
+        if call is not None and call >= calls:
             time.sleep(seconds)
         return None
 
@@ -501,4 +498,4 @@ def _hang_after(calls: int, seconds: float) -> Callable[[Request], Response | No
 
 def hangs_mid_run(calls: int, seconds: float) -> Variant:
     """Answers ``calls`` calls of ``/e``, then takes ``seconds`` over each answer."""
-    return Variant("hangs", before=_hang_after(calls, seconds))
+    return Variant(before=_hang_after(calls, seconds))

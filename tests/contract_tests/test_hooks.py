@@ -10,8 +10,9 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from tests.contract_tests.servers import BROKEN, CONFORMING, KEY, serve
+from tests.contract_tests.servers import BROKEN, CONFORMING, KEY, SUITE, run_suite, serve
 from tests.helpers import read_line, stop_process
+from verdict_contract.contract_tests.hooks import clause_id
 
 
 def _one_line_usage_error(result: pytest.RunResult, expected: str) -> None:
@@ -46,7 +47,7 @@ def _one_line_usage_error(result: pytest.RunResult, expected: str) -> None:
 def test_configuration_mistake_is_one_line(
     pytester: pytest.Pytester, args: list[str], expected: str
 ) -> None:
-    result = pytester.runpytest_subprocess("--pyargs", "verdict_contract.contract_tests", *args)
+    result = pytester.runpytest_subprocess(*SUITE, *args)
     _one_line_usage_error(result, expected)
     assert KEY not in result.stdout.str() + result.stderr.str()
 
@@ -55,17 +56,13 @@ def test_api_key_from_the_environment(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("VERDICT_API_KEY", KEY)
-    result = pytester.runpytest_subprocess(
-        "--pyargs", "verdict_contract.contract_tests", "--base-url", "http://10.0.0.1"
-    )
+    result = pytester.runpytest_subprocess(*SUITE, "--base-url", "http://10.0.0.1")
     _one_line_usage_error(result, "refusing to send the API key")  # got past "needs a key"
 
 
 def test_live_target_without_a_key_is_one_line(pytester: pytest.Pytester) -> None:
     with serve(CONFORMING["extra fields"]) as running:
-        result = pytester.runpytest_subprocess(
-            "--pyargs", "verdict_contract.contract_tests", "--base-url", running.base_url
-        )
+        result = pytester.runpytest_subprocess(*SUITE, "--base-url", running.base_url)
     _one_line_usage_error(result, "needs an API key: pass --verdict-api-key or set VERDICT_API_KEY")
 
 
@@ -73,19 +70,8 @@ def test_live_target_without_sessions_fails_saying_what_to_pass(
     pytester: pytest.Pytester,
 ) -> None:
     """Nothing verified is not a pass: the skips say which option, the run fails."""
-    variant, _ = BROKEN["schema 8"]
-    with serve(variant) as running:
-        result = pytester.runpytest_subprocess(
-            "--pyargs",
-            "verdict_contract.contract_tests",
-            "--base-url",
-            running.base_url,
-            "--verdict-api-key",
-            KEY,
-            "-rs",
-            "-p",
-            "no:cacheprovider",
-        )
+    with serve(BROKEN["schema 8"]) as running:
+        result = pytester.runpytest_subprocess(*running.target_args("-rs"))
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines(
         ["FAILED: no verdict body was verified*needs a fresh session id: pass --verdict-session-*"]
@@ -99,20 +85,10 @@ def test_live_target_without_sessions_fails_saying_what_to_pass(
 
 
 def test_session_factory_provides_the_sessions(pytester: pytest.Pytester) -> None:
-    variant = CONFORMING["extra fields"]
-    with serve(variant) as running:
+    with serve(CONFORMING["extra fields"]) as running:
         pytester.makepyfile(my_factory=f"def fresh():\n    return {running.session_ids[0]!r}\n")
         result = pytester.runpytest_subprocess(
-            "--pyargs",
-            "verdict_contract.contract_tests",
-            "--base-url",
-            running.base_url,
-            "--verdict-api-key",
-            KEY,
-            "--verdict-session-factory",
-            "my_factory:fresh",
-            "-p",
-            "no:cacheprovider",
+            *running.target_args("--verdict-session-factory", "my_factory:fresh")
         )
     outcomes = result.parseoutcomes()
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
@@ -124,23 +100,21 @@ def test_the_key_never_reaches_any_output(
     pytester: pytest.Pytester, tmp_path: Path, key: str
 ) -> None:
     """Run a failing suite with every output turned up and search all of it for the key."""
-    variant, _ = BROKEN["key in query authorises"]
     junit = tmp_path / "report.xml"
-    with serve(variant, key) as running:
-        result = pytester.runpytest_subprocess(
-            *running.suite_args(
-                *variant.args,
-                "-v",
-                "-rA",
-                "--showlocals",
-                "--tb=long",
-                "--log-level=DEBUG",
-                "-o",
-                "log_cli=true",
-                "--log-cli-level=DEBUG",
-                f"--junitxml={junit}",
-            )
-        )
+    result, _ = run_suite(
+        pytester,
+        BROKEN["key in query authorises"],
+        "-v",
+        "-rA",
+        "--showlocals",
+        "--tb=long",
+        "--log-level=DEBUG",
+        "-o",
+        "log_cli=true",
+        "--log-cli-level=DEBUG",
+        f"--junitxml={junit}",
+        key=key,
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     outputs = result.stdout.str() + result.stderr.str() + junit.read_text()
     assert "test_key_in_the_query_does_not_authorise" in outputs  # the failure is reported ...
@@ -153,12 +127,14 @@ def test_the_key_never_reaches_any_output(
 def test_junit_xml_carries_each_clause_without_warnings(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
-    variant = CONFORMING["charset in the content type"]
     junit = tmp_path / "report.xml"
-    with serve(variant) as running:
-        result = pytester.runpytest_subprocess(
-            *running.suite_args(f"--junitxml={junit}", "-W", "error::pytest.PytestWarning")
-        )
+    result, _ = run_suite(
+        pytester,
+        CONFORMING["charset in the content type"],
+        f"--junitxml={junit}",
+        "-W",
+        "error::pytest.PytestWarning",
+    )
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     xml = junit.read_text()
     assert '<property name="spec_clause" value="§5.3" />' in xml
@@ -167,9 +143,7 @@ def test_junit_xml_carries_each_clause_without_warnings(
 
 
 def test_summary_names_target_build_schema_and_clauses(pytester: pytest.Pytester) -> None:
-    variant, _ = BROKEN["schema 8"]
-    with serve(variant) as running:
-        result = pytester.runpytest_subprocess(*running.suite_args())
+    result, running = run_suite(pytester, BROKEN["schema 8"])
     result.stdout.fnmatch_lines(
         [
             "*Explain API contract*",
@@ -183,11 +157,11 @@ def test_summary_names_target_build_schema_and_clauses(pytester: pytest.Pytester
 
 
 def test_xdist_workers_target_the_ini_base_url(pytester: pytest.Pytester) -> None:
-    variant = CONFORMING["extra fields"]
-    with serve(variant) as running:
+    with serve(CONFORMING["extra fields"]) as running:
         pytester.makeini(f"[pytest]\nbase_url = {running.base_url}\n")
-        args = [a for a in running.suite_args() if a not in ("--base-url", running.base_url)]
-        result = pytester.runpytest_subprocess(*args, "-n", "2")
+        result = pytester.runpytest_subprocess(
+            *SUITE, "--verdict-api-key", running.key, *running.session_args(), "-n", "2"
+        )
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.stdout.fnmatch_lines([f"target: *{running.base_url}"])
 
@@ -221,15 +195,7 @@ def test_suite_against_a_separately_started_verdict_mock(pytester: pytest.Pytest
         match = re.search(r"on (http://127\.0\.0\.1:\d+)$", banner.strip())
         assert match is not None, banner
         base_url = match.group(1)
-        result = pytester.runpytest_subprocess(
-            "--pyargs",
-            "verdict_contract.contract_tests",
-            "--base-url",
-            base_url,
-            "-p",
-            "no:cacheprovider",
-            "-rs",
-        )
+        result = pytester.runpytest_subprocess(*SUITE, "--base-url", base_url, "-rs")
     finally:
         stop_process(server)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
@@ -241,10 +207,8 @@ def test_suite_against_a_separately_started_verdict_mock(pytester: pytest.Pytest
 
 
 def test_added_fields_stay_warnings_where_warnings_are_errors(pytester: pytest.Pytester) -> None:
-    variant = CONFORMING["extra fields"]
     pytester.makeini("[pytest]\nfilterwarnings = error\n")
-    with serve(variant) as running:
-        result = pytester.runpytest_subprocess(*running.suite_args("-W", "error"))
+    result, _ = run_suite(pytester, CONFORMING["extra fields"], "-W", "error")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.stdout.fnmatch_lines(["undocumented fields: */risk_score*"])
 
@@ -258,3 +222,122 @@ def test_a_project_folder_named_contract_tests_is_not_the_suite(pytester: pytest
     )
     assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    ("clause", "expected"),
+    [
+        ("§5.3", "clause_5_3"),
+        ("§5.1, §5.3", "clause_5_1+clause_5_3"),
+        ("§2.2-§2.4", "clause_2_2+clause_2_3+clause_2_4"),
+        ("§4 rule 2, §7", "clause_4+clause_7"),
+        ("§3, §3", "clause_3"),
+        ("appendix B", "appendix_B"),
+    ],
+)
+def test_a_clause_in_a_test_id_is_in_the_markers_words(clause: str, expected: str) -> None:
+    assert clause_id(clause) == expected
+
+
+def _collected(
+    pytester: pytest.Pytester, *selection: str, suite: str = "verdict_contract.contract_tests"
+) -> list[str]:
+    """The node ids of the checks in ``suite`` that ``selection`` keeps (``--collect-only``)."""
+    args = ("--pyargs", suite, "-p", "no:cacheprovider", "--collect-only", "-q")
+    result = pytester.runpytest_subprocess(*args, *selection)
+    ids = [line for line in result.stdout.lines if "::" in line]
+    assert ids, result.stdout.str() + result.stderr.str()
+    return ids
+
+
+def _clause_part(node_id: str) -> str:
+    """``…::test_x[clause_5_1+clause_5_3-no header]`` -> ``clause_5_1+clause_5_3``."""
+    return node_id.partition("[")[2].rstrip("]").partition("-")[0]
+
+
+AUTH = {
+    "test_missing_or_invalid_key_is_401",
+    "test_near_miss_key_is_401",
+    "test_auth_comes_before_lookup",
+    "test_key_in_the_query_does_not_authorise",
+    "test_key_in_another_header_does_not_authorise",
+}
+
+
+SELECTIONS: list[tuple[list[str], set[str]]] = [
+    (
+        ["-m", "clause_5_3"],
+        {
+            "test_missing_or_invalid_key_is_401",
+            "test_near_miss_key_is_401",
+            "test_auth_comes_before_lookup",
+        },
+    ),
+    (["-m", "clause_5"], AUTH | {"test_no_cross_origin_invitation"}),
+    (["-m", "clause_9"], {"test_schema_version"}),
+    (
+        ["-m", "clause_7 and not clause_8"],
+        {"test_unknown_session_is_404", "test_success_is_a_json_object"},
+    ),
+    (["-k", "clause_2_3"], {"test_verdicts_keep_the_contract"}),  # inside §2.2-§2.4
+    (
+        ["-k", "clause_8"],
+        {
+            "test_expired_session_is_404",
+            "test_session_expires_during_the_run",
+            "test_rate_limit_answers_429_then_recovers",
+            "test_verdict_is_immutable",
+        },
+    ),
+    (
+        ["-k", "clause_1 or clause_9_1"],
+        {"test_no_cross_origin_invitation", "test_schema_version"},
+    ),
+    (["-k", "auth"], AUTH),
+]
+
+
+@pytest.mark.parametrize(
+    ("selection", "expected"), SELECTIONS, ids=[" ".join(s) for s, _ in SELECTIONS]
+)
+def test_checks_are_selected_by_clause(
+    pytester: pytest.Pytester, selection: list[str], expected: set[str]
+) -> None:
+    ids = _collected(pytester, *selection)
+    assert {i.partition("::")[2].partition("[")[0] for i in ids} == expected
+    word = selection[1]
+    if " " not in word and word.startswith("clause_"):  # what was asked for is what ids show
+        assert all(word in _clause_part(i) for i in ids), ids
+
+
+def test_each_check_id_shows_its_clause_and_selects_it(pytester: pytest.Pytester) -> None:
+    ids = _collected(pytester)
+    assert len(ids) >= 30
+    assert [
+        i
+        for i in ids
+        if not re.fullmatch(r"clause_\d+(_\d+)?(\+clause_\d+(_\d+)?)*", _clause_part(i))
+    ] == []
+    for expected in (
+        "test_auth.py::test_auth_comes_before_lookup[clause_5_3]",
+        "test_auth.py::test_near_miss_key_is_401[clause_5_3-case swapped]",
+        "test_verdicts.py::test_verdicts_keep_the_contract[clause_2_2+clause_2_3+clause_2_4]",
+        "test_server_side.py::test_no_cross_origin_invitation[clause_1+clause_5_4]",
+    ):
+        assert any(i.endswith(f"/{expected}") or i == expected for i in ids), (expected, ids)
+    # The id as shown selects that one check again.
+    shown = "test_near_miss_key_is_401[clause_5_3-key twice]"
+    (again,) = _collected(pytester, suite=f"verdict_contract.contract_tests.test_auth::{shown}")
+    assert again.endswith(f"::{shown}")
+
+
+def test_the_readme_lists_every_clause_marker(pytester: pytest.Pytester) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    listed = re.search(r"The markers: (.*?)\.\n\n", readme, flags=re.DOTALL)
+    assert listed is not None
+    documented = set(re.findall(r"`(clause_\w+)`", listed.group(1)))
+    shown = set()
+    for node_id in _collected(pytester):
+        for leaf in _clause_part(node_id).split("+"):
+            shown |= {leaf, "_".join(leaf.split("_")[:2])}  # clause_5_3 implies clause_5
+    assert documented == shown

@@ -19,14 +19,15 @@ from tests.contract_tests.servers import (
     KEY,
     KEY_ECHO,
     PLAIN_HTTP,
+    SUITE,
     dead_port,
     hangs_mid_run,
     hung_server,
+    run_suite,
     serve,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITE = ("--pyargs", "verdict_contract.contract_tests", "-p", "no:cacheprovider")
 
 
 def _stopped_in_one_line(result: pytest.RunResult, expected: str) -> None:
@@ -69,10 +70,9 @@ def test_a_tls_failure_stops_the_run_in_one_line(pytester: pytest.Pytester) -> N
 
 
 def test_a_target_that_hangs_mid_run_stops_the_run(pytester: pytest.Pytester) -> None:
-    with serve(hangs_mid_run(calls=3, seconds=1.5)) as running:
-        result = pytester.runpytest_subprocess(
-            *running.suite_args("--verdict-request-timeout", "0.5")
-        )
+    result, running = run_suite(
+        pytester, hangs_mid_run(calls=3, seconds=1.5), "--verdict-request-timeout", "0.5"
+    )
     output = result.stdout.str()
     assert result.ret == pytest.ExitCode.INTERRUPTED, output
     assert "Traceback" not in output
@@ -87,8 +87,7 @@ def test_a_target_that_hangs_mid_run_stops_the_run(pytester: pytest.Pytester) ->
 
 def test_a_throttling_target_is_never_a_contract_failure(pytester: pytest.Pytester) -> None:
     """Every call throttled past the budget: throttled checks, no failed one, and a failed run."""
-    with serve(ALWAYS_THROTTLED) as running:
-        result = pytester.runpytest_subprocess(*running.suite_args())
+    result, _ = run_suite(pytester, ALWAYS_THROTTLED)
     output = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, output  # nothing was verified ...
     outcomes = result.parseoutcomes()
@@ -110,12 +109,15 @@ def test_a_key_echoed_by_the_target_is_masked(
     """A key of any length, echoed into a body the suite quotes, is masked everywhere."""
     report = tmp_path / "report.md"
     junit = tmp_path / "junit.xml"
-    with serve(KEY_ECHO, key) as running:
-        result = pytester.runpytest_subprocess(
-            *running.suite_args(
-                "-rA", "--tb=long", f"--junitxml={junit}", f"--verdict-report={report}"
-            )
-        )
+    result, _ = run_suite(
+        pytester,
+        KEY_ECHO,
+        "-rA",
+        "--tb=long",
+        f"--junitxml={junit}",
+        f"--verdict-report={report}",
+        key=key,
+    )
     outputs = result.stdout.str() + result.stderr.str() + junit.read_text() + report.read_text()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "received 'oops Bearer …" in outputs  # the echo is quoted, masked
@@ -125,9 +127,7 @@ def test_a_key_echoed_by_the_target_is_masked(
 
 
 def test_each_failure_prints_a_curl_line(pytester: pytest.Pytester) -> None:
-    variant, _ = BROKEN["careless key comparison"]
-    with serve(variant) as running:
-        result = pytester.runpytest_subprocess(*running.suite_args())
+    result, running = run_suite(pytester, BROKEN["careless key comparison"])
     result.stdout.fnmatch_lines(
         [
             "*replay (export VERDICT_API_KEY first)*",
@@ -141,9 +141,8 @@ def test_each_failure_prints_a_curl_line(pytester: pytest.Pytester) -> None:
 def test_one_bad_body_is_reported_once_and_the_others_still_checked(
     pytester: pytest.Pytester,
 ) -> None:
-    variant, _ = BROKEN["a body with a byte order mark, another breaking a rule"]
-    with serve(variant) as running:
-        result = pytester.runpytest_subprocess(*running.suite_args("-rf"))
+    variant = BROKEN["a body with a byte order mark, another breaking a rule"]
+    result, running = run_suite(pytester, variant, "-rf")
     output = result.stdout.str()
     bom, rule = running.session_ids
     details = [line for line in output.splitlines() if not line.startswith("FAILED ")]
@@ -154,45 +153,25 @@ def test_one_bad_body_is_reported_once_and_the_others_still_checked(
 
 
 def test_a_null_is_one_violation(pytester: pytest.Pytester) -> None:
-    variant, _ = BROKEN["null verdict in one session"]
-    with serve(variant) as running:
-        result = pytester.runpytest_subprocess(*running.suite_args())
+    result, _ = run_suite(pytester, BROKEN["null verdict in one session"])
     output = result.stdout.str()
     assert "/verdict: None is not of type 'string'" in output
     for unrelated in ("/contradicting_families", "/conclusive", "/signals"):
         assert unrelated not in output
 
 
-@pytest.mark.parametrize(
-    ("selection", "expected"),
-    [
-        (["-m", "clause_5_3"], {"test_auth.py"}),
-        (["-m", "clause_9"], {"test_verdicts.py"}),
-        (["-k", "auth"], {"test_auth.py"}),
-        (["-k", "clause_2_3"], {"test_verdicts.py"}),
-    ],
-)
-def test_checks_are_selected_by_clause(
-    pytester: pytest.Pytester, selection: list[str], expected: set[str]
-) -> None:
-    result = pytester.runpytest_subprocess(*SUITE, "--co", "-q", *selection)
-    ids = [line for line in result.stdout.lines if "::" in line]
-    assert ids, result.stdout.str()
-    assert {line.split("::")[0].rpartition("/")[2] for line in ids} == expected
-
-
 def test_the_report_has_a_row_per_clause(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    variant, _ = BROKEN["careless key comparison"]
     report = tmp_path / "contract.md"
-    with serve(variant) as running:
-        pytester.runpytest_subprocess(*running.suite_args(f"--verdict-report={report}"))
+    _, running = run_suite(
+        pytester, BROKEN["careless key comparison"], f"--verdict-report={report}"
+    )
     text = report.read_text()
     assert f"- target: {running.base_url}" in text
     rows = [line for line in text.splitlines() if line.startswith("| §")]
     assert len(rows) == len({row.split(" | ")[0] for row in rows}) >= 8
     (auth,) = [row for row in rows if row.startswith("| §5.3 |")]
     assert "| **failed** |" in auth
-    assert "test_near_miss_key_is_401[one character more]: " in auth
+    assert "test_near_miss_key_is_401[clause_5_3-one character more]: " in auth
     assert "${VERDICT_API_KEY}0" in auth
     assert KEY not in text
 
@@ -213,8 +192,16 @@ def _run_from_the_checkout(*args: str) -> subprocess.CompletedProcess[str]:
 def test_the_staging_command_runs_only_the_suite(command: list[str]) -> None:
     """From a checkout, whose own pytest configuration also collects the project's tests."""
     with serve(CONFORMING["extra fields"]) as running:
-        after_the_url = running.suite_args("-p", "no:cacheprovider", "-rA")[6:]
-        done = _run_from_the_checkout(*command, running.base_url, *after_the_url)
+        done = _run_from_the_checkout(
+            *command,
+            running.base_url,
+            "--verdict-api-key",
+            running.key,
+            *running.session_args(),
+            "-p",
+            "no:cacheprovider",
+            "-rA",
+        )
     assert done.returncode == 0, done.stdout + done.stderr
     ran = [line for line in done.stdout.splitlines() if line.startswith("PASSED ")]
     assert len(ran) >= 20
