@@ -1,17 +1,18 @@
 """How close is ``verdict-mock`` to the floor? Requests/s under the same wrk load, one run.
 
-Run: ``python benchmarks/bench_serve.py`` (about 2 minutes; needs ``wrk`` on PATH, e.g.
-``apt-get install wrk``, and ``pip install granian``).
+Run: ``python benchmarks/bench_serve.py`` (about 3 minutes; needs ``wrk`` on PATH, e.g.
+``apt-get install wrk``, and granian: ``pip install -e '.[bench]'``).
 
 Every row is loaded by ``wrk -t2 -c32`` (keep-alive) for ``--seconds``; the rows take turns for
 ``--rounds`` rounds and each shows its median. The floor is a bare WSGI app answering every
 request with the bytes and headers of the mock's verdict, under granian (1 worker, 1 blocking
-thread). ``verdict-mock`` (waitress today) serves ``/e`` with the journal on and a rate limit
-no run can exhaust; the 429 row uses a second mock whose budget is 1 per hour. wrk cannot load
-``HEAD`` (it waits for a body), so there is no HEAD row: HEAD takes the same path as GET.
+thread). ``verdict-mock`` (its default server, asyncserver.py) serves ``/e`` with the journal on
+and a rate limit no run can exhaust; the 429 row uses a second mock whose budget is 1 per hour.
+wrk cannot load ``HEAD`` (it waits for a body), so there is no HEAD row: HEAD takes the same
+path as GET.
 Before the load, the mock's answer is checked byte for byte against the Flask app's own answer
-to the same request. The last row serves the same app under granian, to show what the server
-alone costs.
+to the same request. The last rows serve the same app under ``--server waitress`` and under
+granian, to show what the server alone costs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import platform
 import re
 import shutil
 import socket
@@ -161,7 +163,7 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not on PATH (apt-get install wrk)")
-    floor, fast, on_granian, limited = (free_port() for _ in range(4))
+    floor, fast, on_granian, limited, on_waitress = (free_port() for _ in range(5))
     minted = create_app(Settings()).test_client().post("/_mock/sessions", json={}).get_json()["n"]
     rows = [
         Row("floor: bare WSGI app, granian 1 worker", floor, "/"),
@@ -172,6 +174,7 @@ def main() -> None:
         Row("verdict-mock: 404 (unknown id)", fast, "/e?n=unknown", expect_2xx=False),
         Row("verdict-mock: 405 (POST /e)", fast, f"/e?n={KNOWN}", method="POST", expect_2xx=False),
         Row("verdict-mock: 429 (rate limited)", limited, f"/e?n={KNOWN}", expect_2xx=False),
+        Row("verdict-mock --server waitress: GET /e", on_waitress, f"/e?n={KNOWN}"),
         Row("the mock app under granian 1 worker: GET /e", on_granian, f"/e?n={KNOWN}"),
     ]
     budget = "--rate-limit=1000000000/3600"
@@ -180,6 +183,8 @@ def main() -> None:
         stack.enter_context(started(granian("bench_serve:bare_app", floor), floor))
         stack.enter_context(started(mock(fast, budget), fast))
         stack.enter_context(started(mock(limited, "--rate-limit=1/3600"), limited))
+        waitress = mock(on_waitress, budget, "--server=waitress")
+        stack.enter_context(started(waitress, on_waitress))
         app = [*granian("bench_serve:mock_app", on_granian), "--factory"]
         stack.enter_context(started(app, on_granian, env))
         check_bytes(fast)
@@ -197,7 +202,9 @@ def report(rows: list[Row], args: argparse.Namespace) -> None:
     medians = [statistics.median(row.rates or [0.0]) for row in rows]
     e_rate = medians[1]
     print(
-        f"wrk -t2 -c32, {args.seconds:g} s x {args.rounds} rounds (median), {os.cpu_count()} CPUs"
+        f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}: wrk -t2 -c32, {args.seconds:g} s x "
+        f"{args.rounds} rounds (median)"
     )
     print(f"| {'what':45} | req/s | / floor | / GET /e | non-2xx |")
     print(f"|{'-' * 47}|------:|--------:|---------:|--------:|")
