@@ -1,7 +1,8 @@
 """The WSGI fast path: ``GET``/``HEAD /e`` answered straight from the environ.
 
-This is the hot path of load tests, so it skips Flask's request machinery; every other request
-(the control API, other paths and methods) goes on to the Flask app.
+For the servers that call the app for every request (``--server waitress``, ``flask run``, any
+WSGI server), it skips Flask's request machinery on the hot path of load tests; every other
+request goes on to the Flask app. The default server answers ``/e`` itself (asyncserver.py).
 """
 
 from __future__ import annotations

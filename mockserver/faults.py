@@ -1,7 +1,9 @@
 """Connection faults for scripted sessions: a reset, a cut body, a body that is not JSON.
 
 The app marks a response with FAULT_HEADER; :class:`FaultMiddleware`, outermost in the WSGI
-stack, enacts the mark on the connection. In-process transports (respx) read the mark instead.
+stack, enacts the mark on the connection (a reset raises ConnectionResetError, which the default
+server turns into a TCP reset). In-process transports (respx) read the mark instead; the default
+server's own ``/e`` path reads :attr:`.Answer.fault`.
 """
 
 from __future__ import annotations
