@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
+from functools import cache
 from pathlib import Path
-from typing import Any, Final
+from types import UnionType
+from typing import Any, Final, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
 from verdict_contract.core.envvars import parse_bool
@@ -47,9 +49,20 @@ class Option:
         return f"--{dashed.removesuffix('s')}" if self.repeatable else f"--{dashed}"
 
 
-def _setting(default: Any, help: str, parse: Callable[[str], Any], **option: Any) -> Any:
-    make = {"default_factory": default} if callable(default) else {"default": default}
-    return field(**make, metadata={"option": Option(help, parse, **option)})
+def _setting(
+    default: Any,
+    help: str,
+    parse: Callable[[str], Any] = parse_bool,
+    metavar: str | None = None,
+    shown_default: str | None = None,
+) -> Any:
+    """One setting's field: its default, then how people give it (see :class:`Option`).
+
+    ``parse`` reads one value (on/off by default, for a bool); a tuple default makes the setting
+    repeatable. Its type, for the checks of ``Settings(...)``, is the field's annotation.
+    """
+    option = Option(help, parse, metavar, shown_default, repeatable=isinstance(default, tuple))
+    return field(default=default, metadata={"option": option})
 
 
 def _positive_int(raw: str) -> int:
@@ -111,103 +124,49 @@ def _positive_float(raw: str) -> float:
 class Settings:
     """Everything a mock server is configured by (the defaults serve the demo sessions)."""
 
-    host: str = _setting("127.0.0.1", "address to bind", str, metavar="HOST")
-    port: int = _setting(
-        8080, "port (0 picks a free one)", int, metavar="PORT", shown_default="8080"
-    )
-    threads: int = _setting(8, "worker threads", _positive_int, metavar="N")
-    api_keys: tuple[str, ...] = _setting(
-        (DEFAULT_API_KEY,),
-        "accepted API key",
-        _key,
-        metavar="KEY",
-        repeatable=True,
-        shown_default=DEFAULT_API_KEY,
-    )
-    seed: str = _setting(DEFAULT_SEED, "seed of the generated verdicts", str, metavar="SEED")
+    host: str = _setting("127.0.0.1", "address to bind", str, "HOST")
+    port: int = _setting(8080, "port (0 picks a free one)", int, "PORT")
+    threads: int = _setting(8, "worker threads", _positive_int, "N")
+    api_keys: tuple[str, ...] = _setting((DEFAULT_API_KEY,), "accepted API key", _key, "KEY")
+    seed: str = _setting(DEFAULT_SEED, "seed of the generated verdicts", str, "SEED")
     secret: str = _setting(
-        "",
-        "secret that signs minted session ids",
-        str,
-        metavar="SECRET",
-        shown_default="derived from the seed",
+        "", "secret that signs minted session ids", str, "SECRET", "derived from the seed"
     )
-    scenario: Path | None = _setting(  # noqa: RUF009 - a field(), as for the others
-        None,
-        "YAML or JSON scenario, reloaded on change or SIGHUP",
-        Path,
-        metavar="FILE",
-        shown_default="none",
+    scenario: Path | None = _setting(
+        None, "YAML or JSON scenario, reloaded on change or SIGHUP", Path, "FILE"
     )
-    rate_limit: RateLimit = _setting(  # noqa: RUF009 - a field(), as for the others
-        lambda: RateLimit(6000, 60.0),
-        "per-key budget, or off",
-        RateLimit.parse,
-        metavar="N/SECONDS",
+    rate_limit: RateLimit = _setting(
+        RateLimit(6000, 60.0), "per-key budget, or off", RateLimit.parse, "N/SECONDS"
     )
     session_lifetime: float = _setting(
-        float(SESSION_LIFETIME_SECONDS),
-        "session lifetime",
-        float,
-        metavar="SECONDS",
-        shown_default=str(SESSION_LIFETIME_SECONDS),
+        float(SESSION_LIFETIME_SECONDS), "session lifetime", float, "SECONDS"
     )
-    log_level: str = _setting(
-        "info", f"log level ({', '.join(LOG_LEVELS)})", _level, metavar="LEVEL"
-    )
-    journal_size: int = _setting(1000, "requests kept in the journal", _positive_int, metavar="N")
-    accept_any_session: bool = _setting(
-        False, "serve a verdict for every unknown id (hides 404s)", parse_bool
-    )
-    control: bool = _setting(True, "the /_mock/ control API", parse_bool)
-    demo_sessions: bool = _setting(True, "the demo-* sessions", parse_bool)
+    log_level: str = _setting("info", f"log level ({', '.join(LOG_LEVELS)})", _level, "LEVEL")
+    journal_size: int = _setting(1000, "requests kept in the journal", _positive_int, "N")
+    accept_any_session: bool = _setting(False, "serve a verdict for every unknown id (hides 404s)")
+    control: bool = _setting(True, "the /_mock/ control API")
+    demo_sessions: bool = _setting(True, "the demo-* sessions")
     proxy_to: str | None = _setting(
-        None,
-        "forward GET /e to this service and check its answers",
-        _upstream,
-        metavar="URL",
-        shown_default="off",
+        None, "forward GET /e to this service and check its answers", _upstream, "URL", "off"
     )
-    upstream_key: Secret | None = _setting(  # noqa: RUF009 - a field(), as for the others
-        None,
-        "API key the proxy sends upstream (default: the client's own header)",
-        Secret,
-        metavar="KEY",
-        shown_default="none",
+    upstream_key: Secret | None = _setting(
+        None, "API key the proxy sends upstream (default: the client's own header)", Secret, "KEY"
     )
-    proxy_strict: bool = _setting(
-        False, "answer 502 when the upstream breaks the contract", parse_bool
-    )
+    proxy_strict: bool = _setting(False, "answer 502 when the upstream breaks the contract")
     proxy_timeout: float = _setting(
-        10.0, "longest wait for the upstream, then 504", _positive_float, metavar="SECONDS"
+        10.0, "longest wait for the upstream, then 504", _positive_float, "SECONDS"
     )
-    record: Path | None = _setting(  # noqa: RUF009 - a field(), as for the others
-        None,
-        "write the proxied sessions to this scenario file",
-        Path,
-        metavar="FILE",
-        shown_default="none",
+    record: Path | None = _setting(
+        None, "write the proxied sessions to this scenario file", Path, "FILE"
     )
-    control_token: Secret | None = _setting(  # noqa: RUF009 - a field(), as for the others
-        None,
-        "token every control call must send as X-Mock-Token",
-        _token,
-        metavar="TOKEN",
-        shown_default="none",
+    control_token: Secret | None = _setting(
+        None, "token every control call must send as X-Mock-Token", _token, "TOKEN"
     )
     allowed_hosts: tuple[str, ...] = _setting(
-        (),
-        "Host name the control API answers besides loopback names",
-        _host_name,
-        metavar="NAME",
-        repeatable=True,
-        shown_default="none",
+        (), "Host name the control API answers besides loopback names", _host_name, "NAME"
     )
     max_body: int = _setting(
-        1024 * 1024,
-        "largest request body accepted, in bytes (413 beyond)",
-        _positive_int,
-        metavar="BYTES",
+        1024 * 1024, "largest request body accepted, in bytes (413 beyond)", _positive_int, "BYTES"
     )
     access_log: bool = _setting(
         False, "log one line per request (common log format, keys masked)", parse_bool
@@ -240,8 +199,7 @@ class Settings:
 
     def __repr__(self) -> str:
         # Keys and the signing secret never print (pytest -l shows fixtures' locals).
-        hidden = ("api_keys", "secret")
-        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _UNPRINTED}
         keys = ", ".join(mask(k) for k in self.api_keys)
         secret = ", secret=…" if self.secret else ""
         values = ", ".join(f"{name}={value!r}" for name, value in shown.items())
@@ -271,68 +229,52 @@ class Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
+_UNPRINTED: Final = ("api_keys", "secret")
+"""Settings whose values never print: ``repr`` masks the keys, and a refused value shows as …"""
+
 _SENDABLE_KEY = re.compile(r"[!-~]([ -~]*[!-~])?")
 """A key a client can send as ``Bearer <key>``: printable ASCII, no space at either end."""
 
-_TYPES: Final[dict[str, type | tuple[type, ...]]] = {
-    "host": str,
-    "port": int,
-    "threads": int,
-    "seed": str,
-    "secret": str,
-    "session_lifetime": (int, float),
-    "log_level": str,
-    "journal_size": int,
-    "accept_any_session": bool,
-    "control": bool,
-    "demo_sessions": bool,
-    "proxy_to": str,
-    "upstream_key": Secret,
-    "proxy_strict": bool,
-    "proxy_timeout": (int, float),
-    "record": Path,
-    "control_token": Secret,
-    "allowed_hosts": tuple,
-    "max_body": int,
-    "access_log": bool,
-    "server": str,
-}
+
+@cache
+def _kinds() -> dict[str, tuple[type, bool]]:
+    """Each setting's type and whether it may be None, read from the annotations."""
+    kinds: dict[str, tuple[type, bool]] = {}
+    for name, hint in get_type_hints(Settings).items():
+        optional = isinstance(hint, UnionType) and type(None) in get_args(hint)
+        (kind,) = [a for a in get_args(hint) if a is not type(None)] if optional else [hint]
+        kinds[name] = (get_origin(kind) or kind, optional)
+    return kinds
+
+
+def _checked(name: str, option: Option, value: object) -> object:
+    """``value`` as the setting ``name`` holds it; a string is read as its variable would be."""
+    kind, optional = _kinds()[name]
+    if value is None and optional:
+        return value
+    if kind is tuple:
+        value = (value,) if isinstance(value, str) else value
+        if not isinstance(value, tuple | list) or not all(isinstance(v, str) for v in value):
+            raise TypeError("a tuple of strings")
+        return tuple(value)
+    if isinstance(value, str) and kind is not str:
+        value = option.parse(value)
+    accepted = (int, float) if kind is float else kind
+    if not isinstance(value, accepted) or (isinstance(value, bool) and kind is not bool):
+        name_of_kind = "a number" if kind is float else kind.__name__
+        raise TypeError(f"{name_of_kind}, or a string as {env_var(name)} takes it")
+    return value
 
 
 def _check_types(settings: Settings) -> None:
-    """Read strings as the flags would; refuse a value of the wrong type now, not per request."""
+    """Read strings as the variables do; refuse a value of the wrong type now, not per request."""
     for item in fields(settings):
-        option: Option = item.metadata["option"]
         value = getattr(settings, item.name)
         try:
-            if item.name == "api_keys":
-                if isinstance(value, str):
-                    value = (value,)
-                if not isinstance(value, tuple | list) or not all(
-                    isinstance(k, str) for k in value
-                ):
-                    raise TypeError("a tuple of strings")
-                value = tuple(value)
-            elif item.name == "rate_limit":
-                value = RateLimit.parse(value) if isinstance(value, str) else value
-                if not isinstance(value, RateLimit):
-                    raise TypeError('a RateLimit or a string like "600/60" or "off"')
-            elif item.name == "scenario":
-                value = Path(value) if isinstance(value, str) else value
-                if value is not None and not isinstance(value, Path):
-                    raise TypeError("a path")
-            elif value is None and item.default is None:
-                pass  # an optional setting left unset
-            else:
-                expected = _TYPES[item.name]
-                if isinstance(value, str) and expected is not str:
-                    value = option.parse(value)
-                if not isinstance(value, expected) or (
-                    isinstance(value, bool) and expected is not bool
-                ):
-                    raise TypeError(getattr(expected, "__name__", "a number"))
+            value = _checked(item.name, item.metadata["option"], value)
         except (TypeError, ValueError) as exc:
-            shown = "…" if item.name == "secret" else repr(value)[:60]
+            secret = item.name in _UNPRINTED or _kinds()[item.name][0] is Secret
+            shown = "…" if secret else repr(value)[:60]
             raise SettingsError(
                 f"Settings({item.name}=...): received {shown}; documented: {exc}"
             ) from None
@@ -355,6 +297,12 @@ def shown_default(option: Option, default: object) -> str:
         return option.shown_default
     if isinstance(default, bool):
         return "on" if default else "off"
+    if default is None or default == ():
+        return "none"
+    if isinstance(default, tuple):
+        return ", ".join(map(str, default))
+    if isinstance(default, float) and default.is_integer():
+        return str(int(default))  # 900, as the spec writes it
     return str(default)
 
 

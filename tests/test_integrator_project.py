@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.installs import ROOT, install
 
 CONFTEST = """
 import pytest
@@ -107,25 +107,7 @@ def test_the_suites_plugin_also_leaves_the_integrators_options_alone(tmp_path: P
 @pytest.fixture(scope="module")
 def wheel_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The distribution installed as a wheel lays it out (no editable import hook)."""
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(target),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return target
+    return install(ROOT, tmp_path_factory.mktemp("site"))
 
 
 def test_an_integrator_project_with_the_same_names_runs_with_a_wheel_install(

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from openapi_spec_validator import validate
 
+from tests.installs import ROOT, build_wheel, install
 from verdict_contract.core.resources import (
     OPENAPI_FILE,
     VERDICT_SCHEMA_FILE,
@@ -20,8 +21,6 @@ from verdict_contract.core.resources import (
     schema_dir,
     verdict_schema,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_editable_install_reads_the_top_level_schema_directory() -> None:
@@ -55,25 +54,7 @@ def test_openapi_describes_the_endpoint() -> None:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(out),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    (built,) = out.glob("verdict_contract-*.whl")
-    return built
+    return build_wheel(tmp_path_factory.mktemp("dist"))
 
 
 def test_wheel_carries_the_schema_files(wheel: Path) -> None:
@@ -92,22 +73,7 @@ def test_wheel_carries_the_schema_files(wheel: Path) -> None:
 
 
 def test_installed_wheel_loads_the_schema(wheel: Path, tmp_path: Path) -> None:
-    target = tmp_path / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "-q",
-            "--target",
-            str(target),
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    target = install(wheel, tmp_path / "site")
     code = (
         "import verdict_contract.mockserver, verdict_contract.core.resources as r; "
         "print(verdict_contract.mockserver.__file__); print(r.verdict_schema()['title'])"

@@ -74,6 +74,8 @@ def test_a_bad_variable_names_itself(name: str, raw: str) -> None:
         ({"api_keys": [" padded-key-0123456789"]}, "cannot be sent in an Authorization header"),
         ({"api_keys": ["clé-0123456789"]}, "cannot be sent in an Authorization header"),
         ({"api_keys": [1234]}, "a tuple of strings"),
+        ({"api_keys": ["key-0123456789", 5]}, "Settings(api_keys=...): received …"),
+        ({"control_token": b"token-0123456789"}, "Settings(control_token=...): received …"),
         ({"secret": 12}, "Settings(secret=...): received …"),
     ],
 )
@@ -96,6 +98,7 @@ def test_strings_are_read_as_the_flags_read_them() -> None:
     assert settings.api_keys == ("only-key-0123456789",)
     assert settings.port == 0
     assert "only-key-0123456789" not in repr(settings)
+    assert Settings(allowed_hosts=["mock.test"]).allowed_hosts == ("mock.test",)  # type: ignore[arg-type]
 
 
 # --- the proxy's settings -------------------------------------------------------------------------

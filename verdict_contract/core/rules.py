@@ -333,33 +333,31 @@ def strong_signals_only_when_contradicted(body: Body) -> Iterator[Finding]:
         )
 
 
+def _beyond_reporting(body: Body, named: list[str], which: str) -> Iterator[Finding]:
+    """Only a family that reported can be ``named``: a finding if more are than reported."""
+    reporting = _family_count(body, "reporting")
+    if reporting is not None and len(named) > reporting:
+        yield Finding(
+            "/families/reporting",
+            f"{len(named)} {which} but only {reporting} reported",
+            f"reporting {reporting}, {which} {named}",
+            f"reporting >= the number of {which}",
+        )
+
+
 @rule("§2.2")
 def contradicting_families_reported(body: Body) -> Iterator[Finding]:
     """Only a family that reported can contradict: no more contradicting families than reporting."""
-    reporting = _family_count(body, "reporting")
     listed = _get(body, "contradicting_families", list)
-    distinct = {f for f in listed or [] if isinstance(f, str)}
-    if reporting is not None and len(distinct) > reporting:
-        yield Finding(
-            "/families/reporting",
-            f"{len(distinct)} families contradict but only {reporting} reported",
-            f"reporting {reporting}, contradicting {sorted(distinct)}",
-            "reporting >= the number of contradicting families",
-        )
+    distinct = sorted({f for f in listed or [] if isinstance(f, str)})
+    yield from _beyond_reporting(body, distinct, "contradicting families")
 
 
 @rule("§2.2, §2.3")
 def signal_families_reported(body: Body) -> Iterator[Finding]:
     """Signals fire from families that reported: no more signal families than reporting."""
-    reporting = _family_count(body, "reporting")
     fired = sorted({family_of(sid) for _, sid, _ in _signals(body)})
-    if reporting is not None and len(fired) > reporting:
-        yield Finding(
-            "/families/reporting",
-            f"signals fired from {len(fired)} families but only {reporting} reported",
-            f"reporting {reporting}, signal families {fired}",
-            "reporting >= the number of families whose signals fired",
-        )
+    yield from _beyond_reporting(body, fired, "signal families")
 
 
 @rule("§2.2, §2.3")
