@@ -183,7 +183,7 @@ def main() -> None:
         stack.enter_context(started(granian("bench_serve:bare_app", floor), floor))
         stack.enter_context(started(mock(fast, budget), fast))
         stack.enter_context(started(mock(limited, "--rate-limit=1/3600"), limited))
-        waitress = mock(on_waitress, budget, "--server=waitress")
+        waitress = mock(on_waitress, budget, "--server=waitress", "--log-level=error")
         stack.enter_context(started(waitress, on_waitress))
         app = [*granian("bench_serve:mock_app", on_granian), "--factory"]
         stack.enter_context(started(app, on_granian, env))

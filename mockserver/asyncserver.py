@@ -63,6 +63,7 @@ IDLE_TIMEOUT: Final = 30.0
 """Seconds a connection may sit idle, or stuck half-way through a request, before it closes."""
 _HOT_PREFIX: Final = ENDPOINT_PATH.encode() + b"?"
 _HOT_PATH: Final = ENDPOINT_PATH.encode()
+_HEADS_KEPT: Final = 1024  # heads of distinct shapes remembered (then forgotten all at once)
 _CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
@@ -80,17 +81,29 @@ class _Refused(Exception):
 
 
 class _Date:
-    """The Date header's value, formatted once a second."""
+    """The headers every answer ends with (Date, Server), formatted once a second."""
 
     def __init__(self) -> None:
         self.second = -1
-        self.text = ""
+        self.lines = b""
 
-    def __call__(self) -> str:
+    def __call__(self) -> bytes:
         now = int(time.time())
         if now != self.second:
-            self.second, self.text = now, formatdate(now, usegmt=True)
-        return self.text
+            date = formatdate(now, usegmt=True)
+            self.second, self.lines = now, f"Date: {date}\r\nServer: verdict-mock\r\n".encode()
+        return self.lines
+
+
+def _head_start(status: str, headers: list[tuple[str, str]]) -> bytes:
+    """The status line and headers of an answer, up to (not including) Date and Server."""
+    lines = [f"HTTP/1.1 {status}\r\n"]
+    lines.extend(f"{name}: {value}\r\n" for name, value in headers)
+    return "".join(lines).encode("latin-1")
+
+
+_CLOSING: Final = b"Connection: close\r\n\r\n"
+_KEEPING: Final = b"\r\n"
 
 
 class HttpConnection(asyncio.Protocol):
@@ -289,20 +302,24 @@ class HttpConnection(asyncio.Protocol):
             self._close()
 
     def _write_answer(self, answer: Answer, head_only: bool, close: bool, vary: bool = True) -> int:
-        head = self._head(status_line(answer.status), explain_headers(answer, vary), close)
+        # The start of a head is the same for every answer of one shape: built once.
+        key = (answer.status, tuple(answer.headers), len(answer.body), vary)
+        heads = self.server.heads
+        start = heads.get(key)
+        if start is None:
+            if len(heads) >= _HEADS_KEPT:
+                heads.clear()
+            start = _head_start(status_line(answer.status), explain_headers(answer, vary))
+            heads[key] = start
         body = b"" if head_only else answer.body
         assert self.transport is not None
-        self.transport.write(head + body)
+        end = _CLOSING if close else _KEEPING
+        self.transport.write(b"".join((start, self.server.date(), end, body)))
         return len(body)
 
     def _head(self, status: str, headers: list[tuple[str, str]], close: bool) -> bytes:
-        lines = [f"HTTP/1.1 {status}\r\n"]
-        lines.extend(f"{name}: {value}\r\n" for name, value in headers)
-        lines.append(f"Date: {self.server.date()}\r\nServer: verdict-mock\r\n")
-        if close:
-            lines.append("Connection: close\r\n")
-        lines.append("\r\n")
-        return "".join(lines).encode("latin-1")
+        end = _CLOSING if close else _KEEPING
+        return _head_start(status, headers) + self.server.date() + end
 
     def _serve_app(self, request: Request, keep_alive: bool) -> None:
         assert self.transport is not None
@@ -443,7 +460,8 @@ class AsyncServer:
         self.max_body = settings.max_body
         self.access_log = settings.access_log
         self.idle_timeout = idle_timeout
-        self.date: Callable[[], str] = _Date()
+        self.date: Callable[[], bytes] = _Date()
+        self.heads: dict[tuple[int, tuple[tuple[str, str], ...], int, bool], bytes] = {}
         self.connections: set[HttpConnection] = set()
         self.sock = _bind(host, port)
         self.address: tuple[str, int] = self.sock.getsockname()[:2]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from http import HTTPStatus
 from urllib.parse import parse_qsl
 
@@ -23,6 +24,15 @@ VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
 
 _NOT_FOUND = "unknown session id, or the session expired"
+# Answers that never change, built once (an Answer is immutable: its headers are never mutated).
+_UNAUTHORIZED = error_answer(
+    401,
+    "unauthorized",
+    "missing or invalid API key; send Authorization: Bearer <key>",
+    headers=[("WWW-Authenticate", "Bearer")],
+)
+_UNKNOWN = error_answer(404, "session_not_found", _NOT_FOUND, "unknown")
+_EXPIRED = error_answer(404, "session_not_found", _NOT_FOUND, "expired")
 _STEP_ERRORS = {
     401: ("unauthorized", "scripted: missing or invalid API key"),
     404: ("session_not_found", "scripted: unknown or expired session"),
@@ -102,12 +112,7 @@ def explain(
     """Answer ``GET /e``: auth, rate limit, ``n``, lookup, script, expiry, verdict."""
     key = bearer_token(authorization)
     if key is None or not state.key_ok(key):
-        return error_answer(
-            401,
-            "unauthorized",
-            "missing or invalid API key; send Authorization: Bearer <key>",
-            headers=[("WWW-Authenticate", "Bearer")],
-        )
+        return _UNAUTHORIZED
     wait = state.limiter.admit(key)
     if wait is not None:
         return error_answer(
@@ -122,7 +127,7 @@ def explain(
         return error_answer(400, "bad_request", problem or "")
     session = state.lookup(values[0])
     if session is None:
-        return error_answer(404, "session_not_found", _NOT_FOUND, "unknown")
+        return _UNKNOWN
     recorded = session.spec.recorded
     body = recorded.body if recorded else state.generator.render(session.id, session.spec)
     step = state.scripts.next_step(session.id) or session.spec.always
@@ -138,15 +143,20 @@ def explain(
 def _served(state: MockState, session: Session, body: bytes) -> Answer:
     """The answer of a session that no script step overrides: 404 if expired, else its body."""
     if state.is_expired(session):
-        return error_answer(404, "session_not_found", _NOT_FOUND, "expired")
+        return _EXPIRED
     recorded = session.spec.recorded
     if recorded is not None:  # replayed as received: the status and the very bytes
         cache = VERDICT_CACHE_CONTROL if recorded.status == 200 else NO_STORE
         return Answer(recorded.status, body, [("Cache-Control", cache)], "recorded")
+    return _verdict(body)
+
+
+@lru_cache(maxsize=1024)  # one answer object per body: nothing is built per request
+def _verdict(body: bytes) -> Answer:
     return Answer(200, body, [("Cache-Control", VERDICT_CACHE_CONTROL)], "verdict")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Decision:
     """A request to ``/e`` and its answer, decided but not yet journaled (nor sent)."""
 

@@ -8,6 +8,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any, Final
 
 from verdict_contract.core.redact import mask
@@ -26,6 +27,7 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + CUT
 
 
+@lru_cache(maxsize=64)  # a load test sends one header again and again
 def mask_authorization(header: str | None) -> str | None:
     """Keep the scheme of an Authorization header and mask its credentials."""
     if header is None:
@@ -51,7 +53,7 @@ def shown_param(
     return (name if plain else mask(name)), mask(value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
     """One journaled request. Query values other than ``n`` are masked: keys get sent there."""
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 Address = tuple[str, int]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Request:
     """One request as the server parsed it (header names and values as sent)."""
 
