@@ -53,7 +53,7 @@ class WaitressServer:
 
     @property
     def effective_port(self) -> int:
-        port: int = self._server.effective_port
+        port = int(self._server.effective_port)  # waitress may hold it as text
         return port
 
     def run(self) -> None:
@@ -116,7 +116,14 @@ class BackgroundServer:
         if self._server is None:
             raise RuntimeError("the server is not started")
         host = self.host if ":" not in self.host else f"[{self.host}]"
-        return f"http://{host}:{self._server.effective_port}"
+        return f"http://{host}:{self.effective_port}"
+
+    @property
+    def effective_port(self) -> int:
+        """The port it listens on (``port=0`` picked a free one)."""
+        if self._server is None:
+            raise RuntimeError("the server is not started")
+        return self._server.effective_port
 
     def start(self) -> BackgroundServer:
         self._server = make_server(self.app, self.host, self.port, self.threads, self.server)

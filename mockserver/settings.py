@@ -183,6 +183,12 @@ class Settings:
             raise SettingsError("threads, journal size and body limit must be at least 1")
         if not self.session_lifetime > 0:
             raise SettingsError("the session lifetime must be a positive number of seconds")
+        for name, allowed in (("server", SERVERS), ("log_level", LOG_LEVELS)):
+            if getattr(self, name) not in allowed:
+                raise SettingsError(
+                    f"Settings({name}=...): received {getattr(self, name)!r}; documented: one "
+                    f"of {', '.join(allowed)}"
+                )
         if not self.api_keys or not all(self.api_keys):
             raise SettingsError("at least one non-empty API key is needed")
         for index, key in enumerate(self.api_keys):

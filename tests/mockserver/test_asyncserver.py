@@ -35,16 +35,6 @@ def server() -> Iterator[BackgroundServer]:
         yield background
 
 
-@pytest.fixture
-def http(server: BackgroundServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=10) as client:
-        yield client
-
-
-def port_of(server: BackgroundServer) -> int:
-    return int(server.base_url.rsplit(":", 1)[1])
-
-
 def mint(http: httpx.Client, **spec: object) -> str:
     response = http.post("/_mock/sessions", json=spec)
     assert response.status_code == 201, response.text
@@ -101,7 +91,7 @@ def test_head_sends_the_length_and_no_body(server: BackgroundServer) -> None:
     request = (
         b"HEAD /e?n=demo-refused HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Connection: close\r\n\r\n"
     )
-    status, headers, body = split(raw_request(port_of(server), request))
+    status, headers, body = split(raw_request(server.effective_port, request))
     assert status == 200
     assert int(headers["content-length"]) > 100
     assert body == b""
@@ -154,7 +144,7 @@ def test_16_requests_waiting_on_a_delay_block_no_one(
 
 def test_reset_is_a_tcp_reset_with_no_answer(server: BackgroundServer, http: httpx.Client) -> None:
     n = mint(http, script=["reset"])
-    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
         sock.sendall(get(n))
         with pytest.raises(ConnectionResetError):
             sock.recv(65536)  # a reset: not an answer, nor a clean close (b"")
@@ -165,7 +155,7 @@ def test_truncated_stops_short_of_its_length_and_closes(
     server: BackgroundServer, http: httpx.Client
 ) -> None:
     n = mint(http, script=["truncated"])
-    status, headers, body = split(raw_request(port_of(server), get(n)))
+    status, headers, body = split(raw_request(server.effective_port, get(n)))
     assert status == 200
     assert headers["connection"] == "close"
     assert 0 < len(body) < int(headers["content-length"])
@@ -177,7 +167,7 @@ def test_pipelined_requests_are_answered_in_order_even_behind_a_delay(
     slow = mint(http, verdict="refused", script=[{"delay_ms": 300}])
     health = b"GET /_mock/health HTTP/1.1\r\nHost: 127.0.0.1\r\n"
     requests = get(slow) + get("demo-contradicted") + health
-    answer = raw_request(port_of(server), requests + b"Connection: close\r\n\r\n")
+    answer = raw_request(server.effective_port, requests + b"Connection: close\r\n\r\n")
     bodies = [json.loads(part.split(b"\r\n\r\n", 1)[1]) for part in _answers(answer)]
     assert [b.get("verdict") for b in bodies[:2]] == ["refused", "contradicted"]
     assert "journal_entries" in bodies[2]
@@ -198,7 +188,7 @@ def test_a_client_that_leaves_during_a_delay_is_still_journaled(
     server: BackgroundServer, http: httpx.Client
 ) -> None:
     n = mint(http, script=[{"delay_ms": 300}])
-    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
         sock.sendall(get(n))
     for _ in range(100):
         entries = [e for e in http.get("/_mock/requests").json() if e["n"] == n]
@@ -215,7 +205,7 @@ def test_a_client_that_leaves_during_a_delay_is_still_journaled(
 
 def test_a_declared_body_over_the_limit_is_413_at_once(server: BackgroundServer) -> None:
     head = b"POST /_mock/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n"
-    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
         sock.sendall(head)  # and never the body: the answer must not wait for it
         answer = sock.recv(65536)
     status, headers, body = split(answer)
@@ -227,7 +217,7 @@ def test_a_declared_body_over_the_limit_is_413_at_once(server: BackgroundServer)
 def test_a_chunked_body_is_cut_when_it_passes_the_limit(server: BackgroundServer) -> None:
     chunk = b"400\r\n" + b"x" * 1024 + b"\r\n"
     head = b"POST /_mock/sessions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-    status, headers, body = split(raw_request(port_of(server), head + chunk * 3))
+    status, headers, body = split(raw_request(server.effective_port, head + chunk * 3))
     assert status == 413
     assert error_of(status, headers["content-type"], body)["code"] == "request_entity_too_large"
 
@@ -237,7 +227,7 @@ def test_a_chunked_body_within_the_limit_reaches_the_app(server: BackgroundServe
     head = b"POST /_mock/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
     chunked = b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
     body = f"{len(payload):x}\r\n".encode() + payload + b"\r\n0\r\n\r\n"
-    status, _, answer = split(raw_request(port_of(server), head + chunked + body))
+    status, _, answer = split(raw_request(server.effective_port, head + chunked + body))
     assert status == 201, answer
     assert json.loads(answer)["verdict"] == "disputed"
 
@@ -248,7 +238,7 @@ def test_expect_100_continue_gets_its_interim_answer(server: BackgroundServer) -
         b"POST /_mock/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         b"Expect: 100-continue\r\nConnection: close\r\nContent-Length: 2\r\n\r\n"
     )
-    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
         sock.sendall(head)
         assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
         sock.sendall(payload)
@@ -275,7 +265,7 @@ def test_expect_100_continue_gets_its_interim_answer(server: BackgroundServer) -
 def test_what_the_server_refuses_is_json_and_closes(
     server: BackgroundServer, request_bytes: bytes, status: int, code: str
 ) -> None:
-    answer = raw_request(port_of(server), request_bytes)
+    answer = raw_request(server.effective_port, request_bytes)
     got, headers, body = split(answer)
     assert got == status, answer[:200]
     assert headers["connection"] == "close"
@@ -284,14 +274,14 @@ def test_what_the_server_refuses_is_json_and_closes(
 
 def test_an_upgrade_is_not_made_the_request_is_answered_once(server: BackgroundServer) -> None:
     request = b"GET /e HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n"
-    answer = raw_request(port_of(server), request)
+    answer = raw_request(server.effective_port, request)
     assert answer.count(b"HTTP/1.1 ") == 1, answer
     assert split(answer)[0] == 401
 
 
 def test_http_1_0_gets_its_answer_and_a_closed_connection(server: BackgroundServer) -> None:
     request = b"GET /e?n=demo-refused HTTP/1.0\r\n" + AUTH + b"\r\n"
-    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
         sock.sendall(request)  # no shutdown: the server must close by itself
         answer = b""
         while chunk := sock.recv(65536):

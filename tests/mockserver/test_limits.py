@@ -28,16 +28,6 @@ def server() -> Iterator[BackgroundServer]:
         yield background
 
 
-@pytest.fixture
-def http(server: BackgroundServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=10) as client:
-        yield client
-
-
-def port_of(server: BackgroundServer) -> int:
-    return int(server.base_url.rsplit(":", 1)[1])
-
-
 def error_code(response: httpx.Response) -> str:
     error = error_of(response.status_code, response.headers.get("content-type"), response.content)
     code: str = error["code"]
@@ -137,7 +127,7 @@ def _read_answer(sock: socket.socket) -> bytes:
 def test_expect_100_continue_never_hangs(
     server: BackgroundServer, body: bytes, status: int
 ) -> None:
-    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
         sock.sendall(
             b"POST /_mock/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             b"Content-Type: application/json\r\nExpect: 100-continue\r\n"
@@ -153,7 +143,7 @@ def test_expect_100_continue_never_hangs(
 
 def test_a_bad_content_length_is_not_a_5xx(server: BackgroundServer) -> None:
     answer = raw_request(
-        port_of(server),
+        server.effective_port,
         b"POST /_mock/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -5\r\n\r\n",
     )
     assert answer.startswith(b"HTTP/1.1 4"), answer[:100]
@@ -167,7 +157,7 @@ def test_a_flood_of_huge_query_strings_keeps_the_journal_small(server: Backgroun
     requests = 50
     for _ in range(requests):
         answer = raw_request(
-            port_of(server), b"GET /e?" + query + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            server.effective_port, b"GET /e?" + query + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         )
         assert answer.startswith(b"HTTP/1.1 401"), answer[:100]
     with httpx.Client(base_url=server.base_url, timeout=10) as http:

@@ -44,12 +44,6 @@ def server(request: pytest.FixtureRequest) -> Iterator[BackgroundServer]:
         yield background
 
 
-@pytest.fixture
-def http(server: BackgroundServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=10) as client:
-        yield client
-
-
 def mint(http: httpx.Client, body: dict[str, Any]) -> str:
     response = http.post("/_mock/sessions", json=body)
     assert response.status_code == 201, response.text
@@ -61,16 +55,12 @@ def fetch(http: httpx.Client, n: str) -> httpx.Response:
     return http.get("/e", params={"n": n}, headers=bearer())
 
 
-def port_of(server: BackgroundServer) -> int:
-    return int(server.base_url.rsplit(":", 1)[1])
-
-
 # --- the normal answer ------------------------------------------------------------------------
 
 
 def test_base_url_is_loopback_with_a_real_port(server: BackgroundServer) -> None:
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+", server.base_url)
-    assert port_of(server) > 0
+    assert server.effective_port > 0
 
 
 def test_verdict_over_http(http: httpx.Client) -> None:
@@ -293,7 +283,7 @@ def test_bad_input_never_gets_a_5xx_or_a_traceback(
         lines.append(f"Authorization: Bearer {KEY}")
     lines += [f"{name}: {value}" for name, value in headers]
     head = "\r\n".join(lines).encode("utf-8", errors="surrogateescape") + b"\r\n\r\n"
-    _check_answer(raw_request(port_of(server), head + body))
+    _check_answer(raw_request(server.effective_port, head + body))
 
 
 @settings(
@@ -303,7 +293,7 @@ def test_bad_input_never_gets_a_5xx_or_a_traceback(
 )
 @given(data=st.binary(min_size=1, max_size=300))
 def test_raw_garbage_never_gets_a_5xx_or_a_traceback(server: BackgroundServer, data: bytes) -> None:
-    _check_answer(raw_request(port_of(server), data))
+    _check_answer(raw_request(server.effective_port, data))
 
 
 @pytest.mark.parametrize(
@@ -318,7 +308,7 @@ def test_raw_garbage_never_gets_a_5xx_or_a_traceback(server: BackgroundServer, d
     ],
 )
 def test_known_bad_requests_get_a_4xx(server: BackgroundServer, request_bytes: bytes) -> None:
-    answer = raw_request(port_of(server), request_bytes)
+    answer = raw_request(server.effective_port, request_bytes)
     statuses = _statuses(answer)
     assert statuses
     assert all(400 <= status < 500 for status in statuses)
@@ -342,7 +332,7 @@ def test_known_bad_requests_get_a_4xx(server: BackgroundServer, request_bytes: b
 def test_unsupported_transfer_encoding_is_not_a_5xx(kind: str) -> None:
     with running(create_app(Settings(server=kind))) as server:
         answer = raw_request(
-            port_of(server),
+            server.effective_port,
             b"GET /e?n=demo-contradicted HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
         )
     assert _statuses(answer)

@@ -77,6 +77,8 @@ def test_a_bad_variable_names_itself(name: str, raw: str) -> None:
         ({"api_keys": ["key-0123456789", 5]}, "Settings(api_keys=...): received …"),
         ({"control_token": b"token-0123456789"}, "Settings(control_token=...): received …"),
         ({"secret": 12}, "Settings(secret=...): received …"),
+        ({"server": "WAITRESS"}, "Settings(server=...): received 'WAITRESS'; documented: one of"),
+        ({"log_level": "loud"}, "Settings(log_level=...): received 'loud'"),
     ],
 )
 def test_values_that_would_fail_every_request_are_refused_at_construction(
