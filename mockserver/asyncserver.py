@@ -102,6 +102,8 @@ def _head_start(status: str, headers: list[tuple[str, str]]) -> bytes:
     return "".join(lines).encode("latin-1")
 
 
+_NO_BODY: Final = frozenset({204, 304})
+"""Statuses that carry no body (a scripted 204 or 304 keeps its connection usable)."""
 _CLOSING: Final = b"Connection: close\r\n\r\n"
 _KEEPING: Final = b"\r\n"
 
@@ -309,9 +311,12 @@ class HttpConnection(asyncio.Protocol):
         if start is None:
             if len(heads) >= _HEADS_KEPT:
                 heads.clear()
-            start = _head_start(status_line(answer.status), explain_headers(answer, vary))
+            headers = explain_headers(answer, vary)
+            if answer.status in _NO_BODY:  # RFC 9110: no body, so no length of one
+                headers = [(k, v) for k, v in headers if k != "Content-Length"]
+            start = _head_start(status_line(answer.status), headers)
             heads[key] = start
-        body = b"" if head_only else answer.body
+        body = b"" if head_only or answer.status in _NO_BODY else answer.body
         assert self.transport is not None
         end = _CLOSING if close else _KEEPING
         self.transport.write(b"".join((start, self.server.date(), end, body)))

@@ -318,3 +318,22 @@ def test_the_access_log_sees_e_answered_on_the_loop(caplog: pytest.LogCaptureFix
     assert '"GET /e?n=demo-refused&api_key=' in lines[0]
     assert " 200 " in lines[0]
     assert KEY not in lines[0]
+
+
+@pytest.mark.parametrize("status", [204, 304])
+def test_a_scripted_status_without_a_body_keeps_the_connection_usable(
+    server: BackgroundServer, http: httpx.Client, status: int
+) -> None:
+    n = mint(http, script=[{"status": status}])
+    with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
+        sock.sendall(get(n) + get(n))
+        data = b""
+        while data.count(b"HTTP/1.1 ") < 2 or not data.endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    first, _, rest = data.partition(b"\r\n\r\n")
+    assert first.startswith(f"HTTP/1.1 {status} ".encode())
+    assert b"content-length" not in first.lower()
+    assert rest.startswith(b"HTTP/1.1 200 "), rest[:80]  # nothing of a body in between
