@@ -45,6 +45,7 @@ from verdict_contract.mockserver.answer import (
     status_line,
 )
 from verdict_contract.mockserver.explain import Decision, decide, record
+from verdict_contract.mockserver.faults import FAULT_HEADER
 from verdict_contract.mockserver.limits import MAX_HEADER_BYTES
 from verdict_contract.mockserver.sessions import SpecError
 from verdict_contract.mockserver.settings import Settings
@@ -309,7 +310,8 @@ class HttpConnection(asyncio.Protocol):
         if start is None:
             if len(heads) >= _HEADS_KEPT:
                 heads.clear()
-            start = _head_start(status_line(answer.status), explain_headers(answer, vary))
+            headers = [h for h in explain_headers(answer, vary) if h[0] != FAULT_HEADER]
+            start = _head_start(status_line(answer.status), headers)
             heads[key] = start
         body = b"" if head_only else answer.body
         assert self.transport is not None

@@ -115,6 +115,16 @@ def test_truncated_fault_is_a_remote_protocol_error(http: httpx.Client) -> None:
     assert fetch(http, n).json()["verdict"] == "disputed"
 
 
+def test_truncated_fault_sends_no_mark_of_the_mock(
+    server: BackgroundServer, http: httpx.Client
+) -> None:
+    n = mint(http, {"script": ["truncated"]})
+    request = f"GET /e?n={n} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n\r\n"
+    head = raw_request(port_of(server), request.encode()).partition(b"\r\n\r\n")[0]
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert b"x-verdict-mock-fault" not in head.lower()  # the app's mark, for FaultMiddleware
+
+
 def test_malformed_fault_is_a_200_that_is_not_json(http: httpx.Client) -> None:
     n = mint(http, {"verdict": "uncontradicted", "script": ["malformed"]})
     response = fetch(http, n)
