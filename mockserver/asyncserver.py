@@ -356,10 +356,11 @@ class HttpConnection(asyncio.Protocol):
             answer = error_answer(400, "bad_request", "the request could not be processed")
             self._send(request, answer, keep_alive=False, vary=False)
             return
-        head_only = request.method == "HEAD"
+        # 1xx, 204 and 304 have no body, nor a Content-Length made up for one (RFC 9110 8.6).
+        head_only = request.method == "HEAD" or reply.status[:3] in _BODILESS
         declared = reply.declared_length()
         headers = [(k, v) for k, v in reply.headers if k.lower() not in _HOP_BY_HOP]
-        if declared is None:
+        if declared is None and not head_only:
             headers.append(("Content-Length", str(len(reply.body))))
         # An app body shorter than its Content-Length (a scripted cut) ends the connection.
         cut = not head_only and declared is not None and declared != len(reply.body)
@@ -436,6 +437,7 @@ def _length(value: bytes) -> int:
 _CLOSE: Final = Answer(0, b"", outcome="close")
 """Queued after a request that ends its connection (``Connection: close``, HTTP/1.0)."""
 _HOP_BY_HOP: Final = frozenset({"connection", "keep-alive", "transfer-encoding", "date", "server"})
+_BODILESS: Final = frozenset({"100", "101", "102", "103", "204", "304"})
 
 
 class AsyncServer:
