@@ -122,7 +122,7 @@ class HttpConnection(asyncio.Protocol):
         self._size = 0
         self._body: list[bytes] = []
         self._body_size = 0
-        self._dead = False  # the parser failed or a request was refused: nothing more is read
+        self._dead = False  # closing (a refusal, a parser error, a cut): nothing more is read
 
     # -- the transport's side ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -160,6 +160,8 @@ class HttpConnection(asyncio.Protocol):
 
     # -- httptools callbacks ----------------------------------------------------------------
     def on_message_begin(self) -> None:
+        if self._dead:  # the connection ended with the answer before: read no further request
+            raise _Refused
         self._url, self._headers, self._size = b"", [], 0
         self._body, self._body_size = [], 0
 
@@ -391,12 +393,14 @@ class HttpConnection(asyncio.Protocol):
         raise _Refused
 
     def _close(self) -> None:
+        self._dead = True
         if self.transport is not None:
             self.transport.close()
         self.pending.clear()
 
     def _reset(self) -> None:
         """Close with a TCP reset: nothing more is sent, unsent bytes are dropped."""
+        self._dead = True
         if self.transport is None:
             return
         sock = self.transport.get_extra_info("socket")

@@ -194,6 +194,18 @@ def _answers(data: bytes) -> list[bytes]:
     return answers
 
 
+@pytest.mark.parametrize("fault", ["truncated", "reset"])
+def test_what_is_pipelined_behind_a_cut_is_not_served(
+    server: BackgroundServer, http: httpx.Client, fault: str
+) -> None:
+    n = mint(http, script=[fault, 503])
+    answer = raw_request(port_of(server), get(n) + get(n))  # one write: read together
+    assert answer.count(b"HTTP/1.1 ") <= 1
+    entries = [e for e in http.get("/_mock/requests").json() if e["n"] == n]
+    assert [e["fault"] for e in entries] == [fault]  # the second was never answered
+    assert http.get("/e", params={"n": n}, headers=bearer()).status_code == 503  # nor its step
+
+
 def test_a_client_that_leaves_during_a_delay_is_still_journaled(
     server: BackgroundServer, http: httpx.Client
 ) -> None:
