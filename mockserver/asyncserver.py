@@ -13,7 +13,7 @@ scripts, so they stay exact. Every other request goes to the Flask app on a work
 Limits hold before the app is called: a request line over :data:`MAX_TARGET_BYTES` is 414,
 headers over :data:`.limits.MAX_HEADER_BYTES` 431, a body over ``--max-body`` 413 (declared or
 as it arrives, never read further), anything httptools cannot parse 400; each in the documented
-JSON shape, then the connection closes. ``Expect: 100-continue`` gets its interim answer.
+JSON shape, then the connection closes. ``Expect: 100-continue`` gets its interim answer, in turn.
 Connections idle for :data:`IDLE_TIMEOUT` seconds (or stuck mid-request that long) are closed.
 """
 
@@ -114,7 +114,7 @@ class HttpConnection(asyncio.Protocol):
         self.server = server
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
-        self.pending: deque[Request | Answer] = deque()  # Answer: a refusal, then close
+        self.pending: deque[Request | Answer] = deque()  # Answer: a refusal, close, a 100
         self.busy = False  # an answer is being delayed or computed on a worker thread
         self.last_active = server.loop.time()
         self._url = b""
@@ -196,8 +196,11 @@ class HttpConnection(asyncio.Protocol):
                 )
             if lowered == b"expect" and value.strip().lower() == b"100-continue":
                 expect_continue = True
-        if expect_continue and self.transport is not None and not self.pending and not self.busy:
-            self.transport.write(_CONTINUE)
+        if expect_continue and self.transport is not None:
+            if self.pending or self.busy:  # owed once the answers before it are sent
+                self.pending.append(_GO_ON)
+            else:
+                self.transport.write(_CONTINUE)
 
     def on_body(self, body: bytes) -> None:
         self._body_size += len(body)
@@ -233,6 +236,9 @@ class HttpConnection(asyncio.Protocol):
         """Serve queued requests in order until one is busy (a delay, a worker thread)."""
         while self.pending and not self.busy and self.transport is not None:
             item = self.pending.popleft()
+            if item is _GO_ON:
+                self.transport.write(_CONTINUE)
+                continue
             if isinstance(item, Answer):  # a refusal or the end of a closing request
                 if item is not _CLOSE:
                     self._write_answer(item, head_only=False, close=True, vary=False)
@@ -440,6 +446,8 @@ def _length(value: bytes) -> int:
 
 _CLOSE: Final = Answer(0, b"", outcome="close")
 """Queued after a request that ends its connection (``Connection: close``, HTTP/1.0)."""
+_GO_ON: Final = Answer(100, b"", outcome="continue")
+"""Queued where a request's ``100 Continue`` is due, when answers before it are still owed."""
 _HOP_BY_HOP: Final = frozenset({"connection", "keep-alive", "transfer-encoding", "date", "server"})
 _BODILESS: Final = frozenset({"100", "101", "102", "103", "204", "304"})
 

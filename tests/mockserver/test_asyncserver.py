@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -268,6 +269,29 @@ def test_expect_100_continue_gets_its_interim_answer(server: BackgroundServer) -
         while chunk := sock.recv(65536):
             final += chunk
     assert split(final)[0] == 201
+
+
+@pytest.mark.parametrize("ahead", ["delayed", "worker"])
+def test_expect_100_continue_behind_a_busy_request_gets_its_interim_answer(
+    server: BackgroundServer, http: httpx.Client, ahead: str
+) -> None:
+    health = b"GET /_mock/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    first = get(mint(http, script=[{"delay_ms": 200}])) if ahead == "delayed" else health
+    head = (
+        b"POST /_mock/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Expect: 100-continue\r\nConnection: close\r\nContent-Length: 2\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=3) as sock:
+        sock.sendall(first + head)  # and the body only once told to go on, as a client may
+        received = b""
+        while b"100 Continue" not in received:
+            chunk = sock.recv(65536)  # a TimeoutError here: never told
+            assert chunk, received
+            received += chunk
+        sock.sendall(b"{}")
+        while chunk := sock.recv(65536):
+            received += chunk
+    assert re.findall(rb"HTTP/1\.1 (\d{3})", received) == [b"200", b"100", b"201"]
 
 
 @pytest.mark.parametrize(
