@@ -116,6 +116,7 @@ class HttpConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.pending: deque[Request | Answer] = deque()  # Answer: a refusal, close, a 100
         self.busy = False  # an answer is being delayed or computed on a worker thread
+        self.blocked = False  # the client is not reading: queued requests wait, as reading does
         self.last_active = server.loop.time()
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
@@ -151,12 +152,13 @@ class HttpConnection(asyncio.Protocol):
             self._refuse(400, "bad_request", f"the request is not valid HTTP/1.1: {exc}")
 
     def pause_writing(self) -> None:  # the client is not reading: stop reading it too
+        self.blocked = True
         if self.transport is not None:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if self.transport is not None and not self.busy:
-            self.transport.resume_reading()
+        self.blocked = False
+        self._next()
 
     # -- httptools callbacks ----------------------------------------------------------------
     def on_message_begin(self) -> None:
@@ -233,8 +235,9 @@ class HttpConnection(asyncio.Protocol):
 
     # -- answering --------------------------------------------------------------------------
     def _next(self) -> None:
-        """Serve queued requests in order until one is busy (a delay, a worker thread)."""
-        while self.pending and not self.busy and self.transport is not None:
+        """Serve queued requests in order until one is busy (a delay, a worker thread) or the
+        client stops reading; then read on."""
+        while self.pending and not (self.busy or self.blocked) and self.transport is not None:
             item = self.pending.popleft()
             if item is _GO_ON:
                 self.transport.write(_CONTINUE)
@@ -246,7 +249,7 @@ class HttpConnection(asyncio.Protocol):
                 return
             self._serve(item, keep_alive=not (self.pending and self.pending[0] is _CLOSE))
         transport = self.transport
-        if transport and not (self.busy or self._dead or transport.is_closing()):
+        if transport and not (self.busy or self.blocked or self._dead or transport.is_closing()):
             transport.resume_reading()
 
     def _serve(self, request: Request, keep_alive: bool) -> None:

@@ -7,12 +7,16 @@ connections closed, and ``/e`` answered on the loop exactly as the app answers i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import TypeVar
 
 import httpx
 import pytest
@@ -26,6 +30,7 @@ from verdict_contract.mockserver.serve import BackgroundServer
 from verdict_contract.mockserver.sessions import Step
 from verdict_contract.mockserver.web import state_of
 
+T = TypeVar("T")
 AUTH = f"Authorization: Bearer {KEY}\r\n".encode()
 
 
@@ -349,6 +354,37 @@ def test_an_idle_connection_is_closed() -> None:
         server.stop()
         thread.join(timeout=10)
     assert not thread.is_alive()
+
+
+def test_a_client_that_stops_reading_is_not_answered_into_memory() -> None:
+    server = AsyncServer(create_app(Settings()), "127.0.0.1", 0, 2)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    request = b"GET /_mock/openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"  # 8 KB answers
+    try:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", server.effective_port))
+            sock.setblocking(False)
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:  # pipeline all we can, read nothing
+                with contextlib.suppress(BlockingIOError):
+                    sock.send(request * 100)
+            buffered = on_loop(
+                server, lambda: [c.transport.get_write_buffer_size() for c in server.connections]
+            )
+    finally:
+        server.stop()
+        thread.join(timeout=10)
+    assert len(buffered) == 1
+    assert buffered[0] < 1024 * 1024  # over the loop's high-water mark by one answer at most
+
+
+def on_loop(server: AsyncServer, call: Callable[[], T]) -> T:
+    """Run ``call`` on the server's loop thread and return what it returns."""
+    done: Future[T] = Future()
+    server.loop.call_soon_threadsafe(lambda: done.set_result(call()))
+    return done.result(timeout=5)
 
 
 def test_the_access_log_sees_e_answered_on_the_loop(caplog: pytest.LogCaptureFixture) -> None:
