@@ -11,9 +11,10 @@ scripts, so they stay exact. Every other request goes to the Flask app on a work
 - ``truncated`` sends the head with the full Content-Length, half the body, and closes.
 
 Limits hold before the app is called: a request line over :data:`MAX_TARGET_BYTES` is 414,
-headers over :data:`.limits.MAX_HEADER_BYTES` 431, a body over ``--max-body`` 413 (declared or
-as it arrives, never read further), anything httptools cannot parse 400; each in the documented
-JSON shape, then the connection closes. ``Expect: 100-continue`` gets its interim answer, in turn.
+headers over :data:`.limits.MAX_HEADER_BYTES` 431 (and a head or trailers still arriving past
+:data:`MAX_HEAD_BYTES`), a body over ``--max-body`` 413 (declared or as it arrives, never read
+further), anything httptools cannot parse 400; each in the documented JSON shape, then the
+connection closes. ``Expect: 100-continue`` gets its interim answer, in turn.
 Connections idle for :data:`IDLE_TIMEOUT` seconds (or stuck mid-request that long) are closed.
 """
 
@@ -66,6 +67,12 @@ _HOT_PREFIX: Final = ENDPOINT_PATH.encode() + b"?"
 _HOT_PATH: Final = ENDPOINT_PATH.encode()
 _HEADS_KEPT: Final = 1024  # heads of distinct shapes remembered (then forgotten all at once)
 _CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
+# httptools keeps a header name or value whole until its line ends, so the bytes of a request
+# still arriving are counted: its head (with the read it began in) may be this long; its
+# body, chunk framing and trailers add at most six bytes per body byte ("1\r\nx\r\n").
+_READ_BYTES: Final = 256 * 1024  # the most one read hands over (uvloop's buffer)
+MAX_HEAD_BYTES: Final = MAX_TARGET_BYTES + MAX_HEADER_BYTES + _READ_BYTES
+_FRAMING: Final = 6
 
 
 def new_loop() -> asyncio.AbstractEventLoop:
@@ -124,6 +131,8 @@ class HttpConnection(asyncio.Protocol):
         self._body: list[bytes] = []
         self._body_size = 0
         self._dead = False  # closing (a refusal, a parser error, a cut): nothing more is read
+        self._reading = False  # a request has begun and is not yet complete
+        self._room = 0  # bytes the request still arriving may take (MAX_HEAD_BYTES, then more)
 
     # -- the transport's side ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -150,6 +159,15 @@ class HttpConnection(asyncio.Protocol):
                 self._refuse(400, "bad_request", "the request could not be processed")
         except httptools.HttpParserError as exc:
             self._refuse(400, "bad_request", f"the request is not valid HTTP/1.1: {exc}")
+        else:
+            if self._reading:  # a request still arriving: what the parser keeps of it is bounded
+                self._room -= len(data)
+                if self._room < 0:
+                    self._refuse(
+                        431,
+                        "request_header_fields_too_large",
+                        f"the request's head or trailers hold more than {MAX_HEAD_BYTES} bytes",
+                    )
 
     def pause_writing(self) -> None:  # the client is not reading: stop reading it too
         self.blocked = True
@@ -164,6 +182,7 @@ class HttpConnection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         if self._dead:  # the connection ended with the answer before: read no further request
             raise _Refused
+        self._reading, self._room = True, MAX_HEAD_BYTES
         self._url, self._headers, self._size = b"", [], 0
         self._body, self._body_size = [], 0
 
@@ -186,6 +205,7 @@ class HttpConnection(asyncio.Protocol):
         self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
+        self._room += _FRAMING * self.server.max_body
         expect_continue = False
         for name, value in self._headers:
             lowered = name.lower()
@@ -215,6 +235,7 @@ class HttpConnection(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
+        self._reading = False
         version = self.parser.get_http_version()
         request = Request(
             self.parser.get_method().decode("latin-1"),
