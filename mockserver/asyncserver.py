@@ -314,7 +314,7 @@ class HttpConnection(asyncio.Protocol):
         self._send(request, decision.answer, keep_alive)
 
     def _delayed(self, request: Request, decision: Decision, keep_alive: bool) -> None:
-        self.busy = False
+        self._idle()
         assert self.server.state is not None
         record(self.server.state, decision)
         if self.transport is None or self.transport.is_closing():
@@ -375,7 +375,7 @@ class HttpConnection(asyncio.Protocol):
         server.pool.submit(call_app, server.app, environ).add_done_callback(answered)
 
     def _app_answered(self, request: Request, done: Future[Reply], keep_alive: bool) -> None:
-        self.busy = False
+        self._idle()
         if self.transport is None or self.transport.is_closing():
             return
         try:
@@ -409,6 +409,11 @@ class HttpConnection(asyncio.Protocol):
         self.busy = True
         if self.transport is not None:
             self.transport.pause_reading()
+
+    def _idle(self) -> None:
+        """The answer is ready: the idle clock starts now, not when the request arrived."""
+        self.busy = False
+        self.last_active = self.server.loop.time()
 
     def _refuse(self, status: int, code: str, message: str) -> None:
         """Answer a request the server will not read (after those queued before it), close."""

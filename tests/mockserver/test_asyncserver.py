@@ -374,6 +374,25 @@ def test_an_idle_connection_is_closed() -> None:
     assert not thread.is_alive()
 
 
+def test_the_idle_clock_starts_at_the_answer_not_at_the_request() -> None:
+    settings = Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off"))
+    server = AsyncServer(create_app(settings), "127.0.0.1", 0, 2, idle_timeout=2.0)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.effective_port}") as client:
+            n = mint(client, script=[{"delay_ms": 2100}])  # longer than the idle timeout
+        with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
+            sock.sendall(get(n))
+            assert split(sock.recv(65536))[0] == 200
+            time.sleep(1.3)  # idle 1.3 s since the answer (a sweep a second has run meanwhile)
+            sock.sendall(get(n))
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+    finally:
+        server.stop()
+        thread.join(timeout=10)
+
+
 def test_a_client_that_stops_reading_is_not_answered_into_memory() -> None:
     server = AsyncServer(create_app(Settings()), "127.0.0.1", 0, 2)
     thread = threading.Thread(target=server.run, daemon=True)
