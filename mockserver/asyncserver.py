@@ -277,21 +277,21 @@ class HttpConnection(asyncio.Protocol):
         url = request.url
         if self.server.hot and (url == _HOT_PATH or url.startswith(_HOT_PREFIX)):
             if request.method in ("GET", "HEAD"):
-                self._serve_explain(request, keep_alive)
+                query = url[len(_HOT_PREFIX) :] if len(url) > len(_HOT_PATH) else b""
+                if b"#" in query:  # a fragment is not part of the query (a client sends none)
+                    query = query.partition(b"#")[0]
+                self._serve_explain(request, query, keep_alive)
             else:  # as the app's own 405, without the trip to a worker thread
                 self._send(request, not_allowed(request.method, "GET, HEAD"), keep_alive, False)
         else:
             self._serve_app(request, keep_alive)
 
-    def _serve_explain(self, request: Request, keep_alive: bool) -> None:
+    def _serve_explain(self, request: Request, query: bytes, keep_alive: bool) -> None:
         authorization = None
         for name, value in request.headers:
             if name.lower() == b"authorization":
                 text = value.decode("latin-1")
                 authorization = text if authorization is None else f"{authorization},{text}"
-        query = request.url[len(_HOT_PREFIX) :] if len(request.url) > len(_HOT_PATH) else b""
-        if b"#" in query:  # a fragment is not part of the query (a client should not send one)
-            query = query.partition(b"#")[0]
         state = self.server.state
         assert state is not None  # the hot path is on for the mock's own app only
         try:
@@ -365,6 +365,14 @@ class HttpConnection(asyncio.Protocol):
         except httptools.HttpParserInvalidURLError:
             answer = error_answer(400, "bad_request", "the URL is not valid")
             self._send(request, answer, keep_alive=False, vary=False)
+            return
+        if (
+            server.hot
+            and environ["PATH_INFO"] == ENDPOINT_PATH
+            and request.method in ("GET", "HEAD")
+        ):
+            # /e spelled otherwise (absolute-form, /%65): on the loop too, or a delay holds a thread
+            self._serve_explain(request, environ["QUERY_STRING"].encode("latin-1"), keep_alive)
             return
         self._busy()
 

@@ -158,6 +158,23 @@ def test_16_requests_waiting_on_a_delay_block_no_one(
     assert done == [200] * 16
 
 
+@pytest.mark.parametrize("target", ["http://127.0.0.1/e", "/%65"])
+def test_a_delay_on_e_by_another_spelling_holds_no_worker_thread(target: str) -> None:
+    settings = Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off"))
+    with (
+        running(create_app(settings), threads=1, server="async") as background,
+        httpx.Client(base_url=background.base_url, timeout=10) as http,
+        socket.create_connection(("127.0.0.1", port_of(background)), timeout=5) as sock,
+    ):
+        n = mint(http, script=[{"delay_ms": 2000}])
+        sock.sendall(f"GET {target}?n={n} HTTP/1.1\r\nHost: x\r\n".encode() + AUTH + b"\r\n")
+        time.sleep(0.3)  # the delayed request has arrived
+        started = time.monotonic()
+        assert http.get("/_mock/health").status_code == 200
+        assert time.monotonic() - started < 1.0, "the one worker thread was held by the delay"
+        assert split(sock.recv(65536))[0] == 200
+
+
 def test_reset_is_a_tcp_reset_with_no_answer(server: BackgroundServer, http: httpx.Client) -> None:
     n = mint(http, script=["reset"])
     with socket.create_connection(("127.0.0.1", port_of(server)), timeout=5) as sock:
