@@ -132,6 +132,7 @@ class HttpConnection(asyncio.Protocol):
         self._body_size = 0
         self._dead = False  # closing (a refusal, a parser error, a cut): nothing more is read
         self._reading = False  # a request has begun and is not yet complete
+        self._began = self.last_active  # when it began (or when reading it could resume)
         self._room = 0  # bytes the request still arriving may take (MAX_HEAD_BYTES, then more)
 
     # -- the transport's side ---------------------------------------------------------------
@@ -182,7 +183,7 @@ class HttpConnection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         if self._dead:  # the connection ended with the answer before: read no further request
             raise _Refused
-        self._reading, self._room = True, MAX_HEAD_BYTES
+        self._reading, self._room, self._began = True, MAX_HEAD_BYTES, self.last_active
         self._url, self._headers, self._size = b"", [], 0
         self._body, self._body_size = [], 0
 
@@ -421,7 +422,7 @@ class HttpConnection(asyncio.Protocol):
     def _idle(self) -> None:
         """The answer is ready: the idle clock starts now, not when the request arrived."""
         self.busy = False
-        self.last_active = self.server.loop.time()
+        self.last_active = self._began = self.server.loop.time()
 
     def _refuse(self, status: int, code: str, message: str) -> None:
         """Answer a request the server will not read (after those queued before it), close."""
@@ -470,7 +471,10 @@ class HttpConnection(asyncio.Protocol):
         access_log.info("%s", log_line(environ, status, size, is_key))
 
     def idle_for(self, now: float) -> float:
-        return 0.0 if self.busy else now - self.last_active
+        """Seconds since the last byte, or since the request still arriving began."""
+        if self.busy:
+            return 0.0
+        return now - (self._began if self._reading else self.last_active)
 
 
 def _length(value: bytes) -> int:

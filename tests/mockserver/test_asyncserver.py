@@ -391,6 +391,29 @@ def test_an_idle_connection_is_closed() -> None:
     assert not thread.is_alive()
 
 
+def test_a_request_trickled_in_is_cut_after_the_idle_timeout() -> None:
+    server = AsyncServer(create_app(Settings()), "127.0.0.1", 0, 2, idle_timeout=1.0)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    request = get("demo-refused")
+    sent = 0
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", server.effective_port), timeout=0.3) as sock,
+            contextlib.suppress(BrokenPipeError, ConnectionResetError),
+        ):
+            while sent < len(request) - 1:  # a byte every 0.3 s: never idle, never done
+                sock.sendall(request[sent : sent + 1])
+                sent += 1
+                with contextlib.suppress(TimeoutError):
+                    if sock.recv(65536) == b"":
+                        break  # closed by the server
+    finally:
+        server.stop()
+        thread.join(timeout=10)
+    assert sent < 15, f"still reading the request after {sent * 0.3:.1f} s"
+
+
 def test_the_idle_clock_starts_at_the_answer_not_at_the_request() -> None:
     settings = Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off"))
     server = AsyncServer(create_app(settings), "127.0.0.1", 0, 2, idle_timeout=2.0)
