@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import TypeVar
 
 import httpx
@@ -23,7 +24,12 @@ import pytest
 
 from tests.helpers import KEY, bearer, error_of, raw_request, running
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.asyncserver import MAX_TARGET_BYTES, AsyncServer, HttpConnection
+from verdict_contract.mockserver.asyncserver import (
+    IDLE_TIMEOUT,
+    MAX_TARGET_BYTES,
+    AsyncServer,
+    HttpConnection,
+)
 from verdict_contract.mockserver.limits import MAX_HEADER_BYTES
 from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.serve import BackgroundServer
@@ -392,34 +398,25 @@ def test_an_idle_connection_is_closed() -> None:
 
 
 def test_a_request_trickled_in_is_cut_after_the_idle_timeout() -> None:
-    server = AsyncServer(create_app(Settings()), "127.0.0.1", 0, 2, idle_timeout=1.0)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     request = get("demo-refused")
     sent = 0
-    try:
-        with (
-            socket.create_connection(("127.0.0.1", server.effective_port), timeout=0.3) as sock,
-            contextlib.suppress(BrokenPipeError, ConnectionResetError),
-        ):
-            while sent < len(request) - 1:  # a byte every 0.3 s: never idle, never done
-                sock.sendall(request[sent : sent + 1])
-                sent += 1
-                with contextlib.suppress(TimeoutError):
-                    if sock.recv(65536) == b"":
-                        break  # closed by the server
-    finally:
-        server.stop()
-        thread.join(timeout=10)
+    with (
+        serving(Settings(), idle_timeout=1.0) as server,
+        socket.create_connection(("127.0.0.1", server.effective_port), timeout=0.3) as sock,
+        contextlib.suppress(BrokenPipeError, ConnectionResetError),
+    ):
+        while sent < len(request) - 1:  # a byte every 0.3 s: never idle, never done
+            sock.sendall(request[sent : sent + 1])
+            sent += 1
+            with contextlib.suppress(TimeoutError):
+                if sock.recv(65536) == b"":
+                    break  # closed by the server
     assert sent < 15, f"still reading the request after {sent * 0.3:.1f} s"
 
 
 def test_the_idle_clock_starts_at_the_answer_not_at_the_request() -> None:
     settings = Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off"))
-    server = AsyncServer(create_app(settings), "127.0.0.1", 0, 2, idle_timeout=2.0)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
+    with serving(settings, idle_timeout=2.0) as server:
         with httpx.Client(base_url=f"http://127.0.0.1:{server.effective_port}") as client:
             n = mint(client, script=[{"delay_ms": 2100}])  # longer than the idle timeout
         with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
@@ -428,33 +425,36 @@ def test_the_idle_clock_starts_at_the_answer_not_at_the_request() -> None:
             time.sleep(1.3)  # idle 1.3 s since the answer (a sweep a second has run meanwhile)
             sock.sendall(get(n))
             assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
-    finally:
-        server.stop()
-        thread.join(timeout=10)
 
 
 def test_a_client_that_stops_reading_is_not_answered_into_memory() -> None:
-    server = AsyncServer(create_app(Settings()), "127.0.0.1", 0, 2)
+    request = b"GET /_mock/openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"  # 8 KB answers
+    with serving(Settings()) as server, socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.effective_port))
+        sock.setblocking(False)
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:  # pipeline all we can, read nothing
+            try:
+                sock.send(request * 100)
+            except BlockingIOError:
+                time.sleep(0.01)
+        buffered = on_loop(server, lambda: [unsent(c) for c in server.connections])
+    assert len(buffered) == 1
+    assert buffered[0] < 1024 * 1024  # over the loop's high-water mark by one answer at most
+
+
+@contextmanager
+def serving(settings: Settings, idle_timeout: float = IDLE_TIMEOUT) -> Iterator[AsyncServer]:
+    """An AsyncServer of the mock on a thread (as BackgroundServer, with its own idle timeout)."""
+    server = AsyncServer(create_app(settings), "127.0.0.1", 0, 2, idle_timeout=idle_timeout)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    request = b"GET /_mock/openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"  # 8 KB answers
     try:
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            sock.connect(("127.0.0.1", server.effective_port))
-            sock.setblocking(False)
-            deadline = time.monotonic() + 1.5
-            while time.monotonic() < deadline:  # pipeline all we can, read nothing
-                try:
-                    sock.send(request * 100)
-                except BlockingIOError:
-                    time.sleep(0.01)
-            buffered = on_loop(server, lambda: [unsent(c) for c in server.connections])
+        yield server
     finally:
         server.stop()
         thread.join(timeout=10)
-    assert len(buffered) == 1
-    assert buffered[0] < 1024 * 1024  # over the loop's high-water mark by one answer at most
 
 
 def unsent(connection: HttpConnection) -> int:
