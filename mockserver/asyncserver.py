@@ -11,9 +11,10 @@ scripts, so they stay exact. Every other request goes to the Flask app on a work
 - ``truncated`` sends the head with the full Content-Length, half the body, and closes.
 
 Limits hold before the app is called: a request line over :data:`MAX_TARGET_BYTES` is 414,
-headers over :data:`.limits.MAX_HEADER_BYTES` 431, a body over ``--max-body`` 413 (declared or
-as it arrives, never read further), anything httptools cannot parse 400; each in the documented
-JSON shape, then the connection closes. ``Expect: 100-continue`` gets its interim answer.
+headers over :data:`.limits.MAX_HEADER_BYTES` 431 (and a head or trailers still arriving past
+:data:`MAX_HEAD_BYTES`), a body over ``--max-body`` 413 (declared or as it arrives, never read
+further), anything httptools cannot parse 400; each in the documented JSON shape, then the
+connection closes. ``Expect: 100-continue`` gets its interim answer, in turn.
 Connections idle for :data:`IDLE_TIMEOUT` seconds (or stuck mid-request that long) are closed.
 """
 
@@ -45,6 +46,7 @@ from verdict_contract.mockserver.answer import (
     status_line,
 )
 from verdict_contract.mockserver.explain import Decision, decide, record
+from verdict_contract.mockserver.faults import FAULT_HEADER
 from verdict_contract.mockserver.limits import MAX_HEADER_BYTES
 from verdict_contract.mockserver.sessions import SpecError
 from verdict_contract.mockserver.settings import Settings
@@ -65,6 +67,12 @@ _HOT_PREFIX: Final = ENDPOINT_PATH.encode() + b"?"
 _HOT_PATH: Final = ENDPOINT_PATH.encode()
 _HEADS_KEPT: Final = 1024  # heads of distinct shapes remembered (then forgotten all at once)
 _CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
+# httptools keeps a header name or value whole until its line ends, so the bytes of a request
+# still arriving are counted: its head (with the read it began in) may be this long; its
+# body, chunk framing and trailers add at most six bytes per body byte ("1\r\nx\r\n").
+_READ_BYTES: Final = 256 * 1024  # the most one read hands over (uvloop's buffer)
+MAX_HEAD_BYTES: Final = MAX_TARGET_BYTES + MAX_HEADER_BYTES + _READ_BYTES
+_FRAMING: Final = 6
 
 
 def new_loop() -> asyncio.AbstractEventLoop:
@@ -115,15 +123,19 @@ class HttpConnection(asyncio.Protocol):
         self.server = server
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
-        self.pending: deque[Request | Answer] = deque()  # Answer: a refusal, then close
+        self.pending: deque[Request | Answer] = deque()  # Answer: a refusal, close, a 100
         self.busy = False  # an answer is being delayed or computed on a worker thread
+        self.blocked = False  # the client is not reading: queued requests wait, as reading does
         self.last_active = server.loop.time()
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._size = 0
         self._body: list[bytes] = []
         self._body_size = 0
-        self._dead = False  # the parser failed or a request was refused: nothing more is read
+        self._dead = False  # closing (a refusal, a parser error, a cut): nothing more is read
+        self._reading = False  # a request has begun and is not yet complete
+        self._began = self.last_active  # when it began (or when reading it could resume)
+        self._room = 0  # bytes the request still arriving may take (MAX_HEAD_BYTES, then more)
 
     # -- the transport's side ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -150,17 +162,30 @@ class HttpConnection(asyncio.Protocol):
                 self._refuse(400, "bad_request", "the request could not be processed")
         except httptools.HttpParserError as exc:
             self._refuse(400, "bad_request", f"the request is not valid HTTP/1.1: {exc}")
+        else:
+            if self._reading:  # a request still arriving: what the parser keeps of it is bounded
+                self._room -= len(data)
+                if self._room < 0:
+                    self._refuse(
+                        431,
+                        "request_header_fields_too_large",
+                        f"the request's head or trailers hold more than {MAX_HEAD_BYTES} bytes",
+                    )
 
     def pause_writing(self) -> None:  # the client is not reading: stop reading it too
+        self.blocked = True
         if self.transport is not None:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if self.transport is not None and not self.busy:
-            self.transport.resume_reading()
+        self.blocked = False
+        self._next()
 
     # -- httptools callbacks ----------------------------------------------------------------
     def on_message_begin(self) -> None:
+        if self._dead:  # the connection ended with the answer before: read no further request
+            raise _Refused
+        self._reading, self._room, self._began = True, MAX_HEAD_BYTES, self.last_active
         self._url, self._headers, self._size = b"", [], 0
         self._body, self._body_size = [], 0
 
@@ -183,6 +208,7 @@ class HttpConnection(asyncio.Protocol):
         self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
+        self._room += _FRAMING * self.server.max_body
         expect_continue = False
         for name, value in self._headers:
             lowered = name.lower()
@@ -195,8 +221,11 @@ class HttpConnection(asyncio.Protocol):
                 )
             if lowered == b"expect" and value.strip().lower() == b"100-continue":
                 expect_continue = True
-        if expect_continue and self.transport is not None and not self.pending and not self.busy:
-            self.transport.write(_CONTINUE)
+        if expect_continue and self.transport is not None:
+            if self.pending or self.busy:  # owed once the answers before it are sent
+                self.pending.append(_GO_ON)
+            else:
+                self.transport.write(_CONTINUE)
 
     def on_body(self, body: bytes) -> None:
         self._body_size += len(body)
@@ -209,6 +238,7 @@ class HttpConnection(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
+        self._reading = False
         version = self.parser.get_http_version()
         request = Request(
             self.parser.get_method().decode("latin-1"),
@@ -229,9 +259,13 @@ class HttpConnection(asyncio.Protocol):
 
     # -- answering --------------------------------------------------------------------------
     def _next(self) -> None:
-        """Serve queued requests in order until one is busy (a delay, a worker thread)."""
-        while self.pending and not self.busy and self.transport is not None:
+        """Serve queued requests in order until one is busy (a delay, a worker thread) or the
+        client stops reading; then read on."""
+        while self.pending and not (self.busy or self.blocked) and self.transport is not None:
             item = self.pending.popleft()
+            if item is _GO_ON:
+                self.transport.write(_CONTINUE)
+                continue
             if isinstance(item, Answer):  # a refusal or the end of a closing request
                 if item is not _CLOSE:
                     self._write_answer(item, head_only=False, close=True, vary=False)
@@ -239,28 +273,28 @@ class HttpConnection(asyncio.Protocol):
                 return
             self._serve(item, keep_alive=not (self.pending and self.pending[0] is _CLOSE))
         transport = self.transport
-        if transport and not (self.busy or self._dead or transport.is_closing()):
+        if transport and not (self.busy or self.blocked or self._dead or transport.is_closing()):
             transport.resume_reading()
 
     def _serve(self, request: Request, keep_alive: bool) -> None:
         url = request.url
         if self.server.hot and (url == _HOT_PATH or url.startswith(_HOT_PREFIX)):
             if request.method in ("GET", "HEAD"):
-                self._serve_explain(request, keep_alive)
+                query = url[len(_HOT_PREFIX) :] if len(url) > len(_HOT_PATH) else b""
+                if b"#" in query:  # a fragment is not part of the query (a client sends none)
+                    query = query.partition(b"#")[0]
+                self._serve_explain(request, query, keep_alive)
             else:  # as the app's own 405, without the trip to a worker thread
                 self._send(request, not_allowed(request.method, "GET, HEAD"), keep_alive, False)
         else:
             self._serve_app(request, keep_alive)
 
-    def _serve_explain(self, request: Request, keep_alive: bool) -> None:
+    def _serve_explain(self, request: Request, query: bytes, keep_alive: bool) -> None:
         authorization = None
         for name, value in request.headers:
             if name.lower() == b"authorization":
                 text = value.decode("latin-1")
                 authorization = text if authorization is None else f"{authorization},{text}"
-        query = request.url[len(_HOT_PREFIX) :] if len(request.url) > len(_HOT_PATH) else b""
-        if b"#" in query:  # a fragment is not part of the query (a client should not send one)
-            query = query.partition(b"#")[0]
         state = self.server.state
         assert state is not None  # the hot path is on for the mock's own app only
         try:
@@ -283,7 +317,7 @@ class HttpConnection(asyncio.Protocol):
         self._send(request, decision.answer, keep_alive)
 
     def _delayed(self, request: Request, decision: Decision, keep_alive: bool) -> None:
-        self.busy = False
+        self._idle()
         assert self.server.state is not None
         record(self.server.state, decision)
         if self.transport is None or self.transport.is_closing():
@@ -311,7 +345,7 @@ class HttpConnection(asyncio.Protocol):
         if start is None:
             if len(heads) >= _HEADS_KEPT:
                 heads.clear()
-            headers = explain_headers(answer, vary)
+            headers = [h for h in explain_headers(answer, vary) if h[0] != FAULT_HEADER]
             if answer.status in _NO_BODY:  # RFC 9110: no body, so no length of one
                 headers = [(k, v) for k, v in headers if k != "Content-Length"]
             start = _head_start(status_line(answer.status), headers)
@@ -337,6 +371,14 @@ class HttpConnection(asyncio.Protocol):
             answer = error_answer(400, "bad_request", "the URL is not valid")
             self._send(request, answer, keep_alive=False, vary=False)
             return
+        if (
+            server.hot
+            and environ["PATH_INFO"] == ENDPOINT_PATH
+            and request.method in ("GET", "HEAD")
+        ):
+            # /e spelled otherwise (absolute-form, /%65): on the loop too, or a delay holds a thread
+            self._serve_explain(request, environ["QUERY_STRING"].encode("latin-1"), keep_alive)
+            return
         self._busy()
 
         def answered(done: Future[Reply]) -> None:  # on the worker thread
@@ -346,7 +388,7 @@ class HttpConnection(asyncio.Protocol):
         server.pool.submit(call_app, server.app, environ).add_done_callback(answered)
 
     def _app_answered(self, request: Request, done: Future[Reply], keep_alive: bool) -> None:
-        self.busy = False
+        self._idle()
         if self.transport is None or self.transport.is_closing():
             return
         try:
@@ -359,10 +401,11 @@ class HttpConnection(asyncio.Protocol):
             answer = error_answer(400, "bad_request", "the request could not be processed")
             self._send(request, answer, keep_alive=False, vary=False)
             return
-        head_only = request.method == "HEAD"
+        # 1xx, 204 and 304 have no body, nor a Content-Length made up for one (RFC 9110 8.6).
+        head_only = request.method == "HEAD" or reply.status[:3] in _BODILESS
         declared = reply.declared_length()
         headers = [(k, v) for k, v in reply.headers if k.lower() not in _HOP_BY_HOP]
-        if declared is None:
+        if declared is None and not head_only:
             headers.append(("Content-Length", str(len(reply.body))))
         # An app body shorter than its Content-Length (a scripted cut) ends the connection.
         cut = not head_only and declared is not None and declared != len(reply.body)
@@ -380,6 +423,11 @@ class HttpConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.pause_reading()
 
+    def _idle(self) -> None:
+        """The answer is ready: the idle clock starts now, not when the request arrived."""
+        self.busy = False
+        self.last_active = self._began = self.server.loop.time()
+
     def _refuse(self, status: int, code: str, message: str) -> None:
         """Answer a request the server will not read (after those queued before it), close."""
         self._dead = True
@@ -393,12 +441,14 @@ class HttpConnection(asyncio.Protocol):
         raise _Refused
 
     def _close(self) -> None:
+        self._dead = True
         if self.transport is not None:
             self.transport.close()
         self.pending.clear()
 
     def _reset(self) -> None:
         """Close with a TCP reset: nothing more is sent, unsent bytes are dropped."""
+        self._dead = True
         if self.transport is None:
             return
         sock = self.transport.get_extra_info("socket")
@@ -425,7 +475,10 @@ class HttpConnection(asyncio.Protocol):
         access_log.info("%s", log_line(environ, status, size, is_key))
 
     def idle_for(self, now: float) -> float:
-        return 0.0 if self.busy else now - self.last_active
+        """Seconds since the last byte, or since the request still arriving began."""
+        if self.busy:
+            return 0.0
+        return now - (self._began if self._reading else self.last_active)
 
 
 def _length(value: bytes) -> int:
@@ -438,7 +491,10 @@ def _length(value: bytes) -> int:
 
 _CLOSE: Final = Answer(0, b"", outcome="close")
 """Queued after a request that ends its connection (``Connection: close``, HTTP/1.0)."""
+_GO_ON: Final = Answer(100, b"", outcome="continue")
+"""Queued where a request's ``100 Continue`` is due, when answers before it are still owed."""
 _HOP_BY_HOP: Final = frozenset({"connection", "keep-alive", "transfer-encoding", "date", "server"})
+_BODILESS: Final = frozenset({"100", "101", "102", "103", "204", "304"})
 
 
 class AsyncServer:

@@ -7,24 +7,36 @@ connections closed, and ``/e`` answered on the loop exactly as the app answers i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import re
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from typing import TypeVar
 
 import httpx
 import pytest
 
 from tests.helpers import KEY, bearer, error_of, raw_request, running
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.asyncserver import MAX_TARGET_BYTES, AsyncServer
+from verdict_contract.mockserver.asyncserver import (
+    IDLE_TIMEOUT,
+    MAX_TARGET_BYTES,
+    AsyncServer,
+    HttpConnection,
+)
 from verdict_contract.mockserver.limits import MAX_HEADER_BYTES
 from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.serve import BackgroundServer
 from verdict_contract.mockserver.sessions import Step
 from verdict_contract.mockserver.web import state_of
 
+T = TypeVar("T")
 AUTH = f"Authorization: Bearer {KEY}\r\n".encode()
 
 
@@ -142,6 +154,23 @@ def test_16_requests_waiting_on_a_delay_block_no_one(
     assert done == [200] * 16
 
 
+@pytest.mark.parametrize("target", ["http://127.0.0.1/e", "/%65"])
+def test_a_delay_on_e_by_another_spelling_holds_no_worker_thread(target: str) -> None:
+    settings = Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off"))
+    with (
+        running(create_app(settings), threads=1, server="async") as background,
+        httpx.Client(base_url=background.base_url, timeout=10) as http,
+        socket.create_connection(("127.0.0.1", background.effective_port), timeout=5) as sock,
+    ):
+        n = mint(http, script=[{"delay_ms": 2000}])
+        sock.sendall(f"GET {target}?n={n} HTTP/1.1\r\nHost: x\r\n".encode() + AUTH + b"\r\n")
+        time.sleep(0.3)  # the delayed request has arrived
+        started = time.monotonic()
+        assert http.get("/_mock/health").status_code == 200
+        assert time.monotonic() - started < 1.0, "the one worker thread was held by the delay"
+        assert split(sock.recv(65536))[0] == 200
+
+
 def test_reset_is_a_tcp_reset_with_no_answer(server: BackgroundServer, http: httpx.Client) -> None:
     n = mint(http, script=["reset"])
     with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
@@ -182,6 +211,18 @@ def _answers(data: bytes) -> list[bytes]:
         answers.append(head + b"\r\n\r\n" + rest[:length])
         data = rest[length:]
     return answers
+
+
+@pytest.mark.parametrize("fault", ["truncated", "reset"])
+def test_what_is_pipelined_behind_a_cut_is_not_served(
+    server: BackgroundServer, http: httpx.Client, fault: str
+) -> None:
+    n = mint(http, script=[fault, 503])
+    answer = raw_request(server.effective_port, get(n) + get(n))  # one write: read together
+    assert answer.count(b"HTTP/1.1 ") <= 1
+    entries = [e for e in http.get("/_mock/requests").json() if e["n"] == n]
+    assert [e["fault"] for e in entries] == [fault]  # the second was never answered
+    assert http.get("/e", params={"n": n}, headers=bearer()).status_code == 503  # nor its step
 
 
 def test_a_client_that_leaves_during_a_delay_is_still_journaled(
@@ -248,6 +289,29 @@ def test_expect_100_continue_gets_its_interim_answer(server: BackgroundServer) -
     assert split(final)[0] == 201
 
 
+@pytest.mark.parametrize("ahead", ["delayed", "worker"])
+def test_expect_100_continue_behind_a_busy_request_gets_its_interim_answer(
+    server: BackgroundServer, http: httpx.Client, ahead: str
+) -> None:
+    health = b"GET /_mock/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    first = get(mint(http, script=[{"delay_ms": 200}])) if ahead == "delayed" else health
+    head = (
+        b"POST /_mock/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Expect: 100-continue\r\nConnection: close\r\nContent-Length: 2\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", server.effective_port), timeout=3) as sock:
+        sock.sendall(first + head)  # and the body only once told to go on, as a client may
+        received = b""
+        while b"100 Continue" not in received:
+            chunk = sock.recv(65536)  # a TimeoutError here: never told
+            assert chunk, received
+            received += chunk
+        sock.sendall(b"{}")
+        while chunk := sock.recv(65536):
+            received += chunk
+    assert re.findall(rb"HTTP/1\.1 (\d{3})", received) == [b"200", b"100", b"201"]
+
+
 @pytest.mark.parametrize(
     ("request_bytes", "status", "code"),
     [
@@ -270,6 +334,24 @@ def test_what_the_server_refuses_is_json_and_closes(
     assert got == status, answer[:200]
     assert headers["connection"] == "close"
     assert error_of(got, headers["content-type"], body)["code"] == code
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        b"GET /e HTTP/1.1\r\nX-Long: ",  # a header value that never ends
+        b"GET /e HTTP/1.1\r\nX-Long",  # a header name that never ends
+        b"POST /_mock/sessions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Trailer: ",
+    ],
+)
+def test_a_head_that_never_ends_is_cut_not_kept(server: BackgroundServer, start: bytes) -> None:
+    sent = 0
+    with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
+        sock.sendall(start)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            while sent < 64 * 1024 * 1024:  # httptools keeps a header until its line ends
+                sent += sock.send(b"a" * 65536)
+    assert sent < 64 * 1024 * 1024, "the server read 64 MB of one header and never closed"
 
 
 def test_an_upgrade_is_not_made_the_request_is_answered_once(server: BackgroundServer) -> None:
@@ -303,6 +385,79 @@ def test_an_idle_connection_is_closed() -> None:
         server.stop()
         thread.join(timeout=10)
     assert not thread.is_alive()
+
+
+def test_a_request_trickled_in_is_cut_after_the_idle_timeout() -> None:
+    request = get("demo-refused")
+    sent = 0
+    with (
+        serving(Settings(), idle_timeout=1.0) as server,
+        socket.create_connection(("127.0.0.1", server.effective_port), timeout=0.3) as sock,
+        contextlib.suppress(BrokenPipeError, ConnectionResetError),
+    ):
+        while sent < len(request) - 1:  # a byte every 0.3 s: never idle, never done
+            sock.sendall(request[sent : sent + 1])
+            sent += 1
+            with contextlib.suppress(TimeoutError):
+                if sock.recv(65536) == b"":
+                    break  # closed by the server
+    assert sent < 15, f"still reading the request after {sent * 0.3:.1f} s"
+
+
+def test_the_idle_clock_starts_at_the_answer_not_at_the_request() -> None:
+    settings = Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off"))
+    with serving(settings, idle_timeout=2.0) as server:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.effective_port}") as client:
+            n = mint(client, script=[{"delay_ms": 2100}])  # longer than the idle timeout
+        with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
+            sock.sendall(get(n))
+            assert split(sock.recv(65536))[0] == 200
+            time.sleep(1.3)  # idle 1.3 s since the answer (a sweep a second has run meanwhile)
+            sock.sendall(get(n))
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_client_that_stops_reading_is_not_answered_into_memory() -> None:
+    request = b"GET /_mock/openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"  # 8 KB answers
+    with serving(Settings()) as server, socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.effective_port))
+        sock.setblocking(False)
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:  # pipeline all we can, read nothing
+            try:
+                sock.send(request * 100)
+            except BlockingIOError:
+                time.sleep(0.01)
+        buffered = on_loop(server, lambda: [unsent(c) for c in server.connections])
+    assert len(buffered) == 1
+    assert buffered[0] < 1024 * 1024  # over the loop's high-water mark by one answer at most
+
+
+@contextmanager
+def serving(settings: Settings, idle_timeout: float = IDLE_TIMEOUT) -> Iterator[AsyncServer]:
+    """An AsyncServer of the mock on a thread (as BackgroundServer, with its own idle timeout)."""
+    server = AsyncServer(create_app(settings), "127.0.0.1", 0, 2, idle_timeout=idle_timeout)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        thread.join(timeout=10)
+
+
+def unsent(connection: HttpConnection) -> int:
+    """The bytes a connection has written that its client has not taken yet."""
+    assert connection.transport is not None
+    return connection.transport.get_write_buffer_size()
+
+
+def on_loop(server: AsyncServer, call: Callable[[], T]) -> T:
+    """Run ``call`` on the server's loop thread and return what it returns."""
+    done: Future[T] = Future()
+    server.loop.call_soon_threadsafe(lambda: done.set_result(call()))
+    return done.result(timeout=5)
 
 
 def test_the_access_log_sees_e_answered_on_the_loop(caplog: pytest.LogCaptureFixture) -> None:

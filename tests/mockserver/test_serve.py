@@ -105,6 +105,24 @@ def test_truncated_fault_is_a_remote_protocol_error(http: httpx.Client) -> None:
     assert fetch(http, n).json()["verdict"] == "disputed"
 
 
+def test_truncated_fault_sends_no_mark_of_the_mock(
+    server: BackgroundServer, http: httpx.Client
+) -> None:
+    n = mint(http, {"script": ["truncated"]})
+    request = f"GET /e?n={n} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n\r\n"
+    head = raw_request(server.effective_port, request.encode()).partition(b"\r\n\r\n")[0]
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert b"x-verdict-mock-fault" not in head.lower()  # the app's mark, for FaultMiddleware
+
+
+def test_a_204_has_no_content_length_and_no_body(server: BackgroundServer) -> None:
+    request = b"DELETE /_mock/requests HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    head, _, body = raw_request(server.effective_port, request).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 204 ")
+    assert b"content-length" not in head.lower()  # RFC 9110 8.6: never on a 204
+    assert body == b""
+
+
 def test_malformed_fault_is_a_200_that_is_not_json(http: httpx.Client) -> None:
     n = mint(http, {"verdict": "uncontradicted", "script": ["malformed"]})
     response = fetch(http, n)
