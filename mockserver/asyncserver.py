@@ -317,6 +317,11 @@ class HttpConnection(asyncio.Protocol):
         self._send(request, decision.answer, keep_alive)
 
     def _delayed(self, request: Request, decision: Decision, keep_alive: bool) -> None:
+        # The loop's timers have millisecond grain and may fire a little early: wait it out.
+        left = decision.started + decision.answer.delay - time.perf_counter()
+        if left > 0:
+            self.server.loop.call_later(left, self._delayed, request, decision, keep_alive)
+            return
         self._idle()
         assert self.server.state is not None
         record(self.server.state, decision)
