@@ -43,9 +43,26 @@ def flag(name: str) -> str:
     return "--verdict-" + name.replace("_", "-")
 
 
-def add_options(parser: pytest.Parser) -> None:
-    """Register the suite's options; each also reads the environment variable in ENV."""
+BASE_URL_ENV = "PYTEST_BASE_URL"
+
+
+def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
+    """Register the suite's options; each also reads the environment variable in ENV.
+
+    ``--base-url`` is pytest-base-url's option where that plugin is installed; elsewhere the
+    suite declares the same option itself (same flag, variable and ini key), so that neither a
+    dependency nor an install adds ``--base-url`` to an integrator's own pytest runs.
+    """
     group = parser.getgroup("verdict-contract", "Explain API contract suite (verdict-contract)")
+    if own_base_url:
+        group.addoption(
+            "--base-url",
+            metavar="URL",
+            dest="base_url",
+            default=os.environ.get(BASE_URL_ENV) or None,
+            help=f"the Explain API under test (the bundled mock without one) [{BASE_URL_ENV}]",
+        )
+        parser.addini("base_url", help="the Explain API under test (--base-url wins)")
 
     def add(name: str, help: str, **kwargs: object) -> None:
         group.addoption(flag(name), dest=f"verdict_{name}", help=f"{help} [{ENV[name]}]", **kwargs)
@@ -150,7 +167,7 @@ def _number(config: pytest.Config, name: str, kind: type[float] | type[int]) -> 
 
 
 def _base_url(config: pytest.Config) -> str | None:
-    # pytest-base-url owns --base-url, PYTEST_BASE_URL and the base_url ini value.
+    # --base-url, PYTEST_BASE_URL and the base_url ini value: pytest-base-url's or ours.
     value = config.getoption("base_url", None) or config.getini("base_url") or None
     return str(value).rstrip("/") if value else None
 

@@ -1,7 +1,7 @@
-"""The suite's pytest hooks (a ``pytest11`` entry point): options, clauses, redaction, the summary.
+"""The suite's pytest hooks: options, clauses, redaction, the summary.
 
-They stay inert in other projects' runs: nothing is checked unless the contract suite is
-collected. The fixtures that compose the suite with the mock are in :mod:`verdict_contract.plugin`.
+They are registered only in runs that collect the suite (:mod:`.requested`), by
+:mod:`verdict_contract.suite`; the fixtures that compose the suite with the mock are there too.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from verdict_contract.contract_tests import config as target
+from verdict_contract.contract_tests.requested import collects_suite
 from verdict_contract.contract_tests.report import (
     CHECKS_VERDICTS,
     CLAUSE,
@@ -26,26 +27,20 @@ from verdict_contract.core.redact import Redactor
 REDACTOR = pytest.StashKey[Redactor]()
 REPORT = pytest.StashKey[SuiteReport]()
 SUITE_CONFIG = pytest.StashKey[target.SuiteConfig]()
+BASE_URL_PLUGIN = "base_url"
+"""pytest-base-url's plugin name: when it is installed, ``--base-url`` is its option."""
 CLAUSE_FIXTURE = "spec_clause"
 """The suite's autouse fixture that the hooks parametrize with each check's clause."""
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    target.add_options(parser)
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    target.add_options(parser, own_base_url=not pluginmanager.has_plugin(BASE_URL_PLUGIN))
 
 
 def _suite_requested(config: pytest.Config) -> bool:
     """Whether this run collects the contract suite (by path, or with --pyargs)."""
-    package = Path(__file__).resolve().parent
-    name = __name__.rpartition(".")[0]  # verdict_contract.contract_tests
-    for arg in config.args:
-        target = str(arg).split("::")[0]
-        if config.option.pyargs and (target == name or target.startswith(f"{name}.")):
-            return True
-        path = (config.invocation_params.dir / target).resolve()
-        if path == package or package in path.parents:
-            return True
-    return False
+    args = [str(arg) for arg in config.args]
+    return collects_suite(args, bool(config.option.pyargs), config.invocation_params.dir)
 
 
 def suite_config(config: pytest.Config) -> target.SuiteConfig:
@@ -100,8 +95,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[REDACTOR] = Redactor()
     config.stash[REPORT] = SuiteReport()
     config.pluginmanager.register(_Summary(config.stash[REPORT]), "verdict-contract-summary")
-    # pytest-base-url copies its ini value into the option on the controller only; do it on
-    # pytest-xdist workers too, so `pytest -n 2` targets the ini's URL as well.
+    # pytest-base-url (when installed) copies its ini value into the option on the controller
+    # only; do it on pytest-xdist workers too, so `pytest -n 2` targets the ini's URL as well.
     if hasattr(config, "workerinput") and not config.getoption("base_url", None):
         ini = config.getini("base_url")
         if ini:

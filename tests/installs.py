@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 """The repository: the distribution's source."""
@@ -38,3 +41,31 @@ def install(source: Path, target: Path) -> Path:
     """Install ``source`` (the repository or a wheel) into the plain folder ``target``."""
     _pip("install", "--target", target, source)
     return target
+
+
+def _shared_dir(factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder every pytest-xdist worker of this run shares (the run's base temp, else ours)."""
+    base = factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return root / name
+
+
+def shared_wheel(factory: pytest.TempPathFactory) -> Path:
+    """The distribution's wheel, built once per run whatever the number of xdist workers."""
+    out = _shared_dir(factory, "shared-wheel")
+    out.mkdir(exist_ok=True)
+    with (out.parent / "shared-wheel.lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        built = list(out.glob("verdict_contract-*.whl"))
+        return built[0] if built else build_wheel(out)
+
+
+def shared_install(factory: pytest.TempPathFactory) -> Path:
+    """That wheel installed in a plain folder (``PYTHONPATH``), once per run."""
+    target = _shared_dir(factory, "shared-site")
+    wheel = shared_wheel(factory)
+    with (target.parent / "shared-site.lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not (target / "verdict_contract").is_dir():
+            install(wheel, target)
+        return target

@@ -1,34 +1,47 @@
-"""The plugin drops into an integrator's project that uses the same common names as we do.
+"""Installing verdict-contract adds nothing to an integrator's pytest runs but its fixtures.
 
-The throwaway project has its own top-level ``contract_tests`` and ``mockserver`` packages and
-its own ``--api-key``, ``--session-id`` and ``--request-timeout`` options; it runs with our
-plugin loaded from the editable install (the dev venv) and from a wheel-style install.
+The throwaway project has its own top-level ``contract_tests`` and ``mockserver`` packages, its
+own ``--base-url``, ``--api-key``, ``--session-id`` and ``--request-timeout`` options, its own
+function-scoped ``base_url`` fixture and its own ``clause`` marker, all names the contract suite
+uses. It runs with our plugin from the editable install (the dev venv) and from a wheel, serially
+and under ``pytest -n 2``; ``pytest --help`` shows only ``--verdict-seed`` of ours.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.installs import ROOT, install
+from tests.installs import ROOT
 
 CONFTEST = """
 import pytest
 
 
 def pytest_addoption(parser):
+    parser.addoption("--base-url", default="http://own.invalid")
     parser.addoption("--api-key", default="own-key")
     parser.addoption("--session-id", default="own-session")
     parser.addoption("--request-timeout", type=float, default=2.0)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "clause(text): the integrator's own requirement ids")
+
+
+@pytest.fixture
+def base_url(pytestconfig):
+    return pytestconfig.getoption("base_url")
+
+
 @pytest.fixture
 def own_options(pytestconfig):
-    names = ("api_key", "session_id", "request_timeout")
+    names = ("base_url", "api_key", "session_id", "request_timeout")
     return {name: pytestconfig.getoption(name) for name in names}
 """
 
@@ -41,10 +54,19 @@ import mockserver
 import verdict_contract
 
 
-def test_own_packages_and_options(own_options):
+def test_own_packages_and_options(own_options, base_url):
     assert contract_tests.OWNER == mockserver.OWNER == "integrator"
-    assert own_options == {"api_key": "k-1", "session_id": "s-1", "request_timeout": 3.0}
+    assert own_options == {
+        "base_url": "https://own.example", "api_key": "k-1", "session_id": "s-1",
+        "request_timeout": 3.0,
+    }
+    assert base_url == "https://own.example"
     print("LOADED FROM", verdict_contract.__file__)
+
+
+@pytest.mark.clause("REQ-7")
+def test_own_clause_marker(base_url):
+    assert base_url.startswith("https://")
 
 
 @pytest.mark.verdict_mock(rate_limit="1/60")
@@ -61,7 +83,9 @@ def test_respx_too(verdict_respx):
     assert body["conclusive"] is True
 """
 
-OWN_OPTIONS = ["--api-key=k-1", "--session-id=s-1", "--request-timeout=3"]
+OWN_OPTIONS = ["--base-url=https://own.example", "--api-key=k-1", "--session-id=s-1"]
+OWN_OPTIONS += ["--request-timeout=3", "--strict-markers"]
+SUITE_TRACES = ("Explain API contract", "no verdict body was verified", "spec clause")
 
 
 def _make_project(where: Path) -> Path:
@@ -77,8 +101,9 @@ def _make_project(where: Path) -> Path:
 
 def _run(project: Path, *args: str, pythonpath: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": pythonpath, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTEST_ADDOPTS", None)
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", *OWN_OPTIONS, *args],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
         cwd=project,
         env=env,
         capture_output=True,
@@ -87,37 +112,67 @@ def _run(project: Path, *args: str, pythonpath: str = "") -> subprocess.Complete
     )
 
 
-def test_an_integrator_project_with_the_same_names_runs_with_the_editable_install(
-    tmp_path: Path,
-) -> None:
+def _passes_alone(result: subprocess.CompletedProcess[str], where: str) -> None:
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "4 passed" in result.stdout, output
+    assert f"LOADED FROM {where}" in result.stdout or "-n" in result.args, output
+    assert [trace for trace in SUITE_TRACES if trace in output] == []
+
+
+def test_an_integrator_project_runs_as_before_with_the_editable_install(tmp_path: Path) -> None:
     project = _make_project(tmp_path / "project")
-    result = _run(project, "-p", "no:verdict_contract_suite")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "3 passed" in result.stdout
-    assert f"LOADED FROM {ROOT}" in result.stdout
+    _passes_alone(_run(project, "-s", *OWN_OPTIONS), str(ROOT))
 
 
-def test_the_suites_plugin_also_leaves_the_integrators_options_alone(tmp_path: Path) -> None:
+def test_an_integrator_project_runs_as_before_under_xdist(tmp_path: Path) -> None:
     project = _make_project(tmp_path / "project")
-    result = _run(project)
-    assert "already added" not in result.stderr
-    assert result.returncode == 0, result.stdout + result.stderr
+    _passes_alone(_run(project, "-n", "2", *OWN_OPTIONS), str(ROOT))
 
 
-@pytest.fixture(scope="module")
-def wheel_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The distribution installed as a wheel lays it out (no editable import hook)."""
-    return install(ROOT, tmp_path_factory.mktemp("site"))
-
-
-def test_an_integrator_project_with_the_same_names_runs_with_a_wheel_install(
+def test_an_integrator_project_runs_as_before_with_a_wheel_install(
     tmp_path: Path, wheel_install: Path
 ) -> None:
     project = _make_project(tmp_path / "project")
-    result = _run(project, "-p", "no:verdict_contract_suite", pythonpath=str(wheel_install))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "3 passed" in result.stdout
-    assert f"LOADED FROM {wheel_install}" in result.stdout
+    result = _run(project, "-s", *OWN_OPTIONS, pythonpath=str(wheel_install))
+    _passes_alone(result, str(wheel_install))
+    result = _run(project, "-n", "2", *OWN_OPTIONS, pythonpath=str(wheel_install))
+    _passes_alone(result, str(wheel_install))
     # Nothing of ours sits at the top level where the integrator's packages live.
     top_level = {p.name for p in wheel_install.iterdir() if not p.name.endswith("-info")}
     assert top_level - {"bin"} == {"verdict_contract"}  # bin: the console scripts
+
+
+def test_pytest_help_in_an_integrator_project_shows_only_the_seed_of_ours(
+    tmp_path: Path, wheel_install: Path
+) -> None:
+    project = _make_project(tmp_path / "project")
+    result = _run(project, "--help", pythonpath=str(wheel_install))
+    assert result.returncode == 0, result.stdout + result.stderr
+    ours = sorted(set(re.findall(r"--verdict-[a-z-]+", result.stdout)))
+    assert ours == ["--verdict-seed"]
+    assert "verdict_seed" in result.stdout
+    assert "the Explain API under test" not in result.stdout  # the suite's --base-url
+    plugins = _run(project, "--co", "-q", "--trace-config", pythonpath=str(wheel_install))
+    assert "verdict_contract.plugin" in plugins.stdout
+    assert "verdict_contract.suite" not in plugins.stdout
+    assert "contract_tests.hooks" not in plugins.stdout
+
+
+def test_the_suite_runs_from_the_integrators_venv_where_asked(
+    tmp_path: Path, wheel_install: Path
+) -> None:
+    project = _make_project(tmp_path / "project")
+    (project / "conftest.py").unlink()  # the suite's own --base-url would meet theirs here
+    result = _run(
+        project,
+        "--pyargs",
+        "verdict_contract.contract_tests",
+        "-q",
+        "-x",
+        "-k",
+        "clause_9",
+        pythonpath=str(wheel_install),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Explain API contract" in result.stdout

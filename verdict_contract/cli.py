@@ -94,6 +94,8 @@ def run_suite(pytest_args: Sequence[str]) -> int:
         sys.executable,
         "-m",
         "pytest",
+        "-p",
+        "verdict_contract.suite",
         "--pyargs",
         "verdict_contract.contract_tests",
         *pytest_args,

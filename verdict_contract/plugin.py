@@ -1,9 +1,10 @@
-"""The pytest plugin (a ``pytest11`` entry point) that composes the mock and the suite.
+"""The pytest plugin (the ``pytest11`` entry point) that integrators get with the install.
 
-It gives integrators the mock (over HTTP, or in-process for httpx and requests), the verdict
-factory and the per-kind parametrisation, and gives the contract suite its bundled mock
-(``verdict_bundled_mock``), so neither of the two imports the other. Imports stay inside the
-fixtures, so runs that use none of them pay nothing (``benchmarks/bench_plugin_load.py``).
+It gives the mock (over HTTP, or in-process for httpx and requests), the verdict factory and the
+per-kind parametrisation, and registers nothing else: the fixtures, the ``verdict_mock`` marker
+and ``--verdict-seed``. The contract suite's own plugin (:mod:`verdict_contract.suite`) is
+registered only in runs that collect the suite. Imports stay inside the fixtures, so runs that
+use none of them pay nothing (``benchmarks/bench_plugin_load.py``).
 
 Each test gets exactly the settings it asks for: ``verdict_mock_settings`` (override it at any
 scope) updated by the test's ``@pytest.mark.verdict_mock(...)`` marker. Live servers are kept
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 MARKER = "verdict_mock"
 SEED_OPTION = "--verdict-seed"
+SUITE_PLUGIN = "verdict_contract.suite"
 MAX_LIVE_SERVERS = 4
 """Live servers kept at once for distinct settings; the least recently used one stops first."""
 
@@ -43,6 +45,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "[ini: verdict_seed]",
     )
     parser.addini("verdict_seed", "seed of the mock's generated verdicts", default="")
+
+
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    """Register the suite's plugin in a run that collects the suite, before its options parse."""
+    from verdict_contract.contract_tests.requested import collects_suite
+
+    namespace = early_config.known_args_namespace
+    paths = [str(arg) for arg in namespace.file_or_dir or []]
+    if not paths and early_config.invocation_params.dir == early_config.rootpath:
+        paths = [str(p) for p in early_config.getini("testpaths")]
+    invoked = early_config.invocation_params.dir
+    if collects_suite(paths or ["."], bool(namespace.pyargs), invoked):
+        early_config.pluginmanager.import_plugin(SUITE_PLUGIN)  # a no-op if given with -p
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -176,31 +191,3 @@ def verdict_kind(request: pytest.FixtureRequest) -> VerdictKind:
     """Runs a test once per verdict value of spec §2.2."""
     kind: VerdictKind = request.param
     return kind
-
-
-class _BundledMock:
-    """The suite's :class:`~verdict_contract.contract_tests.target.MockProvider`."""
-
-    @property
-    def default_api_key(self) -> str:
-        from verdict_contract.mockserver.settings import DEFAULT_API_KEY
-
-        return DEFAULT_API_KEY
-
-    @contextmanager
-    def serve(self, rate_limit: str | None = None) -> Iterator[str]:
-        from verdict_contract.mockserver.ratelimit import RateLimit
-        from verdict_contract.mockserver.settings import Settings
-        from verdict_contract.mockserver.testing import live_mock
-
-        settings = Settings(port=0)
-        if rate_limit is not None:
-            settings = Settings(port=0, rate_limit=RateLimit.parse(rate_limit))
-        with live_mock(settings) as mock:
-            yield mock.base_url
-
-
-@pytest.fixture(scope="session")
-def verdict_bundled_mock() -> _BundledMock:
-    """Starts the mocks the contract suite runs against when no ``--base-url`` is given."""
-    return _BundledMock()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from openapi_spec_validator import validate
 
-from tests.installs import ROOT, build_wheel, install
+from tests.installs import ROOT, install, shared_wheel
 from verdict_contract.core.resources import (
     OPENAPI_FILE,
     VERDICT_SCHEMA_FILE,
@@ -54,7 +54,7 @@ def test_openapi_describes_the_endpoint() -> None:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_wheel(tmp_path_factory.mktemp("dist"))
+    return shared_wheel(tmp_path_factory)
 
 
 def test_wheel_carries_the_schema_files(wheel: Path) -> None:

@@ -1,0 +1,119 @@
+"""The suite's plugin loads where the suite runs, and only there; ``--base-url`` either way.
+
+``--base-url`` is pytest-base-url's option when that plugin is installed (it is not a dependency:
+it would add the option to every pytest run of an integrator's venv) and the suite's own otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.contract_tests.servers import CONFORMING, KEY, serve
+
+SUITE = ["--pyargs", "verdict_contract.contract_tests", "-p", "no:cacheprovider"]
+ONE_CHECK = ["-q", "-k", "test_schema_version"]
+
+
+def _pytest(where: Path, *args: str, pythonpath: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": pythonpath, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTEST_BASE_URL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=where,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_suites_options_exist_where_it_runs(tmp_path: Path) -> None:
+    help_text = _pytest(tmp_path, *SUITE, "--help").stdout
+    assert "--verdict-api-key" in help_text
+    assert "--base-url=URL" in help_text
+
+
+def test_an_explicit_p_loads_the_suites_plugin_anywhere(tmp_path: Path) -> None:
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    plain = _pytest(tmp_path, "--help").stdout
+    assert "--verdict-api-key" not in plain
+    explicit = _pytest(tmp_path, "-p", "verdict_contract.suite", "--help").stdout
+    assert "--verdict-api-key" in explicit
+
+
+def test_the_variable_gives_the_url_to_the_suites_own_option(tmp_path: Path) -> None:
+    with serve(CONFORMING["extra fields"]) as running:
+        env = {**os.environ, "PYTEST_BASE_URL": running.base_url, "VERDICT_API_KEY": KEY}
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                *SUITE,
+                "--verdict-session-id",
+                running.session_ids[0],
+                *ONE_CHECK,
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(rf"target:\s+{re.escape(running.base_url)}\n", result.stdout)
+
+
+@pytest.fixture(scope="module")
+def with_pytest_base_url(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pytest-base-url installed beside us, as a QA venv with pytest-selenium would have it."""
+    target = tmp_path_factory.mktemp("pytest-base-url")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(target),
+            "pytest-base-url>=2.1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return target
+
+
+@pytest.mark.parametrize("block", [[], ["-p", "no:base_url"]], ids=["its option", "blocked"])
+def test_the_suite_works_with_pytest_base_url_installed_or_blocked(
+    tmp_path: Path, with_pytest_base_url: Path, block: list[str]
+) -> None:
+    with serve(CONFORMING["extra fields"]) as running:
+        result = _pytest(
+            tmp_path,
+            *SUITE,
+            *block,
+            "--base-url",
+            running.base_url,
+            "--verdict-api-key",
+            KEY,
+            "--verdict-session-id",
+            running.session_ids[0],
+            *ONE_CHECK,
+            pythonpath=str(with_pytest_base_url),
+        )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(rf"target:\s+{re.escape(running.base_url)}\n", result.stdout)
+    help_text = _pytest(tmp_path, *SUITE, *block, "--help", pythonpath=str(with_pytest_base_url))
+    owner = "the Explain API under test" if block else "--verify-base-url"
+    assert owner in help_text.stdout
