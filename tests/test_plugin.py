@@ -253,7 +253,7 @@ def test_body(verdict_respx):
 
 
 def test_every_option_the_plugin_adds_starts_with_verdict(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest("-p", "no:verdict_contract_suite", "--help")
+    result = pytester.runpytest("--help")
     section = result.stdout.str().split("verdict-contract mock fixtures:")[1].split("\n\n")[0]
     flags = [word for word in section.split() if word.startswith("--")]
     assert flags
@@ -276,3 +276,46 @@ def test_loading_the_plugin_imports_neither_the_mock_nor_its_libraries() -> None
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_an_override_changes_only_what_it_names(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+import pytest
+from verdict_contract.mockserver import Settings
+
+@pytest.fixture(scope="session")
+def verdict_mock_settings():
+    return Settings(api_keys=("team-key-0123456789",))  # no port, no seed: the README's style
+""")
+    pytester.makepyfile("""
+from verdict_contract.mockserver.factory import make_verdict as factory
+
+def test_keeps_a_free_port_and_the_seed(verdict_mock, make_verdict):
+    assert verdict_mock.api_key == "team-key-0123456789"
+    assert verdict_mock.state.settings.port == 0
+    assert not verdict_mock.base_url.endswith(":8080")
+    assert verdict_mock.state.settings.seed == "run-42"
+    assert make_verdict("refused") == factory("refused", seed="run-42")
+    assert make_verdict("refused") != factory("refused")
+""")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--verdict-seed", "run-42")
+    result.assert_outcomes(passed=1)
+
+
+def test_default_settings_builds_on_the_plugins_defaults(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("""
+import pytest
+from verdict_contract.plugin import default_settings
+
+@pytest.fixture(scope="module")
+def verdict_mock_settings(pytestconfig):
+    return default_settings(pytestconfig, rate_limit="1/60")
+""")
+    pytester.makepyfile("""
+def test_on_top_of_the_defaults(verdict_mock):
+    settings = verdict_mock.state.settings
+    assert (settings.port, settings.seed, str(settings.rate_limit)) == (0, "s-7", "1/60")
+""")
+    pytester.makeini("[pytest]\nverdict_seed = s-7\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)

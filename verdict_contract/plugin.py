@@ -68,19 +68,57 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-@pytest.fixture
-def verdict_mock_settings(pytestconfig: pytest.Config) -> Settings:
-    """The mock's settings for this test; override this fixture (any scope) to change them."""
+def _seed(config: pytest.Config) -> str | None:
+    """``--verdict-seed``, else the ``verdict_seed`` ini value, else None (the mock's default)."""
+    seed = config.getoption(SEED_OPTION) or config.getini("verdict_seed")
+    return str(seed) if seed else None
+
+
+def default_settings(config: pytest.Config, **changes: Any) -> Settings:
+    """The plugin's settings (a free port, ``--verdict-seed``) with ``changes`` on top.
+
+    Build a ``verdict_mock_settings`` override on it, at any scope::
+
+        @pytest.fixture(scope="session")
+        def verdict_mock_settings(pytestconfig):
+            return default_settings(pytestconfig, api_keys=["team-key"])
+    """
     from verdict_contract.mockserver import Settings
 
-    seed = pytestconfig.getoption(SEED_OPTION) or pytestconfig.getini("verdict_seed")
-    return Settings(port=0, seed=seed) if seed else Settings(port=0)
+    seed = _seed(config)
+    base: dict[str, Any] = {"port": 0} | ({"seed": seed} if seed else {})
+    return Settings(**(base | changes))
+
+
+def _keep_defaults(config: pytest.Config, settings: Settings) -> Settings:
+    """An override that left the port or seed at Settings' own default keeps the plugin's."""
+    from dataclasses import fields, replace
+
+    own = {f.name: f.default for f in fields(settings)}
+    seed = _seed(config)
+    keep: dict[str, Any] = {}
+    if settings.port == own["port"]:
+        keep["port"] = 0  # never the port a running verdict-mock listens on
+    if seed and settings.seed == own["seed"]:
+        keep["seed"] = seed
+    return replace(settings, **keep) if keep else settings
+
+
+@pytest.fixture
+def verdict_mock_settings(pytestconfig: pytest.Config) -> Settings:
+    """The mock's settings for this test; override it (any scope) with :func:`default_settings`.
+
+    An override that leaves ``port`` or ``seed`` at ``Settings``' defaults still gets a free
+    port and ``--verdict-seed``; a marker changes what it names on top.
+    """
+    return default_settings(pytestconfig)
 
 
 def _settings_for(request: pytest.FixtureRequest, base: Settings) -> Settings:
     """``base`` updated by the test's ``verdict_mock`` markers (the closest one wins)."""
     from dataclasses import fields, replace
 
+    base = _keep_defaults(request.config, base)
     changes: dict[str, Any] = {}
     for marker in reversed(list(request.node.iter_markers(MARKER))):
         if marker.args:
@@ -179,11 +217,14 @@ def verdict_responses(
 
 
 @pytest.fixture
-def make_verdict() -> Callable[..., Verdict]:
-    """``make_verdict(verdict=..., conclusive=..., **overrides)``: a contract-valid body."""
+def make_verdict(pytestconfig: pytest.Config) -> Callable[..., Verdict]:
+    """``make_verdict(verdict=..., conclusive=..., **overrides)``: a body seeded by --verdict-seed."""
+    from functools import partial
+
     from verdict_contract.mockserver.factory import make_verdict
 
-    return make_verdict
+    seed = _seed(pytestconfig)
+    return partial(make_verdict, seed=seed) if seed else make_verdict
 
 
 @pytest.fixture(params=VERDICTS)

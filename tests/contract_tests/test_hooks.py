@@ -217,11 +217,12 @@ def test_a_project_folder_named_contract_tests_is_not_the_suite(pytester: pytest
     shop = pytester.path / "tests" / "contract_tests"
     shop.mkdir(parents=True)
     (shop / "test_shop.py").write_text("def test_shop():\n    assert True\n")
-    result = pytester.runpytest_subprocess(
-        "tests/contract_tests", "--base-url", "http://127.0.0.1:9", "-p", "no:cacheprovider"
-    )
+    result = pytester.runpytest_subprocess("tests/contract_tests", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
     result.assert_outcomes(passed=1)
+    assert "Explain API contract" not in result.stdout.str()  # the suite's plugin stayed out
+    unknown = pytester.runpytest_subprocess("tests/contract_tests", "--verdict-api-key", "k")
+    assert "unrecognized arguments: --verdict-api-key" in unknown.stderr.str()
 
 
 @pytest.mark.parametrize(
