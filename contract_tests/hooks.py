@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Generator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from verdict_contract.contract_tests import config as target
-from verdict_contract.contract_tests.requested import collects_suite
 from verdict_contract.contract_tests.report import (
     CHECKS_VERDICTS,
     CLAUSE,
@@ -22,6 +20,7 @@ from verdict_contract.contract_tests.report import (
     OUTCOME,
     SuiteReport,
 )
+from verdict_contract.contract_tests.requested import collects_suite
 from verdict_contract.core.redact import Redactor
 
 REDACTOR = pytest.StashKey[Redactor]()

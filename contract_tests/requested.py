@@ -20,7 +20,8 @@ PACKAGE = __name__.rpartition(".")[0]
 def package_dir() -> Path:
     """Where the suite's files are, resolved (an editable install's links lead to the source)."""
     spec = importlib.util.find_spec(PACKAGE)
-    assert spec is not None and spec.origin is not None  # this module is inside it
+    assert spec is not None  # this module is inside it
+    assert spec.origin is not None
     return Path(spec.origin).resolve().parent
 
 

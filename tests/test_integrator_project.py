@@ -15,8 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.installs import ROOT
 
 CONFTEST = """

@@ -218,7 +218,7 @@ def verdict_responses(
 
 @pytest.fixture
 def make_verdict(pytestconfig: pytest.Config) -> Callable[..., Verdict]:
-    """``make_verdict(verdict=..., conclusive=..., **overrides)``: a body seeded by --verdict-seed."""
+    """``make_verdict(verdict=..., conclusive=..., **overrides)``, seeded by ``--verdict-seed``."""
     from functools import partial
 
     from verdict_contract.mockserver.factory import make_verdict

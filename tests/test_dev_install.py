@@ -1,0 +1,36 @@
+"""The development install is one static tools follow: strict editable links, no import hook."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
+
+from tests.installs import ROOT
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_mypy_checks_the_link_tree_of_this_version() -> None:
+    link_tree = f"build/__editable__.verdict_contract-{version('verdict-contract')}-py3-none-any"
+    assert PYPROJECT["tool"]["mypy"]["mypy_path"] == link_tree
+    installed = ROOT / link_tree / "verdict_contract" / "mockserver" / "app.py"
+    assert installed.is_symlink(), "install with the README's second command (editable_mode=strict)"
+    assert installed.resolve() == ROOT / "mockserver" / "app.py"
+
+
+def test_mypy_outside_the_checkout_finds_the_package(tmp_path: Path) -> None:
+    (tmp_path / "uses_it.py").write_text(
+        "from verdict_contract.mockserver import Settings\n\nport: str = Settings().port\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "uses_it.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Cannot find implementation" not in result.stdout, result.stdout
+    assert 'expression has type "int", variable has type "str"' in result.stdout, result.stdout
