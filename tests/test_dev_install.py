@@ -4,21 +4,28 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
 from tests.installs import ROOT
 
-PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-
-
-def test_mypy_checks_the_link_tree_of_this_version() -> None:
-    link_tree = f"build/__editable__.verdict_contract-{version('verdict-contract')}-py3-none-any"
-    assert PYPROJECT["tool"]["mypy"]["mypy_path"] == link_tree
-    installed = ROOT / link_tree / "verdict_contract" / "mockserver" / "app.py"
+def test_the_install_is_a_tree_of_links_to_the_sources() -> None:
+    tree = f"build/__editable__.verdict_contract-{version('verdict-contract')}-py3-none-any"
+    installed = ROOT / tree / "verdict_contract" / "mockserver" / "app.py"
     assert installed.is_symlink(), "install with the README's second command (editable_mode=strict)"
     assert installed.resolve() == ROOT / "mockserver" / "app.py"
+
+
+def test_python_m_from_the_checkout_imports_the_whole_package() -> None:
+    """Nothing named verdict_contract at the checkout's root hides the installed package."""
+    result = subprocess.run(
+        [sys.executable, "-c", "import verdict_contract.mockserver.app, verdict_contract.cli"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_mypy_outside_the_checkout_finds_the_package(tmp_path: Path) -> None:
