@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tests.installs import ROOT
 
+
 def test_the_install_is_a_tree_of_links_to_the_sources() -> None:
     tree = f"build/__editable__.verdict_contract-{version('verdict-contract')}-py3-none-any"
     installed = ROOT / tree / "verdict_contract" / "mockserver" / "app.py"
