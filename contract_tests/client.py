@@ -293,6 +293,12 @@ class ExplainClient:
         session_id: str = response.json()["n"]
         return session_id
 
+    def advance_mock_clock(self, seconds: float) -> None:
+        """Age every session of a mock target at once, through its control API (no sleeping)."""
+        response = self._http.post("/_mock/clock", json={"advance": seconds})
+        if response.status_code != 200:
+            raise RuntimeError(f"the mock refused to move its clock: {response.text}")
+
     def mock_health(self) -> dict[str, Any]:
         health: dict[str, Any] = self._http.get("/_mock/health").json()
         return health

@@ -95,6 +95,30 @@ def reset() -> tuple[str, int]:
     return "", 204
 
 
+MAX_ADVANCE_SECONDS = 86_400.0
+"""The most one call moves the clock: a day, far past any session's lifetime."""
+
+
+@control.post("/clock")
+def advance_clock() -> tuple[Response, int] | Response:
+    """Move the mock's clock forward, as ``VerdictMock.advance`` does: sessions age at once."""
+    raw = request.get_json(silent=True)
+    seconds = raw.get("advance") if isinstance(raw, dict) else None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        return error_response(
+            422, "invalid_clock", 'send {"advance": SECONDS}, a number of seconds >= 0'
+        )
+    if not 0 <= seconds <= MAX_ADVANCE_SECONDS:
+        return error_response(
+            422,
+            "invalid_clock",
+            f"advance: received {seconds}; documented: 0 to {MAX_ADVANCE_SECONDS:g} seconds",
+        )
+    state = state_of()
+    state.advance(float(seconds))
+    return jsonify(skew=state.skew)
+
+
 @control.get("/health")
 def health() -> Response:
     state = state_of()

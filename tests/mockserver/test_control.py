@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
-from tests.helpers import KEY, bearer, error_of
+from tests.helpers import KEY, bearer, error_of, running
 from verdict_contract import validate_verdict
 from verdict_contract.core.resources import verdict_schema
 from verdict_contract.core.spec import SCHEMA_VERSION, VERDICTS
@@ -348,3 +349,35 @@ def test_absurdly_deep_json_is_a_clear_4xx() -> None:
     )
     assert response.status_code == 400
     assert response.get_json()["error"]["code"] == "bad_request"
+
+
+def test_the_clock_ages_sessions_over_http_without_waiting() -> None:
+    settings = Settings(api_keys=(KEY,), session_lifetime=900)
+    with running(create_app(settings)) as server, httpx.Client(base_url=server.base_url) as http:
+        n = http.post("/_mock/sessions", json={"age_seconds": 897}).json()["n"]
+        assert http.get("/e", params={"n": n}, headers=bearer()).status_code == 200
+        moved = http.post("/_mock/clock", json={"advance": 3.1})
+        assert (moved.status_code, moved.json()) == (200, {"skew": 3.1})
+        assert http.get("/e", params={"n": n}, headers=bearer()).status_code == 404
+        assert http.post("/_mock/reset").status_code == 204  # reset sets the clock back
+        assert http.post("/_mock/clock", json={"advance": 0}).json() == {"skew": 0.0}
+
+
+@pytest.mark.parametrize(
+    "body", [None, {}, {"advance": "3"}, {"advance": True}, {"advance": -1}, {"advance": 1e9}]
+)
+def test_a_wrong_clock_move_is_422_saying_what_to_send(client: FlaskClient, body: object) -> None:
+    response = client.post("/_mock/clock", json=body)
+    assert response.status_code == 422
+    assert "advance" in error_of(422, response.content_type, response.data)["message"]
+    assert client.post("/_mock/clock", json={"advance": 1}).json == {"skew": 1.0}
+
+
+def test_a_page_elsewhere_cannot_move_the_clock() -> None:
+    with running(create_app(Settings(api_keys=(KEY,)))) as server:
+        response = httpx.post(
+            f"{server.base_url}/_mock/clock",
+            json={"advance": 900},
+            headers={"Origin": "https://evil.example"},
+        )
+    assert response.status_code == 403
