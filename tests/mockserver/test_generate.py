@@ -17,7 +17,7 @@ from verdict_contract.mockserver.catalogue import CATALOGUE, FAMILY_PREFIX, temp
 from verdict_contract.mockserver.generate import DEFAULT_CONCLUSIVE, VerdictGenerator
 from verdict_contract.mockserver.sessions import SessionSpec, SpecError, parse_spec
 
-PROPERTY_IDS = 10_000
+PROPERTY_IDS = 1_000
 
 ALL_COMBINATIONS = {
     ("contradicted", True),
@@ -33,7 +33,7 @@ ALL_COMBINATIONS = {
 
 @pytest.fixture(scope="module")
 def bodies() -> list[dict[str, Any]]:
-    """The verdicts of 10,000 ids with nothing requested, generated once for several tests."""
+    """The verdicts of 1,000 ids with nothing requested, generated once for several tests."""
     generator = VerdictGenerator("property-seed")
     return [generator.verdict(f"session-{i}") for i in range(PROPERTY_IDS)]
 
