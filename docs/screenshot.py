@@ -1,4 +1,4 @@
-"""Make the README's pictures of the dashboard, in headless chromium.
+"""Make the pictures of the dashboard (docs/mock.md, docs/proxy.md), in headless chromium.
 
 ``python docs/screenshot.py`` (needs chromium, chromium-driver and selenium, as the browser tests
 do) writes ``docs/dashboard.png``: the mock after a few calls and a session minted through the

@@ -172,7 +172,7 @@ class Settings:
         False, "log one line per request (common log format, keys masked)", parse_bool
     )
     server: str = _setting(
-        "async", f"HTTP server ({', '.join(SERVERS)}; see the README)", _server, metavar="NAME"
+        "async", f"HTTP server ({', '.join(SERVERS)}; see docs/servers.md)", _server, metavar="NAME"
     )
 
     def __post_init__(self) -> None:

@@ -1,4 +1,4 @@
-"""The README's Python examples run as written, and its commands are the ones CI runs."""
+"""The README's and docs' Python examples run as written; the README's commands are CI's."""
 
 from __future__ import annotations
 
@@ -10,15 +10,32 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = {path.name: path.read_text(encoding="utf-8") for path in sorted(ROOT.glob("docs/*.md"))}
+"""The reference pages the README links to, by file name."""
+GUIDE = "\n".join([README, *PAGES.values()])
+"""The README and its pages: one guide, whose examples all run."""
 
 
-def _blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
+def _blocks(language: str, text: str = README) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
+
+
+def test_every_page_is_linked_from_the_readme_and_every_link_resolves() -> None:
+    for name in PAGES:
+        assert f"](docs/{name}" in README, f"docs/{name} is not linked from the README"
+    for where, text in [("README.md", README), *((f"docs/{n}", t) for n, t in PAGES.items())]:
+        base = ROOT if where == "README.md" else ROOT / "docs"
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
+            assert (base / target).exists(), f"{where} links to {target}, which does not exist"
+
+
+def test_the_readme_is_a_page() -> None:
+    assert len(README.splitlines()) <= 150
 
 
 def test_python_examples_pass(pytester: pytest.Pytester) -> None:
-    blocks = _blocks("python")
-    assert len(blocks) >= 3
+    blocks = _blocks("python", GUIDE)
+    assert len(blocks) >= 10
     parts = []
     for index, block in enumerate(blocks):
         if "def test_" in block:

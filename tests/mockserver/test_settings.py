@@ -1,4 +1,4 @@
-"""mockserver.settings: every setting declared once; flags, variables and the README follow."""
+"""mockserver.settings: every setting declared once; flags, variables and docs/mock.md follow."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver.cli import build_parser, settings_from
 from verdict_contract.mockserver.settings import Settings, env_var, markdown_table, options
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+MOCK_PAGE = (Path(__file__).resolve().parents[2] / "docs" / "mock.md").read_text(encoding="utf-8")
 
 
-def test_the_readme_shows_the_generated_table() -> None:
-    assert markdown_table() in README, (
-        "README.md's settings table is stale; replace it with markdown_table():\n"
+def test_the_mock_page_shows_the_generated_table() -> None:
+    assert markdown_table() in MOCK_PAGE, (
+        "docs/mock.md's settings table is stale; replace it with markdown_table():\n"
         + markdown_table()
     )
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from tests.test_readme import README
+from tests.test_readme import PAGES
 from verdict_contract.core.spec import VERDICTS
 from verdict_contract.mockserver.scenario import DEMO_SESSIONS
 from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
@@ -32,8 +32,8 @@ def test_the_limits_come_from_the_schema() -> None:
     assert (facts.max_delay_ms, facts.max_steps) == (60_000, 100)
 
 
-def test_the_readme_scenario_and_the_demo_sessions_pass() -> None:
-    example = README.split("```yaml\n", 1)[1].split("```", 1)[0]
+def test_the_documented_scenario_and_the_demo_sessions_pass() -> None:
+    example = PAGES["mock.md"].split("```yaml\n", 1)[1].split("```", 1)[0]
     assert first_problem(yaml.safe_load(example)) is None
     assert first_problem({"sessions": DEMO_SESSIONS}) is None
 
