@@ -2,28 +2,15 @@
 // The mock's dashboard. Everything shown is built with textContent: a session id, a header or
 // a violation can hold markup, and none of it is ever parsed as HTML.
 (() => {
-  const TOKEN_KEY = "verdict-mock-token";
   const MINTED_KEY = "verdict-mock-minted";
   const MAX_ROWS = 300;
-
-  // The control token (if the mock requires one) comes once in ?token=; it is kept for this
-  // tab only and taken out of the address bar, so it is not bookmarked or shown on screen.
-  const query = new URLSearchParams(location.search);
-  let token = query.get("token");
-  if (token) {
-    sessionStorage.setItem(TOKEN_KEY, token);
-    history.replaceState(null, "", location.pathname);
-  } else {
-    token = sessionStorage.getItem(TOKEN_KEY);
-  }
 
   const $ = (id) => document.getElementById(id);
 
   function api(path, init = {}) {
-    const headers = new Headers(init.headers || {});
-    if (token) headers.set("X-Mock-Token", token);
-    // Relative to /_mock/: same origin, no other host is ever asked.
-    return fetch(path, { ...init, headers, cache: "no-store", credentials: "same-origin" });
+    // Relative to /_mock/: same origin, no other host is ever asked. When the mock has a control
+    // token, the cookie its first visit with ?token= set goes along (the page never sees it).
+    return fetch(path, { ...init, cache: "no-store", credentials: "same-origin" });
   }
 
   async function json(path, init) {
