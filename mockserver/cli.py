@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     state = state_of(app)
     if settings.scenario is not None:
-        watcher = ScenarioWatcher(settings.scenario, state.apply)
+        watcher = ScenarioWatcher(settings.scenario, state.apply, report=state.report_scenario)
         watcher.start()
         if hasattr(signal, "SIGHUP"):
             signal.signal(signal.SIGHUP, lambda *_: watcher.reload())

@@ -18,6 +18,8 @@ from importlib.resources.abc import Traversable
 
 from flask import Response
 
+from verdict_contract.mockserver.sessions import FAULTS, MAX_DELAY_MS, SCRIPT_STATUSES
+
 
 def _hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
@@ -36,6 +38,13 @@ def page() -> tuple[bytes, str]:
     )
     if "</" in script or "</" in style:  # would end the inline element early
         raise ValueError("dashboard.js and dashboard.css must not contain '</'")
+    facts = {  # the script steps' short forms, as the schema states them (sessions.py)
+        "{{statuses}}": ", ".join(map(str, sorted(SCRIPT_STATUSES))),
+        "{{faults}}": ", ".join(sorted(FAULTS)),
+        "{{max_delay_ms}}": str(MAX_DELAY_MS),
+    }
+    for placeholder, value in facts.items():
+        html, script = html.replace(placeholder, value), script.replace(placeholder, value)
     policy = "; ".join(
         (
             "default-src 'none'",
