@@ -168,7 +168,10 @@ class Settings:
         None, "YAML or JSON scenario, reloaded on change or SIGHUP", Path, "FILE"
     )
     rate_limit: RateLimit = _setting(
-        RateLimit(6000, 60.0), "per-key budget, or off", RateLimit.parse, "N/SECONDS"
+        RateLimit(6000, 60.0),
+        "per-key budget: N requests per SECONDS (10/1, 600/60), or off",
+        RateLimit.parse,
+        "N/SECONDS",
     )
     session_lifetime: float = _setting(
         float(SESSION_LIFETIME_SECONDS), "session lifetime", _seconds, "SECONDS"
