@@ -2,8 +2,9 @@
 
 ``python docs/screenshot.py`` (needs chromium, chromium-driver and selenium, as the browser tests
 do) writes ``docs/dashboard.png``: the mock after a few calls (one answered by a scripted
-``reset``, shown with no status, as the page shows it) and a session minted through the form; and ``docs/dashboard-proxy.png``: a proxy in front of the mock, one of whose sessions
-breaks the contract on purpose.
+``reset``, shown with no status, as the page shows it) and a session minted through the form;
+and ``docs/dashboard-proxy.png``: a proxy in front of the mock, one of whose sessions breaks the
+contract on purpose.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ def shoot(browser: Any, server: BackgroundServer, name: str, mint: bool = False)
         form.find_element("name", "script").send_keys("429, reset")
         form.find_element("css selector", "button[type=submit]").click()
     WebDriverWait(browser, 10).until(  # two polls of the journal and health: all drawn
-        lambda page: int(page.execute_script("return document.documentElement.dataset.polls||0"))
-        >= 2
+        lambda page: (
+            int(page.execute_script("return document.documentElement.dataset.polls||0")) >= 2
+        )
     )
     browser.save_screenshot(str(HERE / name))
 

@@ -25,7 +25,7 @@ import hashlib
 import hmac
 from typing import Final
 
-from flask import Response, redirect, request
+from flask import Response, request
 
 from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.redact import Secret
@@ -102,7 +102,7 @@ def _cookie_sent(token: Secret) -> bool:
 
 def _open_dashboard(token: Secret) -> Response:
     """``GET /_mock/?token=<token>``: set the cookie, then show ``/_mock/`` without the query."""
-    response = redirect(DASHBOARD_PATH, code=303)
+    response = Response(status=303, headers={"Location": DASHBOARD_PATH})
     response.set_cookie(
         cookie_name(request.headers.get("Host", "")),
         cookie_value(token),
