@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.helpers import KEY, bearer, error_of, running
+from tests.helpers import KEY, bearer, error_of, running, wait_until
 from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
@@ -290,3 +290,18 @@ def test_the_dashboard_without_a_token_sets_no_cookie(server: BackgroundServer) 
         page = http.get("/_mock/")
         assert page.status_code == 200
         assert "set-cookie" not in page.headers
+
+
+def test_the_visit_with_the_token_leaves_it_in_no_log(caplog: pytest.LogCaptureFixture) -> None:
+    settings = Settings(api_keys=(KEY,), control_token=Secret(TOKEN), access_log=True)
+    caplog.set_level("DEBUG")
+    with (
+        running(create_app(settings)) as server,
+        httpx.Client(base_url=server.base_url, timeout=10) as http,
+    ):
+        _open_with_token(http)
+        assert http.get("/_mock/", headers={"Accept": "text/html"}).status_code == 200
+        assert wait_until(lambda: caplog.text.count('"GET /_mock/') >= 2)
+    mock_said = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("mockserver"))
+    assert '"GET /_mock/?token=…cdef HTTP/1.1" 303' in mock_said  # at most its last 4 characters
+    assert TOKEN[-8:] not in mock_said
