@@ -1,7 +1,9 @@
 """The mock's settings, each declared once: its default, help, parser and flag live on its field.
 
-The CLI flags (:mod:`.cli`), the ``VERDICT_MOCK_*`` variables (:meth:`Settings.with_env`) and the
+The CLI flags (:mod:`.cli`), the ``VERDICT_MOCK_*`` variables (:func:`from_env`) and the
 README's table (:func:`markdown_table`, kept true by a test) are all derived from these fields.
+Sources are merged first (:func:`from_sources`), then the whole is checked once, so a setting
+and the one it ``needs`` may come from a flag and a variable.
 """
 
 from __future__ import annotations
