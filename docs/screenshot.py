@@ -1,20 +1,21 @@
 """Make the pictures of the dashboard (docs/mock.md, docs/proxy.md), in headless chromium.
 
 ``python docs/screenshot.py`` (needs chromium, chromium-driver and selenium, as the browser tests
-do) writes ``docs/dashboard.png``: the mock after a few calls and a session minted through the
-form; and ``docs/dashboard-proxy.png``: a proxy in front of the mock, one of whose sessions
-breaks the contract on purpose.
+do) writes ``docs/dashboard.png``: the mock after a few calls (one answered by a scripted
+``reset``, shown with no status, as the page shows it) and a session minted through the form;
+and ``docs/dashboard-proxy.png``: a proxy in front of the mock, one of whose sessions breaks the
+contract on purpose.
 """
 
 from __future__ import annotations
 
-import time
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import httpx
 from selenium import webdriver
+from selenium.webdriver.support.ui import WebDriverWait
 
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
@@ -38,7 +39,11 @@ def shoot(browser: Any, server: BackgroundServer, name: str, mint: bool = False)
         form.find_element("name", "verdict").send_keys("contradicted")
         form.find_element("name", "script").send_keys("429, reset")
         form.find_element("css selector", "button[type=submit]").click()
-    time.sleep(2)  # a poll of the journal and health
+    WebDriverWait(browser, 10).until(  # two polls of the journal and health: all drawn
+        lambda page: (
+            int(page.execute_script("return document.documentElement.dataset.polls||0")) >= 2
+        )
+    )
     browser.save_screenshot(str(HERE / name))
 
 

@@ -9,7 +9,7 @@ import shlex
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from importlib import metadata
 from typing import Any
 from urllib.parse import quote
 
@@ -22,6 +22,8 @@ from verdict_contract.mockserver.settings import (
     DEFAULT_API_KEY,
     Settings,
     env_var,
+    from_env,
+    from_sources,
     options,
     shown_default,
 )
@@ -47,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve a mock of the Explain API (GET /e). Every flag also reads "
         "an environment variable, shown in brackets.",
     )
+    parser.add_argument("--version", action="version", version=version_line("verdict-mock"))
     for name, option, default in options():
         flag = option.flag(name, default)
         text = f"{option.help} [{env_var(name)}] (default {shown_default(option, default)})"
@@ -66,18 +69,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
-    """Defaults, then environment variables, then flags."""
-    settings = Settings().with_env(environ)
-    flags = {k: v for k, v in vars(args).items() if v is not None}
+    """Defaults, then environment variables, then flags: merged first, then checked once."""
+    names = {name for name, _, _ in options()}
+    flags = {k: v for k, v in vars(args).items() if v is not None and k in names}
     for name, option, _ in options():
         if option.repeatable and name in flags:
             flags[name] = tuple(flags[name])
-    return replace(settings, **flags)
+    return from_sources(from_env(environ), flags)
 
 
-def banner(settings: Settings, base_url: str, api_keys: Sequence[str]) -> str:
+def version_line(prog: str) -> str:
+    """``--version``: the installed distribution's version, for bug reports."""
+    try:
+        return f"{prog} {metadata.version('verdict-contract')}"
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from an uninstalled tree
+        return f"{prog} (not installed)"
+
+
+def _example_id(settings: Settings, session_ids: Sequence[str]) -> str | None:
+    """The id the banner's ``curl`` fetches: a demo one, else the scenario's first, else none."""
+    if settings.demo_sessions:
+        return "demo-contradicted"
+    return next(iter(session_ids), None)
+
+
+def banner(
+    settings: Settings, base_url: str, api_keys: Sequence[str], session_ids: Sequence[str] = ()
+) -> str:
+    """What ``verdict-mock`` prints on start: where, which key, and lines to paste.
+
+    ``session_ids`` are the named sessions being served (the scenario's, with the demo ones).
+    """
     key = api_keys[0]
-    shown = key if key == DEFAULT_API_KEY else mask(key)
+    public = key == DEFAULT_API_KEY  # the default key is public: printed as is
+    shown = key if public else mask(key)
     lines = [
         f"verdict-mock serving the Explain API on {base_url}",
         f"  API key:  {shown}" + (f" (+{len(api_keys) - 1} more)" if len(api_keys) > 1 else ""),
@@ -87,16 +112,38 @@ def banner(settings: Settings, base_url: str, api_keys: Sequence[str]) -> str:
     # Pasted into a shell as printed: a literal key single-quoted, the variable double-quoted.
     header = (
         shlex.quote(f"Authorization: Bearer {key}")
-        if key == DEFAULT_API_KEY
+        if public
         else '"Authorization: Bearer $VERDICT_API_KEY"'
     )
-    url = shlex.quote(f"{base_url}/e?n={quote('demo-contradicted')}")
-    lines.append(f"  try:      curl -i -H {header} {url}")
+    example = _example_id(settings, session_ids)
+    if example is not None:
+        url = shlex.quote(f"{base_url}/e?n={quote(example, safe='')}")
+        lines.append(f"  try:      curl -i -H {header} {url}")
+    elif settings.control:
+        token = ' -H "X-Mock-Token: $VERDICT_MOCK_CONTROL_TOKEN"' if settings.control_token else ""
+        lines.append(
+            "  sessions: none named (--no-demo-sessions, no scenario); mint one, then fetch its "
+            f"n: curl -s -X POST -H 'Content-Type: application/json'{token} -d '{{}}' "
+            f"{base_url}/_mock/sessions"
+        )
+    else:
+        lines.append("  sessions: none (--no-demo-sessions, no scenario, no control API)")
+    if not public:
+        lines.append(
+            "  key:      $VERDICT_API_KEY is one of the keys given with --api-key, "
+            f"{env_var('api_keys')} or the scenario's api_keys: export it first"
+        )
     if settings.proxy_to is not None:
         lines.append(f"  proxying: GET /e to {settings.proxy_to}, answers checked by the contract")
     if settings.control:
         lines.append(f"  control:  {base_url}/_mock/health, POST {base_url}/_mock/sessions")
-        lines.append(f"  dashboard: {base_url}/_mock/")
+        if settings.control_token is None:
+            lines.append(f"  dashboard: {base_url}/_mock/")
+        else:
+            lines.append(
+                f"  dashboard: {base_url}/_mock/?token=<the control token> once; the browser "
+                f"then keeps a cookie, so a reload or a bookmark of {base_url}/_mock/ works"
+            )
     return "\n".join(lines)
 
 
@@ -116,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     state = state_of(app)
     if settings.scenario is not None:
-        watcher = ScenarioWatcher(settings.scenario, state.apply)
+        watcher = ScenarioWatcher(settings.scenario, state.apply, report=state.report_scenario)
         watcher.start()
         if hasattr(signal, "SIGHUP"):
             signal.signal(signal.SIGHUP, lambda *_: watcher.reload())
@@ -125,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # e.g. the port is taken
         parser.error(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}")
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
-    print(banner(settings, f"http://{host}:{server.effective_port}", state.api_keys), flush=True)
+    base_url = f"http://{host}:{server.effective_port}"
+    print(banner(settings, base_url, state.api_keys, tuple(state.named)), flush=True)
     serve_forever(server)
     return 0
 

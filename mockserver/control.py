@@ -17,6 +17,7 @@ from verdict_contract.mockserver.dashboard import dashboard
 from verdict_contract.mockserver.guard import guard_control
 from verdict_contract.mockserver.proxy import PROXY_EXTENSION
 from verdict_contract.mockserver.sessions import Session, SpecError, parse_spec
+from verdict_contract.mockserver.settings import DEFAULT_API_KEY
 from verdict_contract.mockserver.web import error_response, state_of
 
 control = Blueprint("control", __name__, url_prefix="/_mock")
@@ -57,6 +58,14 @@ def _no_store(response: Response) -> Response:
 
 @control.post("/sessions")
 def mint() -> tuple[Response, int] | Response:
+    if request.content_length and not request.is_json:  # get_json would see no JSON at all
+        sent = request.headers.get("Content-Type")
+        return error_response(
+            400,
+            "bad_request",
+            "the body is read as JSON only with the header Content-Type: application/json; "
+            + ("the header is missing" if sent is None else f"received {sent[:100]!r}"),
+        )
     try:
         raw = request.get_json(silent=True) if request.content_length else {}
     except RecursionError:  # absurdly deep JSON
@@ -129,6 +138,8 @@ def health() -> Response:
         rate_limit=str(state.limiter.limit),
         session_lifetime=state.settings.session_lifetime,
         journal_entries=len(state.journal),
+        default_key=DEFAULT_API_KEY if DEFAULT_API_KEY in state.api_keys else None,
+        scenario_problem=state.scenario_problem,
         **({"proxy": proxy.stats.to_json()} if proxy is not None else {}),
     )
 

@@ -8,18 +8,28 @@ passes three checks, in this order, each refusing with the documented JSON error
 1. ``Host``: when bound to loopback (or given ``--allowed-host``), only loopback names and the
    allowed names: 421.
 2. ``Origin``: absent (``curl``, scripts) or the mock's own: else 403.
-3. the control token, when one is set: ``X-Mock-Token: <token>`` on every call, or
-   ``?token=<token>`` on ``GET /_mock/`` (the dashboard page, so a browser can open it): else 401.
+3. the control token, when one is set: ``X-Mock-Token: <token>`` on every call, or the
+   dashboard's cookie: else 401 (for a browser, a page saying how to open the dashboard).
+
+The dashboard's cookie: ``GET /_mock/?token=<token>`` (the one link a person opens) sets it and
+redirects to ``/_mock/``, so the token leaves the address bar, the history and any bookmark, and a
+reload or a new tab keeps working. The cookie holds an HMAC of the token, never the token; it is
+``HttpOnly`` (no script reads it) and ``SameSite=Strict`` (no other site's page sends it). A call
+that changes state with the cookie alone must also carry the mock's own ``Origin``, which a
+browser sends on every such ``fetch``: the cookie never stands in for the token of a non-browser.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from typing import Final
 
 from flask import Response, request
 
 from verdict_contract.core.hosts import is_loopback
+from verdict_contract.core.redact import Secret
+from verdict_contract.mockserver.dashboard import token_page
 from verdict_contract.mockserver.settings import Settings, env_var
 from verdict_contract.mockserver.web import error_response, state_of
 
@@ -27,6 +37,10 @@ TOKEN_HEADER: Final = "X-Mock-Token"  # noqa: S105 - a header name, not a secret
 TOKEN_PARAM: Final = "token"  # noqa: S105 - a parameter name
 DASHBOARD_PATH: Final = "/_mock/"
 """The one page that also takes the token from its query, so a browser can open it."""
+COOKIE_PREFIX: Final = "verdict_mock_dashboard"
+COOKIE_MAX_AGE: Final = 30 * 24 * 3600
+"""A bookmark keeps working for a month after the last visit with the token."""
+_COOKIE_PURPOSE: Final = b"verdict-mock dashboard cookie, v1"
 
 LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
 
@@ -58,15 +72,84 @@ def origin_allowed(origin: str | None, host_header: str) -> bool:
     )
 
 
+def cookie_name(host_header: str) -> str:
+    """The cookie's name, per port: cookies ignore ports, and two mocks may run side by side."""
+    _, colon, port = host_header.strip().rpartition(":")
+    return f"{COOKIE_PREFIX}_{port if colon and port.isdigit() else 'default'}"
+
+
+def cookie_value(token: Secret) -> str:
+    """What the cookie holds: an HMAC of the token (it opens the dashboard, it is not the token)."""
+    return hmac.new(token.reveal().encode(), _COOKIE_PURPOSE, hashlib.sha256).hexdigest()
+
+
+def _matches(sent: str | None, expected: str) -> bool:
+    """Constant-time comparison of what was sent with what is expected."""
+    return hmac.compare_digest((sent or "").encode("utf-8", "surrogateescape"), expected.encode())
+
+
 def token_sent(settings: Settings) -> bool:
-    """Whether this request carries the control token (compared in constant time)."""
+    """Whether this request carries the control token in its header (compared in constant time)."""
     if settings.control_token is None:
         return True
-    sent = request.headers.get(TOKEN_HEADER)
-    if sent is None and request.method in ("GET", "HEAD") and request.path == DASHBOARD_PATH:
-        sent = request.args.get(TOKEN_PARAM)
-    expected = settings.control_token.reveal().encode()
-    return hmac.compare_digest((sent or "").encode("utf-8", "surrogateescape"), expected)
+    return _matches(request.headers.get(TOKEN_HEADER), settings.control_token.reveal())
+
+
+def _cookie_sent(token: Secret) -> bool:
+    sent = request.cookies.get(cookie_name(request.headers.get("Host", "")))
+    return _matches(sent, cookie_value(token))
+
+
+def _open_dashboard(token: Secret) -> Response:
+    """``GET /_mock/?token=<token>``: set the cookie, then show ``/_mock/`` without the query."""
+    response = Response(status=303, headers={"Location": DASHBOARD_PATH})
+    response.set_cookie(
+        cookie_name(request.headers.get("Host", "")),
+        cookie_value(token),
+        max_age=COOKIE_MAX_AGE,
+        path=DASHBOARD_PATH,
+        secure=request.is_secure,
+        httponly=True,
+        samesite="Strict",
+    )
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+def _token_refused() -> Response:
+    """401: for a browser the page that says how to open the dashboard, else the JSON error."""
+    if "text/html" in request.headers.get("Accept", ""):
+        response = token_page()
+        response.status_code = 401
+        return response
+    return error_response(
+        401,
+        "control_token_required",
+        f"the control API needs the token set with --control-token, in the {TOKEN_HEADER} "
+        f"header (a browser: open {DASHBOARD_PATH}?token=<token> once)",
+    )
+
+
+def _check_token(settings: Settings) -> Response | None:
+    """The token check of :func:`guard_control`: None lets the call through."""
+    token = settings.control_token
+    if token is None or token_sent(settings):
+        return None
+    page = request.method in ("GET", "HEAD") and request.path == DASHBOARD_PATH
+    if page and TOKEN_PARAM in request.args:
+        if _matches(request.args[TOKEN_PARAM], token.reveal()):
+            return _open_dashboard(token)
+        return _token_refused()
+    if _cookie_sent(token):
+        if request.method in ("GET", "HEAD") or request.headers.get("Origin") is not None:
+            return None  # the Origin, when present, was checked to be the mock's own
+        return error_response(
+            403,
+            "origin_required",
+            "a call that changes state with the dashboard's cookie must carry the mock's own "
+            f"Origin (a browser sends it); scripts send the {TOKEN_HEADER} header instead",
+        )
+    return _token_refused()
 
 
 def guard_control() -> Response | None:
@@ -88,14 +171,7 @@ def guard_control() -> Response | None:
             "the control API refuses calls from web pages of other origins; "
             f"received Origin {request.headers.get('Origin', '')[:100]!r}",
         )
-    if not token_sent(settings):
-        return error_response(
-            401,
-            "control_token_required",
-            f"the control API needs the token set with --control-token, in the {TOKEN_HEADER} "
-            "header",
-        )
-    return None
+    return _check_token(settings)
 
 
 def exposure_warning(settings: Settings) -> str | None:

@@ -18,12 +18,21 @@ class RateLimit:
 
     @classmethod
     def parse(cls, text: str) -> RateLimit:
-        """Parse ``"600/60"`` (600 requests per 60 s), or ``"off"``/``"0"``."""
+        """Parse ``"600/60"`` (600 requests per 60 s), or ``"off"``/``"0"``.
+
+        The window is never implied: ``"10"`` alone could mean per second or per minute.
+        """
         if text.strip().lower() in ("off", "0", "none"):
             return cls(0, 1.0)
         budget, _, window = text.partition("/")
+        if not window.strip() and budget.strip().isdigit():
+            raise ValueError(
+                f"rate limit {text!r} needs its window: REQUESTS/SECONDS, e.g. "
+                f"{budget.strip()}/1 for {budget.strip()} a second or {budget.strip()}/60 for "
+                f"{budget.strip()} a minute (or off)"
+            )
         try:
-            limit = cls(int(budget), float(window or "1"))
+            limit = cls(int(budget), float(window))
         except ValueError:
             raise ValueError(f"rate limit {text!r} is not of the form REQUESTS/SECONDS") from None
         if limit.budget < 0:

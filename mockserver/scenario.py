@@ -31,7 +31,7 @@ from verdict_contract.mockserver.sessions import (
     SpecError,
     parse_spec,
 )
-from verdict_contract.mockserver.specschema import first_problem
+from verdict_contract.mockserver.specschema import first_problem_at
 
 log = logging.getLogger("mockserver.scenario")
 
@@ -48,6 +48,41 @@ DEMO_SESSIONS: Final[dict[str, dict[str, object]]] = {
     "demo-malformed": {"always": "malformed"},
 }
 """Sessions served with no options, so ``curl`` works straight after start (see README)."""
+
+
+Where = tuple[str | int, ...]
+"""A path into the scenario's data: ``("sessions", "a", "script", 0)``."""
+
+
+class _ProblemAt(ScenarioError):
+    """A problem with the value at ``where`` in the data, so its file can say which line."""
+
+    def __init__(self, message: str, where: Where) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def line_and_column(text: str, where: Where) -> tuple[int, int] | None:
+    """Where the value at ``where`` starts in YAML (or JSON) ``text``: 1-based, or None.
+
+    The nearest enclosing value found, when the path goes further than the file (a missing key).
+    """
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    if node is None:
+        return None
+    for part in where:
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [v for k, v in node.value if str(k.value) == str(part)]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            children = node.value[part : part + 1]
+        if not children:
+            break
+        node = children[0]
+    return node.start_mark.line + 1, node.start_mark.column + 1
 
 
 @dataclass(frozen=True)
@@ -73,29 +108,47 @@ def demo_sessions(loaded_at: float) -> dict[str, Session]:
 
 def parse_scenario(raw: object, loaded_at: float) -> Scenario:
     """Validate decoded scenario data; raises ScenarioError naming the first problem."""
-    problem = first_problem(raw)  # the schema: every key and every session's fields
+    problem = first_problem_at(raw)  # the schema: every key and every session's fields
     if problem is not None:
-        raise ScenarioError(problem)
+        raise _ProblemAt(*problem)
     raw = cast(Mapping[str, Any], raw)
     keys = raw.get("api_keys")
     limit = raw.get("rate_limit")
     try:
         rate_limit = RateLimit.parse(str(limit)) if limit is not None else None
     except ValueError as exc:
-        raise ScenarioError(f"rate_limit: {exc}") from None
+        raise _ProblemAt(f"rate_limit: {exc}", ("rate_limit",)) from None
     specs = {}
     for name, spec in raw.get("sessions", {}).items():
         if name.encode("utf-8", "replace").decode() != name:  # a lone surrogate, from JSON
-            raise ScenarioError(f"session id {name!r} must be valid Unicode text")
+            raise _ProblemAt(f"session id {name!r} must be valid Unicode text", ("sessions",))
         try:
             specs[name] = parse_spec(spec if spec is not None else {}, f"sessions.{name}")
         except SpecError as exc:
-            raise ScenarioError(str(exc)) from None
+            raise _ProblemAt(str(exc), ("sessions", name)) from None
     return Scenario(named_sessions(specs, loaded_at), tuple(keys) if keys else None, rate_limit)
 
 
+def _syntax_error(path: Path, exc: Exception) -> ScenarioError:
+    """A file that does not parse, said with its line and column when the parser knows them."""
+    kind = "JSON" if path.suffix == ".json" else "YAML"
+    if isinstance(exc, json.JSONDecodeError):
+        return ScenarioError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}")
+    mark = getattr(exc, "problem_mark", None)
+    if isinstance(exc, yaml.MarkedYAMLError) and mark is not None:
+        said = " ".join(filter(None, (exc.context, exc.problem)))
+        return ScenarioError(f"{path}:{mark.line + 1}:{mark.column + 1}: not valid {kind}: {said}")
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return ScenarioError(f"{path}: not valid {kind}: {first}")
+
+
 def load_scenario(path: Path) -> Scenario:
-    """Read and validate a scenario file (YAML, or JSON by its suffix)."""
+    """Read and validate a scenario file (YAML, or JSON by its suffix).
+
+    A problem is one line, ``FILE:LINE:COLUMN: what`` when the place is known (as compilers
+    say it, so an editor can jump there).
+    """
+    text = ""
     try:
         text = path.read_text(encoding="utf-8")
         raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
@@ -103,10 +156,11 @@ def load_scenario(path: Path) -> Scenario:
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ScenarioError(
-            f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {first}"
-        ) from None
+        raise _syntax_error(path, exc) from None
+    except _ProblemAt as exc:
+        place = line_and_column(text, exc.where)
+        where = f"{path}:{place[0]}:{place[1]}" if place else str(path)
+        raise ScenarioError(f"{where}: {exc}") from None
     except ScenarioError as exc:
         raise ScenarioError(f"{path}: {exc}") from None
     except (TypeError, ValueError) as exc:  # data YAML can hold but JSON cannot
@@ -117,12 +171,14 @@ def load_scenario(path: Path) -> Scenario:
 class ScenarioWatcher:
     """Polls a scenario file and calls ``apply`` with each valid new version.
 
-    An invalid edit is logged and ignored, so the server keeps the last good scenario.
+    An invalid edit is logged and ignored, so the server keeps the last good scenario; ``report``
+    hears of it too (the problem, or None once a version is applied), for ``/_mock/health``.
     """
 
     path: Path
     apply: Callable[[Scenario], None]
     interval: float = 1.0
+    report: Callable[[str | None], None] = lambda problem: None
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
     _seen: tuple[float, int] | None = field(default=None, init=False)
 
@@ -140,8 +196,10 @@ class ScenarioWatcher:
             self.apply(load_scenario(self.path))
         except ScenarioError as exc:
             log.error("scenario not reloaded, keeping the previous one: %s", exc)
+            self.report(str(exc))
             return False
         log.info("scenario reloaded from %s", self.path)
+        self.report(None)
         return True
 
     def start(self) -> None:

@@ -1,7 +1,9 @@
 """The mock's settings, each declared once: its default, help, parser and flag live on its field.
 
-The CLI flags (:mod:`.cli`), the ``VERDICT_MOCK_*`` variables (:meth:`Settings.with_env`) and the
+The CLI flags (:mod:`.cli`), the ``VERDICT_MOCK_*`` variables (:func:`from_env`) and the
 README's table (:func:`markdown_table`, kept true by a test) are all derived from these fields.
+Sources are merged first (:func:`from_sources`), then the whole is checked once, so a setting
+and the one it ``needs`` may come from a flag and a variable.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class Option:
     metavar: str | None = None
     shown_default: str | None = None  # the default as documented, when str(default) is not it
     repeatable: bool = False  # a flag given once per value; its variable is comma-separated
+    needs: str | None = None
+    """The setting this one needs (it means nothing without it): checked after sources merge."""
 
     def flag(self, name: str, default: object) -> str:
         """The command-line flag: ``--name``, or ``--no-name`` for a setting that is on."""
@@ -55,20 +59,57 @@ def _setting(
     parse: Callable[[str], Any] = parse_bool,
     metavar: str | None = None,
     shown_default: str | None = None,
+    needs: str | None = None,
 ) -> Any:
     """One setting's field: its default, then how people give it (see :class:`Option`).
 
     ``parse`` reads one value (on/off by default, for a bool); a tuple default makes the setting
     repeatable. Its type, for the checks of ``Settings(...)``, is the field's annotation.
+    ``needs`` names the setting it depends on (``--record`` needs ``--proxy-to``).
     """
-    option = Option(help, parse, metavar, shown_default, repeatable=isinstance(default, tuple))
+    option = Option(
+        help, parse, metavar, shown_default, repeatable=isinstance(default, tuple), needs=needs
+    )
     return field(default=default, metadata={"option": option})
 
 
+def _int(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a whole number") from None
+
+
+def _number(raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a number") from None
+
+
 def _positive_int(raw: str) -> int:
-    value = int(raw)
+    value = _int(raw)
     if value < 1:
         raise ValueError(f"{raw!r}: must be at least 1")
+    return value
+
+
+def _port(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise ValueError(
+            f"{raw!r} is not a port: a whole number from 0 to 65535 (0 picks a free one)"
+        )
+    return value
+
+
+def _seconds(raw: str) -> float:
+    value = _number(raw)
+    if not value > 0:
+        raise ValueError(f"{raw!r}: must be a positive number of seconds")
     return value
 
 
@@ -113,19 +154,12 @@ def _upstream(raw: str) -> str:
     return raw.strip().rstrip("/")
 
 
-def _positive_float(raw: str) -> float:
-    value = float(raw)
-    if not value > 0:
-        raise ValueError(f"{raw!r}: must be a positive number")
-    return value
-
-
 @dataclass(frozen=True)
 class Settings:
     """Everything a mock server is configured by (the defaults serve the demo sessions)."""
 
     host: str = _setting("127.0.0.1", "address to bind", str, "HOST")
-    port: int = _setting(8080, "port (0 picks a free one)", int, "PORT")
+    port: int = _setting(8080, "port (0 picks a free one)", _port, "PORT")
     threads: int = _setting(8, "worker threads", _positive_int, "N")
     api_keys: tuple[str, ...] = _setting((DEFAULT_API_KEY,), "accepted API key", _key, "KEY")
     seed: str = _setting(DEFAULT_SEED, "seed of the generated verdicts", str, "SEED")
@@ -136,10 +170,13 @@ class Settings:
         None, "YAML or JSON scenario, reloaded on change or SIGHUP", Path, "FILE"
     )
     rate_limit: RateLimit = _setting(
-        RateLimit(6000, 60.0), "per-key budget, or off", RateLimit.parse, "N/SECONDS"
+        RateLimit(6000, 60.0),
+        "per-key budget: N requests per SECONDS (10/1, 600/60), or off",
+        RateLimit.parse,
+        "N/SECONDS",
     )
     session_lifetime: float = _setting(
-        float(SESSION_LIFETIME_SECONDS), "session lifetime", float, "SECONDS"
+        float(SESSION_LIFETIME_SECONDS), "session lifetime", _seconds, "SECONDS"
     )
     log_level: str = _setting("info", f"log level ({', '.join(LOG_LEVELS)})", _level, "LEVEL")
     journal_size: int = _setting(1000, "requests kept in the journal", _positive_int, "N")
@@ -150,14 +187,20 @@ class Settings:
         None, "forward GET /e to this service and check its answers", _upstream, "URL", "off"
     )
     upstream_key: Secret | None = _setting(
-        None, "API key the proxy sends upstream (default: the client's own header)", Secret, "KEY"
+        None,
+        "API key the proxy sends upstream (default: the client's own header)",
+        Secret,
+        "KEY",
+        needs="proxy_to",
     )
-    proxy_strict: bool = _setting(False, "answer 502 when the upstream breaks the contract")
+    proxy_strict: bool = _setting(
+        False, "answer 502 when the upstream breaks the contract", needs="proxy_to"
+    )
     proxy_timeout: float = _setting(
-        10.0, "longest wait for the upstream, then 504", _positive_float, "SECONDS"
+        10.0, "longest wait for the upstream, then 504", _seconds, "SECONDS"
     )
     record: Path | None = _setting(
-        None, "write the proxied sessions to this scenario file", Path, "FILE"
+        None, "write the proxied sessions to this scenario file", Path, "FILE", needs="proxy_to"
     )
     control_token: Secret | None = _setting(
         None, "token every control call must send as X-Mock-Token", _token, "TOKEN"
@@ -198,8 +241,7 @@ class Settings:
                     "Authorization header (received: spaces at an end or characters outside "
                     "printable ASCII; documented: a Bearer token), so every request would be a 401"
                 )
-        if self.proxy_to is None and (self.record or self.upstream_key or self.proxy_strict):
-            raise SettingsError("--record, --upstream-key and --proxy-strict need --proxy-to")
+        _check_needs(self)
         if self.upstream_key is not None and not self.upstream_key.reveal().strip():
             raise SettingsError("the upstream key is empty")
 
@@ -216,23 +258,63 @@ class Settings:
         return self.secret or f"verdict-mock-secret:{self.seed}"
 
     def with_env(self, environ: Mapping[str, str]) -> Settings:
-        """Return these settings overridden by ``VERDICT_MOCK_*`` variables in ``environ``."""
-        changes: dict[str, object] = {}
-        for name, option, _ in options():
-            raw = environ.get(env_var(name))
-            if raw is None or raw == "":
-                continue
-            try:
-                if option.repeatable:
-                    values = [v for v in raw.split(",") if v.strip()]
-                    if not values:
-                        raise ValueError("no value given (a comma-separated list)")
-                    changes[name] = tuple(option.parse(v) for v in values)
-                else:
-                    changes[name] = option.parse(raw)
-            except ValueError as exc:
-                raise SettingsError(f"{env_var(name)}: {exc}") from None
-        return replace(self, **changes)  # type: ignore[arg-type]
+        """Return these settings overridden by ``VERDICT_MOCK_*`` variables in ``environ``.
+
+        The result is checked once, with both sources merged (see :func:`from_sources`).
+        """
+        return replace(self, **from_env(environ))  # type: ignore[arg-type]
+
+
+def from_env(environ: Mapping[str, str]) -> dict[str, object]:
+    """The settings the ``VERDICT_MOCK_*`` variables give, parsed but not yet checked together."""
+    changes: dict[str, object] = {}
+    for name, option, _ in options():
+        raw = environ.get(env_var(name))
+        if raw is None or raw == "":
+            continue
+        try:
+            if option.repeatable:
+                values = [v for v in raw.split(",") if v.strip()]
+                if not values:
+                    raise ValueError("no value given (a comma-separated list)")
+                changes[name] = tuple(option.parse(v) for v in values)
+            else:
+                changes[name] = option.parse(raw)
+        except ValueError as exc:
+            raise SettingsError(f"{env_var(name)}: {exc}") from None
+    return changes
+
+
+def from_sources(*sources: Mapping[str, object]) -> Settings:
+    """Defaults, then each source in turn (later wins), checked once on the merged whole.
+
+    So a setting and the one it needs may come from different places: the variable
+    ``VERDICT_MOCK_UPSTREAM_KEY`` with the flag ``--proxy-to``.
+    """
+    merged: dict[str, object] = {}
+    for source in sources:
+        merged.update(source)
+    return Settings(**merged)  # type: ignore[arg-type]
+
+
+def _is_set(value: object) -> bool:
+    return value is not None and value is not False and value != ()
+
+
+def _check_needs(settings: Settings) -> None:
+    """Refuse a setting given without the one it needs (``Option.needs``), naming both."""
+    for name, option, _ in options():
+        needed = option.needs
+        if needed is None or not _is_set(getattr(settings, name)):
+            continue
+        if not _is_set(getattr(settings, needed)):
+            raise SettingsError(f"{describe(name)} needs {describe(needed)}: give both")
+
+
+def describe(name: str) -> str:
+    """A setting as people give it: ``--record (VERDICT_MOCK_RECORD)``."""
+    option, default = next((o, d) for n, o, d in options() if n == name)
+    return f"{option.flag(name, default)} ({env_var(name)})"
 
 
 _UNPRINTED: Final = ("api_keys", "secret")
@@ -293,9 +375,8 @@ def env_var(name: str) -> str:
 
 def options() -> Iterator[tuple[str, Option, object]]:
     """``(name, option, default)`` of every setting, in declaration order."""
-    defaults = Settings()
     for item in fields(Settings):
-        yield item.name, item.metadata["option"], getattr(defaults, item.name)
+        yield item.name, item.metadata["option"], item.default
 
 
 def shown_default(option: Option, default: object) -> str:

@@ -50,6 +50,8 @@ class MockState:
     _expired: set[str] = field(default_factory=set, init=False, repr=False)
     _minted: int = field(default=0, init=False, repr=False)
     _read: Callable[[str], Session | None] = field(init=False, repr=False)
+    scenario_problem: str | None = field(default=None, init=False)
+    """Why the last edit of the scenario file was rejected (None once one is applied)."""
 
     def __post_init__(self) -> None:
         self.codec = SessionCodec(self.settings.signing_secret)
@@ -64,11 +66,19 @@ class MockState:
         self.apply(self.scenario)
 
     def apply(self, scenario: Scenario) -> None:
-        """Install a (re)loaded scenario: its keys, rate limit and named sessions."""
+        """Install a (re)loaded scenario: its keys, rate limit and named sessions.
+
+        A named session whose spec did not change keeps what is left of its script; a new or
+        changed one starts its script afresh (``reset`` restarts every script).
+        """
         with self._apply_lock:  # the file watcher and SIGHUP may reload at once
             self._apply(scenario)
 
-    def _apply(self, scenario: Scenario) -> None:
+    def report_scenario(self, problem: str | None) -> None:
+        """Note why a scenario edit was rejected, or None once one is applied (see health)."""
+        self.scenario_problem = problem
+
+    def _apply(self, scenario: Scenario, fresh: bool = False) -> None:
         named = demo_sessions(time.time()) if self.settings.demo_sessions else {}
         named.update(scenario.sessions)
         for session in scenario.sessions.values():  # refuse now what could never be served
@@ -77,12 +87,17 @@ class MockState:
             except SpecError as exc:
                 raise ScenarioError(f"sessions.{session.id}: {exc}") from None
         keys = scenario.api_keys or self.settings.api_keys
+        previous = self._named
         self.scenario = scenario
         self._keys = tuple(k.encode() for k in keys)
         self._named = named
         self.limiter.relimit(scenario.rate_limit or self.settings.rate_limit)
-        for session in named.values():  # named sessions get their scripts afresh
-            self.scripts.load(session.id, session.spec.script)
+        for session in named.values():
+            before = previous.get(session.id)
+            if fresh or before is None or before.spec != session.spec:
+                self.scripts.load(session.id, session.spec.script)
+        for gone in previous.keys() - named.keys():  # a removed session's script goes with it
+            self.scripts.load(gone, ())
 
     def reset(self) -> None:
         """Forget journal, counters, scripts and clock changes; named sessions get their scripts."""
@@ -91,7 +106,8 @@ class MockState:
         self.skew, self._minted = 0.0, 0
         self._expired.clear()
         self.limiter.reset()
-        self.apply(self.scenario)
+        with self._apply_lock:
+            self._apply(self.scenario, fresh=True)
 
     def __repr__(self) -> str:
         # Keys, secret and codec stay out of reprs (pytest -l prints fixtures' locals).

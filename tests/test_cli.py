@@ -81,3 +81,45 @@ def test_deeply_nested_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     path.write_text("[" * 100_000 + "]" * 100_000)
     assert main(["validate", str(path)]) == 2
     assert "too deeply" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"verdict-contract {version('verdict-contract')}\n"
+
+
+@pytest.mark.parametrize("argv", [["check", "--help"], ["check", "https://x.example", "-h"]])
+def test_check_help_is_the_suites_own_short_help(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_pytest(args: object) -> int:
+        raise AssertionError("check --help started pytest")
+
+    monkeypatch.setattr("verdict_contract.cli.run_suite", no_pytest)
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: verdict-contract check [URL] [options] [pytest options]\n")
+    assert text.index("URL ") < text.index("--verdict-api-key")  # the URL argument first
+    from verdict_contract.contract_tests.config import ENV, flag
+
+    for name, variable in ENV.items():  # every option of the suite, with its variable
+        assert flag(name) in text
+        assert variable in text
+    assert "--capture" not in text  # not pytest's own pages of options
+    assert len(text.splitlines()) < 80
+
+
+def test_help_after_a_double_dash_goes_to_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+
+    def record(args: list[str]) -> int:
+        seen.append(list(args))
+        return 0
+
+    monkeypatch.setattr("verdict_contract.cli.run_suite", record)
+    assert main(["check", "https://x.example", "--", "--help"]) == 0
+    assert seen == [["--base-url", "https://x.example", "--", "--help"]]

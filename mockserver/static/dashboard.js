@@ -2,28 +2,20 @@
 // The mock's dashboard. Everything shown is built with textContent: a session id, a header or
 // a violation can hold markup, and none of it is ever parsed as HTML.
 (() => {
-  const TOKEN_KEY = "verdict-mock-token";
   const MINTED_KEY = "verdict-mock-minted";
   const MAX_ROWS = 300;
-
-  // The control token (if the mock requires one) comes once in ?token=; it is kept for this
-  // tab only and taken out of the address bar, so it is not bookmarked or shown on screen.
-  const query = new URLSearchParams(location.search);
-  let token = query.get("token");
-  if (token) {
-    sessionStorage.setItem(TOKEN_KEY, token);
-    history.replaceState(null, "", location.pathname);
-  } else {
-    token = sessionStorage.getItem(TOKEN_KEY);
-  }
+  const LONG_ID = 28; // longer ids show their ends, the whole id on hover and in the copy button
+  const SHORT_STATUSES = [{{statuses}}]; // the script statuses sent as a bare number
+  let defaultKey = null; // the mock's public default key, when it accepts it (from health)
+  let keyKnown = false;
+  let polls = 0;
 
   const $ = (id) => document.getElementById(id);
 
   function api(path, init = {}) {
-    const headers = new Headers(init.headers || {});
-    if (token) headers.set("X-Mock-Token", token);
-    // Relative to /_mock/: same origin, no other host is ever asked.
-    return fetch(path, { ...init, headers, cache: "no-store", credentials: "same-origin" });
+    // Relative to /_mock/: same origin, no other host is ever asked. When the mock has a control
+    // token, the cookie its first visit with ?token= set goes along (the page never sees it).
+    return fetch(path, { ...init, cache: "no-store", credentials: "same-origin" });
   }
 
   async function json(path, init) {
@@ -46,6 +38,59 @@
     return td;
   }
 
+  // One clock: local time on screen, the UTC instant on hover.
+  function timeCell(row, date, withDay) {
+    if (!date) return cell(row, "never");
+    const shown = withDay ? date.toLocaleString() : date.toLocaleTimeString();
+    const td = cell(row, shown);
+    td.title = `${date.toISOString()} (UTC)`;
+    return td;
+  }
+
+  async function copy(text) {
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+    const area = document.createElement("textarea"); // a page served over plain http elsewhere
+    area.value = text;
+    document.body.appendChild(area);
+    area.select();
+    const done = document.execCommand("copy");
+    area.remove();
+    if (!done) throw new Error("the browser refused to copy");
+  }
+
+  function copyButton(text, label) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "copy";
+    button.textContent = label;
+    button.title = text;
+    button.dataset.copy = text;
+    button.addEventListener("click", async () => {
+      try {
+        await copy(text);
+        button.textContent = "copied";
+      } catch (error) {
+        button.textContent = "copy failed";
+      }
+      setTimeout(() => { button.textContent = label; }, 1500);
+    });
+    return button;
+  }
+
+  // A session id: in full when short; else its ends, the whole id on hover, and a copy button.
+  function idCell(row, id) {
+    const td = cell(row, "", "id");
+    const text = id === null || id === undefined ? "" : String(id);
+    td.dataset.id = text;
+    const span = document.createElement("span");
+    span.className = "id-text";
+    span.textContent = text.length > LONG_ID ? `${text.slice(0, 12)}…${text.slice(-8)}` : text;
+    if (text.length > LONG_ID) span.title = text;
+    td.appendChild(span);
+    if (text.length > LONG_ID) td.appendChild(copyButton(text, "copy"));
+    return td;
+  }
+
   function showProblem(element, error) {
     element.hidden = !error;
     element.textContent = error ? String(error.message || error) : "";
@@ -55,14 +100,22 @@
     return `${location.origin}/e?n=${encodeURIComponent(n)}`;
   }
 
-  function curlLine(n) {
-    // Single quotes keep the shell from reading the id; the key stays in the shell's variable.
-    const quoted = "'" + fetchUrl(n).replace(/'/g, "'\\''") + "'";
-    return `curl -i -H "Authorization: Bearer $VERDICT_API_KEY" ${quoted}`;
+  function quoted(text) {
+    return "'" + text.replace(/'/g, "'\\''") + "'";
   }
 
-  // The journal
+  function curlLine(n) {
+    // Single quotes keep the shell from reading the id. The public default key is printed as
+    // is; any other key stays in the shell's variable (the note under "Sessions" says so).
+    const header = defaultKey
+      ? quoted(`Authorization: Bearer ${defaultKey}`)
+      : '"Authorization: Bearer $VERDICT_API_KEY"';
+    return `curl -i -H ${header} ${quoted(fetchUrl(n))}`;
+  }
+
+  // The journal: redrawn only when it changed (or a filter did), so a selection stays put.
   let entries = [];
+  let journalText = null;
 
   function matches(entry) {
     const id = $("filter-id").value.trim();
@@ -78,10 +131,14 @@
       const row = document.createElement("tr");
       const violations = entry.violations || [];
       if (violations.length) row.className = "breach";
-      cell(row, new Date(entry.time * 1000).toLocaleTimeString());
+      timeCell(row, new Date(entry.time * 1000), false);
       cell(row, entry.method);
-      cell(row, entry.status, `status-${String(entry.status)[0]}`);
-      cell(row, entry.n, "wrap");
+      if (entry.status === null || entry.status === undefined) {
+        cell(row, "—", "status-none").title = "no answer: the client got no status line";
+      } else {
+        cell(row, entry.status, `status-${String(entry.status)[0]}`);
+      }
+      idCell(row, entry.n);
       cell(row, entry.outcome);
       cell(row, entry.latency_ms === null || entry.latency_ms === undefined
         ? "" : Number(entry.latency_ms).toFixed(1));
@@ -95,24 +152,42 @@
   }
 
   async function refreshJournal() {
-    entries = await json("requests");
+    const next = await json("requests");
+    const text = JSON.stringify(next);
+    if (text === journalText) return; // no new traffic: leave the table (and any selection) be
+    journalText = text;
+    entries = next;
     renderJournal();
+  }
+
+  function setText(element, text) {
+    if (element.textContent !== text) element.textContent = text; // unchanged text stays selected
   }
 
   async function refreshHealth() {
     const health = await json("health");
-    $("health").textContent =
+    setText($("health"),
       `schema ${health.schema} · rate limit ${health.rate_limit} · session lifetime ` +
-      `${health.session_lifetime} s · ${health.journal_entries} journal entries`;
+      `${health.session_lifetime} s · ${health.journal_entries} journal entries`);
+    const scenario = health.scenario_problem;
+    $("scenario-problem").hidden = !scenario;
+    setText($("scenario-problem"), scenario ? `scenario edit rejected, the previous one is ` +
+      `still served: ${scenario}` : "");
+    if (!keyKnown || (health.default_key || null) !== defaultKey) {
+      keyKnown = true;
+      defaultKey = health.default_key || null;
+      $("key-note").hidden = Boolean(defaultKey);
+      refreshSessions().catch((error) => showProblem($("problem"), error));
+    }
     const proxy = health.proxy;
     $("proxy").hidden = !proxy;
     // While proxying, /e answers from the upstream: this mock's sessions are never served.
     $("mint-section").hidden = $("sessions-section").hidden = Boolean(proxy);
     if (proxy) {
-      $("proxy").textContent =
+      setText($("proxy"),
         `proxying to ${proxy.upstream}: ${proxy.breaching_answers} of ${proxy.answers} ` +
         `answers broke the contract (${proxy.violations} violations), ` +
-        `${proxy.upstream_failures} upstream failures`;
+        `${proxy.upstream_failures} upstream failures`);
       $("proxy").className = proxy.breaching_answers ? "breaching" : "";
     }
   }
@@ -125,12 +200,13 @@
   function sessionRow(kind, session) {
     const row = document.createElement("tr");
     cell(row, kind);
-    cell(row, session.n, "wrap");
+    idCell(row, session.n);
     cell(row, session.verdict);
     cell(row, session.conclusive);
-    cell(row, session.expires_at || "never");
+    timeCell(row, session.expires_at ? new Date(session.expires_at) : null, true);
     cell(row, JSON.stringify(session.always ? [session.always] : session.script || []), "wrap");
-    cell(row, curlLine(session.n), "wrap");
+    const fetchCell = cell(row, "");
+    fetchCell.appendChild(copyButton(curlLine(session.n), "copy curl"));
     return row;
   }
 
@@ -144,11 +220,13 @@
   }
 
   function parseScript(text) {
-    // "503, reset, delay 2000" -> [503, "reset", {"delay_ms": 2000}]; the mock checks the rest.
+    // "503, 418, reset, delay 2000" -> [503, {"status": 418}, "reset", {"delay_ms": 2000}]; the
+    // form's hint (#script-help) says this; the mock checks the rest and says what it takes.
     return text.split(",").map((s) => s.trim()).filter(Boolean).map((step) => {
       const delay = step.match(/^delay[\s:=]*(\d+)$/i);
       if (delay) return { delay_ms: Number(delay[1]) };
-      return /^\d+$/.test(step) ? Number(step) : step;
+      if (!/^\d+$/.test(step)) return step;
+      return SHORT_STATUSES.includes(Number(step)) ? Number(step) : { status: Number(step) };
     });
   }
 
@@ -167,6 +245,7 @@
       });
       sessionStorage.setItem(MINTED_KEY, JSON.stringify([...minted(), session].slice(-50)));
       $("minted-id").textContent = session.n;
+      $("minted-copy").replaceChildren(copyButton(session.n, "copy id"));
       $("minted-curl").textContent = curlLine(session.n);
       $("minted-result").hidden = false;
       showProblem($("mint-problem"), null);
@@ -202,9 +281,10 @@
 
   async function loop() {
     if ($("live").checked && !document.hidden) await tick();
+    polls += 1;
+    document.documentElement.dataset.polls = String(polls); // for tests: a poll went by
     setTimeout(loop, 1000);
   }
 
-  refreshSessions().catch((error) => showProblem($("problem"), error));
-  loop();
+  loop(); // its first health read draws the sessions, with the right curl lines
 })();

@@ -7,7 +7,9 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
+from typing import Any, cast
 
 from verdict_contract.core.rules import RULES
 from verdict_contract.core.validator import validate_verdict
@@ -58,11 +60,60 @@ def _rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    try:
+        return f"verdict-contract {metadata.version('verdict-contract')}"
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from an uninstalled tree
+        return "verdict-contract (not installed)"
+
+
+class _SuiteOptions:
+    """Stands in for pytest's parser so the suite's own options (config.add_options) fill a help."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.group = parser.add_argument_group(
+            "the suite's options (each also read from a variable)"
+        )
+
+    def getgroup(self, name: str, description: str = "") -> _SuiteOptions:
+        return self
+
+    def addoption(self, *names: str, **kwargs: Any) -> None:
+        self.group.add_argument(*names, **kwargs)
+
+    def addini(self, *args: object, **kwargs: object) -> None:
+        """Ini values are pytest's business; the short help leaves them out."""
+
+
+def check_help() -> str:
+    """``verdict-contract check --help``: the suite's own short help, the URL first."""
+    from verdict_contract.contract_tests import config  # imports pytest: only when asked
+
+    parser = argparse.ArgumentParser(
+        prog="verdict-contract check",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="verdict-contract check [URL] [options] [pytest options]",
+        description="Run the contract suite against the Explain API at URL; without a URL, "
+        "against the bundled mock. Options not listed here go to pytest (pytest --help).",
+        epilog="e.g. VERDICT_API_KEY=... verdict-contract check https://staging.example "
+        "--verdict-session-id ID",
+    )
+    parser.add_argument(
+        "url",
+        nargs="?",
+        metavar="URL",
+        help="base URL of the service (its /e is checked), e.g. https://staging.example",
+    )
+    config.add_options(cast(Any, _SuiteOptions(parser)))
+    return parser.format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="verdict-contract",
         description="Check Explain API verdicts against the schema-7 contract.",
     )
+    parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True)
     validate = commands.add_parser("validate", help="validate a captured verdict body")
     validate.add_argument("file", help="a JSON file, or - for standard input")
@@ -109,6 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_suite(argv[1:])
     if argv[:1] == ["check"]:  # a URL, then everything belongs to pytest
         rest = argv[1:]
+        if {"-h", "--help"} & set(rest[: rest.index("--") if "--" in rest else None]):
+            print(check_help(), end="")
+            return 0
         if rest and not rest[0].startswith("-"):
             rest = ["--base-url", rest[0], *rest[1:]]
         return run_suite(rest)

@@ -158,7 +158,7 @@ def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
 @pytest.mark.parametrize(
     ("argv", "environ", "problem"),
     [
-        ([], {"VERDICT_MOCK_PORT": "eighty"}, "VERDICT_MOCK_PORT: invalid literal"),
+        ([], {"VERDICT_MOCK_PORT": "eighty"}, "VERDICT_MOCK_PORT: 'eighty' is not a port"),
         ([], {"VERDICT_MOCK_CONTROL": "maybe"}, "VERDICT_MOCK_CONTROL: 'maybe' is not a boolean"),
         ([], {"VERDICT_MOCK_RATE_LIMIT": "fast"}, "VERDICT_MOCK_RATE_LIMIT: rate limit 'fast'"),
         ([], {"VERDICT_MOCK_API_KEYS": " , "}, "VERDICT_MOCK_API_KEYS: no value given"),
@@ -171,7 +171,8 @@ def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
         (["--max-body", "0"], {}, "must be at least 1"),
         (["--journal-size", "0"], {}, "at least 1"),
         (["--threads", "0"], {}, "at least 1"),
-        (["--port", "70000"], {}, "between 0 and 65535"),
+        (["--port", "70000"], {}, "argument --port: '70000' is not a port: a whole number"),
+        (["--rate-limit", "10"], {}, "argument --rate-limit: rate limit '10' needs its window"),
         (["--session-lifetime", "0"], {}, "positive number of seconds"),
         (["--api-key", ""], {}, "non-empty API key"),
     ],
@@ -311,7 +312,55 @@ def test_banner_leaves_out_what_is_turned_off() -> None:
     text = banner(Settings(control=False, demo_sessions=False), URL, (DEFAULT_API_KEY,))
     assert "demo ids" not in text
     assert "/_mock/" not in text
-    assert "demo-contradicted" in text  # the curl line still shows the call
+    assert "n=demo-" not in text  # no curl for a session that answers 404
+    assert "sessions: none (--no-demo-sessions, no scenario, no control API)" in text
+
+
+def test_without_demo_sessions_the_curl_fetches_a_scenario_session() -> None:
+    text = banner(Settings(demo_sessions=False), URL, (DEFAULT_API_KEY,), ("blocked user",))
+    assert "n=demo-" not in text
+    assert _curl_line(text).endswith(f"'{URL}/e?n=blocked%20user'")
+
+
+@pytest.mark.parametrize("token", [None, "t0ken-0123456789"])
+def test_without_any_session_the_banner_says_how_to_mint_one(token: str | None) -> None:
+    settings = Settings(demo_sessions=False, control_token=token)  # type: ignore[arg-type]
+    text = banner(settings, URL, (DEFAULT_API_KEY,))
+    assert "n=demo-" not in text
+    line = next(line for line in text.splitlines() if "sessions:" in line)
+    assert f"-d '{{}}' {URL}/_mock/sessions" in line
+    assert ('"X-Mock-Token: $VERDICT_MOCK_CONTROL_TOKEN"' in line) == (token is not None)
+    assert "0123456789" not in text
+
+
+def test_a_configured_key_says_once_where_the_variable_comes_from() -> None:
+    text = banner(Settings(api_keys=(KEY,)), URL, (KEY,))
+    assert text.count("$VERDICT_API_KEY") == 2  # the curl line, and the one line saying it
+    explained = next(line for line in text.splitlines() if line.startswith("  key:"))
+    assert "--api-key" in explained
+    assert "VERDICT_MOCK_API_KEYS" in explained
+    assert "export" in explained
+    public = banner(Settings(), URL, (DEFAULT_API_KEY,))
+    assert "$VERDICT_API_KEY" not in public  # the public default key is printed as is
+    assert "  key:" not in public
+
+
+def test_the_banner_says_how_to_open_a_token_protected_dashboard() -> None:
+    token = "t0ken-0123456789"
+    text = banner(Settings(control_token=token), URL, (DEFAULT_API_KEY,))  # type: ignore[arg-type]
+    assert token not in text
+    assert f"dashboard: {URL}/_mock/?token=<the control token> once" in text
+    assert "cookie" in text
+    assert "?token=" not in banner(Settings(), URL, (DEFAULT_API_KEY,))
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"verdict-mock {version('verdict-contract')}\n"
 
 
 def _curl_line(text: str) -> str:
@@ -462,3 +511,41 @@ def test_banner_names_the_dashboard_and_the_upstream() -> None:
     assert f"dashboard: {URL}/_mock/" in text
     assert "proxying: GET /e to https://staging.example" in text
     assert "proxying" not in banner(Settings(), URL, (DEFAULT_API_KEY,))
+
+
+def _banner_of_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """What main() prints before it would serve (no_serving stops it there)."""
+    with pytest.raises(AssertionError, match="went on to serve"):
+        main(argv)
+    return capsys.readouterr().out
+
+
+def test_no_demo_sessions_prints_no_curl_for_a_demo_id(
+    no_serving: None, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = _banner_of_main(["--no-demo-sessions", "--port", "0"], capsys)
+    assert "n=demo-" not in text
+    assert "mint one" in text
+    scenario = tmp_path / "team.yaml"
+    scenario.write_text("sessions:\n  blocked-user: {verdict: contradicted}\n")
+    with_scenario = _banner_of_main(["--no-demo-sessions", "--scenario", str(scenario)], capsys)
+    assert "n=demo-" not in with_scenario
+    assert _curl_line(with_scenario).endswith("/e?n=blocked-user'")
+
+
+def test_the_readmes_proxy_line_starts(
+    no_serving: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """``VERDICT_MOCK_UPSTREAM_KEY=… verdict-mock --proxy-to URL --record staging.yaml``."""
+    monkeypatch.setenv("VERDICT_MOCK_UPSTREAM_KEY", "staging-key-0123456789")
+    record = tmp_path / "staging.yaml"
+    argv = ["--proxy-to", "https://staging.example", "--record", str(record)]
+    text = _banner_of_main(argv, capsys)
+    assert "proxying: GET /e to https://staging.example" in text
+    assert "staging-key-0123456789" not in text
+    monkeypatch.delenv("VERDICT_MOCK_UPSTREAM_KEY")
+    monkeypatch.setenv("VERDICT_MOCK_PROXY_TO", "https://staging.example")
+    assert "proxying" in _banner_of_main(["--proxy-strict"], capsys)

@@ -1,8 +1,8 @@
 """The dashboard in a real headless browser: Debian's chromium, driven by selenium.
 
 Skipped, saying why, where no chromium or chromedriver is installed; CI installs both
-(``.ci/run``). The mock here guards its control API the way the control token does
-(``X-Mock-Token`` on every call, ``?token=`` on the page only), so the page is seen obeying it.
+(``.ci/run``). The mock here has a control token (``--control-token``): the page is opened once
+with ``?token=``, and from then on works by the cookie that visit set, as a person's browser does.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-from flask import Flask, request
 
 from tests.helpers import KEY, bearer, error_of, running, wait_until
 from verdict_contract.core.redact import Secret
@@ -57,25 +56,9 @@ def browser() -> Iterator[Any]:
     driver.quit()
 
 
-def guarded(app: Flask) -> Flask:
-    """Require the control token on the control API, as the control-protection work does."""
-
-    @app.before_request
-    def _token() -> Any:
-        if not request.path.startswith("/_mock/"):
-            return None
-        page = request.method == "GET" and request.path == "/_mock/"
-        sent = request.headers.get("X-Mock-Token") or (request.args.get("token") if page else None)
-        if sent != TOKEN:
-            return {"error": {"code": "forbidden", "message": "control token needed"}}, 403
-        return None
-
-    return app
-
-
 @pytest.fixture(scope="module")
 def mock() -> Iterator[BackgroundServer]:
-    with running(guarded(create_app(Settings(api_keys=(KEY,))))) as server:
+    with running(create_app(Settings(api_keys=(KEY,), control_token=Secret(TOKEN)))) as server:
         yield server
 
 
@@ -89,9 +72,9 @@ def journal_rows(browser: Any) -> list[list[str]]:
     """The journal's cells as text, read in one go (the page redraws it every second)."""
     rows: list[list[str]] = browser.execute_script(
         "return [...document.querySelectorAll('#journal tbody tr')]"
-        ".map((row) => [...row.cells].map((cell) => cell.textContent))"
+        ".map((row) => [...row.cells].map((cell) => cell.dataset.id ?? cell.textContent))"
     )
-    return rows
+    return rows  # an id cell as its whole id (the page may show it shortened)
 
 
 def open_page(browser: Any, server: BackgroundServer) -> None:
@@ -101,7 +84,7 @@ def open_page(browser: Any, server: BackgroundServer) -> None:
 
 def test_the_token_is_needed_and_the_page_sends_it(browser: Any, mock: BackgroundServer) -> None:
     refused = httpx.get(f"{mock.base_url}/_mock/requests", timeout=5)
-    assert refused.status_code == 403  # the guard is real
+    assert refused.status_code == 401  # the guard is real
     open_page(browser, mock)
     assert "token" not in browser.current_url  # kept for the tab, out of the address bar
     assert not browser.find_element(By.ID, "problem").is_displayed()
@@ -119,7 +102,7 @@ def test_mint_through_the_form_then_see_the_fetch(browser: Any, mock: Background
     until(browser, lambda: minted.text, "no minted id")
     n = minted.text
     curl = browser.find_element(By.ID, "minted-curl").text
-    assert curl.startswith('curl -i -H "Authorization: Bearer $VERDICT_API_KEY" ')
+    assert curl.startswith('curl -i -H "Authorization: Bearer $VERDICT_API_KEY" ')  # KEY: its own
     assert curl.endswith(f"'{mock.base_url}/e?n={n}'")
 
     with httpx.Client(base_url=mock.base_url, headers=bearer(), timeout=5) as client:
@@ -197,8 +180,8 @@ def test_the_breach_counter_while_proxying(browser: Any) -> None:
             json={"allow_invalid": True, "fields": {"schema": 6}},
             timeout=5,
         ).json()["n"]
-        proxying = guarded(
-            create_app(Settings(proxy_to=upstream.base_url, upstream_key=Secret(KEY)))
+        proxying = create_app(
+            Settings(proxy_to=upstream.base_url, upstream_key=Secret(KEY), control_token=TOKEN)  # type: ignore[arg-type]
         )
         with running(proxying) as proxy:
             open_page(browser, proxy)
@@ -214,3 +197,228 @@ def test_the_breach_counter_while_proxying(browser: Any) -> None:
                 "no violation in the journal",
             )
             assert KEY not in browser.find_element(By.TAG_NAME, "body").text
+
+
+# --- a newcomer's first hour: the token by cookie, a quiet table, short ids, one clock -------
+
+
+def polls(browser: Any) -> int:
+    """How many times the page has polled the mock (it counts them for tests)."""
+    return int(browser.execute_script("return document.documentElement.dataset.polls || '0'"))
+
+
+def wait_polls(browser: Any, count: int) -> None:
+    start = polls(browser)
+    until(browser, lambda: polls(browser) >= start + count, f"{count} polls did not happen")
+
+
+def test_reload_new_tab_and_bookmark_work_after_one_visit_with_the_token(
+    browser: Any, mock: BackgroundServer
+) -> None:
+    browser.get(f"{mock.base_url}/_mock/health")  # on the mock's origin, to forget its cookies
+    browser.delete_all_cookies()
+    browser.get(f"{mock.base_url}/_mock/")  # a bookmark, before any visit with the token
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert "The dashboard needs this mock's control token" in body
+    assert "/_mock/?token=<the control token> once" in body
+
+    open_page(browser, mock)
+    assert browser.current_url == f"{mock.base_url}/_mock/"  # the token left the address bar
+    (cookie,) = browser.get_cookies()
+    assert cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Strict"
+    assert TOKEN not in cookie["value"]
+    assert browser.execute_script("return document.cookie") == ""  # no script reads it
+
+    def healthy() -> bool:
+        return "schema 7" in browser.find_element(By.ID, "health").text
+
+    browser.refresh()  # F5
+    until(browser, healthy, "a reload lost the dashboard")
+    browser.switch_to.new_window("tab")
+    try:
+        browser.get(f"{mock.base_url}/_mock/")  # a new tab, or a bookmark of /_mock/
+        until(browser, healthy, "a new tab lost the dashboard")
+        assert not browser.find_element(By.ID, "problem").is_displayed()
+        assert "token" not in browser.current_url
+    finally:
+        browser.close()
+        browser.switch_to.window(browser.window_handles[0])
+
+
+def test_the_journal_is_not_redrawn_without_new_traffic(
+    browser: Any, mock: BackgroundServer
+) -> None:
+    httpx.post(f"{mock.base_url}/_mock/reset", headers={"X-Mock-Token": TOKEN}, timeout=5)
+    open_page(browser, mock)
+    httpx.get(f"{mock.base_url}/e", params={"n": "demo-refused"}, headers=bearer(), timeout=5)
+    until(browser, lambda: len(journal_rows(browser)) == 1, "no row")
+    selected = browser.execute_script(
+        "const row = document.querySelector('#journal tbody tr'); row.dataset.mark = 'kept';"
+        "const range = document.createRange(); range.selectNodeContents(row.cells[3]);"
+        "getSelection().removeAllRanges(); getSelection().addRange(range);"
+        "return getSelection().toString();"
+    )
+    assert selected == "demo-refused"
+    wait_polls(browser, 3)  # three polls of an unchanged journal
+    assert (
+        browser.execute_script("return document.querySelector('#journal tbody tr').dataset.mark")
+        == "kept"
+    )
+    assert browser.execute_script("return getSelection().toString()") == "demo-refused"
+
+    httpx.get(f"{mock.base_url}/e", params={"n": "demo-disputed"}, headers=bearer(), timeout=5)
+    until(browser, lambda: len(journal_rows(browser)) == 2, "new traffic was not drawn")
+
+
+def test_a_long_id_is_shortened_with_a_button_that_copies_it(
+    browser: Any, mock: BackgroundServer
+) -> None:
+    n = httpx.post(
+        f"{mock.base_url}/_mock/sessions", headers={"X-Mock-Token": TOKEN}, json={}, timeout=5
+    ).json()["n"]
+    assert len(n) > 40
+    open_page(browser, mock)
+    browser.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {"origin": mock.base_url, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
+    )
+    httpx.get(f"{mock.base_url}/e", params={"n": n}, headers=bearer(), timeout=5)
+    until(browser, lambda: any(row[3] == n for row in journal_rows(browser)), "no row")
+    cell = browser.find_element(By.CSS_SELECTOR, f"#journal td.id[data-id='{n}']")
+    shown = cell.find_element(By.CLASS_NAME, "id-text")
+    assert shown.text == f"{n[:12]}…{n[-8:]}"
+    assert shown.get_attribute("title") == n
+    button = cell.find_element(By.TAG_NAME, "button")
+    button.click()
+    until(browser, lambda: button.text == "copied", "the button did not copy")
+    pasted = browser.execute_async_script(
+        "navigator.clipboard.readText().then(arguments[0], (e) => arguments[0]('! ' + e))"
+    )
+    assert pasted == n
+    short = browser.find_element(By.CSS_SELECTOR, "#sessions td.id[data-id='demo-refused']")
+    assert short.text == "demo-refused"  # a short id in full, no button
+    assert short.find_elements(By.TAG_NAME, "button") == []
+
+
+def test_one_clock_local_time_with_utc_on_hover(browser: Any, mock: BackgroundServer) -> None:
+    browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Asia/Kolkata"})
+    try:
+        httpx.post(
+            f"{mock.base_url}/_mock/sessions", headers={"X-Mock-Token": TOKEN}, json={}, timeout=5
+        )
+        open_page(browser, mock)
+        form = browser.find_element(By.ID, "mint")
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        until(browser, lambda: browser.find_element(By.ID, "minted-id").text, "no mint")
+        httpx.get(f"{mock.base_url}/e", params={"n": "demo-refused"}, headers=bearer(), timeout=5)
+        until(browser, lambda: journal_rows(browser), "no row")
+        cells = browser.execute_script(
+            "return [...document.querySelectorAll("
+            "'#journal tbody td:first-child, #sessions tbody td[title$=\"(UTC)\"]')]"
+            ".map((td) => [td.textContent, td.title])"
+        )
+        assert len(cells) >= 2  # a journal time and a minted session's expiry
+        for text, title in cells:
+            assert title.endswith("Z (UTC)"), title
+            instant = title.removesuffix(" (UTC)")
+            local = browser.execute_script(
+                "const d = new Date(arguments[0]);"
+                "return [d.toLocaleTimeString(), d.toLocaleString()];",
+                instant,
+            )
+            assert text in local  # the local clock (India: UTC+5:30), never the UTC one
+            assert instant[11:16] not in text
+        assert "+00:00" not in browser.find_element(By.ID, "sessions").text
+    finally:
+        browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
+
+
+def test_a_reset_shows_no_status(browser: Any, mock: BackgroundServer) -> None:
+    n = httpx.post(
+        f"{mock.base_url}/_mock/sessions",
+        headers={"X-Mock-Token": TOKEN},
+        json={"script": ["reset"]},
+        timeout=5,
+    ).json()["n"]
+    open_page(browser, mock)
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{mock.base_url}/e", params={"n": n}, headers=bearer(), timeout=5)
+    until(browser, lambda: any(r[3] == n and r[6] == "reset" for r in journal_rows(browser)), "")
+    cell = browser.find_element(By.XPATH, f"//td[@data-id='{n}']/preceding-sibling::td[1]")
+    assert cell.text == "—"
+    assert cell.get_attribute("title") == "no answer: the client got no status line"
+
+
+def test_the_script_hint_explains_the_short_syntax(browser: Any, mock: BackgroundServer) -> None:
+    open_page(browser, mock)
+    hint = browser.find_element(By.ID, "script-help").text
+    for said in ("401, 404, 429, 500, 503", "malformed, reset, truncated", "delay MS", "418"):
+        assert said in hint
+    form = browser.find_element(By.ID, "mint")
+    field = form.find_element(By.NAME, "script")
+    field.send_keys("418, delay 5, 503")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    until(browser, lambda: browser.find_element(By.ID, "minted-id").text, "no mint")
+    n = browser.find_element(By.ID, "minted-id").text
+    with httpx.Client(base_url=mock.base_url, headers=bearer(), timeout=5) as client:
+        statuses = [client.get("/e", params={"n": n}).status_code for _ in range(3)]
+    assert statuses == [418, 200, 503]  # the delay step answers normally, after waiting
+    field.clear()
+    field.send_keys("boom")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    problem = browser.find_element(By.ID, "mint-problem")
+    until(browser, lambda: problem.text, "no problem shown")
+    assert '{"status": N, "headers": {...}}' in problem.text
+
+
+def curl_copies(browser: Any) -> list[str]:
+    """What the sessions' "copy curl" buttons copy."""
+    lines: list[str] = browser.execute_script(
+        "return [...document.querySelectorAll('#sessions button.copy')]"
+        ".map((b) => b.dataset.copy).filter((text) => text.startsWith('curl '))"
+    )
+    return lines
+
+
+def test_curl_lines_print_the_public_key_or_say_where_the_variable_comes_from(
+    browser: Any, mock: BackgroundServer
+) -> None:
+    open_page(browser, mock)  # this mock's key is its own (KEY)
+    until(browser, lambda: browser.find_element(By.ID, "key-note").is_displayed(), "no key note")
+    note = browser.find_element(By.ID, "key-note").text
+    assert "$VERDICT_API_KEY" in note
+    assert "--api-key" in note
+    copies = [c for c in curl_copies(browser) if c]
+    assert len(copies) >= 10  # one per demo session at least
+    assert all('"Authorization: Bearer $VERDICT_API_KEY"' in c for c in copies)
+    assert all(KEY not in c for c in copies)
+    with running(create_app(Settings())) as public:  # the default, public key
+        browser.get(f"{public.base_url}/_mock/")
+        until(browser, lambda: curl_copies(browser), "no curl lines")
+        assert not browser.find_element(By.ID, "key-note").is_displayed()
+        line = curl_copies(browser)[0]
+        assert line.startswith("curl -i -H 'Authorization: Bearer verdict-mock-local-key' ")
+
+
+def test_a_rejected_scenario_edit_shows_on_the_dashboard(browser: Any, tmp_path: Any) -> None:
+    from verdict_contract.mockserver.scenario import ScenarioWatcher
+    from verdict_contract.mockserver.web import state_of
+
+    path = tmp_path / "team.yaml"
+    path.write_text("sessions:\n  alpha: {verdict: refused}\n", encoding="utf-8")
+    app = create_app(Settings(scenario=path))
+    state = state_of(app)
+    watcher = ScenarioWatcher(path, state.apply, interval=0.02, report=state.report_scenario)
+    with running(app) as server:
+        watcher.start()
+        try:
+            browser.get(f"{server.base_url}/_mock/")
+            shown = browser.find_element(By.ID, "scenario-problem")
+            assert not shown.is_displayed()
+            path.write_text("sessions:\n  alpha: {verdict: nope}\n", encoding="utf-8")
+            until(browser, shown.is_displayed, "the rejected edit is not shown")
+            assert f"{path}:2:20: sessions.alpha.verdict must be one of" in shown.text
+            assert "the previous one is still served" in shown.text
+        finally:
+            watcher.stop()

@@ -6,10 +6,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from flask import Flask
-from flask.testing import FlaskClient
 
-from tests.helpers import KEY, bearer, error_of, running
+from tests.helpers import KEY, bearer, error_of, running, wait_until
 from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
@@ -194,22 +192,116 @@ def test_the_token_never_reaches_the_journal(guarded: BackgroundServer) -> None:
     assert TOKEN[:-4] not in journal
 
 
-# --- the dashboard page: the token may come in its query --------------------------------------
+# --- the dashboard: the token once in its query, then a cookie --------------------------------
 
 
-@pytest.fixture
-def dashboard_app() -> Flask:
-    """A stand-in for the dashboard page registered on the control blueprint."""
-    app = create_app(Settings(control_token=Secret(TOKEN)))
-    # the dashboard's route may not exist on this branch: add a stand-in if it is missing
-    if not any(rule.rule == "/_mock/" for rule in app.url_map.iter_rules()):
-        app.add_url_rule("/_mock/", "control.dashboard", lambda: "<html></html>")
-    return app
+def _open_with_token(http: httpx.Client) -> str:
+    """Visit ``/_mock/?token=`` as a browser's first visit does; return the cookie's value."""
+    first = http.get("/_mock/", params={"token": TOKEN}, headers={"Accept": "text/html"})
+    assert first.status_code == 303, first.text
+    assert first.headers["location"] == "/_mock/"  # the token leaves the address bar
+    set_cookie = first.headers["set-cookie"]
+    name, _, rest = set_cookie.partition("=")
+    value = rest.split(";", 1)[0]
+    port = http.base_url.port
+    assert name == f"verdict_mock_dashboard_{port}"
+    attributes = {part.strip().lower() for part in set_cookie.split(";")[1:]}
+    assert {"httponly", "samesite=strict", "path=/_mock/"} <= attributes
+    assert TOKEN not in set_cookie
+    assert TOKEN[-8:] not in value
+    return value
 
 
-def test_the_dashboard_takes_the_token_in_its_query(dashboard_app: Flask) -> None:
-    client: FlaskClient = dashboard_app.test_client()
-    assert client.get("/_mock/").status_code == 401
-    assert client.get("/_mock/", query_string={"token": "wrong"}).status_code == 401
-    assert client.get("/_mock/", query_string={"token": TOKEN}).status_code == 200
-    assert client.get("/_mock/health", query_string={"token": TOKEN}).status_code == 401
+def test_the_first_visit_with_the_token_sets_a_cookie_that_opens_the_dashboard(
+    guarded: BackgroundServer,
+) -> None:
+    with httpx.Client(base_url=guarded.base_url, timeout=10) as http:
+        _open_with_token(http)
+        page = http.get("/_mock/", headers={"Accept": "text/html"})  # the reload, no token
+        assert page.status_code == 200
+        assert "<title>verdict-mock</title>" in page.text
+        assert http.get("/_mock/health").status_code == 200  # the page's own calls
+        assert http.get("/_mock/requests").status_code == 200
+    with httpx.Client(base_url=guarded.base_url, timeout=10) as stranger:  # no cookie
+        assert stranger.get("/_mock/").status_code == 401
+        assert stranger.get("/_mock/health").status_code == 401
+
+
+def test_a_cookie_of_another_token_or_forged_opens_nothing(guarded: BackgroundServer) -> None:
+    from verdict_contract.mockserver.guard import cookie_name, cookie_value
+
+    name = cookie_name(f"127.0.0.1:{guarded.effective_port}")
+    for value in (cookie_value(Secret(TOKEN + "x")), TOKEN, "", "0" * 64):
+        with httpx.Client(base_url=guarded.base_url, timeout=10, cookies={name: value}) as http:
+            refused(http.get("/_mock/health"), 401, "control_token_required")
+    good = cookie_value(Secret(TOKEN))
+    with httpx.Client(base_url=guarded.base_url, timeout=10, cookies={name: good}) as http:
+        assert http.get("/_mock/health").status_code == 200
+    other_port = cookie_name(f"127.0.0.1:{guarded.effective_port + 1}")
+    with httpx.Client(base_url=guarded.base_url, timeout=10, cookies={other_port: good}) as http:
+        refused(http.get("/_mock/health"), 401, "control_token_required")
+
+
+def test_a_wrong_token_in_the_query_sets_no_cookie(guarded: BackgroundServer) -> None:
+    with httpx.Client(base_url=guarded.base_url, timeout=10) as http:
+        wrong = http.get("/_mock/", params={"token": "wrong"}, headers={"Accept": "text/html"})
+        assert wrong.status_code == 401
+        assert "set-cookie" not in wrong.headers
+        assert http.get("/_mock/health").status_code == 401
+
+
+def test_state_changing_calls_with_the_cookie_need_the_mocks_origin(
+    guarded: BackgroundServer,
+) -> None:
+    own = f"http://127.0.0.1:{guarded.effective_port}"
+    with httpx.Client(base_url=guarded.base_url, timeout=10) as http:
+        _open_with_token(http)
+        message = refused(http.post("/_mock/reset"), 403, "origin_required")
+        assert "X-Mock-Token" in message
+        refused(http.delete("/_mock/requests"), 403, "origin_required")
+        foreign = http.post("/_mock/reset", headers={"Origin": "https://evil.example"})
+        refused(foreign, 403, "cross_origin_refused")
+        assert http.post("/_mock/reset", headers={"Origin": own}).status_code == 204
+        minted = http.post("/_mock/sessions", headers={"Origin": own}, json={})
+        assert minted.status_code == 201
+    with httpx.Client(base_url=guarded.base_url, timeout=10) as script:  # the header still works
+        assert script.post("/_mock/reset", headers={"X-Mock-Token": TOKEN}).status_code == 204
+
+
+def test_a_browser_refused_gets_a_page_saying_how_to_open_the_dashboard(
+    guarded: BackgroundServer,
+) -> None:
+    with httpx.Client(base_url=guarded.base_url, timeout=10) as http:
+        page = http.get("/_mock/", headers={"Accept": "text/html,application/xhtml+xml,*/*"})
+        assert page.status_code == 401
+        assert page.headers["content-type"].startswith("text/html")
+        assert "default-src 'none'" in page.headers["content-security-policy"]
+        assert "/_mock/?token=&lt;the control token&gt;" in page.text
+        assert "cookie" in page.text
+        assert "VERDICT_MOCK_CONTROL_TOKEN" in page.text
+        as_json = http.get("/_mock/", headers={"Accept": "*/*"})
+        message = refused(as_json, 401, "control_token_required")
+        assert "/_mock/?token=<token> once" in message
+    assert TOKEN not in page.text
+
+
+def test_the_dashboard_without_a_token_sets_no_cookie(server: BackgroundServer) -> None:
+    with httpx.Client(base_url=server.base_url, timeout=10) as http:
+        page = http.get("/_mock/")
+        assert page.status_code == 200
+        assert "set-cookie" not in page.headers
+
+
+def test_the_visit_with_the_token_leaves_it_in_no_log(caplog: pytest.LogCaptureFixture) -> None:
+    settings = Settings(api_keys=(KEY,), control_token=Secret(TOKEN), access_log=True)
+    caplog.set_level("DEBUG")
+    with (
+        running(create_app(settings)) as server,
+        httpx.Client(base_url=server.base_url, timeout=10) as http,
+    ):
+        _open_with_token(http)
+        assert http.get("/_mock/", headers={"Accept": "text/html"}).status_code == 200
+        assert wait_until(lambda: caplog.text.count('"GET /_mock/') >= 2)
+    mock_said = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("mockserver"))
+    assert '"GET /_mock/?token=…cdef HTTP/1.1" 303' in mock_said  # at most its last 4 characters
+    assert TOKEN[-8:] not in mock_said

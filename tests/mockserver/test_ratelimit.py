@@ -16,8 +16,6 @@ from verdict_contract.mockserver.ratelimit import RateLimit, RateLimiter
         ("600/60", RateLimit(600, 60.0)),
         ("1/0.5", RateLimit(1, 0.5)),
         (" 10 / 2 ", RateLimit(10, 2.0)),
-        ("25", RateLimit(25, 1.0)),
-        ("25/", RateLimit(25, 1.0)),
         ("0/60", RateLimit(0, 60.0)),
         ("off", RateLimit(0, 1.0)),
         ("OFF", RateLimit(0, 1.0)),
@@ -42,6 +40,8 @@ def test_parse_accepts(text: str, expected: RateLimit) -> None:
         ("10/-5", "the window must be a number of seconds above 0"),
         ("10/inf", "the window must be a number of seconds above 0"),
         ("10/nan", "the window must be a number of seconds above 0"),
+        ("10", "needs its window: REQUESTS/SECONDS, e.g. 10/1 for 10 a second or 10/60"),
+        ("25/", "needs its window: REQUESTS/SECONDS, e.g. 25/1"),
     ],
 )
 def test_parse_refuses(text: str, message: str) -> None:

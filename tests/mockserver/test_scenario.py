@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,7 +95,9 @@ def test_age_counts_back_from_the_load_time() -> None:
 
 def test_rate_limit_may_be_a_yaml_number() -> None:
     assert parse_scenario({"rate_limit": 0}, LOADED_AT).rate_limit == RateLimit(0, 1.0)
-    assert parse_scenario({"rate_limit": 50}, LOADED_AT).rate_limit == RateLimit(50, 1.0)
+    assert parse_scenario({"rate_limit": "50/1"}, LOADED_AT).rate_limit == RateLimit(50, 1.0)
+    with pytest.raises(ScenarioError, match=r"needs its window: REQUESTS/SECONDS, e\.g\. 50/1"):
+        parse_scenario({"rate_limit": 50}, LOADED_AT)  # a second or a minute? said, not guessed
 
 
 def test_demo_sessions_parse() -> None:
@@ -149,7 +152,7 @@ def test_errors_name_the_file_and_the_problem(
     with pytest.raises(ScenarioError) as caught:
         load_scenario(path)
     message = str(caught.value)
-    assert message.startswith(f"{path}: ")
+    assert re.match(rf"{re.escape(str(path))}(:\d+:\d+)?: ", message), message
     assert problem in message
     assert "\n" not in message  # one line, for a CLI error
 
@@ -184,7 +187,7 @@ def test_non_json_yaml_values_give_a_scenario_error(tmp_path: Path, text: str) -
     path = _write(tmp_path / "odd.yaml", text)
     with pytest.raises(ScenarioError) as caught:
         load_scenario(path)
-    assert str(caught.value).startswith(f"{path}: ")
+    assert re.match(rf"{re.escape(str(path))}(:\d+:\d+)?: ", str(caught.value))
 
 
 @pytest.mark.parametrize(
@@ -316,3 +319,28 @@ def test_watched_app_serves_the_edit_and_survives_a_bad_one(
         assert (response.json or {})["verdict"] == "refused"
     finally:
         watcher.stop()
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "place"),
+    [
+        ("verdict.yaml", "sessions:\n  a: {verdict: blocked}\n", "2:16"),
+        (
+            "block.yaml",
+            "rate_limit: 5/1\nsessions:\n  a:\n    script:\n      - 503\n      - 200\n",
+            "6:9",
+        ),
+        ("disputed.yaml", "sessions:\n  a:\n    verdict: disputed\n    conclusive: true\n", "3:5"),
+        ("rate.yaml", "sessions: {}\nrate_limit: fast\n", "2:13"),
+        ("broken.yaml", "sessions:\n  a: {verdict: [refused\n", "3:1"),
+        ("broken.json", '{\n  "sessions": {\n    "a": }\n}', "3:10"),
+        ("schema.json", '{\n  "sessions": {\n    "a": {"verdict": "nope"}\n  }\n}', "3:22"),
+    ],
+)
+def test_a_problem_names_its_line_and_column(
+    tmp_path: Path, name: str, text: str, place: str
+) -> None:
+    path = _write(tmp_path / name, text)
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert str(caught.value).startswith(f"{path}:{place}: "), str(caught.value)

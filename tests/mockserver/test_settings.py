@@ -134,14 +134,117 @@ def test_a_bad_upstream_is_named(raw: str, problem: str) -> None:
     assert "secret" not in str(caught.value)
 
 
+DEPENDENT = [(name, option.needs) for name, option, _ in options() if option.needs]
+"""Every setting that needs another, read from the one declaration (``needs=``)."""
+
+RAW = {
+    "proxy_to": "https://staging.example",
+    "upstream_key": "staging-key-0123456789",
+    "proxy_strict": "1",
+    "record": "staging.yaml",
+}
+"""A value to give each setting of DEPENDENT, as its flag or variable takes it."""
+
+
+def test_the_dependent_settings_are_the_proxys() -> None:
+    assert {name for name, _ in DEPENDENT} == {"upstream_key", "proxy_strict", "record"}
+    assert {needed for _, needed in DEPENDENT} == {"proxy_to"}
+
+
+def _given(name: str, source: str) -> tuple[list[str], dict[str, str]]:
+    """``name`` given its RAW value as a flag or as a variable: (argv, environ)."""
+    option, default = next((o, d) for n, o, d in options() if n == name)
+    if source == "variable":
+        return [], {env_var(name): RAW[name]}
+    flag = option.flag(name, default)
+    return ([flag] if isinstance(default, bool) else [flag, RAW[name]]), {}
+
+
+SOURCES = ("flag", "variable")
+
+
+@pytest.mark.parametrize(("name", "needed"), DEPENDENT)
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("needed_source", SOURCES)
+def test_a_setting_and_the_one_it_needs_mix_flags_and_variables(
+    name: str, needed: str, source: str, needed_source: str
+) -> None:
+    argv, environ = _given(name, source)
+    more_argv, more_environ = _given(needed, needed_source)
+    settings = settings_from(build_parser().parse_args(argv + more_argv), environ | more_environ)
+    assert getattr(settings, needed) == RAW[needed]
+    value = getattr(settings, name)
+    shown = value.reveal() if isinstance(value, Secret) else value
+    assert shown in (True, Path(RAW[name]), RAW[name])
+
+
+@pytest.mark.parametrize(("name", "needed"), DEPENDENT)
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_setting_without_the_one_it_needs_is_refused_naming_both(
+    name: str, needed: str, source: str
+) -> None:
+    argv, environ = _given(name, source)
+    with pytest.raises(ValueError, match="needs") as refused:
+        settings_from(build_parser().parse_args(argv), environ)
+    for word in (env_var(name), env_var(needed), "--" + needed.replace("_", "-")):
+        assert word in str(refused.value)
+    assert RAW["upstream_key"] not in str(refused.value)
+
+
+@pytest.mark.parametrize(("name", "needed"), DEPENDENT)
+def test_an_empty_variable_does_not_give_the_needed_setting(name: str, needed: str) -> None:
+    """The merged whole is checked, and an empty variable gives nothing."""
+    argv, environ = _given(name, "variable")
+    with pytest.raises(ValueError, match="needs"):
+        settings_from(build_parser().parse_args(argv), environ | {env_var(needed): ""})
+
+
+def test_the_readmes_proxy_line_is_accepted() -> None:
+    """``VERDICT_MOCK_UPSTREAM_KEY=… verdict-mock --proxy-to URL --record staging.yaml``."""
+    args = build_parser().parse_args(
+        ["--proxy-to", "https://staging.example", "--record", "staging.yaml"]
+    )
+    settings = settings_from(args, {env_var("upstream_key"): "staging-key-0123456789"})
+    assert settings.record == Path("staging.yaml")
+    assert settings.upstream_key is not None
+
+
 @pytest.mark.parametrize(
     "changes",
     [{"record": Path("r.yaml")}, {"proxy_strict": True}, {"upstream_key": Secret("k")}],
 )
 def test_proxy_options_need_a_proxy(changes: dict[str, object]) -> None:
-    with pytest.raises(ValueError, match="need --proxy-to"):
+    with pytest.raises(ValueError, match="needs --proxy-to"):
         Settings(**changes)  # type: ignore[arg-type]
     Settings(proxy_to="http://127.0.0.1:1", **changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "said"),
+    [
+        ("port", "abc", "'abc' is not a port: a whole number from 0 to 65535"),
+        ("port", "70000", "'70000' is not a port"),
+        ("threads", "many", "'many' is not a whole number"),
+        ("session_lifetime", "soon", "'soon' is not a number"),
+        ("proxy_timeout", "0", "must be a positive number of seconds"),
+    ],
+)
+def test_a_bad_number_says_which_flag_and_what_it_takes(
+    name: str, raw: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    option, default = next((o, d) for n, o, d in options() if n == name)
+    flag = option.flag(name, default)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([flag, raw])
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error == f"verdict-mock: error: argument {flag}: {said}" or (
+        error.startswith(f"verdict-mock: error: argument {flag}: ") and said in error
+    )
+    assert "invalid literal" not in error
+    with pytest.raises(ValueError, match=env_var(name)) as from_variable:
+        Settings().with_env({env_var(name): raw})
+    assert said in str(from_variable.value)
+    build_parser().parse_args([flag, "8"])  # a good value passes
 
 
 def test_the_proxy_timeout_is_positive() -> None:
