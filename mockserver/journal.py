@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
+import secrets
 import threading
 import time
 from collections import deque
@@ -18,6 +20,10 @@ from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
 MAX_PARAMS: Final = 20
 """Query parameters kept per entry; the rest are counted under :data:`CUT`."""
 MAX_SCHEME_CHARS: Final = 20
+MAX_HEADERS: Final = 64
+"""Request headers fingerprinted per entry (for :meth:`~.verify.JournalChecks.calls` matchers)."""
+MAX_PATH_CHARS: Final = 200
+"""A path other than ``/e`` (a wrong one) is kept cut to this length."""
 CUT: Final = "…(cut)"
 """The marker where the journal cut a value (or, as a query name, dropped parameters)."""
 
@@ -53,6 +59,24 @@ def shown_param(
     return (name if plain else mask(name)), mask(value)
 
 
+_SALT: Final = secrets.token_bytes(16)
+
+
+def fingerprint(kind: str, name: str, value: str) -> bytes:
+    """A salted digest of one header (``kind`` ``h``, name lower-cased) or parameter (``q``).
+
+    Entries keep these instead of the values: a matcher can ask "was this header sent?"
+    (an Authorization included) while no journal, repr or message can show what was sent.
+    """
+    data = f"{kind}\0{name}\0{value}".encode("utf-8", "surrogateescape")
+    return hashlib.blake2b(data, key=_SALT, digest_size=16).digest()
+
+
+@lru_cache(maxsize=64)  # a load test sends the same headers again and again
+def _header_prints(headers: tuple[tuple[str, str], ...]) -> frozenset[bytes]:
+    return frozenset(fingerprint("h", k.lower(), v) for k, v in headers[:MAX_HEADERS])
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One journaled request. Query values other than ``n`` are masked: keys get sent there."""
@@ -69,9 +93,17 @@ class Entry:
     fault: str | None = None
     """What the client got instead of a whole answer: reset, truncated, malformed or timeout."""
     violations: tuple[str, ...] = ()  # contract breaches of a proxied answer (proxy.py)
+    fingerprints: frozenset[bytes] = field(default=frozenset(), repr=False, compare=False)
+    """Salted digests of the headers and parameters sent (:func:`fingerprint`), never shown."""
+
+    def sent(self, kind: str, name: str, value: str) -> bool:
+        """Whether this request sent header (``h``) or parameter (``q``) ``name`` as ``value``."""
+        return fingerprint(kind, name, value) in self.fingerprints
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        shown = asdict(self)
+        del shown["fingerprints"]
+        return shown
 
 
 @dataclass
@@ -109,6 +141,7 @@ class Journal:
         fault: str | None = None,
         violations: tuple[str, ...] = (),
         generation: int | None = None,
+        headers: Iterable[tuple[str, str]] = (),
     ) -> None:
         """Journal a request; ``is_key`` tells a configured API key wherever it was sent.
 
@@ -118,7 +151,12 @@ class Journal:
         query: dict[str, list[str]] = {}
         n = None
         kept = dropped = 0
+        prints = set(_header_prints(tuple(headers)))
+        if authorization is not None:
+            prints.add(fingerprint("h", "authorization", authorization))
         for name, value in args:
+            if kept + dropped <= MAX_PARAMS:
+                prints.add(fingerprint("q", name, value))
             if name == SESSION_PARAM and n is None:
                 n = shown_param(name, value, is_key)[1]
             elif kept < MAX_PARAMS:
@@ -133,7 +171,7 @@ class Journal:
         entry = Entry(
             time.time(),
             method,
-            cut(path, MAX_SESSION_ID_LENGTH),
+            cut(path, MAX_PATH_CHARS),
             n,
             query,
             mask_authorization(authorization),
@@ -142,6 +180,7 @@ class Journal:
             None if latency_ms is None else round(latency_ms, 3),
             fault,
             violations,
+            frozenset(prints),
         )
         with self._lock:
             if generation is None or generation == self._generation:
