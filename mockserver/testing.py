@@ -247,7 +247,7 @@ def _router_class() -> type[respx.MockRouter]:
         """respx's router whose loopback route stays last, so routes added later come first."""
 
         def add(self, route: Route, *, name: str | None = None) -> Route:
-            through = self.routes.pop(_THROUGH, None)
+            through: Route | None = self.routes.pop(_THROUGH, None)  # type: ignore[no-untyped-call]
             added = super().add(route, name=name)
             if through is not None:
                 super().add(through, name=_THROUGH)
@@ -281,9 +281,7 @@ def respx_mock(
         if base.path not in ("", "/"):
             mine &= M(path__regex="^" + re.escape(base.path) + "(/|$)")
         router.route(mine).mock(side_effect=_respx_handler(InProcessApp(app)))
-        router.route(M(host__regex=r"."), name=_THROUGH).mock(
-            side_effect=_through_if_loopback
-        )
+        router.route(M(host__regex=r"."), name=_THROUGH).mock(side_effect=_through_if_loopback)
         yield RespxVerdictMock(app, base_url.rstrip("/"), router=router)
 
 
@@ -356,13 +354,11 @@ def responses_mock(
     base = base_url.rstrip("/")
     pattern = re.compile(re.escape(base) + r"(/[^?#]*)?(\?.*)?$")
     answer = _any_method_response(pattern, _responses_callback(InProcessApp(app)))
-    below = requests.adapters.HTTPAdapter.send
+    below: Any = requests.adapters.HTTPAdapter.send  # responses' own alias of its type differs
     layered = below is not responses._real_send  # another mock is started: hand it the rest
-    mock = responses.RequestsMock(
-        assert_all_requests_are_fired=False,
-        passthru_prefixes=(re.compile(".*"),) if layered else (),
-        real_adapter_send=below,
-    )
+    mock = responses.RequestsMock(assert_all_requests_are_fired=False, real_adapter_send=below)
+    if layered:
+        mock.add_passthru(re.compile(".*"))
     default = responses.mock.get_registry()
     default.add(answer)  # answered too when @responses.activate starts the default mock later
     try:
