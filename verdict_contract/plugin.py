@@ -147,6 +147,7 @@ def verdict_mock(
     verdict_mock_servers: _LiveServers,
 ) -> Iterator[VerdictMock]:
     """The mock over real HTTP on 127.0.0.1, with this test's settings, cleared for this test."""
+    __tracebackhide__ = True  # a failed check at teardown points at the test, not here
     mock = verdict_mock_servers.get(_settings_for(request, verdict_mock_settings))
     mock.reset()
     yield mock
@@ -158,6 +159,7 @@ def verdict_respx(
     request: pytest.FixtureRequest, verdict_mock_settings: Settings
 ) -> Iterator[RespxVerdictMock]:
     """httpx requests to ``verdict_respx.base_url`` answered in-process (respx), same settings."""
+    __tracebackhide__ = True  # a failed check at teardown points at the test, not here
     from verdict_contract.mockserver.testing import respx_mock
 
     with respx_mock(settings=_settings_for(request, verdict_mock_settings)) as mock:
@@ -170,6 +172,7 @@ def verdict_responses(
     request: pytest.FixtureRequest, verdict_mock_settings: Settings
 ) -> Iterator[ResponsesVerdictMock]:
     """requests calls to ``verdict_responses.base_url`` answered in-process (responses)."""
+    __tracebackhide__ = True  # a failed check at teardown points at the test, not here
     from verdict_contract.mockserver.testing import responses_mock
 
     with responses_mock(settings=_settings_for(request, verdict_mock_settings)) as mock:
