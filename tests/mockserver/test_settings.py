@@ -147,3 +147,27 @@ def test_proxy_options_need_a_proxy(changes: dict[str, object]) -> None:
 def test_the_proxy_timeout_is_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         Settings().with_env({env_var("proxy_timeout"): "0"})
+
+
+def test_the_typed_signature_of_settings_follows_its_fields() -> None:
+    """``Settings(...)`` as type checkers see it (strings, any sequence) names every field."""
+    import ast
+    import inspect
+    from dataclasses import fields
+
+    from verdict_contract.mockserver import settings as module
+
+    tree = ast.parse(inspect.getsource(module))
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Settings"]
+    (init,) = [
+        node
+        for block in cls.body
+        if isinstance(block, ast.If)
+        for node in block.body
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__"
+    ]
+    typed = {a.arg: ast.unparse(a.annotation) for a in init.args.kwonlyargs if a.annotation}
+    assert list(typed) == [f.name for f in fields(Settings)]
+    for item in fields(Settings):
+        stored = str(item.type).replace("tuple[str, ...]", "Sequence[str]").replace(" | None", "")
+        assert stored in typed[item.name], (item.name, typed[item.name])
