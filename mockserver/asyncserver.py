@@ -293,7 +293,7 @@ class HttpConnection(asyncio.Protocol):
                         request.method,
                         ENDPOINT_PATH,
                         query,
-                        _text_headers(request),
+                        request.headers,
                         answer,
                     )
                 self._send(request, answer, keep_alive, False)
@@ -309,7 +309,7 @@ class HttpConnection(asyncio.Protocol):
         state = self.server.state
         assert state is not None  # the hot path is on for the mock's own app only
         try:
-            decision = decide(state, request.method, query, authorization, _text_headers(request))
+            decision = decide(state, request.method, query, authorization, request.headers)
         except SpecError as exc:  # e.g. a scenario session whose overrides cannot be served
             self._send(request, error_answer(422, "invalid_session", str(exc)), keep_alive)
             return
@@ -495,11 +495,6 @@ class HttpConnection(asyncio.Protocol):
         if self.busy:
             return 0.0
         return now - (self._began if self._reading else self.last_active)
-
-
-def _text_headers(request: Request) -> list[tuple[str, str]]:
-    """A request's headers as text, for the journal's matchers (:mod:`.journal`)."""
-    return [(name.decode("latin-1"), value.decode("latin-1")) for name, value in request.headers]
 
 
 def _length(value: bytes) -> int:

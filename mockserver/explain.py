@@ -15,8 +15,9 @@ from http import HTTPStatus
 from urllib.parse import parse_qsl
 
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
-from verdict_contract.mockserver.answer import NO_STORE, Answer, Headers, error_answer
+from verdict_contract.mockserver.answer import NO_STORE, Answer, error_answer
 from verdict_contract.mockserver.faults import fault_answer
+from verdict_contract.mockserver.journal import RawHeaders, as_text
 from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from verdict_contract.mockserver.state import MockState
 
@@ -167,7 +168,7 @@ class Decision:
     answer: Answer
     generation: int  # the journal's generation when the request arrived (reset() moves it)
     started: float  # perf_counter() when it arrived: the journal's latency runs from here
-    headers: Headers = ()  # the request's headers, fingerprinted by the journal (matchers)
+    headers: RawHeaders = ()  # the request's headers, fingerprinted by the journal (matchers)
 
 
 def decide(
@@ -175,7 +176,7 @@ def decide(
     method: str,
     query_string: bytes,
     authorization: str | None,
-    headers: Headers = (),
+    headers: RawHeaders = (),
 ) -> Decision:
     """Decide the answer to a request to ``/e``; :func:`record` journals it once sent."""
     generation, started = state.journal.generation, time.perf_counter()
@@ -208,7 +209,7 @@ def handle(
     method: str,
     query_string: bytes,
     authorization: str | None,
-    headers: Headers = (),
+    headers: RawHeaders = (),
 ) -> Answer:
     """Answer a request to ``/e`` for a blocking server: wait out a delay, journal, return."""
     decision = decide(state, method, query_string, authorization, headers)
@@ -228,7 +229,7 @@ def journal(
     generation: int,
     latency_ms: float | None = None,
     *,
-    headers: Headers = (),
+    headers: RawHeaders = (),
     path: str = ENDPOINT_PATH,
 ) -> None:
     """Journal what the client got: an answer, or a fault (reset, truncated...) or timeout.
@@ -262,7 +263,7 @@ def journal_elsewhere(
     method: str,
     path: str,
     query_string: bytes,
-    headers: Headers,
+    headers: RawHeaders,
     answer: Answer,
 ) -> None:
     """Journal a request the API does not take (a wrong path, or ``/e`` with a wrong method).
@@ -270,7 +271,9 @@ def journal_elsewhere(
     A client that gets 404 or 405 sent something: a check that says "no request at all" would
     send its author looking in the wrong place. The entry is bounded like any other.
     """
-    authorization = next((v for k, v in headers if k.lower() == "authorization"), None)
+    authorization = next(
+        (as_text(v) for k, v in headers if as_text(k).lower() == "authorization"), None
+    )
     pairs = parse_query(query_string)
     generation = state.journal.generation
     journal(

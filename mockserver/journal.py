@@ -8,7 +8,7 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Final
@@ -59,7 +59,11 @@ def shown_param(
     return (name if plain else mask(name)), mask(value)
 
 
-_SALT: Final = secrets.token_bytes(16)
+RawHeaders = Sequence[tuple[str, str]] | Sequence[tuple[bytes, bytes]]
+"""A request's headers as a server has them: text, or bytes as sent (decoded as latin-1)."""
+
+_KEYED: Final = hashlib.blake2b(key=secrets.token_bytes(16), digest_size=16)
+"""Keyed once per process; each digest starts from a copy (much cheaper than keying anew)."""
 
 
 def fingerprint(kind: str, name: str, value: str) -> bytes:
@@ -68,13 +72,36 @@ def fingerprint(kind: str, name: str, value: str) -> bytes:
     Entries keep these instead of the values: a matcher can ask "was this header sent?"
     (an Authorization included) while no journal, repr or message can show what was sent.
     """
-    data = f"{kind}\0{name}\0{value}".encode("utf-8", "surrogateescape")
-    return hashlib.blake2b(data, key=_SALT, digest_size=16).digest()
+    digest = _KEYED.copy()
+    digest.update(f"{kind}\0{name}\0{value}".encode("utf-8", "surrogateescape"))
+    return digest.digest()
+
+
+def as_text(value: str | bytes) -> str:
+    """A header name or value as text (bytes as sent are latin-1, as HTTP/1.1 has them)."""
+    return value if isinstance(value, str) else value.decode("latin-1")
 
 
 @lru_cache(maxsize=64)  # a load test sends the same headers again and again
-def _header_prints(headers: tuple[tuple[str, str], ...]) -> frozenset[bytes]:
-    return frozenset(fingerprint("h", k.lower(), v) for k, v in headers[:MAX_HEADERS])
+def _header_prints(
+    headers: tuple[tuple[str, str] | tuple[bytes, bytes], ...], authorization: str | None
+) -> frozenset[bytes]:
+    prints = {fingerprint("h", as_text(k).lower(), as_text(v)) for k, v in headers[:MAX_HEADERS]}
+    if authorization is not None:  # given apart by servers that read it apart
+        prints.add(fingerprint("h", "authorization", authorization))
+    return frozenset(prints)
+
+
+@lru_cache(maxsize=1024)  # and asks for the same few sessions
+def _cached_param_print(name: str, value: str) -> bytes:
+    return fingerprint("q", name, value)
+
+
+def _param_fingerprint(name: str, value: str) -> bytes:
+    """A parameter's fingerprint; cached for short ones only, so the cache stays small."""
+    if len(name) + len(value) <= MAX_SESSION_ID_LENGTH:
+        return _cached_param_print(name, value)
+    return fingerprint("q", name, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +168,7 @@ class Journal:
         fault: str | None = None,
         violations: tuple[str, ...] = (),
         generation: int | None = None,
-        headers: Iterable[tuple[str, str]] = (),
+        headers: RawHeaders = (),
     ) -> None:
         """Journal a request; ``is_key`` tells a configured API key wherever it was sent.
 
@@ -151,16 +178,14 @@ class Journal:
         query: dict[str, list[str]] = {}
         n = None
         kept = dropped = 0
-        prints = set(_header_prints(tuple(headers)))
-        if authorization is not None:
-            prints.add(fingerprint("h", "authorization", authorization))
+        prints = set(_header_prints(tuple(headers), authorization))
         for name, value in args:
-            if kept + dropped <= MAX_PARAMS:
-                prints.add(fingerprint("q", name, value))
             if name == SESSION_PARAM and n is None:
                 n = shown_param(name, value, is_key)[1]
+                prints.add(_param_fingerprint(name, value))
             elif kept < MAX_PARAMS:
                 kept += 1
+                prints.add(_param_fingerprint(name, value))
                 first = name != SESSION_PARAM  # a repeated n is masked: it could be anything
                 shown, masked = shown_param(name, value, is_key) if first else (name, mask(value))
                 query.setdefault(shown, []).append(masked)
