@@ -47,7 +47,8 @@ def describe(entry: Entry) -> str:
     if entry.fault and entry.status is not None:
         got = f"{entry.status}, {entry.fault}"
     auth = entry.authorization if entry.authorization is not None else "no Authorization"
-    return f"{entry.method} {entry.path}?n={short_id(entry.n)} -> {got} ({entry.outcome}; {auth})"
+    where = entry.path if entry.n is None else f"{entry.path}?n={short_id(entry.n)}"
+    return f"{entry.method} {where} -> {got} ({entry.outcome}; {auth})"
 
 
 def _listing(entries: Sequence[Entry]) -> str:

@@ -173,3 +173,14 @@ def test_reply_sends_only_the_headers_it_names(transport: Transport, send: Send)
         third = bare(mock.url(n), headers=mock.headers)
         assert (third.status_code, third.headers["X-Why"]) == (503, "deploy")
         assert "Retry-After" not in third.headers
+
+
+def test_a_request_without_n_lists_its_path_alone() -> None:
+    with respx_mock() as mock:
+        httpx.get(f"{mock.base_url}/e")
+        httpx.get(f"{mock.base_url}/health")
+        with pytest.raises(VerificationError) as failure:
+            mock.assert_no_requests()
+        message = str(failure.value)
+        assert "GET /e -> 401 (unauthorized; no Authorization)" in message
+        assert "GET /health -> 404 (not_found; no Authorization)" in message
