@@ -47,7 +47,7 @@ def test_nothing_left_registered_on_the_default_mock_afterwards():
 
 def test_verdict_responses_works_beside_responses_own_mock(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_beside=BESIDE_RESPONSES)
-    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly")
+    result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
 
 
