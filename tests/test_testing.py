@@ -2,7 +2,7 @@
 
 An integrator's test file annotated with its types is checked by ``mypy --strict`` and pyright
 (strict), as the package installs, and run by pytest: a misspelt verdict kind is reported, and
-nothing else is.
+nothing else is. The README's examples pass both checkers as they are written.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import verdict_contract.testing as public
+from tests.test_readme import _blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -89,11 +90,21 @@ def _run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None) -> 
 
 
 def _mypy(path: Path, cache: Path, copy: Path | None) -> str:
+    return _mypy_files([path], cache, copy)
+
+
+def _mypy_files(paths: list[Path], cache: Path, copy: Path | None) -> str:
     config = cache / "mypy.ini"
     config.write_text("[mypy]\nstrict = True\n")
     env = None if copy is None else {**os.environ, "MYPYPATH": str(copy)}
-    command = (BIN / "mypy", "--config-file", config, "--cache-dir", cache / "cache", path)
-    return _run(*command, cwd=path.parent, env=env)
+    command = (BIN / "mypy", "--config-file", config, "--cache-dir", cache / "cache", *paths)
+    return _run(*command, cwd=paths[0].parent, env=env)
+
+
+def _pyright(paths: list[Path], copy: Path | None, folder: Path) -> str:
+    config = {"typeCheckingMode": "strict", "extraPaths": [str(copy)] if copy else []}
+    (folder / "pyrightconfig.json").write_text(json.dumps(config))
+    return _run(BIN / "pyright", "--pythonpath", sys.executable, *paths, cwd=folder)
 
 
 @pytest.fixture(scope="module")
@@ -152,12 +163,9 @@ def test_pyright_strict_reports_the_misspelt_kind_and_nothing_else(
 ) -> None:
     if not (BIN / "pyright").exists() or shutil.which("node") is None:
         pytest.skip("pyright (the test extra) needs node on PATH (Debian's nodejs)")
-    _, copy = installed
     path = tmp_path / "test_typed.py"
     path.write_text(INTEGRATOR_TESTS)
-    config = {"typeCheckingMode": "strict", "extraPaths": [str(copy)] if copy else []}
-    (tmp_path / "pyrightconfig.json").write_text(json.dumps(config))
-    output = _run(BIN / "pyright", "--pythonpath", sys.executable, path, cwd=tmp_path)
+    output = _pyright([path], installed[1], tmp_path)
     errors = [line for line in output.splitlines() if " - error:" in line]
     assert len(errors) == 1, output
     assert f"test_typed.py:{MISSPELT_LINE}:" in errors[0]
@@ -168,3 +176,30 @@ def test_the_typed_file_runs(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_typed=INTEGRATOR_TESTS)
     result = pytester.runpytest("-p", "no:cacheprovider", "-k", "not misspelt")
     result.assert_outcomes(passed=2, deselected=1)
+
+
+def _readme_examples(folder: Path) -> list[Path]:
+    paths = []
+    for index, block in enumerate(_blocks("python")):
+        path = folder / f"readme_{index}.py"
+        path.write_text(block)
+        paths.append(path)
+    return paths
+
+
+def test_the_readmes_examples_pass_mypy_strict(
+    tmp_path: Path, installed: tuple[Path, Path | None]
+) -> None:
+    cache, copy = installed
+    paths = _readme_examples(tmp_path)
+    output = _mypy_files(paths, cache, copy)
+    assert f"Success: no issues found in {len(paths)} source files" in output, output
+
+
+def test_the_readmes_examples_pass_pyright_strict(
+    tmp_path: Path, installed: tuple[Path, Path | None]
+) -> None:
+    if not (BIN / "pyright").exists() or shutil.which("node") is None:
+        pytest.skip("pyright (the test extra) needs node on PATH (Debian's nodejs)")
+    output = _pyright(_readme_examples(tmp_path), installed[1], tmp_path)
+    assert "\n0 errors, 0 warnings" in output, output
