@@ -97,8 +97,14 @@ def _mypy_files(paths: list[Path], cache: Path, copy: Path | None) -> str:
     config = cache / "mypy.ini"
     config.write_text("[mypy]\nstrict = True\n")
     env = None if copy is None else {**os.environ, "MYPYPATH": str(copy)}
-    command = (BIN / "mypy", "--config-file", config, "--cache-dir", cache / "cache", *paths)
-    return _run(*command, cwd=paths[0].parent, env=env)
+    command: list[str | Path] = [
+        BIN / "mypy",
+        "--config-file",
+        config,
+        "--cache-dir",
+        cache / "cache",
+    ]
+    return _run(*command, *paths, cwd=paths[0].parent, env=env)
 
 
 def _pyright(paths: list[Path], copy: Path | None, folder: Path) -> str:
