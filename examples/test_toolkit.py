@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from verdict_contract import Verdict, VerdictKind, VerificationError
-from verdict_contract.mockserver.testing import VerdictMock, reply
+from verdict_contract.testing import VerdictMock, reply
 
 
 def fetch(mock: VerdictMock, n: str, retries: int = 1) -> Verdict | None:

@@ -22,7 +22,7 @@ from examples.verdict_client import (
 from verdict_contract import VerdictKind
 from verdict_contract.mockserver import VerdictProvider
 from verdict_contract.mockserver.strategies import verdicts
-from verdict_contract.mockserver.testing import VerdictMock
+from verdict_contract.testing import RespxVerdictMock, VerdictMock
 
 
 @pytest.fixture
@@ -142,16 +142,15 @@ def test_wrong_key_never_shows_in_the_error(
 
 
 def test_in_process_with_respx(
-    make_client: Callable[..., VerdictClient], verdict_respx: VerdictMock
+    make_client: Callable[..., VerdictClient], verdict_respx: RespxVerdictMock
 ) -> None:
     n = verdict_respx.mint(verdict="contradicted", conclusive=True, script=[429])
     client = make_client(verdict_respx)
     assert client.decide(n) == "block"
-    assert verdict_respx.router is not None
     assert verdict_respx.router.calls.call_count == 2
 
 
-def test_respx_turns_a_reset_into_an_httpx_error(verdict_respx: VerdictMock) -> None:
+def test_respx_turns_a_reset_into_an_httpx_error(verdict_respx: RespxVerdictMock) -> None:
     n = verdict_respx.mint(script=["reset"])
     with pytest.raises(httpx.ReadError):
         httpx.get(

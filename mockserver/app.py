@@ -7,9 +7,9 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from verdict_contract.core.spec import ENDPOINT_PATH
 from verdict_contract.mockserver.accesslog import AccessLog
-from verdict_contract.mockserver.answer import not_allowed
+from verdict_contract.mockserver.answer import Answer, error_answer, not_allowed
 from verdict_contract.mockserver.control import control
-from verdict_contract.mockserver.explain import handle
+from verdict_contract.mockserver.explain import handle, journal_elsewhere
 from verdict_contract.mockserver.fastpath import ExplainMiddleware
 from verdict_contract.mockserver.faults import FaultMiddleware
 from verdict_contract.mockserver.limits import RequestLimits
@@ -19,21 +19,31 @@ from verdict_contract.mockserver.settings import Settings
 from verdict_contract.mockserver.state import MockState
 from verdict_contract.mockserver.web import EXTENSION, error_response, state_of, to_response
 
+_NOT_FOUND = f"no such endpoint; the API is GET {ENDPOINT_PATH}?n=<session id>"
+_CONTROL_PREFIX = "/_mock"
+
 
 def _http_error(error: HTTPException) -> Response:
     status = error.code or 400
     if isinstance(error, MethodNotAllowed):
         allowed = ", ".join(sorted(error.valid_methods or ()))  # werkzeug's order varies
-        return to_response(not_allowed(request.method, allowed))
+        return _journaled(not_allowed(request.method, allowed))
     if status == 404:
-        return error_response(
-            404, "not_found", f"no such endpoint; the API is GET {ENDPOINT_PATH}?n=<session id>"
-        )
+        return _journaled(error_answer(404, "not_found", _NOT_FOUND))
     if status >= 500:  # never answer 5xx to a request, however malformed
         status = 400
     return error_response(
         status, error.name.lower().replace(" ", "_"), error.description or error.name
     )
+
+
+def _journaled(answer: Answer) -> Response:
+    """A 404 or 405 answered to a request the API does not take, journaled unless control's."""
+    path = request.path
+    if path != _CONTROL_PREFIX and not path.startswith(_CONTROL_PREFIX + "/"):
+        headers = list(request.headers.items())
+        journal_elsewhere(state_of(), request.method, path, request.query_string, headers, answer)
+    return to_response(answer)
 
 
 def _unexpected_error(error: Exception) -> Response:
@@ -45,9 +55,9 @@ def _unexpected_error(error: Exception) -> Response:
 
 def explain_view() -> Response:
     """``/e`` as a Flask view: what answers when the app runs without the fast path."""
-    answer = handle(
-        state_of(), request.method, request.query_string, request.headers.get("Authorization")
-    )
+    headers = list(request.headers.items())
+    authorization = request.headers.get("Authorization")
+    answer = handle(state_of(), request.method, request.query_string, authorization, headers)
     response = to_response(answer)
     response.headers["Vary"] = "Authorization"
     return response

@@ -45,7 +45,7 @@ from verdict_contract.mockserver.answer import (
     not_allowed,
     status_line,
 )
-from verdict_contract.mockserver.explain import Decision, decide, record
+from verdict_contract.mockserver.explain import Decision, decide, journal_elsewhere, record
 from verdict_contract.mockserver.faults import FAULT_HEADER
 from verdict_contract.mockserver.limits import MAX_HEADER_BYTES
 from verdict_contract.mockserver.sessions import SpecError
@@ -285,7 +285,18 @@ class HttpConnection(asyncio.Protocol):
                     query = query.partition(b"#")[0]
                 self._serve_explain(request, query, keep_alive)
             else:  # as the app's own 405, without the trip to a worker thread
-                self._send(request, not_allowed(request.method, "GET, HEAD"), keep_alive, False)
+                answer = not_allowed(request.method, "GET, HEAD")
+                if self.server.state is not None:  # journaled as the app journals it
+                    query = url.partition(b"?")[2].partition(b"#")[0]
+                    journal_elsewhere(
+                        self.server.state,
+                        request.method,
+                        ENDPOINT_PATH,
+                        query,
+                        request.headers,
+                        answer,
+                    )
+                self._send(request, answer, keep_alive, False)
         else:
             self._serve_app(request, keep_alive)
 
@@ -298,7 +309,7 @@ class HttpConnection(asyncio.Protocol):
         state = self.server.state
         assert state is not None  # the hot path is on for the mock's own app only
         try:
-            decision = decide(state, request.method, query, authorization)
+            decision = decide(state, request.method, query, authorization, request.headers)
         except SpecError as exc:  # e.g. a scenario session whose overrides cannot be served
             self._send(request, error_answer(422, "invalid_session", str(exc)), keep_alive)
             return

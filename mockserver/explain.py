@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 from verdict_contract.mockserver.answer import NO_STORE, Answer, error_answer
 from verdict_contract.mockserver.faults import fault_answer
+from verdict_contract.mockserver.journal import RawHeaders, as_text
 from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from verdict_contract.mockserver.state import MockState
 
@@ -95,8 +96,8 @@ def _generic_error(status: int) -> tuple[str, str]:
 
 
 def _scripted(step: Step, body: bytes) -> Answer | None:
-    if step.status is not None:
-        headers = list(step.headers) or _STEP_HEADERS.get(step.status, [])
+    if step.status is not None:  # headers None: the status's usual ones (Retry-After...)
+        headers = _STEP_HEADERS.get(step.status, []) if step.headers is None else step.headers
         if 200 <= step.status < 300:  # the normal verdict, with the scripted status and headers
             return Answer(step.status, body, [("Cache-Control", NO_STORE), *headers], "scripted")
         code, message = _STEP_ERRORS.get(step.status) or _generic_error(step.status)
@@ -167,28 +168,51 @@ class Decision:
     answer: Answer
     generation: int  # the journal's generation when the request arrived (reset() moves it)
     started: float  # perf_counter() when it arrived: the journal's latency runs from here
+    headers: RawHeaders = ()  # the request's headers, fingerprinted by the journal (matchers)
 
 
 def decide(
-    state: MockState, method: str, query_string: bytes, authorization: str | None
+    state: MockState,
+    method: str,
+    query_string: bytes,
+    authorization: str | None,
+    headers: RawHeaders = (),
 ) -> Decision:
     """Decide the answer to a request to ``/e``; :func:`record` journals it once sent."""
     generation, started = state.journal.generation, time.perf_counter()
     pairs = parse_query(query_string)
     answer = explain(state, pairs, authorization)
-    return Decision(method, query_string, pairs, authorization, answer, generation, started)
+    return Decision(
+        method, query_string, pairs, authorization, answer, generation, started, headers
+    )
 
 
 def record(state: MockState, decision: Decision) -> None:
     """Journal a decided request; its latency includes any scripted delay waited out."""
     latency_ms = (time.perf_counter() - decision.started) * 1000
     d = decision
-    journal(state, d.method, d.pairs, d.query, d.authorization, d.answer, d.generation, latency_ms)
+    journal(
+        state,
+        d.method,
+        d.pairs,
+        d.query,
+        d.authorization,
+        d.answer,
+        d.generation,
+        latency_ms,
+        headers=d.headers,
+    )
 
 
-def handle(state: MockState, method: str, query_string: bytes, authorization: str | None) -> Answer:
+def handle(
+    state: MockState,
+    method: str,
+    query_string: bytes,
+    authorization: str | None,
+    headers: RawHeaders = (),
+) -> Answer:
     """Answer a request to ``/e`` for a blocking server: wait out a delay, journal, return."""
-    decision = decide(state, method, query_string, authorization)
+    decision = decide(state, method, query_string, authorization, headers)
     if decision.answer.delay:
         state.delay(decision.answer.delay)  # in-process transports replace this (inprocess.py)
     record(state, decision)
@@ -204,8 +228,15 @@ def journal(
     answer: Answer | str,
     generation: int,
     latency_ms: float | None = None,
+    *,
+    headers: RawHeaders = (),
+    path: str = ENDPOINT_PATH,
 ) -> None:
-    """Journal what the client got: an answer, or a fault (reset, truncated...) or timeout."""
+    """Journal what the client got: an answer, or a fault (reset, truncated...) or timeout.
+
+    ``path`` is another than ``/e`` for a request to a wrong path, journaled so that a check
+    can say what was sent instead (:func:`journal_elsewhere`).
+    """
     fault: str | None
     if isinstance(answer, str):
         fault, status = answer, None
@@ -214,7 +245,7 @@ def journal(
         status = None if fault == "reset" else answer.status
     state.journal.record(
         method=method,
-        path=ENDPOINT_PATH,
+        path=path,
         args=pairs if pairs is not None else [("?", query_string.decode("latin-1"))],
         authorization=authorization,
         status=status,
@@ -223,4 +254,36 @@ def journal(
         fault=fault,
         generation=generation,
         latency_ms=latency_ms,
+        headers=headers,
+    )
+
+
+def journal_elsewhere(
+    state: MockState,
+    method: str,
+    path: str,
+    query_string: bytes,
+    headers: RawHeaders,
+    answer: Answer,
+) -> None:
+    """Journal a request the API does not take (a wrong path, or ``/e`` with a wrong method).
+
+    A client that gets 404 or 405 sent something: a check that says "no request at all" would
+    send its author looking in the wrong place. The entry is bounded like any other.
+    """
+    authorization = next(
+        (as_text(v) for k, v in headers if as_text(k).lower() == "authorization"), None
+    )
+    pairs = parse_query(query_string)
+    generation = state.journal.generation
+    journal(
+        state,
+        method,
+        pairs,
+        query_string,
+        authorization,
+        answer,
+        generation,
+        headers=headers,
+        path=path,
     )

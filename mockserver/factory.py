@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from faker.providers import BaseProvider
 
@@ -19,6 +19,25 @@ from verdict_contract.core.violations import format_violations
 from verdict_contract.mockserver.catalogue import templates
 from verdict_contract.mockserver.generate import DEFAULT_SEED, VerdictGenerator, headline_context
 from verdict_contract.mockserver.sessions import SessionSpec
+
+
+class MakeVerdict(Protocol):
+    """The type of :func:`make_verdict` and of the plugin's ``make_verdict`` fixture.
+
+    ``verdict`` is a :data:`~verdict_contract.core.spec.VerdictKind`, so a misspelt kind is a
+    type error in the test that annotates the fixture with it.
+    """
+
+    def __call__(
+        self,
+        verdict: VerdictKind | None = None,
+        conclusive: bool | None = None,
+        *,
+        seed: str = ...,
+        session_id: str | None = None,
+        valid: bool = True,
+        **overrides: Any,
+    ) -> Verdict: ...
 
 
 @lru_cache(maxsize=16)

@@ -23,6 +23,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("mockserver")
 
 
+def _headers(environ: WSGIEnvironment) -> list[tuple[str, str]]:
+    """The request's headers from the environ (names as ``user-agent``), for the journal."""
+    return [
+        (name[5:].replace("_", "-").lower(), value)
+        for name, value in environ.items()
+        if name.startswith("HTTP_")
+    ]
+
+
 class ExplainMiddleware:
     """Serve ``GET``/``HEAD /e`` from the environ; pass every other request to ``app``."""
 
@@ -37,7 +46,8 @@ class ExplainMiddleware:
         # PEP 3333 hands the raw query over as latin-1 text; this restores its bytes.
         query = environ.get("QUERY_STRING", "").encode("latin-1")
         try:
-            answer = handle(self.state, method, query, environ.get("HTTP_AUTHORIZATION"))
+            authorization = environ.get("HTTP_AUTHORIZATION")
+            answer = handle(self.state, method, query, authorization, _headers(environ))
         except SpecError as exc:  # e.g. a scenario session whose overrides cannot be served
             answer = error_answer(422, "invalid_session", str(exc))
         except Exception:  # never a 5xx for a request, however it fails

@@ -84,7 +84,16 @@ class InProcessApp:
             if path == ENDPOINT_PATH:
                 authorization = next((v for k, v in headers if k.lower() == "authorization"), None)
                 pairs = parse_query(query)
-                journal(self.state, method, pairs, query, authorization, "timeout", generation)
+                journal(
+                    self.state,
+                    method,
+                    pairs,
+                    query,
+                    authorization,
+                    "timeout",
+                    generation,
+                    headers=headers,
+                )
             return Reply(0, [], b"", "timeout")
         fault = answer.headers.get(FAULT_HEADER)
         kept = [(k, v) for k, v in answer.headers.items() if k != FAULT_HEADER]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
+import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Final
@@ -18,6 +20,10 @@ from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
 MAX_PARAMS: Final = 20
 """Query parameters kept per entry; the rest are counted under :data:`CUT`."""
 MAX_SCHEME_CHARS: Final = 20
+MAX_HEADERS: Final = 64
+"""Request headers fingerprinted per entry (for :meth:`~.verify.JournalChecks.calls` matchers)."""
+MAX_PATH_CHARS: Final = 200
+"""A path other than ``/e`` (a wrong one) is kept cut to this length."""
 CUT: Final = "…(cut)"
 """The marker where the journal cut a value (or, as a query name, dropped parameters)."""
 
@@ -53,6 +59,51 @@ def shown_param(
     return (name if plain else mask(name)), mask(value)
 
 
+RawHeaders = Sequence[tuple[str, str]] | Sequence[tuple[bytes, bytes]]
+"""A request's headers as a server has them: text, or bytes as sent (decoded as latin-1)."""
+
+_KEYED: Final = hashlib.blake2b(key=secrets.token_bytes(16), digest_size=16)
+"""Keyed once per process; each digest starts from a copy (much cheaper than keying anew)."""
+
+
+def fingerprint(kind: str, name: str, value: str) -> bytes:
+    """A salted digest of one header (``kind`` ``h``, name lower-cased) or parameter (``q``).
+
+    Entries keep these instead of the values: a matcher can ask "was this header sent?"
+    (an Authorization included) while no journal, repr or message can show what was sent.
+    """
+    digest = _KEYED.copy()
+    digest.update(f"{kind}\0{name}\0{value}".encode("utf-8", "surrogateescape"))
+    return digest.digest()
+
+
+def as_text(value: str | bytes) -> str:
+    """A header name or value as text (bytes as sent are latin-1, as HTTP/1.1 has them)."""
+    return value if isinstance(value, str) else value.decode("latin-1")
+
+
+@lru_cache(maxsize=64)  # a load test sends the same headers again and again
+def _header_prints(
+    headers: tuple[tuple[str, str] | tuple[bytes, bytes], ...], authorization: str | None
+) -> frozenset[bytes]:
+    prints = {fingerprint("h", as_text(k).lower(), as_text(v)) for k, v in headers[:MAX_HEADERS]}
+    if authorization is not None:  # given apart by servers that read it apart
+        prints.add(fingerprint("h", "authorization", authorization))
+    return frozenset(prints)
+
+
+@lru_cache(maxsize=1024)  # and asks for the same few sessions
+def _cached_param_print(name: str, value: str) -> bytes:
+    return fingerprint("q", name, value)
+
+
+def _param_fingerprint(name: str, value: str) -> bytes:
+    """A parameter's fingerprint; cached for short ones only, so the cache stays small."""
+    if len(name) + len(value) <= MAX_SESSION_ID_LENGTH:
+        return _cached_param_print(name, value)
+    return fingerprint("q", name, value)
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One journaled request. Query values other than ``n`` are masked: keys get sent there."""
@@ -69,9 +120,17 @@ class Entry:
     fault: str | None = None
     """What the client got instead of a whole answer: reset, truncated, malformed or timeout."""
     violations: tuple[str, ...] = ()  # contract breaches of a proxied answer (proxy.py)
+    fingerprints: frozenset[bytes] = field(default=frozenset(), repr=False, compare=False)
+    """Salted digests of the headers and parameters sent (:func:`fingerprint`), never shown."""
+
+    def sent(self, kind: str, name: str, value: str) -> bool:
+        """Whether this request sent header (``h``) or parameter (``q``) ``name`` as ``value``."""
+        return fingerprint(kind, name, value) in self.fingerprints
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        shown = asdict(self)
+        del shown["fingerprints"]
+        return shown
 
 
 @dataclass
@@ -109,6 +168,7 @@ class Journal:
         fault: str | None = None,
         violations: tuple[str, ...] = (),
         generation: int | None = None,
+        headers: RawHeaders = (),
     ) -> None:
         """Journal a request; ``is_key`` tells a configured API key wherever it was sent.
 
@@ -118,11 +178,14 @@ class Journal:
         query: dict[str, list[str]] = {}
         n = None
         kept = dropped = 0
+        prints = set(_header_prints(tuple(headers), authorization))
         for name, value in args:
             if name == SESSION_PARAM and n is None:
                 n = shown_param(name, value, is_key)[1]
+                prints.add(_param_fingerprint(name, value))
             elif kept < MAX_PARAMS:
                 kept += 1
+                prints.add(_param_fingerprint(name, value))
                 first = name != SESSION_PARAM  # a repeated n is masked: it could be anything
                 shown, masked = shown_param(name, value, is_key) if first else (name, mask(value))
                 query.setdefault(shown, []).append(masked)
@@ -133,7 +196,7 @@ class Journal:
         entry = Entry(
             time.time(),
             method,
-            cut(path, MAX_SESSION_ID_LENGTH),
+            cut(path, MAX_PATH_CHARS),
             n,
             query,
             mask_authorization(authorization),
@@ -142,6 +205,7 @@ class Journal:
             None if latency_ms is None else round(latency_ms, 3),
             fault,
             violations,
+            frozenset(prints),
         )
         with self._lock:
             if generation is None or generation == self._generation:

@@ -18,17 +18,27 @@ class ScriptBook:
     capacity: int = 10_000
     _scripts: OrderedDict[str, deque[Step]] = field(default_factory=OrderedDict, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _minted: set[str] = field(default_factory=set, init=False, repr=False)
+    """Ids whose script came from a mint (not a scenario): what :meth:`minted_left` reports."""
 
-    def load(self, session_id: str, steps: tuple[Step, ...]) -> None:
+    def load(self, session_id: str, steps: tuple[Step, ...], minted: bool = False) -> None:
         """Give the id a script (an empty one removes what it had)."""
         with self._lock:
             if not steps:
                 self._scripts.pop(session_id, None)
+                self._minted.discard(session_id)
                 return
             self._scripts[session_id] = deque(steps)
             self._scripts.move_to_end(session_id)
+            if minted:
+                self._minted.add(session_id)
             while len(self._scripts) > self.capacity:
-                self._scripts.popitem(last=False)
+                self._minted.discard(self._scripts.popitem(last=False)[0])
+
+    def minted_left(self) -> dict[str, tuple[Step, ...]]:
+        """The steps still unused of every minted session's script, oldest session first."""
+        with self._lock:
+            return {i: tuple(s) for i, s in self._scripts.items() if i in self._minted}
 
     def next_step(self, session_id: str) -> Step | None:
         """Consume and return the next scripted step for the id, if any is left."""
@@ -39,8 +49,10 @@ class ScriptBook:
             step = steps.popleft()
             if not steps:
                 del self._scripts[session_id]
+                self._minted.discard(session_id)
             return step
 
     def clear(self) -> None:
         with self._lock:
             self._scripts.clear()
+            self._minted.clear()

@@ -52,12 +52,15 @@ class Step:
     status: int | None = None
     fault: str | None = None
     delay_ms: int = 0
-    headers: tuple[tuple[str, str], ...] = ()
-    """Headers of a scripted status; they replace the defaults (``Retry-After: 1``...)."""
+    headers: tuple[tuple[str, str], ...] | None = None
+    """Headers of a scripted status, replacing the usual ones (``Retry-After: 1`` of a 429...);
+    None sends the usual ones, ``()`` none (a 429 without ``Retry-After``)."""
 
     def to_json(self) -> object:
-        if self.status is not None and (self.headers or self.status not in SCRIPT_STATUSES):
+        if self.status is not None and self.headers is not None:
             return {"status": self.status, "headers": dict(self.headers)}
+        if self.status is not None and self.status not in SCRIPT_STATUSES:
+            return {"status": self.status}
         if self.status is not None:
             return self.status
         if self.fault is not None:
@@ -90,7 +93,9 @@ def _status_step(raw: Mapping[str, Any], where: str) -> Step:
     status = raw["status"]
     if not isinstance(status, int) or isinstance(status, bool) or not 200 <= status <= 599:
         raise SpecError(f"{where}.status must be an HTTP status from 200 to 599; got {status!r}")
-    headers = raw.get("headers", {})
+    headers = raw.get("headers")
+    if headers is None:  # {"status": 429}: the status's usual headers
+        return Step(status=status)
     if not isinstance(headers, Mapping) or len(headers) > MAX_STEP_HEADERS:
         raise SpecError(f"{where}.headers must be an object of at most {MAX_STEP_HEADERS} headers")
     for name, value in headers.items():

@@ -9,12 +9,12 @@ and the one it ``needs`` may come from a flag and a variable.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
 from types import UnionType
-from typing import Any, Final, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Final, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
 from verdict_contract.core.envvars import parse_bool
@@ -218,6 +218,37 @@ class Settings:
         "async", f"HTTP server ({', '.join(SERVERS)}; see docs/servers.md)", _server, metavar="NAME"
     )
 
+    if TYPE_CHECKING:  # what Settings(...) takes: also a string as its variable reads it
+
+        def __init__(  # one parameter per field above, in order (a test keeps them in step)
+            self,
+            *,
+            host: str = ...,
+            port: int | str = ...,
+            threads: int | str = ...,
+            api_keys: Sequence[str] | str = ...,
+            seed: str = ...,
+            secret: str = ...,
+            scenario: Path | str | None = ...,
+            rate_limit: RateLimit | str = ...,
+            session_lifetime: float | str = ...,
+            log_level: str = ...,
+            journal_size: int | str = ...,
+            accept_any_session: bool | str = ...,
+            control: bool | str = ...,
+            demo_sessions: bool | str = ...,
+            proxy_to: str | None = ...,
+            upstream_key: Secret | str | None = ...,
+            proxy_strict: bool | str = ...,
+            proxy_timeout: float | str = ...,
+            record: Path | str | None = ...,
+            control_token: Secret | str | None = ...,
+            allowed_hosts: Sequence[str] | str = ...,
+            max_body: int | str = ...,
+            access_log: bool | str = ...,
+            server: str = ...,
+        ) -> None: ...
+
     def __post_init__(self) -> None:
         _check_types(self)
         if not 0 <= self.port <= 65535:
@@ -342,8 +373,8 @@ def _checked(name: str, option: Option, value: object) -> object:
         return value
     if kind is tuple:
         value = (value,) if isinstance(value, str) else value
-        if not isinstance(value, tuple | list) or not all(isinstance(v, str) for v in value):
-            raise TypeError("a tuple of strings")
+        if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+            raise TypeError("a sequence of strings")
         return tuple(value)
     if isinstance(value, str) and kind is not str:
         value = option.parse(value)

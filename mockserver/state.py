@@ -168,5 +168,5 @@ class MockState:
             spec = replace(spec, key=f"m{self._minted}")
         session = self.codec.mint(spec, now=self.now())
         self.generator.verdict(session.id, spec)  # an impossible spec fails now, with 422
-        self.scripts.load(session.id, spec.script)
+        self.scripts.load(session.id, spec.script, minted=True)
         return session

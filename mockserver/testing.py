@@ -3,8 +3,9 @@
 Every transport gives a :class:`VerdictMock` with the same ``base_url``, ``api_key``, ``mint``,
 journal checks (:mod:`.verify`), clock control and ``reset``; all run the same Flask app as
 ``verdict-mock``. In-process, a scripted fault raises the error the client library raises for a
-real one: httpx through respx (:func:`respx_mock`), requests through responses
-(:func:`responses_mock`).
+real one: httpx through respx (:func:`respx_mock`, a :class:`RespxVerdictMock` with its
+``router``), requests through responses (:func:`responses_mock`, a
+:class:`ResponsesVerdictMock` with its ``responses``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from flask import Flask
 
+from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.spec import VerdictKind
 from verdict_contract.mockserver.app import create_app
 from verdict_contract.mockserver.inprocess import InProcessApp, Reply
@@ -51,7 +53,11 @@ def reply(
     retry_after: int | datetime | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A scripted answer with any status and headers; ``retry_after`` in seconds or as a date."""
+    """A scripted answer with exactly the status and headers given.
+
+    ``retry_after`` in seconds or as a date; without it no ``Retry-After`` is sent (a bare
+    ``429`` in a script sends ``Retry-After: 1``, as the service does).
+    """
     sent = dict(headers or {})
     if isinstance(retry_after, datetime):
         sent["Retry-After"] = format_datetime(retry_after, usegmt=True)
@@ -66,11 +72,10 @@ class VerdictMock(JournalChecks):
 
     app: Flask
     base_url: str
-    router: respx.MockRouter | None = None
-    responses: responses.RequestsMock | None = None
 
     def __repr__(self) -> str:  # never the key (pytest -l prints fixtures)
-        return f"VerdictMock(base_url={self.base_url!r}, settings={self.state.settings!r})"
+        name = type(self).__name__
+        return f"{name}(base_url={self.base_url!r}, settings={self.state.settings!r})"
 
     @property
     def state(self) -> MockState:
@@ -90,7 +95,7 @@ class VerdictMock(JournalChecks):
         verdict: VerdictKind | None = None,
         conclusive: bool | None = None,
         age_seconds: float | None = None,
-        script: list[ScriptStep] | tuple[ScriptStep, ...] = (),
+        script: Sequence[ScriptStep] = (),
         allow_invalid: bool = False,
         seed: str | None = None,
         **fields: Any,
@@ -123,8 +128,14 @@ class VerdictMock(JournalChecks):
 
     @property
     def journal(self) -> list[Entry]:
-        """This test's requests to ``/e`` (keys masked), oldest first."""
+        """This test's requests (keys masked), oldest first; wrong paths and methods too."""
         return self.state.journal.entries()
+
+    def _is_key(self, value: str) -> bool:
+        return self.state.key_ok(value)
+
+    def _scripts_left(self) -> dict[str, tuple[Step, ...]]:
+        return self.state.scripts.minted_left()
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -145,6 +156,20 @@ class VerdictMock(JournalChecks):
 
     def url(self, session_id: str) -> str:
         return str(httpx.URL(f"{self.base_url}/e", params={"n": session_id}))
+
+
+@dataclass(repr=False)
+class RespxVerdictMock(VerdictMock):
+    """The mock answering httpx in-process; ``router`` is respx's, for routes of your own."""
+
+    router: respx.MockRouter
+
+
+@dataclass(repr=False)
+class ResponsesVerdictMock(VerdictMock):
+    """The mock answering requests in-process; ``responses`` is the mock, for your own."""
+
+    responses: responses.RequestsMock
 
 
 @contextmanager
@@ -205,25 +230,59 @@ def _respx_handler(target: InProcessApp) -> Any:
     return handle
 
 
+_THROUGH = "verdict-loopback"
+"""The respx route that lets requests to this machine through, kept after the user's routes."""
+
+
+def _through_if_loopback(request: httpx.Request) -> httpx.Request | None:
+    """Let a request to this machine through (pytest-httpserver, a live mock); else unmatched."""
+    return request if is_loopback(request.url.host) else None
+
+
+def _router_class() -> type[respx.MockRouter]:
+    import respx
+    from respx.models import Route
+
+    class VerdictRouter(respx.MockRouter):
+        """respx's router whose loopback route stays last, so routes added later come first."""
+
+        def add(self, route: Route, *, name: str | None = None) -> Route:
+            through: Route | None = self.routes.pop(_THROUGH, None)  # type: ignore[no-untyped-call]
+            added = super().add(route, name=name)
+            if through is not None:
+                super().add(through, name=_THROUGH)
+            return added
+
+    return VerdictRouter
+
+
 @contextmanager
 def respx_mock(
     base_url: str = RESPX_BASE_URL, settings: Settings | None = None, **router_options: Any
-) -> Iterator[VerdictMock]:
+) -> Iterator[RespxVerdictMock]:
     """Route httpx requests under ``base_url`` to the mock app, in-process, with respx.
 
     A scripted ``{"delay_ms": N}`` at least as long as the request's read timeout raises
     ``httpx.ReadTimeout`` at once; a shorter one waits (for an async client, in a worker
-    thread, so the event loop keeps running). Requests elsewhere follow respx's defaults: an
-    unmatched request raises ``respx.models.AllMockedAssertionError`` (pass
+    thread, so the event loop keeps running). Requests to this machine (``127.0.0.1``,
+    ``localhost``: pytest-httpserver, the live mock) go through. Requests elsewhere follow
+    respx's defaults: an unmatched request raises ``respx.models.AllMockedAssertionError`` (pass
     ``assert_all_mocked=False`` to let it through to the network instead).
     """
-    import respx
+    from respx.patterns import M
 
     app = create_app(settings or Settings())
+    base = httpx.URL(base_url.rstrip("/"))
     options = {"assert_all_called": False, **router_options}
-    with respx.mock(base_url=base_url, **options) as router:
-        router.route().mock(side_effect=_respx_handler(InProcessApp(app)))
-        yield VerdictMock(app, base_url.rstrip("/"), router=router)
+    with _router_class()(**options) as router:
+        mine = M(scheme=base.scheme, host=base.host)
+        if base.port is not None:
+            mine &= M(port=base.port)
+        if base.path not in ("", "/"):
+            mine &= M(path__regex="^" + re.escape(base.path) + "(/|$)")
+        router.route(mine).mock(side_effect=_respx_handler(InProcessApp(app)))
+        router.route(M(host__regex=r"."), name=_THROUGH).mock(side_effect=_through_if_loopback)
+        yield RespxVerdictMock(app, base_url.rstrip("/"), router=router)
 
 
 def _read_timeout(timeout: object) -> float | None:
@@ -262,23 +321,50 @@ def _responses_callback(target: InProcessApp) -> Any:
     return callback
 
 
+def _any_method_response(pattern: re.Pattern[str], callback: Any) -> Any:
+    """A responses callback for every method under ``pattern`` (one registration, not seven)."""
+    import responses
+
+    class AnyMethod(responses.CallbackResponse):
+        def matches(self, request: requests.PreparedRequest) -> tuple[bool, str]:
+            if pattern.match(str(request.url)):
+                return True, ""
+            return False, "URL does not match the verdict mock's base URL"
+
+    return AnyMethod("GET", pattern, callback=callback)
+
+
 @contextmanager
 def responses_mock(
     base_url: str = RESPONSES_BASE_URL, settings: Settings | None = None
-) -> Iterator[VerdictMock]:
+) -> Iterator[ResponsesVerdictMock]:
     """Answer ``requests`` calls under ``base_url`` with the mock app, in-process (responses).
 
     Faults raise what requests raises for real ones: ``ConnectionError`` (reset),
     ``ChunkedEncodingError`` (truncated), ``ReadTimeout`` (a delay past the read timeout).
     Requests elsewhere raise responses' ``ConnectionError`` (nothing leaves the process).
+    It works beside responses' own default mock (``@responses.activate``,
+    ``responses.start()``), started before or after it: the mock's answers are registered there
+    too, and what neither mocks goes on to the one underneath.
     """
+    import requests.adapters
     import responses
 
     app = create_app(settings or Settings())
     base = base_url.rstrip("/")
     pattern = re.compile(re.escape(base) + r"(/[^?#]*)?(\?.*)?$")
-    callback = _responses_callback(InProcessApp(app))
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
-            mock.add_callback(method, pattern, callback=callback)
-        yield VerdictMock(app, base, responses=mock)
+    answer = _any_method_response(pattern, _responses_callback(InProcessApp(app)))
+    below: Any = requests.adapters.HTTPAdapter.send  # responses' own alias of its type differs
+    layered = below is not responses._real_send  # another mock is started: hand it the rest
+    mock = responses.RequestsMock(assert_all_requests_are_fired=False, real_adapter_send=below)
+    if layered:
+        mock.add_passthru(re.compile(".*"))
+    default = responses.mock.get_registry()
+    default.add(answer)  # answered too when @responses.activate starts the default mock later
+    try:
+        with mock:
+            mock.add(answer)
+            yield ResponsesVerdictMock(app, base, responses=mock)
+    finally:
+        current = responses.mock.get_registry()  # activate() may have replaced or reset it
+        current.registered[:] = [r for r in current.registered if r is not answer]

@@ -14,7 +14,7 @@ per distinct settings for the session (per xdist worker), so order does not matt
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -24,13 +24,19 @@ from verdict_contract.core.spec import VERDICTS
 
 if TYPE_CHECKING:
     from verdict_contract.core.spec import VerdictKind
-    from verdict_contract.core.types import Verdict
     from verdict_contract.mockserver import Settings
-    from verdict_contract.mockserver.testing import VerdictMock
+    from verdict_contract.mockserver.factory import MakeVerdict
+    from verdict_contract.mockserver.testing import (
+        ResponsesVerdictMock,
+        RespxVerdictMock,
+        VerdictMock,
+    )
 
 MARKER = "verdict_mock"
 SEED_OPTION = "--verdict-seed"
 SUITE_PLUGIN = "verdict_contract.suite"
+CHECK_SCRIPTS = "assert_all_scripts_used"
+"""A ``verdict_mock`` marker argument, not a setting: check every script was used at teardown."""
 MAX_LIVE_SERVERS = 4
 """Live servers kept at once for distinct settings; the least recently used one stops first."""
 
@@ -124,6 +130,7 @@ def _settings_for(request: pytest.FixtureRequest, base: Settings) -> Settings:
         if marker.args:
             pytest.fail(f"@pytest.mark.{MARKER} takes keyword arguments only", pytrace=False)
         changes.update(marker.kwargs)
+    changes.pop(CHECK_SCRIPTS, None)
     known = {f.name for f in fields(base)}
     unknown = sorted(set(changes) - known)
     if unknown:
@@ -178,46 +185,56 @@ def verdict_mock_servers() -> Iterator[_LiveServers]:
     servers.close()
 
 
+def _checked_at_teardown(request: pytest.FixtureRequest, mock: VerdictMock) -> None:
+    """``@pytest.mark.verdict_mock(assert_all_scripts_used=True)``: every script was used."""
+    __tracebackhide__ = True
+    marker = request.node.get_closest_marker(MARKER)
+    if marker is not None and marker.kwargs.get(CHECK_SCRIPTS):
+        mock.assert_all_scripts_used()
+
+
 @pytest.fixture
 def verdict_mock(
     request: pytest.FixtureRequest,
     verdict_mock_settings: Settings,
     verdict_mock_servers: _LiveServers,
-) -> VerdictMock:
+) -> Iterator[VerdictMock]:
     """The mock over real HTTP on 127.0.0.1, with this test's settings, cleared for this test."""
+    __tracebackhide__ = True  # a failed check at teardown points at the test, not here
     mock = verdict_mock_servers.get(_settings_for(request, verdict_mock_settings))
     mock.reset()
-    return mock
-
-
-def _in_process(
-    request: pytest.FixtureRequest, settings: Settings, transport: str
-) -> Iterator[VerdictMock]:
-    """The mock answering a client library in-process (``respx_mock``/``responses_mock``)."""
-    from verdict_contract.mockserver import testing
-
-    with getattr(testing, transport)(settings=_settings_for(request, settings)) as mock:
-        yield mock
+    yield mock
+    _checked_at_teardown(request, mock)
 
 
 @pytest.fixture
 def verdict_respx(
     request: pytest.FixtureRequest, verdict_mock_settings: Settings
-) -> Iterator[VerdictMock]:
+) -> Iterator[RespxVerdictMock]:
     """httpx requests to ``verdict_respx.base_url`` answered in-process (respx), same settings."""
-    yield from _in_process(request, verdict_mock_settings, "respx_mock")
+    __tracebackhide__ = True  # a failed check at teardown points at the test, not here
+    from verdict_contract.mockserver.testing import respx_mock
+
+    with respx_mock(settings=_settings_for(request, verdict_mock_settings)) as mock:
+        yield mock
+        _checked_at_teardown(request, mock)
 
 
 @pytest.fixture
 def verdict_responses(
     request: pytest.FixtureRequest, verdict_mock_settings: Settings
-) -> Iterator[VerdictMock]:
+) -> Iterator[ResponsesVerdictMock]:
     """requests calls to ``verdict_responses.base_url`` answered in-process (responses)."""
-    yield from _in_process(request, verdict_mock_settings, "responses_mock")
+    __tracebackhide__ = True  # a failed check at teardown points at the test, not here
+    from verdict_contract.mockserver.testing import responses_mock
+
+    with responses_mock(settings=_settings_for(request, verdict_mock_settings)) as mock:
+        yield mock
+        _checked_at_teardown(request, mock)
 
 
 @pytest.fixture
-def make_verdict(pytestconfig: pytest.Config) -> Callable[..., Verdict]:
+def make_verdict(pytestconfig: pytest.Config) -> MakeVerdict:
     """``make_verdict(verdict=..., conclusive=..., **overrides)``, seeded by ``--verdict-seed``."""
     from functools import partial
 

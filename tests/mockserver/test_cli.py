@@ -324,7 +324,7 @@ def test_without_demo_sessions_the_curl_fetches_a_scenario_session() -> None:
 
 @pytest.mark.parametrize("token", [None, "t0ken-0123456789"])
 def test_without_any_session_the_banner_says_how_to_mint_one(token: str | None) -> None:
-    settings = Settings(demo_sessions=False, control_token=token)  # type: ignore[arg-type]
+    settings = Settings(demo_sessions=False, control_token=token)
     text = banner(settings, URL, (DEFAULT_API_KEY,))
     assert "n=demo-" not in text
     line = next(line for line in text.splitlines() if "sessions:" in line)
@@ -347,7 +347,7 @@ def test_a_configured_key_says_once_where_the_variable_comes_from() -> None:
 
 def test_the_banner_says_how_to_open_a_token_protected_dashboard() -> None:
     token = "t0ken-0123456789"
-    text = banner(Settings(control_token=token), URL, (DEFAULT_API_KEY,))  # type: ignore[arg-type]
+    text = banner(Settings(control_token=token), URL, (DEFAULT_API_KEY,))
     assert token not in text
     assert f"dashboard: {URL}/_mock/?token=<the control token> once" in text
     assert "cookie" in text

@@ -414,12 +414,21 @@ def test_journal_masks_a_key_sent_as_a_bare_query_parameter(client: FlaskClient)
     assert KEY not in client.get("/_mock/requests").get_data(as_text=True)
 
 
-def test_journal_does_not_record_other_paths(client: FlaskClient) -> None:
-    client.get("/nowhere")
-    client.post("/e")
+def test_journal_records_wrong_paths_and_methods_but_not_control_calls(
+    client: FlaskClient,
+) -> None:
+    client.get("/nowhere?n=demo-refused")
+    client.post("/e?n=demo-refused")
+    client.get("/_mock/health")
+    client.get("/_mock/nowhere")
     get(client, "?n=demo-refused")
     entries = client.get("/_mock/requests").get_json()
-    assert [e["path"] for e in entries] == ["/e"]
+    got = [(e["method"], e["path"], e["n"], e["status"], e["outcome"]) for e in entries]
+    assert got == [
+        ("GET", "/nowhere", "demo-refused", 404, "not_found"),
+        ("POST", "/e", "demo-refused", 405, "method_not_allowed"),
+        ("GET", "/e", "demo-refused", 200, "verdict"),
+    ]
 
 
 def test_a_key_sent_as_a_plain_name_or_as_n_is_masked_in_the_journal() -> None:

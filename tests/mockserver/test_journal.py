@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from tests.helpers import run_threads
 from verdict_contract.core.redact import mask
-from verdict_contract.mockserver.journal import CUT, MAX_PARAMS, Journal, mask_authorization
+from verdict_contract.mockserver.journal import (
+    CUT,
+    MAX_HEADERS,
+    MAX_PARAMS,
+    Journal,
+    mask_authorization,
+)
 
 SECRET = "sk-live-0123456789abcdef"
 
@@ -251,3 +257,30 @@ def test_the_journal_of_a_flood_of_huge_queries_is_bounded_in_bytes() -> None:
         )
     total = len(json.dumps([e.to_json() for e in journal.entries()]))
     assert total < 300 * 2_000, f"received {total} bytes for 300 entries"
+
+
+def test_headers_and_parameters_are_kept_as_bounded_salted_fingerprints() -> None:
+    journal = Journal(size=1)
+    headers = [(f"X-H{i}", "v" * 10_000) for i in range(1000)]
+    secret = "Bearer sk-live-0123456789abcdef"
+    journal.record(
+        method="GET",
+        path="/e",
+        args=[("n", "demo-refused"), *HUGE_QUERY],
+        authorization=secret,
+        status=200,
+        outcome="verdict",
+        headers=[(b"X-Trace", b"abc"), *((k.encode(), v.encode()) for k, v in headers)],
+    )
+    (entry,) = journal.entries()
+    assert entry.sent("h", "authorization", secret)
+    assert not entry.sent("h", "authorization", "Bearer sk-live-0123456789abcdeF")
+    assert entry.sent("h", "x-trace", "abc")  # bytes as sent, matched as text
+    assert entry.sent("q", "n", "demo-refused")
+    assert entry.sent("q", "p0", "v" * 50)
+    assert not entry.sent("q", f"p{len(HUGE_QUERY) - 1}", "v" * 50)  # past the bound
+    assert len(entry.fingerprints) <= MAX_HEADERS + MAX_PARAMS + 2
+    assert all(len(p) == 16 for p in entry.fingerprints)
+    shown = json.dumps(entry.to_json()) + repr(entry)
+    assert "fingerprints" not in shown
+    assert "sk-live" not in shown

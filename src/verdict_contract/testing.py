@@ -1,0 +1,60 @@
+"""The types that annotate tests using the plugin's fixtures, in one light module.
+
+``def test_x(verdict_respx: RespxVerdictMock, make_verdict: MakeVerdict) -> None`` type-checks
+with mypy and pyright: a misspelt verdict kind, a journal field that does not exist, a router
+used where there is none are errors before the test runs. Names load on first use, so importing
+this module imports neither Flask nor faker (only type checkers see them all at once).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verdict_contract.core.errors import VerificationError as VerificationError
+    from verdict_contract.core.types import Verdict as Verdict
+    from verdict_contract.core.types import VerdictKind as VerdictKind
+    from verdict_contract.mockserver.factory import MakeVerdict as MakeVerdict
+    from verdict_contract.mockserver.journal import Entry as JournalEntry
+    from verdict_contract.mockserver.settings import Settings as Settings
+    from verdict_contract.mockserver.testing import ResponsesVerdictMock as ResponsesVerdictMock
+    from verdict_contract.mockserver.testing import RespxVerdictMock as RespxVerdictMock
+    from verdict_contract.mockserver.testing import ScriptStep as ScriptStep
+    from verdict_contract.mockserver.testing import VerdictMock as VerdictMock
+    from verdict_contract.mockserver.testing import reply as reply
+
+_EXPORTS = {  # public name: (module, name there)
+    "JournalEntry": ("verdict_contract.mockserver.journal", "Entry"),
+    "MakeVerdict": ("verdict_contract.mockserver.factory", "MakeVerdict"),
+    "ResponsesVerdictMock": ("verdict_contract.mockserver.testing", "ResponsesVerdictMock"),
+    "RespxVerdictMock": ("verdict_contract.mockserver.testing", "RespxVerdictMock"),
+    "ScriptStep": ("verdict_contract.mockserver.testing", "ScriptStep"),
+    "Settings": ("verdict_contract.mockserver.settings", "Settings"),
+    "Verdict": ("verdict_contract.core.types", "Verdict"),
+    "VerdictKind": ("verdict_contract.core.types", "VerdictKind"),
+    "VerdictMock": ("verdict_contract.mockserver.testing", "VerdictMock"),
+    "VerificationError": ("verdict_contract.core.errors", "VerificationError"),
+    "reply": ("verdict_contract.mockserver.testing", "reply"),
+}
+
+__all__ = [  # written out, as type checkers read it (a test keeps it equal to _EXPORTS)
+    "JournalEntry",
+    "MakeVerdict",
+    "ResponsesVerdictMock",
+    "RespxVerdictMock",
+    "ScriptStep",
+    "Settings",
+    "Verdict",
+    "VerdictKind",
+    "VerdictMock",
+    "VerificationError",
+    "reply",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'verdict_contract.testing' has no attribute {name!r}")
+    module, attribute = _EXPORTS[name]
+    return getattr(importlib.import_module(module), attribute)

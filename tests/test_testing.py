@@ -1,0 +1,211 @@
+"""``verdict_contract.testing``: light to import, and typed for an integrator's type checker.
+
+An integrator's test file annotated with its types is checked by ``mypy --strict`` and pyright
+(strict), as the package installs, and run by pytest: a misspelt verdict kind is reported, and
+nothing else is. The README's examples pass both checkers as they are written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import verdict_contract.testing as public
+from tests.test_readme import GUIDE, _blocks
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+INTEGRATOR_TESTS = """
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+import requests
+
+from verdict_contract.testing import (
+    JournalEntry,
+    MakeVerdict,
+    ResponsesVerdictMock,
+    RespxVerdictMock,
+    ScriptStep,
+    Settings,
+    Verdict,
+    VerdictMock,
+    VerificationError,
+    reply,
+)
+
+
+@pytest.fixture
+def verdict_mock_settings() -> Settings:
+    return Settings(port=0, rate_limit="2/60", api_keys=("team-key-0123456789",))
+
+
+@pytest.mark.verdict_mock(api_keys=["team-key-0123456789"])
+def test_respx(verdict_respx: RespxVerdictMock, make_verdict: MakeVerdict) -> None:
+    until = datetime(2030, 1, 1, tzinfo=UTC)
+    script: list[ScriptStep] = [reply(429), reply(503, retry_after=until)]
+    n = verdict_respx.mint(verdict="refused", script=script)
+    assert httpx.get(verdict_respx.url(n), headers=verdict_respx.headers).status_code == 429
+    entry: JournalEntry = verdict_respx.last_request(n)
+    assert entry.status == 429
+    assert verdict_respx.router.calls.call_count == 1
+    verdict_respx.assert_called_once(n, headers={"Authorization": "Bearer team-key-0123456789"})
+    try:
+        verdict_respx.assert_all_scripts_used()
+    except VerificationError as error:
+        assert "1 step(s) left" in str(error)
+    body: Verdict = make_verdict("contradicted", conclusive=True)
+    assert body["conclusive"] is True
+
+
+def test_responses(verdict_responses: ResponsesVerdictMock) -> None:
+    mock: VerdictMock = verdict_responses
+    mock.assert_no_requests()
+    n = mock.mint(verdict="disputed", script=(429,))
+    assert requests.get(mock.url(n), headers=mock.headers, timeout=5).status_code == 429
+    assert len(verdict_responses.responses.calls) == 1
+
+
+def test_misspelt_kind(make_verdict: MakeVerdict) -> None:
+    make_verdict("contradictd")
+"""
+MISSPELT_LINE = INTEGRATOR_TESTS.splitlines().index('    make_verdict("contradictd")') + 1
+
+
+def _run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        [str(c) for c in command], cwd=cwd, capture_output=True, text=True, env=env, timeout=300
+    )
+    return done.stdout + done.stderr
+
+
+def _mypy(path: Path, cache: Path, copy: Path | None) -> str:
+    return _mypy_files([path], cache, copy)
+
+
+def _mypy_files(paths: list[Path], cache: Path, copy: Path | None) -> str:
+    config = cache / "mypy.ini"
+    config.write_text("[mypy]\nstrict = True\n")
+    env = None if copy is None else {**os.environ, "MYPYPATH": str(copy)}
+    command: list[str | Path] = [
+        BIN / "mypy",
+        "--config-file",
+        config,
+        "--cache-dir",
+        cache / "cache",
+    ]
+    return _run(*command, *paths, cwd=paths[0].parent, env=env)
+
+
+def _pyright(paths: list[Path], copy: Path | None, folder: Path) -> str:
+    config = {"typeCheckingMode": "strict", "extraPaths": [str(copy)] if copy else []}
+    (folder / "pyrightconfig.json").write_text(json.dumps(config))
+    return _run(BIN / "pyright", "--pythonpath", sys.executable, *paths, cwd=folder)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path | None]:
+    """A mypy cache, and where type checkers find the package: None where the install shows it.
+
+    An editable install through an import hook is opaque to them; a copy installed as a wheel
+    would be (``pip install --target``), so the package is checked as an integrator gets it.
+    """
+    cache = tmp_path_factory.mktemp("mypy")
+    probe = cache / "probe.py"
+    probe.write_text("import verdict_contract.testing\n")
+    if "Success" in _mypy(probe, cache, None):
+        return cache, None
+    copy = tmp_path_factory.mktemp("typecheck")
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+    subprocess.run([*pip, "--target", str(copy), str(ROOT)], check=True, capture_output=True)
+    return cache, copy
+
+
+def test_importing_it_loads_neither_flask_nor_faker() -> None:
+    code = (
+        "import sys, verdict_contract.testing as t\n"
+        "assert not {'flask', 'faker', 'respx', 'responses'} & set(sys.modules), sys.modules\n"
+        "t.VerdictMock\n"
+        "assert 'flask' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_every_name_is_exported_and_resolves() -> None:
+    assert public.__all__ == sorted(public._EXPORTS)
+    for name in public.__all__:
+        assert getattr(public, name) is not None
+    assert public.JournalEntry.__name__ == "Entry"
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        public.Nope  # noqa: B018
+
+
+def test_mypy_strict_reports_the_misspelt_kind_and_nothing_else(
+    tmp_path: Path, installed: tuple[Path, Path | None]
+) -> None:
+    cache, copy = installed
+    path = tmp_path / "test_typed.py"
+    path.write_text(INTEGRATOR_TESTS)
+    output = _mypy(path, cache, copy)
+    errors = [line for line in output.splitlines() if ": error:" in line]
+    assert len(errors) == 1, output
+    assert f"test_typed.py:{MISSPELT_LINE}: error:" in errors[0]
+    assert "Literal['contradictd']" in errors[0]
+
+
+def test_pyright_strict_reports_the_misspelt_kind_and_nothing_else(
+    tmp_path: Path, installed: tuple[Path, Path | None]
+) -> None:
+    if not (BIN / "pyright").exists() or shutil.which("node") is None:
+        pytest.skip("pyright (the test extra) needs node on PATH (Debian's nodejs)")
+    path = tmp_path / "test_typed.py"
+    path.write_text(INTEGRATOR_TESTS)
+    output = _pyright([path], installed[1], tmp_path)
+    errors = [line for line in output.splitlines() if " - error:" in line]
+    assert len(errors) == 1, output
+    assert f"test_typed.py:{MISSPELT_LINE}:" in errors[0]
+    assert "contradictd" in errors[0]
+
+
+def test_the_typed_file_runs(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_typed=INTEGRATOR_TESTS)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "not misspelt")
+    result.assert_outcomes(passed=2, deselected=1)
+
+
+def _readme_examples(folder: Path) -> list[Path]:
+    paths = []
+    for index, block in enumerate(_blocks("python", GUIDE)):
+        path = folder / f"readme_{index}.py"
+        path.write_text(block)
+        paths.append(path)
+    return paths
+
+
+def test_the_readmes_examples_pass_mypy_strict(
+    tmp_path: Path, installed: tuple[Path, Path | None]
+) -> None:
+    cache, copy = installed
+    paths = _readme_examples(tmp_path)
+    output = _mypy_files(paths, cache, copy)
+    assert f"Success: no issues found in {len(paths)} source files" in output, output
+
+
+def test_the_readmes_examples_pass_pyright_strict(
+    tmp_path: Path, installed: tuple[Path, Path | None]
+) -> None:
+    if not (BIN / "pyright").exists() or shutil.which("node") is None:
+        pytest.skip("pyright (the test extra) needs node on PATH (Debian's nodejs)")
+    output = _pyright(_readme_examples(tmp_path), installed[1], tmp_path)
+    assert output.splitlines()[-1].startswith("0 errors, 0 warnings"), output
