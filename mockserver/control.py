@@ -80,12 +80,12 @@ def named() -> Response:
 
 @control.get("/requests")
 def journal() -> Response:
-    return jsonify([entry.to_json() for entry in state_of().journal.entries()])
+    return jsonify([entry.to_json() for entry in state_of().entries()])
 
 
 @control.delete("/requests")
 def clear_journal() -> tuple[str, int]:
-    state_of().journal.clear()
+    state_of().clear_journal()
     return "", 204
 
 
@@ -104,7 +104,8 @@ def health() -> Response:
         schema=SCHEMA_VERSION,
         rate_limit=str(state.limiter.limit),
         session_lifetime=state.settings.session_lifetime,
-        journal_entries=len(state.journal),
+        journal_entries=state.backend.journal_length(),
+        state=state.backend.label,
         **({"proxy": proxy.stats.to_json()} if proxy is not None else {}),
     )
 

@@ -124,7 +124,7 @@ class VerdictMock(JournalChecks):
     @property
     def journal(self) -> list[Entry]:
         """This test's requests to ``/e`` (keys masked), oldest first."""
-        return self.state.journal.entries()
+        return self.state.entries()
 
     @property
     def requests(self) -> list[dict[str, Any]]:
