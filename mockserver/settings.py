@@ -7,6 +7,7 @@ README's table (:func:`markdown_table`, kept true by a test) are all derived fro
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from functools import cache
@@ -260,6 +261,8 @@ def _check_state(settings: Settings) -> None:
             "process would keep its own rate limit, scripts and journal (a 10/60 limit would let "
             f"up to {10 * settings.workers} through)"
         )
+    if settings.workers > 1 and not hasattr(socket, "SO_REUSEPORT"):
+        raise SettingsError("--workers needs SO_REUSEPORT, which this OS does not have")
     if settings.workers > 1 and settings.server != "async":
         raise SettingsError("--workers needs the async server (it shares the port)")
     if not settings.state.is_memory and settings.proxy_to is not None:
