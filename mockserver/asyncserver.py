@@ -602,6 +602,8 @@ class AsyncServer:
                 if connection.transport is not None:
                     connection.transport.abort()
             await asyncio.sleep(0)  # let the aborted transports close
+            if self.state is not None and self.state.shared is not None:
+                await self.state.shared.close_async()  # its connections belong to this loop
 
     def stop(self) -> None:
         """Stop serving (from any thread): the listener and every connection close."""

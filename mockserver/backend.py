@@ -157,6 +157,9 @@ class SharedBackend(StateBackend, Protocol):
     async def decide_async(self, call: SharedCall) -> Facts:
         """On the event loop, in one round trip; raises StateUnavailable."""
 
+    async def close_async(self) -> None:
+        """Close the running loop's connections (before the loop closes)."""
+
 
 @dataclass
 class MemoryBackend:

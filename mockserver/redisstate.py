@@ -21,6 +21,7 @@ retrying: the request gets a 503 and the next one tries again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import time
@@ -238,6 +239,12 @@ class RedisBackend:
             self._async_loop = loop
             self._async_decide = self._async.register_script(DECIDE)
         return self._async_decide
+
+    async def close_async(self) -> None:
+        client, self._async, self._async_loop = self._async, None, None
+        if client is not None:
+            with contextlib.suppress(redis.RedisError, OSError):
+                await client.aclose()
 
     def _unavailable(self, exc: BaseException) -> StateUnavailable:
         reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
