@@ -19,11 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from tests.helpers import clean_environ, read_line, stop_process, wait_until
 from tests.redisserver import RedisServer, redis_server
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.backend import StateURL
+from verdict_contract.mockserver.redisstate import RedisBackend
 from verdict_contract.mockserver.testing import live_mock
 
 KEY = "redis-test-key-0001"
@@ -252,8 +254,6 @@ def test_mocks_with_other_secrets_do_not_meet(redis_url: str) -> None:
 
 
 def test_no_api_key_is_stored_in_redis(redis_url: str) -> None:
-    import redis
-
     settings = Settings(port=0, state=redis_url, secret="secrets", api_keys=(KEY,))
     with live_mock(settings) as mock:
         mock.reset()
@@ -366,3 +366,49 @@ def test_a_state_url_is_checked_and_its_password_never_printed() -> None:
     with pytest.raises(ValueError, match="port is not a number"):
         StateURL.parse("redis://cache.internal:port/0")
     assert StateURL.parse(" Memory ").is_memory
+
+
+XDIST_CONFTEST = """
+import os
+
+import pytest
+
+from verdict_contract.mockserver import Settings
+
+
+@pytest.fixture(scope="session")
+def verdict_mock_settings(worker_id):
+    return Settings(port=0, state=os.environ["MOCK_REDIS_URL"], secret=f"job-{worker_id}")
+"""
+
+XDIST_TESTS = """
+import httpx
+import pytest
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_each_test_sees_its_own_requests(verdict_mock, index):
+    assert verdict_mock.state.shared is not None
+    for _ in range(index + 1):
+        httpx.get(verdict_mock.url("demo-contradicted"), headers=verdict_mock.headers)
+    assert len(verdict_mock.journal) == index + 1
+"""
+
+
+def test_the_plugin_runs_on_a_shared_state_under_xdist(
+    pytester: pytest.Pytester, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's pattern: one Redis, a secret per xdist worker, a reset per test."""
+    monkeypatch.setenv("MOCK_REDIS_URL", redis_url)
+    pytester.makeconftest(XDIST_CONFTEST)
+    pytester.makepyfile(test_shared=XDIST_TESTS)
+    # --dist each: every test on both workers, so both use the shared state
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--dist", "each")
+    result.assert_outcomes(passed=8)
+
+    client = redis.Redis.from_url(redis_url)
+    for worker in ("gw0", "gw1"):  # each worker's mock kept its state under its own secret
+        backend = RedisBackend(StateURL.parse(redis_url), f"job-{worker}", 10)
+        assert list(client.scan_iter(match=backend.prefix.replace("{", "[{]") + "*"))
+        backend.close()
+    client.close()
