@@ -60,7 +60,7 @@ class StateURL(str):
     @property
     def label(self) -> str:
         """The URL as messages show it: the password masked."""
-        return _masked(self)
+        return _masked(str(self))  # a plain str: repr() of it does not come back here
 
     def __repr__(self) -> str:
         return repr(self.label)

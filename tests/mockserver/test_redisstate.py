@@ -330,7 +330,8 @@ def test_workers_share_one_port_and_one_state(tmp_path: Path) -> None:
             first = read_line(parent, timeout=30) or ""
             match = re.search(r"(http://127\.0\.0\.1:\d+)$", first.strip())
             assert match, (tmp_path / "err").read_text()
-            lines = [read_line(parent, timeout=5) or "" for _ in range(6)]
+            assert parent.stdout is not None  # the banner is printed at once: read on
+            lines = [parent.stdout.readline() for _ in range(6)]
             assert any("workers:  2 processes" in line for line in lines), lines
             headers = {"Authorization": f"Bearer {KEY}"}
             statuses = []
