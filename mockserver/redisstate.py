@@ -33,6 +33,7 @@ import redis.asyncio
 import redis.asyncio.retry
 import redis.retry
 from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError
 
 from verdict_contract.mockserver.backend import (
     Facts,
@@ -145,6 +146,9 @@ return 1
 """
 
 
+_DECIDE_SHA: Final = hashlib.sha1(DECIDE.encode()).hexdigest()  # noqa: S324 - Redis names it so
+
+
 def _stored(steps: tuple[Step, ...]) -> str:
     """A script as the store keeps it: per step, the journal's tail of its answer and itself."""
     if not steps:
@@ -185,7 +189,8 @@ class RedisBackend:
         self._load = self.sync.register_script(LOAD)
         self._async: redis.asyncio.Redis | None = None
         self._async_loop: asyncio.AbstractEventLoop | None = None
-        self._async_decide: Any = None
+        self._batch: list[tuple[SharedCall, asyncio.Future[Facts]]] = []
+        self._sending: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
         return f"RedisBackend({self.label!r})"
@@ -220,25 +225,59 @@ class RedisBackend:
         return self._facts(reply)
 
     async def decide_async(self, call: SharedCall) -> Facts:
-        script = self._async_script()
-        try:
-            reply = await asyncio.wait_for(
-                script(keys=self.keys[:7], args=self._args(call)), TIMEOUT
-            )
-        except (redis.RedisError, TimeoutError, OSError) as exc:
-            raise self._unavailable(exc) from None
-        return self._facts(reply)
-
-    def _async_script(self) -> Any:
-        """The event loop's client, made on the loop that first asks (a client is per loop)."""
+        """One request's decision; the calls of one turn of the loop go as one pipeline."""
         loop = asyncio.get_running_loop()
-        if self._async_loop is not loop:
+        if self._async_loop is not loop:  # a client is per loop: made on the first that asks
             self._async = redis.asyncio.Redis.from_url(
                 self._url, retry=redis.asyncio.retry.Retry(NoBackoff(), 0), **self._options
             )
-            self._async_loop = loop
-            self._async_decide = self._async.register_script(DECIDE)
-        return self._async_decide
+            self._async_loop, self._batch = loop, []
+        future: asyncio.Future[Facts] = loop.create_future()
+        self._batch.append((call, future))
+        if len(self._batch) == 1:
+            loop.call_soon(self._send_batch)
+        return await future
+
+    def _send_batch(self) -> None:
+        batch, self._batch = self._batch, []
+        if batch and self._async_loop is not None:
+            task = self._async_loop.create_task(self._run(batch))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _run(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> None:
+        """Send a batch: each call one EVALSHA in one pipeline (one round trip for all)."""
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                replies = await self._pipeline(batch)
+                lost = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+                if lost:  # Redis restarted and forgot the script: those calls did not run
+                    assert self._async is not None
+                    await self._async.script_load(DECIDE)
+                    again = await self._pipeline([batch[i] for i in lost])
+                    for index, reply in zip(lost, again, strict=True):
+                        replies[index] = reply
+        except (redis.RedisError, OSError, TimeoutError) as exc:
+            failed = self._unavailable(exc)
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(failed)
+            return
+        for (_, future), reply in zip(batch, replies, strict=True):
+            if future.done():  # cancelled: the server is stopping
+                continue
+            if isinstance(reply, Exception):
+                future.set_exception(self._unavailable(reply))
+            else:
+                future.set_result(self._facts(reply))
+
+    async def _pipeline(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> list[Any]:
+        assert self._async is not None
+        pipe = self._async.pipeline(transaction=False)
+        for call, _ in batch:
+            pipe.evalsha(_DECIDE_SHA, 7, *self.keys[:7], *self._args(call))
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return replies
 
     async def close_async(self) -> None:
         client, self._async, self._async_loop = self._async, None, None
