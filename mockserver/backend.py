@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Final, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -229,6 +230,7 @@ def entry_head(entry: Entry) -> str:
     return json.dumps([*fields, entry.latency_ms], ensure_ascii=False)[:-1] + ","
 
 
+@lru_cache(maxsize=256)  # a handful of outcomes, built for every request to /e
 def entry_tail(outcome: Outcome) -> str:
     """The end of an entry's JSON array: status, outcome, fault."""
     return json.dumps(list(outcome))[1:]

@@ -1,9 +1,11 @@
 """The mock's per-call state in Redis, so processes on any number of hosts behave as one mock.
 
-Each request to ``/e`` is one Lua script (:data:`DECIDE`), one round trip: it counts the key in
-its fixed window, takes the session's next scripted step, checks expiry against the shared
-clock offset and appends the journal entry, atomically. Redis runs scripts one at a time, so
-the count is exact, each step is used once, and the journal is in order of arrival.
+Each request to ``/e`` is one run of a Lua script (:data:`DECIDE`): it counts the key in its
+fixed window, takes the session's next scripted step, checks expiry against the shared clock
+offset and appends the journal entry, atomically. Redis runs scripts one at a time, so the
+count is exact, each step is used once, and the journal is in order of arrival. On the event
+loop, the requests decided in one turn of the loop go as one pipeline: one round trip for all
+of them, never more than one per request.
 
 Why a script of our own rather than the ``limits`` library: one round trip must also take the
 step and journal the request, which ``limits`` (its own commands, its own keys) cannot join;
@@ -339,8 +341,7 @@ class RedisBackend:
 
     def clear_journal(self) -> None:
         try:
-            with self.sync.pipeline(transaction=True) as pipe:
-                pipe.delete(self.keys[4], self.keys[5]).execute()
+            self.sync.delete(self.keys[4], self.keys[5])  # one command: atomic
         except redis.RedisError as exc:
             raise self._unavailable(exc) from None
 

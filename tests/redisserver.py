@@ -46,7 +46,7 @@ class RedisServer:
         assert REDIS_SERVER is not None
         argv = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1"]
         argv += ["--save", "", "--appendonly", "no", "--loglevel", "warning"]
-        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL)  # noqa: S603
+        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
         client = redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1)
 
         def answers() -> bool:

@@ -22,9 +22,10 @@ import pytest
 import redis
 
 from tests.helpers import clean_environ, read_line, stop_process, wait_until
-from tests.redisserver import RedisServer, redis_server
+from tests.redisserver import redis_server
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.backend import StateURL
+from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.redisstate import RedisBackend
 from verdict_contract.mockserver.testing import live_mock
 
@@ -82,7 +83,7 @@ def start_mocks(count: int, state: str, tmp_path: Path, *extra: str) -> Mocks:
     for index in range(count):
         with (tmp_path / f"mock{index}.err").open("w") as err:
             processes.append(
-                subprocess.Popen(  # noqa: S603 - our own interpreter and flags
+                subprocess.Popen(
                     [sys.executable, "-m", "verdict_contract.mockserver", *argv],
                     stdout=subprocess.PIPE,
                     stderr=err,
@@ -196,7 +197,7 @@ def test_the_clock_and_expiry_marks_are_shared(fresh: Mocks) -> None:
 
 def _same_state(mocks: Mocks) -> Settings:
     health = mocks.get(0, "/_mock/health").json()
-    return Settings(port=0, state=health["state"], secret=SECRET, api_keys=(KEY,))
+    return Settings(port=0, state=StateURL.parse(health["state"]), secret=SECRET, api_keys=(KEY,))
 
 
 def test_a_session_expired_by_hand_is_expired_everywhere(fresh: Mocks, redis_url: str) -> None:
@@ -206,7 +207,9 @@ def test_a_session_expired_by_hand_is_expired_everywhere(fresh: Mocks, redis_url
 
 
 def test_minted_sessions_are_counted_once_across_processes(redis_url: str) -> None:
-    settings = Settings(port=0, state=redis_url, secret="mint-count", api_keys=(KEY,))
+    settings = Settings(
+        port=0, state=StateURL.parse(redis_url), secret="mint-count", api_keys=(KEY,)
+    )
     with live_mock(settings) as first, live_mock(settings) as second:
         first.reset()
         bodies = [
@@ -223,7 +226,12 @@ def test_minted_sessions_are_counted_once_across_processes(redis_url: str) -> No
 
 def test_a_blocking_server_shares_the_state_too(redis_url: str) -> None:
     """waitress and Flask answer /e through the same script, blocking their thread."""
-    settings = Settings(state=redis_url, secret="blocking", api_keys=(KEY,), rate_limit="3/60")
+    settings = Settings(
+        state=StateURL.parse(redis_url),
+        secret="blocking",
+        api_keys=(KEY,),
+        rate_limit=RateLimit.parse("3/60"),
+    )
     client = create_app(settings).test_client()
     client.post("/_mock/reset")
     headers = {"Authorization": f"Bearer {KEY}"}
@@ -233,7 +241,9 @@ def test_a_blocking_server_shares_the_state_too(redis_url: str) -> None:
 
 
 def test_the_journal_is_bounded_in_entries(redis_url: str) -> None:
-    settings = Settings(port=0, state=redis_url, secret="bounded", api_keys=(KEY,), journal_size=5)
+    settings = Settings(
+        port=0, state=StateURL.parse(redis_url), secret="bounded", api_keys=(KEY,), journal_size=5
+    )
     with live_mock(settings) as mock:
         mock.reset()
         for index in range(8):
@@ -242,8 +252,20 @@ def test_the_journal_is_bounded_in_entries(redis_url: str) -> None:
 
 
 def test_mocks_with_other_secrets_do_not_meet(redis_url: str) -> None:
-    one = Settings(port=0, state=redis_url, secret="one", api_keys=(KEY,), rate_limit="1/60")
-    two = Settings(port=0, state=redis_url, secret="two", api_keys=(KEY,), rate_limit="1/60")
+    one = Settings(
+        port=0,
+        state=StateURL.parse(redis_url),
+        secret="one",
+        api_keys=(KEY,),
+        rate_limit=RateLimit.parse("1/60"),
+    )
+    two = Settings(
+        port=0,
+        state=StateURL.parse(redis_url),
+        secret="two",
+        api_keys=(KEY,),
+        rate_limit=RateLimit.parse("1/60"),
+    )
     with live_mock(one) as first, live_mock(two) as second:
         first.reset()
         second.reset()
@@ -254,15 +276,13 @@ def test_mocks_with_other_secrets_do_not_meet(redis_url: str) -> None:
 
 
 def test_no_api_key_is_stored_in_redis(redis_url: str) -> None:
-    settings = Settings(port=0, state=redis_url, secret="secrets", api_keys=(KEY,))
+    settings = Settings(port=0, state=StateURL.parse(redis_url), secret="secrets", api_keys=(KEY,))
     with live_mock(settings) as mock:
         mock.reset()
         httpx.get(mock.url("demo-contradicted"), headers=mock.headers)
         httpx.get(mock.url(KEY), headers=mock.headers)  # a key sent as n
     client = redis.Redis.from_url(redis_url)
-    stored = b"".join(
-        repr(client.dump(key)).encode() + key for key in client.scan_iter(count=1000)
-    )
+    stored = b"".join(repr(client.dump(key)).encode() + key for key in client.scan_iter(count=1000))
     client.close()
     assert KEY.encode() not in stored
     assert KEY[-4:].encode() in stored  # masked as …0001 in the journal: the dump is searched
@@ -319,7 +339,7 @@ def test_workers_share_one_port_and_one_state(tmp_path: Path) -> None:
         argv = ["--port", "0", "--state", server.url, "--api-key", KEY, "--workers", "2"]
         argv += ["--rate-limit", "5/60"]
         with (tmp_path / "err").open("w") as err:
-            parent = subprocess.Popen(  # noqa: S603
+            parent = subprocess.Popen(
                 [sys.executable, "-m", "verdict_contract.mockserver", *argv],
                 stdout=subprocess.PIPE,
                 stderr=err,
@@ -345,7 +365,7 @@ def test_workers_share_one_port_and_one_state(tmp_path: Path) -> None:
 
 
 def test_workers_without_a_shared_state_are_refused(tmp_path: Path) -> None:
-    done = subprocess.run(  # noqa: S603
+    done = subprocess.run(
         [sys.executable, "-m", "verdict_contract.mockserver", "--workers", "2", "--port", "0"],
         capture_output=True,
         text=True,
@@ -379,7 +399,7 @@ from verdict_contract.mockserver import Settings
 
 @pytest.fixture(scope="session")
 def verdict_mock_settings(worker_id):
-    return Settings(port=0, state=os.environ["MOCK_REDIS_URL"], secret=f"job-{worker_id}")
+    return Settings(port=0, secret=f"job-{worker_id}").with_env(os.environ)
 """
 
 XDIST_TESTS = """
@@ -400,7 +420,7 @@ def test_the_plugin_runs_on_a_shared_state_under_xdist(
     pytester: pytest.Pytester, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The README's pattern: one Redis, a secret per xdist worker, a reset per test."""
-    monkeypatch.setenv("MOCK_REDIS_URL", redis_url)
+    monkeypatch.setenv("VERDICT_MOCK_STATE", redis_url)
     pytester.makeconftest(XDIST_CONFTEST)
     pytester.makepyfile(test_shared=XDIST_TESTS)
     # --dist each: every test on both workers, so both use the shared state
