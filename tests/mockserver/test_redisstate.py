@@ -21,7 +21,7 @@ import httpx
 import pytest
 import redis
 
-from tests.helpers import clean_environ, read_line, stop_process, wait_until
+from tests.helpers import clean_environ, free_port, read_line, stop_process, wait_until
 from tests.redisserver import redis_server
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.backend import StateURL
@@ -433,3 +433,18 @@ def test_the_plugin_runs_on_a_shared_state_under_xdist(
         assert list(client.scan_iter(match=backend.prefix.replace("{", "[{]") + "*"))
         backend.close()
     client.close()
+
+
+def test_a_mock_whose_state_cannot_be_reached_says_so_at_start() -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    done = subprocess.run(
+        [sys.executable, "-m", "verdict_contract.mockserver", "--port", "0", "--state", url],
+        capture_output=True,
+        text=True,
+        env=clean_environ(),
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"verdict-mock: error: the mock's shared state ({url}) did not answer" in done.stderr
+    assert "Traceback" not in done.stderr
