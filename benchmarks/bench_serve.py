@@ -11,8 +11,13 @@ and a rate limit no run can exhaust; the 429 row uses a second mock whose budget
 wrk cannot load ``HEAD`` (it waits for a body), so there is no HEAD row: HEAD takes the same
 path as GET.
 Before the load, the mock's answer is checked byte for byte against the Flask app's own answer
-to the same request. The last rows serve the same app under ``--server waitress`` and under
+to the same request. The next rows serve the same app under ``--server waitress`` and under
 granian, to show what the server alone costs.
+
+The last rows keep the state in Redis (``--state``; a ``redis-server`` of its own on a free
+port, skipped where none is installed): one process, then ``--workers 2`` on one port. Each
+request to ``/e`` is then one round trip to Redis (count, step, journal); the report says what
+that costs per request against the one process in memory.
 """
 
 from __future__ import annotations
@@ -177,6 +182,15 @@ def main() -> None:
         Row("verdict-mock --server waitress: GET /e", on_waitress, f"/e?n={KNOWN}"),
         Row("the mock app under granian 1 worker: GET /e", on_granian, f"/e?n={KNOWN}"),
     ]
+    redis_server = shutil.which("redis-server")
+    on_redis, on_workers, redis_port = free_port(), free_port(), free_port()
+    if redis_server is not None:
+        rows += [
+            Row("verdict-mock --state redis: GET /e, 1 process", on_redis, f"/e?n={KNOWN}"),
+            Row("verdict-mock --state redis --workers 2: GET /e", on_workers, f"/e?n={KNOWN}"),
+        ]
+    else:
+        print("no redis-server on PATH: the --state rows are left out", file=sys.stderr)
     budget = "--rate-limit=1000000000/3600"
     env = {"VERDICT_MOCK_RATE_LIMIT": "1000000000/3600", "VERDICT_MOCK_LOG_LEVEL": "warning"}
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as lua:
@@ -187,6 +201,16 @@ def main() -> None:
         stack.enter_context(started(waitress, on_waitress))
         app = [*granian("bench_serve:mock_app", on_granian), "--factory"]
         stack.enter_context(started(app, on_granian, env))
+        if redis_server is not None:
+            flags = ["--port", str(redis_port), "--bind", HOST, "--save", "", "--appendonly", "no"]
+            stack.enter_context(started([redis_server, *flags], redis_port))
+            url = f"redis://{HOST}:{redis_port}/0"
+            shared = mock(on_redis, budget, f"--state={url}", "--secret=bench-1")
+            stack.enter_context(started(shared, on_redis))
+            workers = mock(on_workers, budget, f"--state={url}", "--secret=bench-2", "--workers=2")
+            stack.enter_context(started(workers, on_workers))
+            check_bytes(on_redis)
+            check_bytes(on_workers)
         check_bytes(fast)
         httpx.get(f"http://{HOST}:{limited}/e", params={"n": KNOWN}, headers=AUTH_HEADERS)
         for round_ in range(args.rounds):
@@ -213,6 +237,13 @@ def report(rows: list[Row], args: argparse.Namespace) -> None:
         print(
             f"| {row.name:45} | {median / 1000:4.1f}k | {median / medians[0]:7.2f} "
             f"| {median / e_rate:8.2f} | {bad:>7} |"
+        )
+    shared = [median for row, median in zip(rows, medians, strict=True) if "--state" in row.name]
+    if shared and shared[0]:
+        cost = (1 / shared[0] - 1 / e_rate) * 1e6
+        print(
+            f"The round trip to Redis: {cost:.1f} us more per request than in memory, one process "
+            f"(1/{shared[0] / 1000:.1f}k - 1/{e_rate / 1000:.1f}k, at 32 connections)"
         )
 
 

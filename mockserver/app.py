@@ -8,6 +8,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from verdict_contract.core.spec import ENDPOINT_PATH
 from verdict_contract.mockserver.accesslog import AccessLog
 from verdict_contract.mockserver.answer import Answer, error_answer, not_allowed
+from verdict_contract.mockserver.backend import StateUnavailable
 from verdict_contract.mockserver.control import control
 from verdict_contract.mockserver.explain import handle, journal_elsewhere
 from verdict_contract.mockserver.fastpath import ExplainMiddleware
@@ -49,6 +50,8 @@ def _journaled(answer: Answer) -> Response:
 def _unexpected_error(error: Exception) -> Response:
     if isinstance(error, SpecError):  # a request the mock cannot honour: said, not logged
         return error_response(422, "invalid_session", str(error))
+    if isinstance(error, StateUnavailable):  # --state did not answer: said, and retried later
+        return error_response(503, "state_unavailable", str(error), [("Retry-After", "1")])
     current_app.logger.exception("unexpected error answering %s", request.path)
     return error_response(400, "bad_request", "the request could not be processed")
 

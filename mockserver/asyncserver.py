@@ -45,7 +45,13 @@ from verdict_contract.mockserver.answer import (
     not_allowed,
     status_line,
 )
-from verdict_contract.mockserver.explain import Decision, decide, journal_elsewhere, record
+from verdict_contract.mockserver.explain import (
+    Decision,
+    decide,
+    decide_shared,
+    journal_elsewhere,
+    record,
+)
 from verdict_contract.mockserver.faults import FAULT_HEADER
 from verdict_contract.mockserver.limits import MAX_HEADER_BYTES
 from verdict_contract.mockserver.sessions import SpecError
@@ -308,6 +314,14 @@ class HttpConnection(asyncio.Protocol):
                 authorization = text if authorization is None else f"{authorization},{text}"
         state = self.server.state
         assert state is not None  # the hot path is on for the mock's own app only
+        if state.shared is not None:  # --state: the shared store decides (one round trip)
+            self._busy()
+            task = self.server.loop.create_task(
+                decide_shared(state, request.method, query, authorization)
+            )
+            self.server.tasks.add(task)
+            task.add_done_callback(lambda done: self._shared_decided(request, done, keep_alive))
+            return
         try:
             decision = decide(state, request.method, query, authorization, request.headers)
         except SpecError as exc:  # e.g. a scenario session whose overrides cannot be served
@@ -326,6 +340,32 @@ class HttpConnection(asyncio.Protocol):
             return
         record(state, decision)
         self._send(request, decision.answer, keep_alive)
+
+    def _shared_decided(
+        self, request: Request, done: asyncio.Task[Decision], keep_alive: bool
+    ) -> None:
+        """A shared state's decision (journaled already): sent now, or after its delay."""
+        self.server.tasks.discard(done)
+        self._idle()
+        if done.cancelled() or self.transport is None or self.transport.is_closing():
+            return  # the server stopped, or the client left, meanwhile
+        try:
+            decision = done.result()
+        except SpecError as exc:
+            decision_answer = error_answer(422, "invalid_session", str(exc))
+        except Exception:  # never a 5xx for a request, however it fails
+            log.exception("unexpected error answering GET %s", ENDPOINT_PATH)
+            decision_answer = error_answer(400, "bad_request", "the request could not be processed")
+        else:
+            if decision.answer.delay:
+                self._busy()
+                self.server.loop.call_later(
+                    decision.answer.delay, self._delayed, request, decision, keep_alive
+                )
+                return
+            decision_answer = decision.answer
+        self._send(request, decision_answer, keep_alive)
+        self._next()
 
     def _delayed(self, request: Request, decision: Decision, keep_alive: bool) -> None:
         # The loop's timers have millisecond grain and may fire a little early: wait it out.
@@ -540,7 +580,8 @@ class AsyncServer:
         self.date: Callable[[], bytes] = _Date()
         self.heads: dict[tuple[int, tuple[tuple[str, str], ...], int, bool], bytes] = {}
         self.connections: set[HttpConnection] = set()
-        self.sock = _bind(host, port)
+        self.tasks: set[asyncio.Task[Decision]] = set()  # shared-state decisions under way
+        self.sock = _bind(host, port, reuse_port=settings.workers > 1)
         self.address: tuple[str, int] = self.sock.getsockname()[:2]
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="verdict-mock-app")
         self.loop = new_loop()
@@ -572,10 +613,14 @@ class AsyncServer:
             if self._sweeper is not None:
                 self._sweeper.cancel()
             listener.close()
+            for task in list(self.tasks):  # a shared state still deciding: not answered now
+                task.cancel()
             for connection in list(self.connections):
                 if connection.transport is not None:
                     connection.transport.abort()
             await asyncio.sleep(0)  # let the aborted transports close
+            if self.state is not None and self.state.shared is not None:
+                await self.state.shared.close_async()  # its connections belong to this loop
 
     def stop(self) -> None:
         """Stop serving (from any thread): the listener and every connection close."""
@@ -597,14 +642,20 @@ class AsyncServer:
         self._sweeper = self.loop.call_later(min(1.0, self.idle_timeout), self._sweep)
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host``:``port`` (raises OSError, e.g. if the port is taken)."""
+def _bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A listening socket on ``host``:``port`` (raises OSError, e.g. if the port is taken).
+
+    ``reuse_port``: several processes listen on the port and the kernel spreads connections
+    among them (``--workers``; SO_REUSEPORT, where the OS has it).
+    """
     family, kind, proto, _, address = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
         sock.listen(1024)
         sock.setblocking(False)

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from verdict_contract.core.redact import mask
 from verdict_contract.mockserver.app import create_app
+from verdict_contract.mockserver.backend import StateUnavailable
 from verdict_contract.mockserver.guard import exposure_warning
 from verdict_contract.mockserver.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
 from verdict_contract.mockserver.serve import make_server, serve_forever
@@ -28,6 +29,7 @@ from verdict_contract.mockserver.settings import (
     shown_default,
 )
 from verdict_contract.mockserver.web import state_of
+from verdict_contract.mockserver.workers import is_worker, run_workers
 
 
 def _flag_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -153,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = settings_from(args, os.environ)
         app = create_app(settings)
-    except (ValueError, ScenarioError) as exc:  # one readable line, not a traceback
+    except (ValueError, ScenarioError, StateUnavailable) as exc:  # one line, not a traceback
         parser.error(str(exc))
     warning = exposure_warning(settings)
     if warning:
@@ -162,6 +164,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     state = state_of(app)
+    host = settings.host if ":" not in settings.host else f"[{settings.host}]"
+    if settings.workers > 1 and not is_worker():  # this process only starts and watches them
+        given = list(sys.argv[1:] if argv is None else argv)
+        return run_workers(
+            given,
+            settings,
+            lambda port: banner(
+                settings, f"http://{host}:{port}", state.api_keys, tuple(state.named)
+            ),
+        )
     if settings.scenario is not None:
         watcher = ScenarioWatcher(settings.scenario, state.apply, report=state.report_scenario)
         watcher.start()
@@ -171,7 +183,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = make_server(app, settings.host, settings.port, settings.threads)
     except OSError as exc:  # e.g. the port is taken
         parser.error(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}")
-    host = settings.host if ":" not in settings.host else f"[{settings.host}]"
     base_url = f"http://{host}:{server.effective_port}"
     print(banner(settings, base_url, state.api_keys, tuple(state.named)), flush=True)
     serve_forever(server)

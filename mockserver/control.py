@@ -89,12 +89,12 @@ def named() -> Response:
 
 @control.get("/requests")
 def journal() -> Response:
-    return jsonify([entry.to_json() for entry in state_of().journal.entries()])
+    return jsonify([entry.to_json() for entry in state_of().entries()])
 
 
 @control.delete("/requests")
 def clear_journal() -> tuple[str, int]:
-    state_of().journal.clear()
+    state_of().clear_journal()
     return "", 204
 
 
@@ -137,9 +137,10 @@ def health() -> Response:
         schema=SCHEMA_VERSION,
         rate_limit=str(state.limiter.limit),
         session_lifetime=state.settings.session_lifetime,
-        journal_entries=len(state.journal),
+        journal_entries=state.backend.journal_length(),
         default_key=DEFAULT_API_KEY if DEFAULT_API_KEY in state.api_keys else None,
         scenario_problem=state.scenario_problem,
+        state=state.backend.label,
         **({"proxy": proxy.stats.to_json()} if proxy is not None else {}),
     )
 

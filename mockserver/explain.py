@@ -7,19 +7,28 @@ the in-process transports of :mod:`.testing`.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import time
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from http import HTTPStatus
 from urllib.parse import parse_qsl
 
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 from verdict_contract.mockserver.answer import NO_STORE, Answer, error_answer
-from verdict_contract.mockserver.faults import fault_answer
-from verdict_contract.mockserver.journal import RawHeaders, as_text
+from verdict_contract.mockserver.backend import (
+    Facts,
+    SharedCall,
+    StateUnavailable,
+    entry_head,
+    entry_tail,
+)
+from verdict_contract.mockserver.journal import RawHeaders, as_text, make_entry
 from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from verdict_contract.mockserver.state import MockState
+from verdict_contract.mockserver.steps import decode_step, outcome
+from verdict_contract.mockserver.steps import scripted as scripted_answer
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
@@ -34,18 +43,6 @@ _UNAUTHORIZED = error_answer(
 )
 _UNKNOWN = error_answer(404, "session_not_found", _NOT_FOUND, "unknown")
 _EXPIRED = error_answer(404, "session_not_found", _NOT_FOUND, "expired")
-_STEP_ERRORS = {
-    401: ("unauthorized", "scripted: missing or invalid API key"),
-    404: ("session_not_found", "scripted: unknown or expired session"),
-    429: ("rate_limited", "scripted: rate limit exceeded; retry after the announced time"),
-    500: ("internal_error", "scripted: internal server error"),
-    503: ("unavailable", "scripted: service unavailable; retry later"),
-}
-_STEP_HEADERS: dict[int, list[tuple[str, str]]] = {
-    429: [("Retry-After", "1")],
-    503: [("Retry-After", "1")],
-    401: [("WWW-Authenticate", "Bearer")],
-}
 
 
 def bearer_token(header: str | None) -> str | None:
@@ -87,26 +84,6 @@ def _bad_session_id(values: list[str] | None) -> str | None:
     return None
 
 
-def _generic_error(status: int) -> tuple[str, str]:
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        phrase = f"status {status}"
-    return phrase.lower().replace(" ", "_").replace("-", "_"), f"scripted: {phrase}"
-
-
-def _scripted(step: Step, body: bytes) -> Answer | None:
-    if step.status is not None:  # headers None: the status's usual ones (Retry-After...)
-        headers = _STEP_HEADERS.get(step.status, []) if step.headers is None else step.headers
-        if 200 <= step.status < 300:  # the normal verdict, with the scripted status and headers
-            return Answer(step.status, body, [("Cache-Control", NO_STORE), *headers], "scripted")
-        code, message = _STEP_ERRORS.get(step.status) or _generic_error(step.status)
-        return error_answer(step.status, code, message, "scripted", headers)
-    if step.fault is not None:
-        return fault_answer(step.fault, body)
-    return None  # a delay: the answer is the normal one, late
-
-
 def explain(
     state: MockState, pairs: list[tuple[str, str]] | None, authorization: str | None
 ) -> Answer:
@@ -116,12 +93,25 @@ def explain(
         return _UNAUTHORIZED
     wait = state.limiter.admit(key)
     if wait is not None:
-        return error_answer(
-            429,
-            "rate_limited",
-            "rate limit exceeded for this API key",
-            headers=[("Retry-After", str(max(1, math.ceil(wait))))],
-        )
+        return _limited(wait)
+    found = _find(state, pairs)
+    if isinstance(found, Answer):
+        return found
+    session, body = found
+    return _answer(state, session, body, state.scripts.next_step(session.id), None)
+
+
+def _limited(wait: float) -> Answer:
+    return error_answer(
+        429,
+        "rate_limited",
+        "rate limit exceeded for this API key",
+        headers=[("Retry-After", str(max(1, math.ceil(wait))))],
+    )
+
+
+def _find(state: MockState, pairs: list[tuple[str, str]] | None) -> Answer | tuple[Session, bytes]:
+    """The session ``n`` names and its body, or the answer if there is none (400, 404)."""
     values = None if pairs is None else [v for name, v in pairs if name == SESSION_PARAM]
     problem = _bad_session_id(values)
     if problem is not None or not values:
@@ -130,21 +120,34 @@ def explain(
     if session is None:
         return _UNKNOWN
     recorded = session.spec.recorded
-    body = recorded.body if recorded else state.generator.render(session.id, session.spec)
-    step = state.scripts.next_step(session.id) or session.spec.always
+    return session, recorded.body if recorded else state.generator.render(session.id, session.spec)
+
+
+def _answer(
+    state: MockState, session: Session, body: bytes, step: Step | None, expired: bool | None
+) -> Answer:
+    """The answer of a found session, given its next scripted step (if any).
+
+    ``expired``: what a shared state said; None asks this process's state when it matters.
+    """
+    step = step or session.spec.always
     if step is not None:
-        scripted = _scripted(step, body)
+        scripted = scripted_answer(step, body)
         if scripted is not None:
             return scripted
         if step.delay_ms:
-            return replace(_served(state, session, body), delay=step.delay_ms / 1000)
-    return _served(state, session, body)
+            return replace(_served(state, session, body, expired), delay=step.delay_ms / 1000)
+    return _served(state, session, body, expired)
 
 
-def _served(state: MockState, session: Session, body: bytes) -> Answer:
+def _served(state: MockState, session: Session, body: bytes, expired: bool | None) -> Answer:
     """The answer of a session that no script step overrides: 404 if expired, else its body."""
-    if state.is_expired(session):
+    if state.is_expired(session) if expired is None else expired:
         return _EXPIRED
+    return _normal(session, body)
+
+
+def _normal(session: Session, body: bytes) -> Answer:
     recorded = session.spec.recorded
     if recorded is not None:  # replayed as received: the status and the very bytes
         cache = VERDICT_CACHE_CONTROL if recorded.status == 200 else NO_STORE
@@ -169,6 +172,7 @@ class Decision:
     generation: int  # the journal's generation when the request arrived (reset() moves it)
     started: float  # perf_counter() when it arrived: the journal's latency runs from here
     headers: RawHeaders = ()  # the request's headers, fingerprinted by the journal (matchers)
+    journaled: bool = False  # a shared state journals a request as it decides it
 
 
 def decide(
@@ -178,7 +182,17 @@ def decide(
     authorization: str | None,
     headers: RawHeaders = (),
 ) -> Decision:
-    """Decide the answer to a request to ``/e``; :func:`record` journals it once sent."""
+    """Decide the answer to a request to ``/e``; :func:`record` journals it once sent.
+
+    With a shared state this blocks for its round trip: the event loop awaits
+    :func:`decide_shared` instead.
+    """
+    if state.shared is not None:
+        pending = _Pending.of(state, method, query_string, authorization)
+        try:
+            return pending.decision(state, state.shared.decide(pending.call))
+        except StateUnavailable as exc:
+            return pending.unavailable(exc)
     generation, started = state.journal.generation, time.perf_counter()
     pairs = parse_query(query_string)
     answer = explain(state, pairs, authorization)
@@ -187,8 +201,121 @@ def decide(
     )
 
 
+async def decide_shared(
+    state: MockState, method: str, query_string: bytes, authorization: str | None
+) -> Decision:
+    """:func:`decide` with a shared state, on the event loop: one round trip, journaled."""
+    assert state.shared is not None
+    pending = _Pending.of(state, method, query_string, authorization)
+    try:
+        return pending.decision(state, await state.shared.decide_async(pending.call))
+    except StateUnavailable as exc:
+        return pending.unavailable(exc)
+
+
+_LIMITED_TAIL = entry_tail(outcome(_limited(1.0)))
+_EXPIRED_TAIL = entry_tail(outcome(_EXPIRED))
+
+
+@lru_cache(maxsize=64)
+def _key_digest(secret: str, key: str) -> str:
+    """How a shared state names an API key: never the key itself."""
+    return hmac.new(secret.encode(), key.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A request to ``/e`` with what this process could decide alone, and the shared call."""
+
+    method: str
+    query: bytes
+    pairs: list[tuple[str, str]] | None
+    authorization: str | None
+    started: float
+    local: Answer | None  # 401, 400, 404 unknown: what stands unless the key is over its limit
+    found: tuple[Session, bytes] | None
+    call: SharedCall
+
+    @classmethod
+    def of(
+        cls, state: MockState, method: str, query_string: bytes, authorization: str | None
+    ) -> _Pending:
+        started, pairs = time.perf_counter(), parse_query(query_string)
+        key = bearer_token(authorization)
+        limit = state.limiter.limit
+        counted, found, session = "", None, None
+        local: Answer | None = _UNAUTHORIZED
+        if key is not None and state.key_ok(key):
+            counted = _key_digest(state.settings.signing_secret, key) if limit.budget else ""
+            looked = _find(state, pairs)
+            local = looked if isinstance(looked, Answer) else None
+            found = None if isinstance(looked, Answer) else looked
+        tails = [_LIMITED_TAIL, "" if local is None else entry_tail(outcome(local)), "", ""]
+        if found is not None:
+            session, body = found
+            always = session.spec.always
+            standing = None if always is None else scripted_answer(always, body)
+            tails[1:] = [
+                "" if standing is None else entry_tail(outcome(standing)),
+                _EXPIRED_TAIL,
+                entry_tail(outcome(_normal(session, body))),
+            ]
+        entry = make_entry(
+            method=method,
+            path=ENDPOINT_PATH,
+            args=_journaled_args(pairs, query_string),
+            authorization=authorization,
+            status=None,
+            outcome="",
+            is_key=state.key_ok,
+        )
+        call = SharedCall(
+            now=time.time(),
+            key=counted,
+            budget=limit.budget,
+            window=limit.window,
+            session="" if session is None else session.id,
+            collected_at=None if session is None else session.collected_at,
+            lifetime=state.settings.session_lifetime,
+            local_stands=bool(tails[1]) and session is not None,
+            entry=entry_head(entry),
+            tails=(tails[0], tails[1], tails[2], tails[3]),
+        )
+        return cls(method, query_string, pairs, authorization, started, local, found, call)
+
+    def decision(self, state: MockState, facts: Facts) -> Decision:
+        if facts.wait is not None:
+            answer = _limited(facts.wait)
+        elif self.found is None:
+            answer = self.local or _UNAUTHORIZED
+        else:
+            session, body = self.found
+            step = decode_step(facts.step) if facts.step else None
+            answer = _answer(state, session, body, step, facts.expired)
+        return self._decided(answer)
+
+    def unavailable(self, exc: StateUnavailable) -> Decision:
+        message = f"{exc}; the mock keeps running, retry later"
+        answer = error_answer(503, "state_unavailable", message, headers=[("Retry-After", "1")])
+        return self._decided(answer)
+
+    def _decided(self, answer: Answer) -> Decision:
+        return Decision(
+            self.method,
+            self.query,
+            self.pairs,
+            self.authorization,
+            answer,
+            0,
+            self.started,
+            journaled=True,
+        )
+
+
 def record(state: MockState, decision: Decision) -> None:
     """Journal a decided request; its latency includes any scripted delay waited out."""
+    if decision.journaled:
+        return
     latency_ms = (time.perf_counter() - decision.started) * 1000
     d = decision
     journal(
@@ -237,19 +364,14 @@ def journal(
     ``path`` is another than ``/e`` for a request to a wrong path, journaled so that a check
     can say what was sent instead (:func:`journal_elsewhere`).
     """
-    fault: str | None
-    if isinstance(answer, str):
-        fault, status = answer, None
-    else:
-        fault = answer.fault
-        status = None if fault == "reset" else answer.status
+    status, said, fault = outcome(answer)
     state.journal.record(
         method=method,
         path=path,
-        args=pairs if pairs is not None else [("?", query_string.decode("latin-1"))],
+        args=_journaled_args(pairs, query_string),
         authorization=authorization,
         status=status,
-        outcome="scripted" if isinstance(answer, str) or fault else answer.outcome,
+        outcome=said,
         is_key=state.key_ok,
         fault=fault,
         generation=generation,
@@ -287,3 +409,9 @@ def journal_elsewhere(
         headers=headers,
         path=path,
     )
+
+
+def _journaled_args(
+    pairs: list[tuple[str, str]] | None, query_string: bytes
+) -> list[tuple[str, str]]:
+    return pairs if pairs is not None else [("?", query_string.decode("latin-1"))]

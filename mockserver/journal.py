@@ -175,37 +175,18 @@ class Journal:
         ``generation`` is :attr:`generation` when the request arrived: a request still in
         flight when the journal was cleared (a delay from an earlier test) is not journaled.
         """
-        query: dict[str, list[str]] = {}
-        n = None
-        kept = dropped = 0
-        prints = set(_header_prints(tuple(headers), authorization))
-        for name, value in args:
-            if name == SESSION_PARAM and n is None:
-                n = shown_param(name, value, is_key)[1]
-                prints.add(_param_fingerprint(name, value))
-            elif kept < MAX_PARAMS:
-                kept += 1
-                prints.add(_param_fingerprint(name, value))
-                first = name != SESSION_PARAM  # a repeated n is masked: it could be anything
-                shown, masked = shown_param(name, value, is_key) if first else (name, mask(value))
-                query.setdefault(shown, []).append(masked)
-            else:  # bounded: hostile query strings hold tens of thousands of parameters
-                dropped += 1
-        if dropped:
-            query[CUT] = [f"{dropped} more parameter(s)"]
-        entry = Entry(
-            time.time(),
-            method,
-            cut(path, MAX_PATH_CHARS),
-            n,
-            query,
-            mask_authorization(authorization),
-            status,
-            outcome,
-            None if latency_ms is None else round(latency_ms, 3),
-            fault,
-            violations,
-            frozenset(prints),
+        entry = make_entry(
+            method=method,
+            path=path,
+            args=args,
+            authorization=authorization,
+            status=status,
+            outcome=outcome,
+            is_key=is_key,
+            latency_ms=latency_ms,
+            fault=fault,
+            violations=violations,
+            headers=headers,
         )
         with self._lock:
             if generation is None or generation == self._generation:
@@ -222,3 +203,52 @@ class Journal:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def make_entry(
+    *,
+    method: str,
+    path: str,
+    args: Iterable[tuple[str, str]],
+    authorization: str | None,
+    status: int | None,
+    outcome: str,
+    is_key: Callable[[str], bool] = lambda _: False,
+    latency_ms: float | None = None,
+    fault: str | None = None,
+    violations: tuple[str, ...] = (),
+    headers: RawHeaders = (),
+) -> Entry:
+    """One journal entry, masked and bounded (a shared state journals it elsewhere)."""
+    query: dict[str, list[str]] = {}
+    n = None
+    kept = dropped = 0
+    prints = set(_header_prints(tuple(headers), authorization))
+    for name, value in args:
+        if name == SESSION_PARAM and n is None:
+            n = shown_param(name, value, is_key)[1]
+            prints.add(_param_fingerprint(name, value))
+        elif kept < MAX_PARAMS:
+            kept += 1
+            prints.add(_param_fingerprint(name, value))
+            first = name != SESSION_PARAM  # a repeated n is masked: it could be anything
+            shown, masked = shown_param(name, value, is_key) if first else (name, mask(value))
+            query.setdefault(shown, []).append(masked)
+        else:  # bounded: hostile query strings hold tens of thousands of parameters
+            dropped += 1
+    if dropped:
+        query[CUT] = [f"{dropped} more parameter(s)"]
+    return Entry(
+        time.time(),
+        method,
+        cut(path, MAX_PATH_CHARS),
+        n,
+        query,
+        mask_authorization(authorization),
+        status,
+        outcome,
+        None if latency_ms is None else round(latency_ms, 3),
+        fault,
+        violations,
+        frozenset(prints),
+    )

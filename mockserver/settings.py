@@ -9,6 +9,7 @@ and the one it ``needs`` may come from a flag and a variable.
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cache
@@ -21,6 +22,7 @@ from verdict_contract.core.envvars import parse_bool
 from verdict_contract.core.errors import SettingsError
 from verdict_contract.core.redact import Secret, mask
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
+from verdict_contract.mockserver.backend import StateURL
 from verdict_contract.mockserver.generate import DEFAULT_SEED
 from verdict_contract.mockserver.ratelimit import RateLimit
 
@@ -217,6 +219,19 @@ class Settings:
     server: str = _setting(
         "async", f"HTTP server ({', '.join(SERVERS)}; see docs/servers.md)", _server, metavar="NAME"
     )
+    state: StateURL = _setting(
+        StateURL("memory"),
+        "where limiter, journal, scripts and clock live: memory, or redis://HOST:PORT/DB shared "
+        "by every mock with the same secret",
+        StateURL.parse,
+        "URL",
+    )
+    workers: int = _setting(
+        1,
+        "processes sharing the port (SO_REUSEPORT); more than 1 needs --state",
+        _positive_int,
+        "N",
+    )
 
     if TYPE_CHECKING:  # what Settings(...) takes: also a string as its variable reads it
 
@@ -247,6 +262,8 @@ class Settings:
             max_body: int | str = ...,
             access_log: bool | str = ...,
             server: str = ...,
+            state: StateURL | str = ...,
+            workers: int | str = ...,
         ) -> None: ...
 
     def __post_init__(self) -> None:
@@ -275,6 +292,7 @@ class Settings:
         _check_needs(self)
         if self.upstream_key is not None and not self.upstream_key.reveal().strip():
             raise SettingsError("the upstream key is empty")
+        _check_state(self)
 
     def __repr__(self) -> str:
         # Keys and the signing secret never print (pytest -l shows fixtures' locals).
@@ -346,6 +364,24 @@ def describe(name: str) -> str:
     """A setting as people give it: ``--record (VERDICT_MOCK_RECORD)``."""
     option, default = next((o, d) for n, o, d in options() if n == name)
     return f"{option.flag(name, default)} ({env_var(name)})"
+
+
+def _check_state(settings: Settings) -> None:
+    """--workers and --state: what several processes can share exactly (README: Which server)."""
+    if settings.workers < 1:
+        raise SettingsError("workers must be at least 1")
+    if settings.workers > 1 and settings.state.is_memory:
+        raise SettingsError(
+            f"--workers {settings.workers} needs --state redis://HOST:PORT/DB: in memory, each "
+            "process would keep its own rate limit, scripts and journal (a 10/60 limit would let "
+            f"up to {10 * settings.workers} through)"
+        )
+    if settings.workers > 1 and not hasattr(socket, "SO_REUSEPORT"):
+        raise SettingsError("--workers needs SO_REUSEPORT, which this OS does not have")
+    if settings.workers > 1 and settings.server != "async":
+        raise SettingsError("--workers needs the async server (it shares the port)")
+    if not settings.state.is_memory and settings.proxy_to is not None:
+        raise SettingsError("--proxy-to journals in its own process: it does not take --state")
 
 
 _UNPRINTED: Final = ("api_keys", "secret")

@@ -1,4 +1,8 @@
-"""The state one mock server owns: keys, sessions, limiter, journal and scripts."""
+"""The state one mock server owns: keys, sessions, and its per-call state (see backend.py).
+
+The per-call state (limiter, journal, scripts, clock offset, expiry marks, mint counter) lives in
+this process by default, or in a store that several processes share (``--state``, redisstate.py).
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,11 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from verdict_contract.core.spec import VERDICTS
+from verdict_contract.mockserver.backend import MemoryBackend, SharedBackend, StateBackend
 from verdict_contract.mockserver.generate import VerdictGenerator
-from verdict_contract.mockserver.journal import Journal
+from verdict_contract.mockserver.journal import Entry, Journal
 from verdict_contract.mockserver.ratelimit import RateLimiter
+from verdict_contract.mockserver.redisstate import RedisBackend
 from verdict_contract.mockserver.scenario import (
     Scenario,
     ScenarioError,
@@ -20,7 +26,13 @@ from verdict_contract.mockserver.scenario import (
     load_scenario,
 )
 from verdict_contract.mockserver.scripts import ScriptBook
-from verdict_contract.mockserver.sessions import Session, SessionCodec, SessionSpec, SpecError
+from verdict_contract.mockserver.sessions import (
+    Session,
+    SessionCodec,
+    SessionSpec,
+    SpecError,
+    Step,
+)
 from verdict_contract.mockserver.settings import Settings
 
 READ_CACHE_SIZE = 4096
@@ -45,10 +57,12 @@ class MockState:
     delay: Callable[[float], None] = field(default_factory=lambda: _sleep, init=False, repr=False)
     """How a scripted delay waits; in-process transports replace it (see testing.py)."""
     _apply_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    skew: float = field(default=0.0, init=False)
-    """Seconds the mock's clock is ahead of the real one (:meth:`advance`); reset clears it."""
-    _expired: set[str] = field(default_factory=set, init=False, repr=False)
-    _minted: int = field(default=0, init=False, repr=False)
+    memory: MemoryBackend = field(init=False, repr=False)
+    """The per-call state in this process (the hot path reads its limiter and scripts)."""
+    backend: StateBackend = field(init=False, repr=False)
+    """Where the per-call state lives: :attr:`memory`, or :attr:`shared`."""
+    shared: SharedBackend | None = field(default=None, init=False, repr=False)
+    """A store shared with other processes (``--state``); None: this process's memory."""
     _read: Callable[[str], Session | None] = field(init=False, repr=False)
     scenario_problem: str | None = field(default=None, init=False)
     """Why the last edit of the scenario file was rejected (None once one is applied)."""
@@ -61,6 +75,11 @@ class MockState:
         self.generator = VerdictGenerator(self.settings.seed)
         self.limiter = RateLimiter(self.settings.rate_limit, clock=self.monotonic)
         self.journal = Journal(self.settings.journal_size)
+        self.backend = self.memory = MemoryBackend(self.limiter, self.journal, self.scripts)
+        if not self.settings.state.is_memory:
+            self.backend = self.shared = RedisBackend(
+                self.settings.state, self.settings.signing_secret, self.settings.journal_size
+            )
         if self.settings.scenario is not None:
             self.scenario = load_scenario(self.settings.scenario)
         self.apply(self.scenario)
@@ -92,49 +111,63 @@ class MockState:
         self._keys = tuple(k.encode() for k in keys)
         self._named = named
         self.limiter.relimit(scenario.rate_limit or self.settings.rate_limit)
-        for session in named.values():
-            before = previous.get(session.id)
-            if fresh or before is None or before.spec != session.spec:
-                self.scripts.load(session.id, session.spec.script)
-        for gone in previous.keys() - named.keys():  # a removed session's script goes with it
-            self.scripts.load(gone, ())
+        changed = {  # a named session whose spec did not change keeps what is left of its script
+            session.id: session.spec.script
+            for session in named.values()
+            if fresh
+            or previous.get(session.id) is None
+            or previous[session.id].spec != session.spec
+        }
+        changed.update(dict.fromkeys(previous.keys() - named.keys(), ()))  # removed: script goes
+        self.backend.load_named(changed)
+
+    def _named_scripts(self) -> dict[str, tuple[Step, ...]]:
+        return {session.id: session.spec.script for session in self._named.values()}
 
     def reset(self) -> None:
         """Forget journal, counters, scripts and clock changes; named sessions get their scripts."""
-        self.journal.clear()
-        self.scripts.clear()
-        self.skew, self._minted = 0.0, 0
-        self._expired.clear()
-        self.limiter.reset()
         with self._apply_lock:
+            self.backend.reset(self._named_scripts())
             self._apply(self.scenario, fresh=True)
 
     def __repr__(self) -> str:
         # Keys, secret and codec stay out of reprs (pytest -l prints fixtures' locals).
-        return f"MockState(settings={self.settings!r}, journal_entries={len(self.journal)})"
+        return f"MockState(settings={self.settings!r}, state={self.backend.label!r})"
+
+    @property
+    def skew(self) -> float:
+        """Seconds the mock's clock is ahead of the real one (:meth:`advance`); reset clears it."""
+        return self.backend.offset()
 
     def now(self) -> float:
         """Wall-clock time as the mock sees it (expiry, minting)."""
-        return time.time() + self.skew
+        return time.time() + self.backend.offset()
 
     def monotonic(self) -> float:
-        """Monotonic time as the mock sees it (the rate limiter's windows)."""
-        return time.monotonic() + self.skew
+        """Monotonic time as the mock sees it (the in-memory rate limiter's windows)."""
+        return time.monotonic() + self.memory.skew
 
     def advance(self, seconds: float) -> None:
         """Move the mock's clock forward: sessions age, rate-limit windows pass; no sleeping."""
         if not seconds >= 0:
             raise ValueError(f"advance() takes seconds >= 0; got {seconds!r}")
-        self.skew += seconds
+        self.backend.advance(seconds)
 
     def expire(self, session_id: str) -> None:
         """Make one session answer 404 as expired from now on (until reset)."""
-        self._expired.add(session_id)
+        self.backend.expire(session_id)
 
     def is_expired(self, session: Session) -> bool:
-        return session.id in self._expired or session.expired(
+        return self.backend.marked_expired(session.id) or session.expired(
             self.now(), self.settings.session_lifetime
         )
+
+    def entries(self) -> list[Entry]:
+        """The journal, oldest first (every process's, with a shared state)."""
+        return self.backend.entries()
+
+    def clear_journal(self) -> None:
+        self.backend.clear_journal()
 
     @property
     def api_keys(self) -> tuple[str, ...]:
@@ -164,9 +197,11 @@ class MockState:
     def mint(self, spec: SessionSpec) -> Session:
         """Mint a session; without a key its body is drawn from (seed, mint number since reset)."""
         if not spec.key:
-            self._minted += 1
-            spec = replace(spec, key=f"m{self._minted}")
+            spec = replace(spec, key=f"m{self.backend.next_mint()}")
         session = self.codec.mint(spec, now=self.now())
         self.generator.verdict(session.id, spec)  # an impossible spec fails now, with 422
-        self.scripts.load(session.id, spec.script, minted=True)
+        if self.shared is None:  # minted: assert_all_scripts_used checks what is left of it
+            self.scripts.load(session.id, spec.script, minted=True)
+        elif spec.script:
+            self.backend.load_script(session.id, spec.script)
         return session

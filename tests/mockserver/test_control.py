@@ -282,6 +282,7 @@ def test_health(client: FlaskClient) -> None:
         "journal_entries": 1,
         "default_key": None,  # the mock's key is its own (KEY), not the public default
         "scenario_problem": None,
+        "state": "memory",
     }
 
 

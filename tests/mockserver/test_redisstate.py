@@ -1,0 +1,474 @@
+"""A shared state on a real redis-server: several mock processes behave as one mock.
+
+Each test starts ``verdict-mock`` processes (two and four) with the same secret and ``--state``,
+and sends its requests round-robin over real sockets, many at once: the counts, the steps used
+and the journal are checked exactly. Redis is killed, restarted and frozen under them.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from tests.helpers import clean_environ, free_port, read_line, stop_process, wait_until
+from tests.redisserver import redis_server
+from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.backend import StateURL
+from verdict_contract.mockserver.ratelimit import RateLimit
+from verdict_contract.mockserver.redisstate import RedisBackend
+from verdict_contract.mockserver.testing import live_mock
+
+KEY = "redis-test-key-0001"
+OTHER_KEY = "redis-test-key-0002"
+SECRET = "shared-state-test-secret"
+
+
+@dataclass
+class Mocks:
+    """Mock processes sharing one state, and a client that asks them in turn."""
+
+    bases: list[str]
+    processes: list[subprocess.Popen[str]]
+    clients: list[httpx.Client] = field(default_factory=list)
+    turn: int = 0
+
+    def __post_init__(self) -> None:
+        headers = {"Authorization": f"Bearer {KEY}"}
+        self.clients = [httpx.Client(base_url=b, headers=headers, timeout=10) for b in self.bases]
+
+    def get(self, index: int, path: str, **kwargs: Any) -> httpx.Response:
+        return self.clients[index % len(self.clients)].get(path, **kwargs)
+
+    def post(self, index: int, path: str, **kwargs: Any) -> httpx.Response:
+        return self.clients[index % len(self.clients)].post(path, **kwargs)
+
+    def explain(self, index: int, n: str, key: str = KEY) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {key}"}
+        return self.get(index, "/e", params={"n": n}, headers=headers)
+
+    def at_once(self, count: int, n: str) -> list[int]:
+        """``count`` requests for ``n``, 8 at a time, round-robin: their statuses."""
+        with ThreadPoolExecutor(8) as pool:
+            return list(pool.map(lambda i: self.explain(i, n).status_code, range(count)))
+
+    def journal(self, index: int = 0) -> list[dict[str, Any]]:
+        response = self.get(index, "/_mock/requests")
+        assert response.status_code == 200, response.text
+        entries: list[dict[str, Any]] = response.json()
+        return entries
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+        for process in self.processes:
+            stop_process(process)
+
+
+def start_mocks(count: int, state: str, tmp_path: Path, *extra: str) -> Mocks:
+    """``count`` verdict-mock processes on free ports, with one secret and one state."""
+    argv = ["--port", "0", "--state", state, "--secret", SECRET, "--api-key", KEY]
+    argv += ["--api-key", OTHER_KEY, "--rate-limit", "10/60", *extra]
+    processes = []
+    for index in range(count):
+        with (tmp_path / f"mock{index}.err").open("w") as err:
+            processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "verdict_contract.mockserver", *argv],
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    text=True,
+                    env=clean_environ(),
+                )
+            )
+    bases = []
+    try:
+        for index, process in enumerate(processes):
+            first = read_line(process, timeout=30) or ""
+            match = re.search(r"(http://127\.0\.0\.1:\d+)$", first.strip())
+            assert match, (tmp_path / f"mock{index}.err").read_text()
+            bases.append(match.group(1))
+    except BaseException:
+        for process in processes:
+            stop_process(process)
+        raise
+    return Mocks(bases, processes)
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with redis_server() as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["2 processes", "4 processes"])
+def mocks(
+    request: pytest.FixtureRequest, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Mocks]:
+    started = start_mocks(request.param, redis_url, tmp_path_factory.mktemp("mocks"))
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def fresh(mocks: Mocks) -> Mocks:
+    assert mocks.post(0, "/_mock/reset").status_code == 204
+    return mocks
+
+
+def test_a_limit_lets_exactly_its_budget_through_across_processes(fresh: Mocks) -> None:
+    statuses = fresh.at_once(30, "demo-contradicted")
+    assert Counter(statuses) == {200: 10, 429: 20}
+    # the limit is per key: another key has its own 10
+    assert fresh.explain(1, "demo-contradicted", OTHER_KEY).status_code == 200
+
+
+def test_each_script_step_is_used_exactly_once(fresh: Mocks) -> None:
+    script = [{"status": 201 + i, "headers": {}} for i in range(6)]
+    minted = fresh.post(1, "/_mock/sessions", json={"script": script})
+    assert minted.status_code == 201, minted.text
+    statuses = fresh.at_once(10, minted.json()["n"])
+    assert sorted(statuses) == [200, 200, 200, 200, 201, 202, 203, 204, 205, 206]
+
+
+def test_steps_come_in_order_across_processes(fresh: Mocks) -> None:
+    minted = fresh.post(0, "/_mock/sessions", json={"script": [503, 500, "reset"]})
+    n = minted.json()["n"]
+    assert [fresh.explain(i, n).status_code for i in range(2)] == [503, 500]
+    with pytest.raises(httpx.TransportError):  # the reset, whichever process answers it
+        fresh.explain(2, n)
+    assert fresh.explain(3, n).status_code == 200
+
+
+def test_the_journal_holds_every_request_once_in_order_of_arrival(fresh: Mocks) -> None:
+    for index in range(12):  # one after another: arrival order is the order sent
+        fresh.explain(index, f"probe-{index}")
+    for index in range(len(fresh.bases)):  # every process shows the same journal
+        journal = fresh.journal(index)
+        assert [entry["n"] for entry in journal] == [f"probe-{i}" for i in range(12)]
+        assert [entry["status"] for entry in journal] == [404] * 10 + [429] * 2  # 10/60
+        assert all(entry["authorization"] == "Bearer …0001" for entry in journal)
+
+
+def test_the_journal_counts_requests_sent_at_once(fresh: Mocks) -> None:
+    statuses = fresh.at_once(24, "demo-uncontradicted")
+    journal = fresh.journal()
+    assert len(journal) == 24
+    assert Counter(entry["status"] for entry in journal) == Counter(statuses)
+
+
+def test_reset_clears_limits_journal_scripts_and_clock_everywhere(fresh: Mocks) -> None:
+    minted = fresh.post(0, "/_mock/sessions", json={"script": [503, 503]}).json()["n"]
+    assert fresh.explain(1, minted).status_code == 503
+    assert fresh.post(1, "/_mock/sessions", json={}).status_code == 201
+    fresh.at_once(12, "demo-contradicted")  # the budget is spent
+    assert fresh.explain(0, "demo-contradicted").status_code == 429
+    assert fresh.post(len(fresh.bases) - 1, "/_mock/reset").status_code == 204
+    assert fresh.journal(0) == []
+    assert fresh.explain(0, minted).status_code == 200  # its last step is gone
+    assert fresh.explain(1, "demo-contradicted").status_code == 200  # a fresh budget
+    # named sessions get their scripts afresh: demo-rate-limited answers 429 first
+    assert fresh.explain(0, "demo-rate-limited").status_code == 429
+
+
+def test_the_clock_and_expiry_marks_are_shared(fresh: Mocks) -> None:
+    young = fresh.post(0, "/_mock/sessions", json={"age_seconds": 0}).json()["n"]
+    assert fresh.explain(1, young).status_code == 200
+    fresh.at_once(10, "demo-contradicted")
+    assert fresh.explain(1, "demo-contradicted").status_code == 429
+    # advance through the in-process API of one of them? The control API has no advance:
+    # a mock in this process with the same secret and state moves the shared clock.
+    with live_mock(_same_state(fresh)) as here:
+        here.advance(3600)
+    assert fresh.explain(1, "demo-contradicted").status_code == 200  # the window passed
+    assert fresh.explain(0, young).status_code == 404  # and the session aged past 900 s
+    assert fresh.journal()[-1]["outcome"] == "expired"
+
+
+def _same_state(mocks: Mocks) -> Settings:
+    health = mocks.get(0, "/_mock/health").json()
+    return Settings(port=0, state=StateURL.parse(health["state"]), secret=SECRET, api_keys=(KEY,))
+
+
+def test_a_session_expired_by_hand_is_expired_everywhere(fresh: Mocks, redis_url: str) -> None:
+    with live_mock(_same_state(fresh)) as here:
+        here.expire("demo-contradicted")
+    assert {fresh.explain(i, "demo-contradicted").status_code for i in range(4)} == {404}
+
+
+def test_minted_sessions_are_counted_once_across_processes(redis_url: str) -> None:
+    settings = Settings(
+        port=0, state=StateURL.parse(redis_url), secret="mint-count", api_keys=(KEY,)
+    )
+    with live_mock(settings) as first, live_mock(settings) as second:
+        first.reset()
+        bodies = [
+            httpx.get(mock.url(mock.mint()), headers=mock.headers).json()["verdict"]
+            for mock in (first, second, first)
+        ]
+        first.reset()
+        again = [
+            httpx.get(mock.url(mock.mint()), headers=mock.headers).json()["verdict"]
+            for mock in (second, first, second)
+        ]
+    assert again == bodies  # the same mint numbers after a reset, whichever process mints
+
+
+def test_a_blocking_server_shares_the_state_too(redis_url: str) -> None:
+    """waitress and Flask answer /e through the same script, blocking their thread."""
+    settings = Settings(
+        state=StateURL.parse(redis_url),
+        secret="blocking",
+        api_keys=(KEY,),
+        rate_limit=RateLimit.parse("3/60"),
+    )
+    client = create_app(settings).test_client()
+    client.post("/_mock/reset")
+    headers = {"Authorization": f"Bearer {KEY}"}
+    statuses = [client.get("/e?n=demo-contradicted", headers=headers).status_code for _ in range(5)]
+    assert statuses == [200, 200, 200, 429, 429]
+    assert [e["status"] for e in client.get("/_mock/requests").get_json()] == statuses
+
+
+def test_the_journal_is_bounded_in_entries(redis_url: str) -> None:
+    settings = Settings(
+        port=0, state=StateURL.parse(redis_url), secret="bounded", api_keys=(KEY,), journal_size=5
+    )
+    with live_mock(settings) as mock:
+        mock.reset()
+        for index in range(8):
+            httpx.get(f"{mock.base_url}/e", params={"n": f"b{index}"}, headers=mock.headers)
+        assert [entry.n for entry in mock.journal] == ["b3", "b4", "b5", "b6", "b7"]
+
+
+def test_mocks_with_other_secrets_do_not_meet(redis_url: str) -> None:
+    one = Settings(
+        port=0,
+        state=StateURL.parse(redis_url),
+        secret="one",
+        api_keys=(KEY,),
+        rate_limit=RateLimit.parse("1/60"),
+    )
+    two = Settings(
+        port=0,
+        state=StateURL.parse(redis_url),
+        secret="two",
+        api_keys=(KEY,),
+        rate_limit=RateLimit.parse("1/60"),
+    )
+    with live_mock(one) as first, live_mock(two) as second:
+        first.reset()
+        second.reset()
+        for mock in (first, second):
+            url = f"{mock.base_url}/e?n=demo-contradicted"
+            assert httpx.get(url, headers=mock.headers).status_code == 200
+        assert len(first.journal) == len(second.journal) == 1
+
+
+def test_no_api_key_is_stored_in_redis(redis_url: str) -> None:
+    settings = Settings(port=0, state=StateURL.parse(redis_url), secret="secrets", api_keys=(KEY,))
+    with live_mock(settings) as mock:
+        mock.reset()
+        httpx.get(mock.url("demo-contradicted"), headers=mock.headers)
+        httpx.get(mock.url(KEY), headers=mock.headers)  # a key sent as n
+    client = redis.Redis.from_url(redis_url)
+    stored = b"".join(repr(client.dump(key)).encode() + key for key in client.scan_iter(count=1000))
+    client.close()
+    assert KEY.encode() not in stored
+    assert KEY[-4:].encode() in stored  # masked as …0001 in the journal: the dump is searched
+
+
+def test_redis_killed_and_restarted_gives_503_then_recovers(tmp_path: Path) -> None:
+    with redis_server() as server:
+        mocks = start_mocks(2, server.url, tmp_path)
+        try:
+            assert mocks.explain(0, "demo-contradicted").status_code == 200
+            server.stop()
+            for index in range(4):  # every process answers, and says why
+                down = mocks.explain(index, "demo-contradicted")
+                assert down.status_code == 503
+                error = down.json()["error"]
+                assert error["code"] == "state_unavailable"
+                assert server.url in error["message"]
+                assert down.headers["Retry-After"] == "1"
+            assert mocks.get(0, "/_mock/requests").status_code == 503  # the control API too
+            server.start()  # the same port, empty
+            assert wait_until(
+                lambda: mocks.explain(1, "demo-contradicted").status_code == 200, timeout=10
+            )
+            assert mocks.explain(0, "demo-contradicted").status_code == 200
+            assert all(process.poll() is None for process in mocks.processes)
+        finally:
+            mocks.close()
+
+
+def test_a_frozen_redis_gives_503_without_holding_other_requests(tmp_path: Path) -> None:
+    with redis_server() as server:
+        mocks = start_mocks(2, server.url, tmp_path)
+        try:
+            assert mocks.explain(0, "demo-contradicted").status_code == 200
+            server.pause()
+            try:
+                with ThreadPoolExecutor(4) as pool:  # several at once: none waits for another
+                    frozen = list(pool.map(lambda i: mocks.explain(i, "demo-slow"), range(4)))
+                assert {r.status_code for r in frozen} == {503}
+                assert "did not answer" in frozen[0].json()["error"]["message"]
+                # the loop was never blocked: a request that needs no state is answered
+                assert mocks.get(0, "/_mock/openapi.json").status_code == 200
+            finally:
+                server.resume()
+            assert wait_until(
+                lambda: mocks.explain(1, "demo-contradicted").status_code == 200, timeout=10
+            )
+        finally:
+            mocks.close()
+
+
+def _lines_until(process: subprocess.Popen[str], needle: str, timeout: float) -> list[str]:
+    """The child's lines up to the one holding ``needle``; what came if none does in time."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line)
+            if needle in line:
+                return
+
+    threading.Thread(target=pump, daemon=True).start()
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while not any(needle in line for line in seen):
+        try:
+            seen.append(lines.get(timeout=max(0.0, deadline - time.monotonic())))
+        except queue.Empty:
+            break
+    return seen
+
+
+def test_workers_share_one_port_and_one_state(tmp_path: Path) -> None:
+    with redis_server() as server:
+        argv = ["--port", "0", "--state", server.url, "--api-key", KEY, "--workers", "2"]
+        argv += ["--rate-limit", "5/60"]
+        with (tmp_path / "err").open("w") as err:
+            parent = subprocess.Popen(
+                [sys.executable, "-m", "verdict_contract.mockserver", *argv],
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                env=clean_environ(),
+            )
+        try:
+            first = read_line(parent, timeout=30) or ""
+            match = re.search(r"(http://127\.0\.0\.1:\d+)$", first.strip())
+            assert match, (tmp_path / "err").read_text()
+            lines = _lines_until(parent, "workers:  2 processes", timeout=20)
+            assert any("workers:  2 processes" in line for line in lines), lines
+            headers = {"Authorization": f"Bearer {KEY}"}
+            statuses = []
+            for _ in range(12):  # a new connection each time: the kernel spreads them
+                with httpx.Client(base_url=match.group(1), headers=headers) as client:
+                    statuses.append(client.get("/e?n=demo-contradicted").status_code)
+            assert Counter(statuses) == {200: 5, 429: 7}
+        finally:
+            stop_process(parent)
+        assert parent.returncode == 0
+
+
+def test_workers_without_a_shared_state_are_refused(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "verdict_contract.mockserver", "--workers", "2", "--port", "0"],
+        capture_output=True,
+        text=True,
+        env=clean_environ(),
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--workers 2 needs --state redis://HOST:PORT/DB" in done.stderr
+    assert Settings(workers=1).workers == 1  # one process in memory stays allowed
+
+
+def test_a_state_url_is_checked_and_its_password_never_printed() -> None:
+    url = StateURL.parse("redis://:hunter2@cache.internal:6379/3")
+    assert "hunter2" not in repr(Settings(state=url))
+    assert url.label == "redis://:…@cache.internal:6379/3"
+    with pytest.raises(ValueError, match="not a state URL"):
+        StateURL.parse("http://cache.internal")
+    with pytest.raises(ValueError, match="port is not a number"):
+        StateURL.parse("redis://cache.internal:port/0")
+    assert StateURL.parse(" Memory ").is_memory
+
+
+XDIST_CONFTEST = """
+import os
+
+import pytest
+
+from verdict_contract.mockserver import Settings
+
+
+@pytest.fixture(scope="session")
+def verdict_mock_settings(worker_id):
+    return Settings(port=0, secret=f"job-{worker_id}").with_env(os.environ)
+"""
+
+XDIST_TESTS = """
+import httpx
+import pytest
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_each_test_sees_its_own_requests(verdict_mock, index):
+    assert verdict_mock.state.shared is not None
+    for _ in range(index + 1):
+        httpx.get(verdict_mock.url("demo-contradicted"), headers=verdict_mock.headers)
+    assert len(verdict_mock.journal) == index + 1
+"""
+
+
+def test_the_plugin_runs_on_a_shared_state_under_xdist(
+    pytester: pytest.Pytester, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's pattern: one Redis, a secret per xdist worker, a reset per test."""
+    monkeypatch.setenv("VERDICT_MOCK_STATE", redis_url)
+    pytester.makeconftest(XDIST_CONFTEST)
+    pytester.makepyfile(test_shared=XDIST_TESTS)
+    # --dist each: every test on both workers, so both use the shared state
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--dist", "each")
+    result.assert_outcomes(passed=8)
+
+    client = redis.Redis.from_url(redis_url)
+    for worker in ("gw0", "gw1"):  # each worker's mock kept its state under its own secret
+        backend = RedisBackend(StateURL.parse(redis_url), f"job-{worker}", 10)
+        assert list(client.scan_iter(match=backend.prefix.replace("{", "[{]") + "*"))
+        backend.close()
+    client.close()
+
+
+def test_a_mock_whose_state_cannot_be_reached_says_so_at_start() -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    done = subprocess.run(
+        [sys.executable, "-m", "verdict_contract.mockserver", "--port", "0", "--state", url],
+        capture_output=True,
+        text=True,
+        env=clean_environ(),
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert f"verdict-mock: error: the mock's shared state ({url}) did not answer" in done.stderr
+    assert "Traceback" not in done.stderr
