@@ -94,7 +94,15 @@ def with_pytest_base_url(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
-@pytest.mark.parametrize("block", [[], ["-p", "no:base_url"]], ids=["its option", "blocked"])
+EXPLICIT = ["-p", "verdict_contract.suite"]
+"""How ``verdict-contract check`` loads the suite: before pytest loads the installed plugins."""
+
+
+@pytest.mark.parametrize(
+    "block",
+    [[], ["-p", "no:base_url"], EXPLICIT, [*EXPLICIT, "-p", "no:base_url"]],
+    ids=["its option", "blocked", "-p suite, its option", "-p suite, blocked"],
+)
 def test_the_suite_works_with_pytest_base_url_installed_or_blocked(
     tmp_path: Path, with_pytest_base_url: Path, block: list[str]
 ) -> None:
@@ -115,5 +123,5 @@ def test_the_suite_works_with_pytest_base_url_installed_or_blocked(
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(rf"target:\s+{re.escape(running.base_url)}\n", result.stdout)
     help_text = _pytest(tmp_path, *SUITE, *block, "--help", pythonpath=str(with_pytest_base_url))
-    owner = "the Explain API under test" if block else "--verify-base-url"
+    owner = "the Explain API under test" if "no:base_url" in block else "--verify-base-url"
     assert owner in help_text.stdout
