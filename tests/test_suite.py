@@ -141,8 +141,15 @@ def test_check_runs_only_the_suite_from_a_project_with_its_own_conftest(tmp_path
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTEST_BASE_URL", None)
     result = subprocess.run(
-        [sys.executable, "-m", "verdict_contract.cli", "check", "-p", "no:cacheprovider"]
-        + ONE_CHECK,
+        [
+            sys.executable,
+            "-m",
+            "verdict_contract.cli",
+            "check",
+            "-p",
+            "no:cacheprovider",
+            *ONE_CHECK,
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,
