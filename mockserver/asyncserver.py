@@ -1,6 +1,6 @@
 """The mock's own HTTP/1.1 server: one asyncio loop (uvloop where installed), httptools parsing.
 
-Chosen by measurement (``benchmarks/bench_serve.py``, the README's table): ``GET``/``HEAD /e``
+Chosen by measurement (``benchmarks/bench_serve.py``, the table in docs/servers.md): ``GET``/``HEAD /e``
 is answered on the loop itself from :func:`.explain.decide`, with no WSGI environ and no Flask
 request, which brings it near a native server; and one process owns the limiter, journal and
 scripts, so they stay exact. Every other request goes to the Flask app on a worker thread

@@ -1,6 +1,6 @@
 """Serving the mock: its own asyncio server (the default) or waitress, in front or on a thread.
 
-``async`` (:mod:`.asyncserver`) is the default by measurement (the README's table): it answers
+``async`` (:mod:`.asyncserver`) is the default by measurement (the table in docs/servers.md): it answers
 ``GET /e`` near a native server's speed and does every scripted fault and delay. ``waitress``
 is a plain WSGI server, kept for those who want one (``--server waitress``). Both run in one
 process, which keeps the rate limiter, journal and scripts exact (a second process would count
