@@ -1,7 +1,8 @@
 """The mock's settings, each declared once: its default, help, parser and flag live on its field.
 
 The CLI flags (:mod:`.cli`), the ``VERDICT_MOCK_*`` variables (:func:`from_env`) and the
-table in docs/mock.md (:func:`markdown_table`, kept true by a test) are all derived from these fields.
+table in docs/mock.md (:func:`markdown_table`, kept true by a test) all derive from these
+fields.
 Sources are merged first (:func:`from_sources`), then the whole is checked once, so a setting
 and the one it ``needs`` may come from a flag and a variable.
 """
