@@ -1,7 +1,8 @@
 """How close is ``verdict-mock`` to the floor? Requests/s under the same wrk load, one run.
 
 Run: ``python benchmarks/bench_serve.py`` (about 3 minutes; needs ``wrk`` on PATH, e.g.
-``apt-get install wrk``, and granian: ``pip install -e '.[bench]'``).
+``apt-get install wrk``, and granian:
+``pip install -e '.[test,bench]' --config-settings editable_mode=strict``).
 
 Every row is loaded by ``wrk -t2 -c32`` (keep-alive) for ``--seconds``; the rows take turns for
 ``--rounds`` rounds and each shows its median. The floor is a bare WSGI app answering every

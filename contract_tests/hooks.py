@@ -6,8 +6,10 @@ They are registered only in runs that collect the suite (:mod:`.requested`), by
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Generator
+from importlib.metadata import entry_points
 from typing import Any
 
 import pytest
@@ -32,8 +34,28 @@ CLAUSE_FIXTURE = "spec_clause"
 """The suite's autouse fixture that the hooks parametrize with each check's clause."""
 
 
+def _base_url_plugin_loads(pluginmanager: pytest.PytestPluginManager) -> bool:
+    """Whether pytest-base-url is, or is about to be, registered in this run.
+
+    With ``-p verdict_contract.suite`` (as ``verdict-contract check`` runs it) the suite registers
+    before pytest loads the installed plugins, so an installed, unblocked pytest-base-url is
+    expected rather than seen; declaring ``--base-url`` then would make it fail to load.
+    """
+    if pluginmanager.has_plugin(BASE_URL_PLUGIN):
+        return True
+    if pluginmanager.is_blocked(BASE_URL_PLUGIN) or os.environ.get(
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+    ):
+        return False
+    config = pluginmanager.get_plugin("pytestconfig")
+    namespace = getattr(config, "known_args_namespace", None)
+    if getattr(namespace, "disable_plugin_autoload", False):
+        return False
+    return bool(entry_points(group="pytest11", name=BASE_URL_PLUGIN))
+
+
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    target.add_options(parser, own_base_url=not pluginmanager.has_plugin(BASE_URL_PLUGIN))
+    target.add_options(parser, own_base_url=not _base_url_plugin_loads(pluginmanager))
 
 
 def _suite_requested(config: pytest.Config) -> bool:

@@ -1,10 +1,10 @@
 """The mock's own HTTP/1.1 server: one asyncio loop (uvloop where installed), httptools parsing.
 
-Chosen by measurement (``benchmarks/bench_serve.py``, the README's table): ``GET``/``HEAD /e``
-is answered on the loop itself from :func:`.explain.decide`, with no WSGI environ and no Flask
-request, which brings it near a native server; and one process owns the limiter, journal and
-scripts, so they stay exact. Every other request goes to the Flask app on a worker thread
-(:mod:`.wsgibridge`). What a WSGI server cannot do, this one does:
+Chosen by measurement (``benchmarks/bench_serve.py``, the table in docs/servers.md):
+``GET``/``HEAD /e`` is answered on the loop itself from :func:`.explain.decide`, with no WSGI
+environ and no Flask request, which brings it near a native server; and one process owns the
+limiter, journal and scripts, so they stay exact. Every other request goes to the Flask app on a
+worker thread (:mod:`.wsgibridge`). What a WSGI server cannot do, this one does:
 
 - a scripted delay waits on the loop (``call_later``): it holds its own connection only;
 - a scripted ``reset`` is a TCP reset (``SO_LINGER`` 0, then abort): the client gets no byte;

@@ -1,7 +1,7 @@
 """The mock's signal catalogue: plausible signals per evidence family, with headline templates.
 
 The spec names the prefixes ``geo.`` and ``stack.``; the other four prefixes are the mock's own
-(the real ones are not published) and are documented in the README.
+(the real ones are not published) and are documented in docs/mock.md.
 """
 
 from __future__ import annotations

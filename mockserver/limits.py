@@ -4,7 +4,7 @@ A request over a limit is answered at once, in the documented JSON error shape, 
 body being read: 413 for a body over ``--max-body`` (declared by ``Content-Length``; a chunked
 body is cut by Flask's ``MAX_CONTENT_LENGTH`` as it is read), 431 for headers over
 :data:`MAX_HEADER_BYTES`. What a server refuses before the app sees the request is listed in
-the README.
+docs/servers.md.
 """
 
 from __future__ import annotations

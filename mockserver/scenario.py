@@ -47,7 +47,7 @@ DEMO_SESSIONS: Final[dict[str, dict[str, object]]] = {
     "demo-slow": {"verdict": "disputed", "always": {"delay_ms": 3000}},
     "demo-malformed": {"always": "malformed"},
 }
-"""Sessions served with no options, so ``curl`` works straight after start (see README)."""
+"""Sessions served with no options, so ``curl`` works straight after start (docs/mock.md)."""
 
 
 Where = tuple[str | int, ...]

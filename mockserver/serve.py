@@ -1,10 +1,10 @@
 """Serving the mock: its own asyncio server (the default) or waitress, in front or on a thread.
 
-``async`` (:mod:`.asyncserver`) is the default by measurement (the README's table): it answers
-``GET /e`` near a native server's speed and does every scripted fault and delay. ``waitress``
-is a plain WSGI server, kept for those who want one (``--server waitress``). Both run in one
-process, which keeps the rate limiter, journal and scripts exact (a second process would count
-on its own: a 10/60 limit let 20 of 30 requests through under two gunicorn workers).
+``async`` (:mod:`.asyncserver`) is the default by measurement (the table in docs/servers.md):
+it answers ``GET /e`` near a native server's speed and does every scripted fault and delay.
+``waitress`` is a plain WSGI server, kept for those who want one (``--server waitress``). Both
+run in one process, which keeps the rate limiter, journal and scripts exact (a second process
+would count on its own: a 10/60 limit let 20 of 30 requests through under two gunicorn workers).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The mock's settings, each declared once: its default, help, parser and flag live on its field.
 
 The CLI flags (:mod:`.cli`), the ``VERDICT_MOCK_*`` variables (:func:`from_env`) and the
-README's table (:func:`markdown_table`, kept true by a test) are all derived from these fields.
+table in docs/mock.md (:func:`markdown_table`, kept true by a test) all derive from these
+fields.
 Sources are merged first (:func:`from_sources`), then the whole is checked once, so a setting
 and the one it ``needs`` may come from a flag and a variable.
 """
@@ -461,7 +462,7 @@ def shown_default(option: Option, default: object) -> str:
 
 
 def markdown_table() -> str:
-    """The README's table of options, generated from the fields."""
+    """The table of options in docs/mock.md, generated from the fields."""
     rows = ["| flag | variable | default | what |", "|---|---|---|---|"]
     for name, option, default in options():
         flag = option.flag(name, default)

@@ -51,3 +51,12 @@ def test_ci_runs_the_readme_test_command() -> None:
     commands = [b.strip() for b in _blocks("bash") if "pytest" in b and "pip install" in b]
     assert len(commands) == 1
     assert commands[0] in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_editable_install_in_the_guide_is_a_strict_one() -> None:
+    """A plain ``pip install -e`` swaps the links for an import hook that mypy cannot follow."""
+    sources = [GUIDE, *(p.read_text(encoding="utf-8") for p in ROOT.glob("benchmarks/*.py"))]
+    commands = [c for text in sources for c in re.findall(r"pip install -e [^`\n]*", text)]
+    assert commands
+    for command in commands:
+        assert "editable_mode=strict" in command, command

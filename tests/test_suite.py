@@ -94,7 +94,15 @@ def with_pytest_base_url(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
-@pytest.mark.parametrize("block", [[], ["-p", "no:base_url"]], ids=["its option", "blocked"])
+EXPLICIT = ["-p", "verdict_contract.suite"]
+"""How ``verdict-contract check`` loads the suite: before pytest loads the installed plugins."""
+
+
+@pytest.mark.parametrize(
+    "block",
+    [[], ["-p", "no:base_url"], EXPLICIT, [*EXPLICIT, "-p", "no:base_url"]],
+    ids=["its option", "blocked", "-p suite, its option", "-p suite, blocked"],
+)
 def test_the_suite_works_with_pytest_base_url_installed_or_blocked(
     tmp_path: Path, with_pytest_base_url: Path, block: list[str]
 ) -> None:
@@ -115,5 +123,38 @@ def test_the_suite_works_with_pytest_base_url_installed_or_blocked(
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(rf"target:\s+{re.escape(running.base_url)}\n", result.stdout)
     help_text = _pytest(tmp_path, *SUITE, *block, "--help", pythonpath=str(with_pytest_base_url))
-    owner = "the Explain API under test" if block else "--verify-base-url"
+    owner = "the Explain API under test" if "no:base_url" in block else "--verify-base-url"
     assert owner in help_text.stdout
+
+
+def test_check_runs_only_the_suite_from_a_project_with_its_own_conftest(tmp_path: Path) -> None:
+    """An integrator's conftest.py (its own ``--base-url``, a failing hook) stays out of check."""
+    (tmp_path / "conftest.py").write_text(
+        "def pytest_addoption(parser):\n"
+        "    parser.addoption('--base-url', help='our own')\n"
+        "\n"
+        "def pytest_collection_modifyitems(items):\n"
+        "    raise RuntimeError('the project conftest ran')\n"
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text("raise RuntimeError('tests/conftest ran')\n")
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTEST_BASE_URL", None)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "verdict_contract.cli",
+            "check",
+            "-p",
+            "no:cacheprovider",
+            *ONE_CHECK,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout

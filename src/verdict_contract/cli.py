@@ -140,13 +140,18 @@ def build_parser() -> argparse.ArgumentParser:
 def run_suite(pytest_args: Sequence[str]) -> int:
     """Run the installed contract suite with pytest; arguments go to pytest unchanged."""
     # A fresh interpreter: here contract_tests is already imported, which would keep pytest
-    # from rewriting the asserts of the suite's modules.
+    # from rewriting the asserts of the suite's modules. No conftest.py is loaded but the
+    # suite's own, as a plugin: with --pyargs pytest would load those of the directory it runs
+    # from, where a project's own (its `--base-url`, its hooks) has no business in the suite.
     command = [
         sys.executable,
         "-m",
         "pytest",
         "-p",
         "verdict_contract.suite",
+        "--noconftest",
+        "-p",
+        "verdict_contract.contract_tests.conftest",
         "--pyargs",
         "verdict_contract.contract_tests",
         *pytest_args,
