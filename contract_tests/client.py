@@ -43,7 +43,7 @@ TRUST_HINT = (
     "to trust a private CA, pass --verdict-ca-bundle PATH (a PEM file) or set SSL_CERT_FILE=PATH "
     "(httpx does not read REQUESTS_CA_BUNDLE)"
 )
-MOCK_SIGNATURE = {
+MOCK_SIGNATURE: dict[str, type | tuple[type, ...]] = {
     "status": str,
     "schema": int,
     "session_lifetime": (int, float),

@@ -108,7 +108,13 @@ def fresh_sessions(contract_target: Target, run_shared: Path | None) -> list[str
             ids += _from_factory(config.session_factory)
         return ids
 
-    ids = once(run_shared, "sessions", make, list, list)
+    def dump(ids: list[str]) -> list[str]:
+        return ids
+
+    def load(stored: list[str]) -> list[str]:
+        return [str(n) for n in stored]
+
+    ids = once(run_shared, "sessions", make, dump, load)
     if not ids:
         pytest.skip(
             f"needs a fresh session id: pass {flag('session_id')} ID or "

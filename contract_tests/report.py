@@ -56,7 +56,7 @@ def failure_text(report: pytest.TestReport) -> str:
         return report.longrepr[2].removeprefix("Skipped: ")
     crash = getattr(report.longrepr, "reprcrash", None)
     text = crash.message if crash is not None else str(report.longrepr or "")
-    return text.removeprefix("Failed: ").strip()
+    return text.removeprefix("Failed: ").removeprefix("AssertionError: ").strip()
 
 
 def _first_line(report: pytest.TestReport) -> str:
@@ -183,9 +183,9 @@ class SuiteReport:
         if not self.sessions:
             return []
         checked, given = self.checked_sessions()
-        seen = [f"{k}/{str(c).lower()}" for k, c in self.outcomes_seen()]
+        seen = [f"{k}={str(c).lower()}" for k, c in self.outcomes_seen()]
         never = [
-            f"{k}/{str(c).lower()}"
+            f"{k}={str(c).lower()}"
             for k, c in VERDICT_OUTCOMES
             if (k, c) not in self.outcomes_seen()
         ]

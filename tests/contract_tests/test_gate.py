@@ -6,6 +6,8 @@ non-zero, in its own code, and shows in JUnit XML as a failing test case.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -246,3 +248,31 @@ def test_junit_has_each_failure_s_curl_lines_and_no_repeated_property(
     run = _suite_properties(suite)
     assert run.count(("verdict_target", running.base_url)) == 1
     assert all(p.get("name") != "verdict_target" for c in cases for p in c.iter("property"))
+
+
+def test_the_check_command_passes_the_exit_code_on(tmp_path: Path) -> None:
+    """`verdict-contract check` exits as the suite does: 10 for an incomplete run."""
+    with serve(SLOW_LIMIT_REFUSED_BROKEN) as running:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "verdict_contract.cli",
+                "check",
+                running.base_url,
+                "--verdict-api-key",
+                running.key,
+                *running.session_args(),
+                *ONLY_VERDICTS,
+                "--verdict-wait-budget",
+                "1",
+                "-p",
+                "no:cacheprovider",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == INCOMPLETE, done.stdout + done.stderr
+    assert "INCOMPLETE (exit 10)" in done.stdout

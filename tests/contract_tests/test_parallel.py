@@ -5,6 +5,8 @@ The suite runs with pytest-xdist against a local service that counts what it was
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.contract_tests.servers import CONFORMING, LIMITED, serve
@@ -57,7 +59,7 @@ def test_without_a_pace_the_same_run_meets_the_limit(pytester: pytest.Pytester) 
 
 def test_a_pace_is_split_across_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
-    monkeypatch.setattr(pace.time, "sleep", slept.append)
+    monkeypatch.setattr(time, "sleep", slept.append)
     monkeypatch.setenv(pace.WORKERS_VARIABLE, "2")
     paced = Pace.of(10, 1.0)
     assert paced.interval == pytest.approx(0.2)  # 10/s for the run: 5/s for each of 2
