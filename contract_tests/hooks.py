@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Generator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from verdict_contract.contract_tests import config as target
-from verdict_contract.contract_tests.gate import Gate, decide
+from verdict_contract.contract_tests.gate import FAILED, Gate, decide
 from verdict_contract.contract_tests.report import (
     CHECKS_VERDICTS,
     CLAUSE,
@@ -279,7 +280,13 @@ class _Summary:
             interrupted = str(session.shouldstop or "KeyboardInterrupt")
         loaded = config.stash.get(SUITE_CONFIG, None)
         self.gate = gate = decide(self.report, loaded, interrupted)
-        session.exitstatus = gate.exit_code
+        # Other tests of the same run (a project's own) failing keep the run failed.
+        others_failed = exitstatus == pytest.ExitCode.TESTS_FAILED and gate.exit_code != FAILED
+        session.exitstatus = FAILED if others_failed else gate.exit_code
+        if others_failed:
+            self.gate = gate = replace(
+                gate, notes=[*gate.notes, "other tests of this run failed: the run exits 1"]
+            )
         _add_to_junit(config, self.report, gate)
         if loaded is not None and loaded.report:
             self.report.write(loaded.report, gate.lines(), loaded.shown())

@@ -173,6 +173,9 @@ class SuiteReport:
         pairs = {(s["verdict"], s["conclusive"]) for s in self.sessions.values()}
         return [pair for pair in VERDICT_OUTCOMES if pair in pairs]
 
+    def outcomes_missing(self) -> list[tuple[str, bool]]:
+        return [pair for pair in VERDICT_OUTCOMES if pair not in self.outcomes_seen()]
+
     def key_rejected(self) -> bool:
         """Every session answered 401: the key itself is refused."""
         statuses = [s["status"] for s in self.sessions.values() if s["checked"]]
@@ -183,12 +186,8 @@ class SuiteReport:
         if not self.sessions:
             return []
         checked, given = self.checked_sessions()
-        seen = [f"{k}={str(c).lower()}" for k, c in self.outcomes_seen()]
-        never = [
-            f"{k}={str(c).lower()}"
-            for k, c in VERDICT_OUTCOMES
-            if (k, c) not in self.outcomes_seen()
-        ]
+        seen = _pairs(self.outcomes_seen())
+        never = _pairs(self.outcomes_missing())
         lines = [
             f"sessions:          checked {checked} of {given}",
             f"verdict kinds:     seen {_list(self.kinds_seen())}; "
@@ -308,10 +307,16 @@ class SuiteReport:
                 ("verdict_sessions_checked", f"{checked} of {given}"),
                 ("verdict_kinds_seen", ", ".join(self.kinds_seen())),
                 ("verdict_kinds_never_seen", ", ".join(self.kinds_missing())),
+                ("verdict_conclusive_seen", ", ".join(_pairs(self.outcomes_seen()))),
+                ("verdict_conclusive_never_seen", ", ".join(_pairs(self.outcomes_missing()))),
             ]
         out += [(UNDOCUMENTED, u) for u in sorted(self.undocumented)]
         out += [(ADVISORY, a) for a in self.advisories]
         return out
+
+
+def _pairs(pairs: list[tuple[str, bool]]) -> list[str]:
+    return [f"{kind}={str(conclusive).lower()}" for kind, conclusive in pairs]
 
 
 def _list(items: list[str]) -> str:

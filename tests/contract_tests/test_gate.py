@@ -77,6 +77,8 @@ def test_a_run_that_checked_some_sessions_is_incomplete_not_green(
     assert "checked 1 of 4 sessions" in (case.find("failure").get("message") or "")  # type: ignore[union-attr]
     assert ("verdict_sessions_checked", "1 of 4") in _suite_properties(suite)
     assert ("verdict_outcome", "incomplete (exit 10)") in _suite_properties(suite)
+    names = {name for name, _ in _suite_properties(suite)}
+    assert {"verdict_conclusive_seen", "verdict_conclusive_never_seen"} <= names
 
 
 def test_a_partial_check_passes_only_when_asked(pytester: pytest.Pytester, tmp_path: Path) -> None:
@@ -276,3 +278,18 @@ def test_the_check_command_passes_the_exit_code_on(tmp_path: Path) -> None:
         )
     assert done.returncode == INCOMPLETE, done.stdout + done.stderr
     assert "INCOMPLETE (exit 10)" in done.stdout
+
+
+def test_a_failing_test_beside_the_suite_keeps_the_run_failed(pytester: pytest.Pytester) -> None:
+    """The gate decides for the suite; it never turns another test's failure green."""
+    pytester.makepyfile(test_own="def test_own_code():\n    assert 1 + 1 == 3\n")
+    with serve(CONFORMING["extra fields"]) as running:
+        result = pytester.runpytest_subprocess(*running.suite_args("test_own.py"))
+    assert result.ret == FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "PASSED (exit 0)*",
+            "other tests of this run failed: the run exits 1",
+            "FAILED test_own.py::test_own_code*",
+        ]
+    )
