@@ -170,7 +170,12 @@ class SuiteConfig:
 
     def shown(self) -> list[str]:
         """The options of this run as a report shows them (never the key)."""
-        shown = [f"sessions given: {len(self.session_ids)}"]
+        if self.base_url is None:
+            shown = ["the bundled mock (sessions minted, one per verdict kind)"]
+        elif self.mock_target:
+            shown = ["a verdict-mock (sessions minted through its control API)"]
+        else:
+            shown = [f"sessions given: {len(self.session_ids)}"]
         if self.session_factory is not None:
             shown.append("session factory: yes")
         if self.expired_session_id:

@@ -15,7 +15,7 @@ from verdict_contract.contract_tests.body import Answer
 from verdict_contract.contract_tests.client import BrokenAnswer, ExplainClient, Throttled
 from verdict_contract.contract_tests.config import flag
 from verdict_contract.contract_tests.hooks import suite_config
-from verdict_contract.contract_tests.pace import Pace
+from verdict_contract.contract_tests.pace import Pace, worker_count
 from verdict_contract.contract_tests.report import ADVISORY, SESSION, TARGET
 from verdict_contract.contract_tests.shared import (
     answer_from_json,
@@ -39,7 +39,8 @@ def contract_target(request: pytest.FixtureRequest) -> Iterator[Target]:
         else:
             base_url, mock = config.base_url, config.mock_target
             key = config.api_key or Secret(provider.default_api_key)
-        pace = Pace.of(*config.max_rate) if config.max_rate is not None else None
+        workers = worker_count(request.config)
+        pace = Pace.of(*config.max_rate, workers) if config.max_rate is not None else None
         client = ExplainClient(
             base_url,
             key,
@@ -53,9 +54,11 @@ def contract_target(request: pytest.FixtureRequest) -> Iterator[Target]:
 
 
 @pytest.fixture(scope="session")
-def run_shared(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+def run_shared(
+    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> Path | None:
     """The folder the run's xdist workers share values in; None in a run without workers."""
-    return run_folder(tmp_path_factory.getbasetemp())
+    return run_folder(pytestconfig, tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(autouse=True)

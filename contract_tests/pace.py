@@ -7,21 +7,21 @@ they never send more than N in any window of SECONDS, whatever the server's wind
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field
 
-WORKERS_VARIABLE = "PYTEST_XDIST_WORKER_COUNT"
-"""Set by pytest-xdist in each worker: how many share the run's rate."""
+import pytest
 
 
-def worker_count() -> int:
-    """The number of pytest-xdist workers in this run (1 without xdist)."""
-    try:
-        return max(1, int(os.environ.get(WORKERS_VARIABLE, "1")))
-    except ValueError:
-        return 1
+def worker_count(config: pytest.Config) -> int:
+    """The number of pytest-xdist workers in this run (1 without xdist).
+
+    Read from the worker's ``workerinput``: xdist's environment variables are inherited by any
+    pytest started from inside a worker.
+    """
+    workerinput = getattr(config, "workerinput", None)
+    return max(1, int(workerinput["workercount"])) if workerinput is not None else 1
 
 
 @dataclass
@@ -33,9 +33,9 @@ class Pace:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @classmethod
-    def of(cls, count: int, seconds: float, workers: int | None = None) -> Pace:
+    def of(cls, count: int, seconds: float, workers: int = 1) -> Pace:
         """The pace of one worker among ``workers`` sharing ``count`` requests per ``seconds``."""
-        return cls(seconds * (workers or worker_count()) / count)
+        return cls(seconds * workers / count)
 
     def wait(self) -> float:
         """Sleep until this request may go; returns the seconds slept."""

@@ -10,29 +10,32 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import pytest
 from filelock import FileLock
 
 from verdict_contract.contract_tests.body import Answer
 
-RUN_VARIABLE = "PYTEST_XDIST_TESTRUNUID"
-"""Set by pytest-xdist in each worker: the same for every worker of one run."""
 DROPPED = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 """Headers of the wire, not of the decoded body that is kept."""
 
 T = TypeVar("T")
 
 
-def run_folder(basetemp: Path) -> Path | None:
-    """Where this run's workers share values (``basetemp`` is a worker's); None without xdist."""
-    run = os.environ.get(RUN_VARIABLE)
-    if not run:
+def run_folder(config: pytest.Config, basetemp: Path) -> Path | None:
+    """Where this run's workers share values (``basetemp`` is a worker's); None without xdist.
+
+    A worker is known by its ``workerinput``, not by xdist's environment variables: those are
+    inherited by any pytest started from inside a worker, which is no worker of that run.
+    """
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
         return None
+    run = str(workerinput["testrunuid"])
     folder = basetemp.parent / f"verdict-contract-{run}"
     folder.mkdir(exist_ok=True)
     return folder

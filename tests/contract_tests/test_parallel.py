@@ -10,7 +10,6 @@ import time
 import pytest
 
 from tests.contract_tests.servers import CONFORMING, LIMITED, serve
-from verdict_contract.contract_tests import pace
 from verdict_contract.contract_tests.pace import Pace
 
 
@@ -60,8 +59,7 @@ def test_without_a_pace_the_same_run_meets_the_limit(pytester: pytest.Pytester) 
 def test_a_pace_is_split_across_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
     monkeypatch.setattr(time, "sleep", slept.append)
-    monkeypatch.setenv(pace.WORKERS_VARIABLE, "2")
-    paced = Pace.of(10, 1.0)
+    paced = Pace.of(10, 1.0, workers=2)
     assert paced.interval == pytest.approx(0.2)  # 10/s for the run: 5/s for each of 2
     assert paced.wait() == 0  # the first request goes at once
     paced.wait()
@@ -79,3 +77,20 @@ def test_a_bad_max_rate_is_one_line(pytester: pytest.Pytester, value: str) -> No
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: --verdict-max-rate {value!r} must look like N/SECONDS*"])
+
+
+def test_a_pytest_started_from_a_worker_shares_nothing_with_its_siblings(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """xdist's variables are inherited by a pytest started inside a worker: it is no worker."""
+    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "one-outer-run")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+    for variant in (CONFORMING["extra fields"], CONFORMING["every verdict kind"]):
+        with serve(variant) as running:
+            result = pytester.runpytest_subprocess(*running.suite_args())
+            assert running.traffic is not None
+            fetched = all(running.traffic.calls[n] for n in running.session_ids)
+        assert result.ret == 0, result.stdout.str()
+        assert fetched  # its own sessions, not the sibling's
+        given = len(running.session_ids)
+        result.stdout.fnmatch_lines([f"sessions:*checked {given} of {given}"])
