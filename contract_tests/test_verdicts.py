@@ -53,8 +53,8 @@ def _check_each_verdict(
             continue
         checked += 1
         problem = check(answer, body)
-        if problem:
-            failures.append(problem + answer.replay())
+        if problem:  # with the session's replay, unless the check wrote its own
+            failures.append(problem if "replay" in problem else problem + answer.replay())
     _verified(request, checked)
     _fail_if(failures)
     if not checked:  # a clause is not shown to hold by zero bodies
@@ -147,7 +147,10 @@ def test_verdict_is_immutable(
 
     def check(answer: Answer, first: Verdict) -> str | None:
         again = Answer(answer.session, client.explain(answer.session))
-        second = f"\n    replay, second call: {client.sent[-1].curl()}"
+        second = (
+            f"\n    replay, first call: {answer.curl}"
+            f"\n    replay, second call: {client.sent[-1].curl()}"
+        )
         if again.status != 200:
             return f"{answer.where()}: the second call got {again.status}; documented: 200{second}"
         body = again.verdict()

@@ -295,7 +295,10 @@ def test_the_report_opens_with_the_outcome_and_shows_each_failure_whole(
     section = text.split("### test_verdict_is_immutable[clause_3+clause_8] (§3, §8)")[1]
     for n in running.session_ids:  # each session: its diff and its own two calls
         assert f"session {n!r}: the verdict changed between two calls" in section
-        assert "replay: curl -i -H 'Authorization: Bearer '\"$VERDICT_API_KEY\" " in section
+        assert (
+            "replay, first call: curl -i -H 'Authorization: Bearer '\"$VERDICT_API_KEY\" "
+            in section
+        )
         assert "replay, second call: curl -i " in section
         assert f"/e?n={n}'" in section
     assert '-    "reporting": ' in section
