@@ -238,6 +238,7 @@ class ExplainClient:
     waited: float = 0.0
     ca_bundle: str | None = None
     pace: Pace | None = None
+    workers: int = 1  # processes sharing the key's rate limit (xdist workers)
     sent: list[Sent] = field(default_factory=list, repr=False)
     advisories: list[str] = field(default_factory=list, repr=False)
     """What this client saw that breaks no clause but a reviewer wants to know (deduplicated)."""
@@ -282,7 +283,7 @@ class ExplainClient:
             said = response.headers.get("retry-after")
             if said is None:
                 self.advise("a 429 came without Retry-After (spec §7 asks for none; clients guess)")
-            if announced is not None:
+            if announced is not None and self.workers == 1:  # else a sibling took the slot
                 self.advise(
                     f"Retry-After lied: after waiting the {announced!r} it announced, the next "
                     "call was refused again"

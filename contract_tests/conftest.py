@@ -48,6 +48,7 @@ def contract_target(request: pytest.FixtureRequest) -> Iterator[Target]:
             config.wait_budget,
             ca_bundle=config.ca_bundle,
             pace=pace,
+            workers=workers,
         )
         stack.callback(client.close)
         yield Target(base_url, client, config, mock, bundled=config.base_url is None)

@@ -1,7 +1,10 @@
 """Deliberately broken (and deliberately unusual but conforming) services for the suite.
 
-Each variant wraps the mock's WSGI app and changes one behaviour; the tests run the contract
-suite against it in live mode, over real HTTP, with ``--verdict-session-id``.
+Each variant wraps the mock's WSGI app and changes one behaviour, the way a real team's service
+gets it wrong (a careless lookup, a debugging header left on, a 403 for a wrong key) or legally
+differs (a vendor JSON media type, a per-call request id, a gateway's catch-all); the tests run
+the contract suite against it in live mode, over real HTTP (or https with a private CA), with
+``--verdict-session-id``. Every served variant counts what it was sent (:class:`Traffic`).
 """
 
 from __future__ import annotations
