@@ -67,6 +67,12 @@ def media_type(response: httpx.Response) -> str:
     return message.get_content_type()
 
 
+def is_json(media: str) -> bool:
+    """``application/json`` or any JSON media type (RFC 6839 ``+json``: ``…vnd.x.v7+json``)."""
+    kind, _, subtype = media.partition("/")
+    return kind == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
 @dataclass(frozen=True)
 class Answer:
     """What one fresh session's ``GET /e`` gave: a response, or why there is none."""
@@ -99,6 +105,18 @@ class Answer:
             return None
         body, _ = self.body()
         return body if isinstance(body, dict) else None
+
+    def coverage(self) -> dict[str, Any]:
+        """What the summary counts of this session: checked or not, and the kind it had."""
+        verdict = self.verdict() or {}
+        kind, conclusive = verdict.get("verdict"), verdict.get("conclusive")
+        return {
+            "n": self.session,
+            "checked": not self.throttled,
+            "status": self.status,
+            "verdict": kind if isinstance(kind, str) else None,
+            "conclusive": conclusive if isinstance(conclusive, bool) else None,
+        }
 
     def where(self) -> str:
         return f"session {self.session!r}"

@@ -12,6 +12,7 @@ import random
 import shlex
 import ssl
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,6 +22,8 @@ from urllib.parse import quote
 
 import httpx
 
+from verdict_contract.contract_tests.leaks import error_body_advisories
+from verdict_contract.contract_tests.pace import Pace
 from verdict_contract.core.redact import Secret
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
@@ -36,6 +39,17 @@ MAX_RETRIES = 6
 """At most this many waits for one call, whatever Retry-After says (a 0 must not loop)."""
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 30.0
+TRUST_HINT = (
+    "to trust a private CA, pass --verdict-ca-bundle PATH (a PEM file) or set SSL_CERT_FILE=PATH "
+    "(httpx does not read REQUESTS_CA_BUNDLE)"
+)
+MOCK_SIGNATURE: dict[str, type | tuple[type, ...]] = {
+    "status": str,
+    "schema": int,
+    "session_lifetime": (int, float),
+    "journal_entries": int,
+}
+"""What the mock's ``/_mock/health`` answers, field by field: a catch-all 200 does not."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +79,7 @@ class Throttled(Exception):
 def transport_cause(exc: httpx.TransportError, timeout: float) -> str:
     """A short, plain reason for a transport error: refused, DNS, TLS, no answer, ..."""
     if isinstance(exc, httpx.ConnectTimeout) and "handshake" in str(exc):
-        return f"TLS failure: no handshake within {timeout:g} s (timeout)"
+        return f"TLS failure: no handshake within {timeout:g} s (timeout); {TRUST_HINT}"
     if isinstance(exc, httpx.ConnectTimeout):
         return f"no connection within {timeout:g} s (timeout)"
     if isinstance(exc, httpx.TimeoutException):
@@ -76,6 +90,9 @@ def transport_cause(exc: httpx.TransportError, timeout: float) -> str:
         chain.append(current)
         current = current.__cause__ or current.__context__
     for error in chain:
+        if isinstance(error, ssl.SSLCertVerificationError):
+            why = error.verify_message or getattr(error, "reason", None) or error
+            return f"TLS failure: the certificate is not trusted ({why}); {TRUST_HINT}"
         if isinstance(error, ssl.SSLError):
             return f"TLS failure: {getattr(error, 'reason', None) or error}"
         if isinstance(error, OSError) and type(error).__name__ == "gaierror":
@@ -87,21 +104,44 @@ def transport_cause(exc: httpx.TransportError, timeout: float) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def reach(base_url: str, timeout: float) -> tuple[bool, str | None]:
-    """One request to ``/_mock/health``: (is it the bundled mock?, why it cannot be reached).
+def verify(ca_bundle: str | None) -> ssl.SSLContext | bool:
+    """What httpx verifies https with: the system's CAs (and SSL_CERT_FILE), or ``ca_bundle``."""
+    return ssl.create_default_context(cafile=ca_bundle) if ca_bundle else True
 
-    Any HTTP answer means the target is up; a live service answers that path with its 404.
+
+def _signed_by_the_mock(response: httpx.Response) -> bool:
+    try:
+        health = response.json()
+    except ValueError:
+        return False
+    return (
+        response.status_code == 200
+        and isinstance(health, dict)
+        and health.get("status") == "ok"
+        and all(
+            isinstance(health.get(name), kind) and not isinstance(health.get(name), bool)
+            for name, kind in MOCK_SIGNATURE.items()
+        )
+    )
+
+
+def reach(base_url: str, timeout: float, ca_bundle: str | None = None) -> tuple[bool, str | None]:
+    """Reach the target once: (is it the bundled mock?, why it cannot be reached).
+
+    Any HTTP answer means the target is up. The mock is told by its signature: its health
+    answer's fields, and a 404 for a made-up path beside it (a gateway that answers 200 to
+    every path is a live service, not a mock).
     """
     try:
-        response = httpx.get(f"{base_url}/_mock/health", timeout=timeout)
+        with httpx.Client(base_url=base_url, timeout=timeout, verify=verify(ca_bundle)) as http:
+            health = http.get("/_mock/health")
+            mock = _signed_by_the_mock(health)
+            if mock:
+                mock = http.get(f"/_mock/verdict-contract-{uuid.uuid4().hex}").status_code == 404
     except httpx.TransportError as exc:
         return False, transport_cause(exc, timeout)
     except httpx.HTTPError as exc:
         return False, f"{type(exc).__name__}: {exc}"
-    try:
-        mock = response.status_code == 200 and response.json().get("status") == "ok"
-    except (ValueError, AttributeError):
-        mock = False
     return mock, None
 
 
@@ -196,13 +236,25 @@ class ExplainClient:
     timeout: float = 10.0
     wait_budget: float = 60.0
     waited: float = 0.0
+    ca_bundle: str | None = None
+    pace: Pace | None = None
+    workers: int = 1  # processes sharing the key's rate limit (xdist workers)
     sent: list[Sent] = field(default_factory=list, repr=False)
+    advisories: list[str] = field(default_factory=list, repr=False)
+    """What this client saw that breaks no clause but a reviewer wants to know (deduplicated)."""
     _http: httpx.Client = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._http = httpx.Client(
-            base_url=self.base_url, timeout=self.timeout, follow_redirects=False
+            base_url=self.base_url,
+            timeout=self.timeout,
+            follow_redirects=False,
+            verify=verify(self.ca_bundle),
         )
+
+    def advise(self, text: str) -> None:
+        if text not in self.advisories:
+            self.advisories.append(text)
 
     def explain(self, session_id: str) -> httpx.Response:
         """An ordinary, authorised call for one session."""
@@ -223,23 +275,41 @@ class ExplainClient:
         :class:`Throttled` is raised. ``honour_429=False`` returns the 429 (the rate-limit probe).
         """
         attempt = 0
+        announced: str | None = None  # the Retry-After the last wait obeyed
         while True:
             response = self._send(params, authorization, headers, method)
-            if response.status_code != 429 or not honour_429:
+            if response.status_code != 429:
                 return response
-            wait = retry_after_seconds(
-                response.headers.get("retry-after"), attempt, date=response.headers.get("date")
-            )
+            said = response.headers.get("retry-after")
+            if said is None:
+                self.advise("a 429 came without Retry-After (spec §7 asks for none; clients guess)")
+            if announced is not None and self.workers == 1:  # else a sibling took the slot
+                self.advise(
+                    f"Retry-After lied: after waiting the {announced!r} it announced, the next "
+                    "call was refused again"
+                )
+            if not honour_429:
+                return response
+            wait = retry_after_seconds(said, attempt, date=response.headers.get("date"))
             remaining = self.wait_budget - self.waited
-            if attempt >= MAX_RETRIES or wait > remaining:
-                said = response.headers.get("retry-after")
+            if attempt >= MAX_RETRIES:
                 raise Throttled(
-                    f"throttled: the target answered 429 (Retry-After: {said!r}) and the run's "
-                    f"wait budget of {self.wait_budget:g} s has {max(remaining, 0):.1f} s left "
-                    f"after {attempt} retries (raise --verdict-wait-budget, or run later)"
+                    f"throttled: the retry cap ran out: still 429 after {attempt} retries of one "
+                    f"call (Retry-After: {said!r}); {self.waited:.1f} s of the "
+                    f"{self.wait_budget:g} s wait budget spent (run later, or pace the run "
+                    "with --verdict-max-rate N/SECONDS)"
+                )
+            if wait > remaining:
+                raise Throttled(
+                    f"throttled: the wait budget ran out: the target answered 429 (Retry-After: "
+                    f"{said!r}, a wait of {wait:.1f} s) and the run's wait budget of "
+                    f"{self.wait_budget:g} s has {max(remaining, 0):.1f} s left after {attempt} "
+                    "retries (raise --verdict-wait-budget, pace with --verdict-max-rate, or run "
+                    "later)"
                 )
             time.sleep(wait)
             self.waited += wait
+            announced = said if said is not None and said.strip() else None
             attempt += 1
 
     def _send(
@@ -270,6 +340,8 @@ class ExplainClient:
             shown_query.append(f"{quote(name, safe='')}={_encode_shown(shown)}")
         url = f"{self.base_url}{ENDPOINT_PATH}"
         shown_url = url + (f"?{'&'.join(shown_query)}" if shown_query else "")
+        if self.pace is not None:
+            self.pace.wait()
         try:
             response = self._http.request(method, ENDPOINT_PATH, params=query, headers=sent_headers)
             response.read()
@@ -283,6 +355,8 @@ class ExplainClient:
                 f"the answer could not be read: {transport_cause(exc, self.timeout)}"
             ) from None
         self.sent.append(Sent(method, shown_url, tuple(shown_headers), response.status_code))
+        for advisory in error_body_advisories(response):
+            self.advise(advisory)
         return response
 
     def mint(self, **spec: Any) -> str:

@@ -28,11 +28,20 @@ ENV = {
     "check_key_in_url": "VERDICT_CHECK_KEY_IN_URL",
     "wait_budget": "VERDICT_WAIT_BUDGET",
     "report": "VERDICT_REPORT",
+    "allow_partial": "VERDICT_ALLOW_PARTIAL",
+    "require_every_kind": "VERDICT_REQUIRE_EVERY_KIND",
+    "fail_on_advisory": "VERDICT_FAIL_ON_ADVISORY",
+    "target_kind": "VERDICT_TARGET_KIND",
+    "ca_bundle": "VERDICT_CA_BUNDLE",
+    "max_rate": "VERDICT_MAX_RATE",
 }
 """Each option's environment variable; the option itself is ``--verdict-`` and the key's name."""
 
 NO_INI = frozenset({"api_key"})
 """A key does not belong in a file that is checked in: the flag or the variable only."""
+
+TARGET_KINDS = ("auto", "mock", "live")
+"""``--verdict-target-kind``: tell the bundled mock by its signature (auto), or say which."""
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_WAIT_BUDGET = 60.0
@@ -115,6 +124,44 @@ def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
         default=None,
     )
     add("report", "write a Markdown report, one row per spec clause, to PATH", metavar="PATH")
+    add(
+        "allow_partial",
+        "let a run that could not check every session it was given pass (exit 0) instead of "
+        "ending as incomplete (exit 10) (variable: 1)",
+        action="store_true",
+        default=None,
+    )
+    add(
+        "require_every_kind",
+        "fail the run as incomplete (exit 10) when a verdict kind was never seen (variable: 1)",
+        action="store_true",
+        default=None,
+    )
+    add(
+        "fail_on_advisory",
+        "fail the run (exit 1) on advisories: a 429 without Retry-After, a Retry-After that "
+        "lies, a stack trace or internal address in an error body (variable: 1)",
+        action="store_true",
+        default=None,
+    )
+    add(
+        "target_kind",
+        "auto (default): the bundled mock is told by its signature; mock or live: say which",
+        choices=TARGET_KINDS,
+        metavar="auto|mock|live",
+    )
+    add(
+        "ca_bundle",
+        "a PEM file of CA certificates to trust for https (a private CA); SSL_CERT_FILE also "
+        "works, REQUESTS_CA_BUNDLE is not read",
+        metavar="PATH",
+    )
+    add(
+        "max_rate",
+        "send at most N requests per SECONDS, shared by all xdist workers (a known staging "
+        "limit, kept instead of discovered through 429s)",
+        metavar="N/SECONDS",
+    )
 
 
 @dataclass(frozen=True)
@@ -125,13 +172,45 @@ class SuiteConfig:
     api_key: Secret | None
     session_ids: tuple[str, ...]
     expired_session_id: str | None
-    session_factory: Callable[[], str] | None
+    session_factory: Callable[..., str | None] | None
     probe_rate_limit: int | None
     request_timeout: float
     wait_budget: float = DEFAULT_WAIT_BUDGET
     check_key_in_url: bool = False
     report: str | None = None
     mock_target: bool = False  # the URL answers the mock's control API
+    allow_partial: bool = False
+    require_every_kind: bool = False
+    fail_on_advisory: bool = False
+    ca_bundle: str | None = None
+    max_rate: tuple[int, float] | None = None  # N requests per SECONDS, for the whole run
+
+    def shown(self) -> list[str]:
+        """The options of this run as a report shows them (never the key)."""
+        if self.base_url is None:
+            shown = ["the bundled mock (sessions minted, one per verdict kind)"]
+        elif self.mock_target:
+            shown = ["a verdict-mock (sessions minted through its control API)"]
+        else:
+            shown = [f"sessions given: {len(self.session_ids)}"]
+        if self.session_factory is not None:
+            shown.append("session factory: yes")
+        if self.expired_session_id:
+            shown.append("expired session: yes")
+        if self.probe_rate_limit:
+            shown.append(f"{flag('probe_rate_limit')} {self.probe_rate_limit}")
+        shown += [
+            f"{flag('request_timeout')} {self.request_timeout:g}",
+            f"{flag('wait_budget')} {self.wait_budget:g}",
+        ]
+        if self.max_rate is not None:
+            shown.append(f"{flag('max_rate')} {self.max_rate[0]}/{self.max_rate[1]:g}")
+        if self.ca_bundle:
+            shown.append(f"{flag('ca_bundle')} {self.ca_bundle}")
+        for name in ("check_key_in_url", "allow_partial", "require_every_kind", "fail_on_advisory"):
+            if getattr(self, name):
+                shown.append(flag(name))
+        return shown
 
 
 def _option(config: pytest.Config, name: str) -> str | None:
@@ -193,7 +272,37 @@ def _check_transport(url: str, allow_insecure: bool) -> None:
         )
 
 
-def _load_factory(spec: str) -> Callable[[], str]:
+def _max_rate(config: pytest.Config) -> tuple[int, float] | None:
+    raw = _option(config, "max_rate")
+    if raw is None:
+        return None
+    count, _, seconds = raw.partition("/")
+    try:
+        rate = (int(count), float(seconds or "1"))
+    except ValueError:
+        rate = (0, 0.0)
+    if not (rate[0] > 0 and 0 < rate[1] < float("inf")):
+        raise pytest.UsageError(
+            f"{flag('max_rate')} {raw!r} must look like N/SECONDS with both above 0 (e.g. 10/1)"
+        )
+    return rate
+
+
+def _ca_bundle(config: pytest.Config) -> str | None:
+    path = _option(config, "ca_bundle")
+    if path is not None and not os.path.isfile(path):
+        raise pytest.UsageError(f"{flag('ca_bundle')} {path!r} is not a file")
+    return path
+
+
+def _target_kind(config: pytest.Config) -> str:
+    kind = (_option(config, "target_kind") or "auto").strip().lower()
+    if kind not in TARGET_KINDS:
+        raise pytest.UsageError(f"{flag('target_kind')} {kind!r}: choose auto, mock or live")
+    return kind
+
+
+def _load_factory(spec: str) -> Callable[..., str | None]:
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise pytest.UsageError(
@@ -226,6 +335,9 @@ def load_config(config: pytest.Config) -> SuiteConfig:
     probe = _number(config, "probe_rate_limit", int)
     check_key_in_url = _bool(config, "check_key_in_url")
     loaded_factory = _load_factory(factory) if factory else None
+    ca_bundle = _ca_bundle(config)
+    kind = _target_kind(config)
+    max_rate = _max_rate(config)
     mock_target = False
     if base_url is not None:
         _check_url(base_url)
@@ -233,9 +345,11 @@ def load_config(config: pytest.Config) -> SuiteConfig:
         # Here, not at the top: the hooks import this module in every pytest run.
         from verdict_contract.contract_tests.client import reach
 
-        mock_target, unreachable = reach(base_url, timeout)
+        mock_target, unreachable = reach(base_url, timeout, ca_bundle)
         if unreachable is not None:
             raise pytest.UsageError(f"cannot reach the target {base_url}: {unreachable}")
+        if kind != "auto":
+            mock_target = kind == "mock"
         if key is None and not mock_target:
             raise pytest.UsageError(
                 f"the live target {base_url} needs an API key: pass {flag('api_key')} or set "
@@ -253,4 +367,9 @@ def load_config(config: pytest.Config) -> SuiteConfig:
         check_key_in_url=check_key_in_url,
         report=_option(config, "report"),
         mock_target=mock_target,
+        allow_partial=_bool(config, "allow_partial"),
+        require_every_kind=_bool(config, "require_every_kind"),
+        fail_on_advisory=_bool(config, "fail_on_advisory"),
+        ca_bundle=ca_bundle,
+        max_rate=max_rate,
     )

@@ -9,16 +9,19 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Generator
+from dataclasses import replace
 from importlib.metadata import entry_points
 from typing import Any
 
 import pytest
 
 from verdict_contract.contract_tests import config as target
+from verdict_contract.contract_tests.gate import FAILED, Gate, decide
 from verdict_contract.contract_tests.report import (
     CHECKS_VERDICTS,
     CLAUSE,
     CURL,
+    INTERRUPTED,
     OUTCOME,
     SuiteReport,
 )
@@ -115,7 +118,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "checks_verdicts: a check that reads verdict bodies")
     config.stash[REDACTOR] = Redactor()
     config.stash[REPORT] = SuiteReport()
-    config.pluginmanager.register(_Summary(config.stash[REPORT]), "verdict-contract-summary")
+    summary = _Summary(config.stash[REPORT], worker=hasattr(config, "workerinput"))
+    config.pluginmanager.register(summary, "verdict-contract-summary")
     # pytest-base-url (when installed) copies its ini value into the option on the controller
     # only; do it on pytest-xdist workers too, so `pytest -n 2` targets the ini's URL as well.
     if hasattr(config, "workerinput") and not config.getoption("base_url", None):
@@ -173,20 +177,32 @@ def _short_failure(
     elif excinfo.errisinstance(TargetUnreachable):
         report.longrepr = f"the target stopped answering: {message}"
         item.session.shouldstop = f"the target stopped answering: {message}"
+        report.user_properties.append((INTERRUPTED, f"the target stopped answering: {message}"))
     elif excinfo.errisinstance(BrokenAnswer):
         report.longrepr = message
 
 
+REPLAY = re.compile(r"^\s*replay[^:]*: (curl .*)$", flags=re.MULTILINE)
+"""A replay line inside a check's own message (checks of verdicts name each session's)."""
+
+
 def _curl_lines(item: pytest.Item, report: pytest.TestReport) -> None:
-    """Each failure shows the calls it made as curl lines, the key as ``$VERDICT_API_KEY``."""
-    target_ = getattr(item, "funcargs", {}).get("contract_target")
-    client = getattr(target_, "client", None)
-    sent = list(getattr(client, "sent", []))[-3:]
-    if not sent:
-        return
-    lines = [s.curl() for s in sent]
-    report.sections.append(("replay (export VERDICT_API_KEY first)", "\n".join(lines)))
-    report.user_properties += [(CURL, line) for line in lines]
+    """Each failure shows the calls it made as curl lines, the key as ``$VERDICT_API_KEY``.
+
+    A check of verdict bodies already shows the replay of each failing session in its message
+    (the answers were fetched once for the run, not by this check): those lines are its own.
+    """
+    if item.get_closest_marker("checks_verdicts") is not None:
+        lines = REPLAY.findall(str(report.longrepr or ""))
+    else:
+        target_ = getattr(item, "funcargs", {}).get("contract_target")
+        client = getattr(target_, "client", None)
+        lines = [s.curl() for s in list(getattr(client, "sent", []))[-3:]]
+        if lines:
+            report.sections.append(("replay (export VERDICT_API_KEY first)", "\n".join(lines)))
+    properties = [(CURL, line) for line in dict.fromkeys(lines)]
+    report.user_properties += properties
+    item.user_properties += properties  # the test case's JUnit properties come from teardown
 
 
 def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, Any] | None:
@@ -218,28 +234,82 @@ def pytest_runtest_makereport(
     return report
 
 
+def _add_to_junit(config: pytest.Config, report: SuiteReport, gate: Gate) -> None:
+    """The run's properties once, on the JUnit test suite; a failing test case for a failed gate
+    that no failing check explains (nothing verified, interrupted, incomplete), so a CI that
+    reads JUnit shows it red too."""
+    from _pytest.junitxml import xml_key
+    from _pytest.reports import TestReport
+
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    redactor = config.stash[REDACTOR]
+    xml.add_global_property("verdict_outcome", f"{gate.outcome} (exit {gate.exit_code})")
+    for name, value in report.run_properties():
+        xml.add_global_property(name, redactor.text(value))
+    if not gate.unexplained:
+        return
+    where = ("verdict_contract/contract_tests", None, "run_outcome")
+    for when, outcome in (("call", "failed"), ("teardown", "passed")):
+        xml.pytest_runtest_logreport(
+            TestReport(
+                "verdict_contract/contract_tests::run_outcome",
+                where,
+                {},
+                outcome,  # type: ignore[arg-type]
+                redactor.text("\n".join(gate.lines())) if outcome == "failed" else None,
+                when,  # type: ignore[arg-type]
+            )
+        )
+
+
 class _Summary:
     """Collects the clause of every test report and prints the table at the end."""
 
-    def __init__(self, report: SuiteReport) -> None:
+    def __init__(self, report: SuiteReport, worker: bool) -> None:
         self.report = report
+        self.worker = worker
+        self.gate: Gate | None = None
 
+    @pytest.hookimpl(tryfirst=True)  # before JUnit writes a test case's properties
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.worker:
+            return  # a worker passes its reports to the controller untouched
         self.report.record(report)
+        if dict(report.user_properties).get(CLAUSE) is not None:
+            SuiteReport.keep_per_test(report)
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if hasattr(session.config, "workerinput"):
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        config = session.config
+        if hasattr(config, "workerinput") or not self.report.clauses:
             return  # the controller sees every report and decides
-        if self.report.unverified() and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        loaded = session.config.stash.get(SUITE_CONFIG, None)
-        if loaded is not None and loaded.report and self.report.clauses:
-            self.report.write(loaded.report)
+        if exitstatus not in (
+            pytest.ExitCode.OK,
+            pytest.ExitCode.TESTS_FAILED,
+            pytest.ExitCode.INTERRUPTED,
+        ):
+            return  # pytest's own trouble (a usage error, an internal error) stands
+        interrupted = self.report.interrupted
+        if interrupted is None and exitstatus == pytest.ExitCode.INTERRUPTED:
+            interrupted = str(session.shouldstop or "KeyboardInterrupt")
+        loaded = config.stash.get(SUITE_CONFIG, None)
+        self.gate = gate = decide(self.report, loaded, interrupted)
+        # Other tests of the same run (a project's own) failing keep the run failed.
+        others_failed = exitstatus == pytest.ExitCode.TESTS_FAILED and gate.exit_code != FAILED
+        session.exitstatus = FAILED if others_failed else gate.exit_code
+        if others_failed:
+            self.gate = gate = replace(
+                gate, notes=[*gate.notes, "other tests of this run failed: the run exits 1"]
+            )
+        _add_to_junit(config, self.report, gate)
+        if loaded is not None and loaded.report:
+            self.report.write(loaded.report, gate.lines(), loaded.shown())
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        lines = self.report.lines()
+        lines = self.report.lines(self.gate.lines() if self.gate is not None else [])
         if lines:
             terminalreporter.write_sep("=", "Explain API contract")
             for line in lines:

@@ -15,6 +15,7 @@ import pytest
 
 from verdict_contract.contract_tests.client import KEY, Derived
 from verdict_contract.contract_tests.config import flag
+from verdict_contract.contract_tests.leaks import reflection
 from verdict_contract.contract_tests.target import Target
 
 WRONG_KEY = "verdict-contract-not-a-key-0000"
@@ -26,6 +27,10 @@ CASES = {
     "key without Bearer": "{key}",
     # HTTP strips trailing white space from header values, so "Bearer " arrives as this:
     "empty token": "Bearer",
+    # Near misses of the scheme, which the service compares too (a prefix check lets them in):
+    "no space after Bearer": "Bearer{key}",
+    "scheme cut short": "Bear {key}",
+    "another scheme": "Token {key}",
 }
 
 
@@ -142,3 +147,38 @@ def test_key_in_another_header_does_not_authorise(
     assert response.status_code == 401, (
         f"key sent as X-API-Key: received {response.status_code}; documented: 401"
     )
+
+
+@pytest.mark.clause("§5.4")
+def test_credential_is_never_reflected(
+    contract_target: Target, any_session: str, unknown_session: str
+) -> None:
+    """No answer carries the credential it was sent, whole or in part, in a body or header.
+
+    The key is a server-side secret (§5.4): an answer that echoes it ends up in logs, error
+    pages and browsers. A mask of the last 4 characters is no leak; 8 in a row are.
+    """
+    client = contract_target.client
+    key = client.api_key.reveal()
+    wrong = decoy(key)
+    calls: list[tuple[str, list[tuple[str, str]], object, str]] = [
+        ("an authorised call", [("n", any_session)], KEY, key),
+        ("an unknown session", [("n", unknown_session)], KEY, key),
+        ("a wrong key", [("n", any_session)], f"Bearer {wrong}", wrong),
+        ("a near-miss key", [("n", any_session)], NEAR_MISSES["truncated by one"], key),
+        ("the key under another scheme", [("n", any_session)], "Basic {key}", key),
+        ("no session id", [], KEY, key),
+    ]
+    found = []
+    for what, params, authorization, sent in calls:
+        baseline = client.request(params=params, authorization=None)
+        response = client.request(params=params, authorization=authorization)
+        where = reflection(response, key, sent if sent != key else None, baseline)
+        if where:
+            found.append(
+                f"{what}: the {response.status_code} answer reflects the caller's credential "
+                f"({where}); documented: the key is a server-side secret (§5)\n"
+                f"    replay: {client.sent[-1].curl()}"
+            )
+    if found:
+        pytest.fail("\n".join(found), pytrace=False)

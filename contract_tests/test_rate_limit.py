@@ -55,19 +55,34 @@ def test_rate_limit_answers_429_then_recovers(
             "first refusal past the rate limit is 429"
         )
     assert refusal is not None, f"no 429 after {budget} requests; documented: rate limiting"
+    # Past the 429 nothing is a breach: §7 promises the 429 and no header, no recovery time.
+    # How the service recovers is for the advisories.
     headers = refusal.headers
-    wait = retry_after_seconds(headers.get("retry-after"), 0, date=headers.get("date"))
+    said = headers.get("retry-after")
+    wait = retry_after_seconds(said, 0, date=headers.get("date")) if said else 0.0
     if wait > MAX_WAIT:
         pytest.skip(
             f"the service asks to wait {wait:.0f} s; recovery is not awaited past {MAX_WAIT} s"
         )
     time.sleep(wait)
-    deadline = time.monotonic() + GRACE
+    started = time.monotonic()
+    pause = 0.25
     status = client.request(params=[("n", n)], honour_429=False).status_code
-    while status == 429 and time.monotonic() < deadline:
-        time.sleep(0.25)
+    while status == 429 and time.monotonic() - started < MAX_WAIT - wait:
+        time.sleep(pause)
+        pause = min(pause * 2, 2.0)
         status = client.request(params=[("n", n)], honour_429=False).status_code
-    assert status != 429, (
-        f"still 429 {GRACE:.0f} s after the announced Retry-After of {wait:.0f} s; "
-        "documented: the service recovers after the time it announces"
-    )
+    late = time.monotonic() - started
+    advisories = []
+    if said and status == 429:
+        advisories.append(
+            f"Retry-After lied: still 429 {late:.0f} s after the {said!r} it announced"
+        )
+    elif said and late > GRACE:
+        advisories.append(
+            f"Retry-After lied: announced {said!r}, the service recovered {late:.1f} s later"
+        )
+    elif status == 429:
+        advisories.append(f"the rate limit did not lift within {MAX_WAIT:.0f} s (no Retry-After)")
+    for text in advisories:
+        contract_target.client.advise(text)

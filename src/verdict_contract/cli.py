@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="verdict-contract",
         description="Check Explain API verdicts against the schema-7 contract.",
+        epilog="check and run exit 0 when every given session was checked and every check "
+        "passed, 1 on a breach, nothing verified or an interrupted run, 10 when incomplete "
+        "(sessions or checks left throttled; --verdict-allow-partial accepts that).",
     )
     parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True)

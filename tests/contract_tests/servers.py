@@ -1,7 +1,10 @@
 """Deliberately broken (and deliberately unusual but conforming) services for the suite.
 
-Each variant wraps the mock's WSGI app and changes one behaviour; the tests run the contract
-suite against it in live mode, over real HTTP, with ``--verdict-session-id``.
+Each variant wraps the mock's WSGI app and changes one behaviour, the way a real team's service
+gets it wrong (a careless lookup, a debugging header left on, a 403 for a wrong key) or legally
+differs (a vendor JSON media type, a per-call request id, a gateway's catch-all); the tests run
+the contract suite against it in live mode, over real HTTP (or https with a private CA), with
+``--verdict-session-id``. Every served variant counts what it was sent (:class:`Traffic`).
 """
 
 from __future__ import annotations
@@ -11,8 +14,11 @@ import gzip
 import itertools
 import json
 import socket
+import ssl
 import threading
 import time
+import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +26,7 @@ from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from verdict_contract.mockserver import Settings, create_app
@@ -49,6 +56,19 @@ class Variant:
     rate_limit: str = "off"
     args: tuple[str, ...] = ()  # the suite's options this variant needs
     fails: tuple[str, ...] = ()  # the suite's checks it must fail; none: the suite must pass
+    control: bool = False  # serve the mock's control API too (it is the mock, not a service)
+
+
+KNOWN_IDS = "verdict.known_ids"
+"""The WSGI environ key under which a variant finds the fresh ids its mock knows."""
+
+
+@dataclass
+class Traffic:
+    """What a served variant answered: calls of /e per session id, and statuses."""
+
+    calls: Counter[str]
+    statuses: Counter[int]
 
 
 @dataclass
@@ -57,6 +77,7 @@ class Running:
     session_ids: list[str]
     expired_id: str
     key: str = KEY
+    traffic: Traffic | None = None
 
     def target_args(self, *extra: str) -> list[str]:
         """The suite's command line for this target: its URL and key, no session id."""
@@ -93,25 +114,31 @@ def on_verdict(change: Callable[[dict[str, Any]], None]) -> Alter:
     return alter
 
 
-def _wrap(app: Any, variant: Variant) -> Any:
+def _wrap(app: Any, variant: Variant, ids: list[str], traffic: Traffic) -> Any:
+    lock = threading.Lock()
+
     def wsgi(environ: WSGIEnvironment, start_response: StartResponse) -> Any:
+        environ[KNOWN_IDS] = ids
         request = Request(environ)
         answer = variant.before(request) if variant.before else None
         if answer is None:
             answer = Response.from_app(app, environ)
             if variant.alter is not None:
                 variant.alter(request, answer)
+        with lock:
+            if request.path == "/e":
+                traffic.calls[request.args.get("n", "")] += 1
+            traffic.statuses[answer.status_code] += 1
         return answer(environ, start_response)
 
     return wsgi
 
 
-@contextmanager
-def serve(variant: Variant, key: str = KEY) -> Iterator[Running]:
+def _app(variant: Variant, key: str) -> tuple[Any, list[str], str]:
     app = create_app(
         Settings(
             api_keys=(key,),
-            control=False,
+            control=variant.control,
             demo_sessions=False,
             rate_limit=RateLimit.parse(variant.rate_limit),
         )
@@ -119,8 +146,33 @@ def serve(variant: Variant, key: str = KEY) -> Iterator[Running]:
     state = state_of(app)
     ids = [state.mint(parse_spec(spec)).id for spec in variant.sessions]
     expired = state.mint(parse_spec({"age_seconds": 901})).id
-    with BackgroundServer(_wrap(app, variant)) as server:
-        yield Running(server.base_url, ids, expired, key)
+    return app, ids, expired
+
+
+@contextmanager
+def serve(variant: Variant, key: str = KEY) -> Iterator[Running]:
+    app, ids, expired = _app(variant, key)
+    traffic = Traffic(Counter(), Counter())
+    with BackgroundServer(_wrap(app, variant, ids, traffic)) as server:
+        yield Running(server.base_url, ids, expired, key, traffic)
+
+
+@contextmanager
+def serve_tls(variant: Variant, context: ssl.SSLContext, key: str = KEY) -> Iterator[Running]:
+    """``variant`` over https with ``context`` (a certificate of a private CA), on 127.0.0.1."""
+    app, ids, expired = _app(variant, key)
+    traffic = Traffic(Counter(), Counter())
+    server = make_server(
+        "127.0.0.1", 0, _wrap(app, variant, ids, traffic), threaded=True, ssl_context=context
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Running(f"https://127.0.0.1:{server.server_port}", ids, expired, key, traffic)
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        server.server_close()
 
 
 def run_suite(
@@ -334,6 +386,138 @@ def _unusual_json(request: Request, response: Response) -> None:
         response.set_data("\r\n\t " + json.dumps(reordered, indent="\t", ensure_ascii=True) + " \n")
 
 
+def _known(request: Request) -> list[str]:
+    known: list[str] = request.environ.get(KNOWN_IDS, [])
+    return known
+
+
+def _lookup_by(match: Callable[[str, str], bool]) -> Callable[[Request], Response | None]:
+    """A session lookup that finds a known id by ``match(sent, known)``, as a careless store."""
+
+    def before(request: Request) -> Response | None:
+        sent = request.args.get("n", "")
+        if request.path == "/e" and sent not in _known(request):
+            found = next((n for n in _known(request) if match(sent, n)), None)
+            if found is not None:
+                request.environ["QUERY_STRING"] = f"n={found}"
+        return None
+
+    return before
+
+
+def _echo_token_on_401(request: Request, response: Response) -> None:
+    """A 401 that quotes the token it was sent, as many frameworks' default errors do."""
+    if response.status_code == 401:
+        token = request.headers.get("Authorization", "").partition(" ")[2]
+        response.set_data(json.dumps({"error": f"invalid api key '{token}'"}))
+
+
+def _debug_header(request: Request, response: Response) -> None:
+    """A debugging header left on: the first 12 characters of the credential."""
+    token = request.headers.get("Authorization", "").partition(" ")[2]
+    if token:
+        response.headers["X-Debug-Auth"] = token[:12]
+
+
+def _key_ending_on_401(request: Request, response: Response) -> None:
+    """A 401 that names the key by its last 4 characters only: that is no leak."""
+    if response.status_code == 401:
+        token = request.headers.get("Authorization", "").partition(" ")[2]
+        response.set_data(json.dumps({"error": f"the key ending in {token[-4:]} is not valid"}))
+
+
+def _loose_scheme(request: Request) -> Response | None:
+    """Checks the scheme by a prefix and strips what follows it: 'Bear', 'Bearer' glued on."""
+    value = request.headers.get("Authorization", "")
+    if value.startswith("Bear") and not value.startswith("Bearer "):
+        token = value.removeprefix("Bearer").removeprefix("Bear").strip()
+        request.environ["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    return None
+
+
+def _forbidden_wrong_key(request: Request, response: Response) -> None:
+    """403 instead of 401 for a key that is present but wrong."""
+    if response.status_code == 401 and request.headers.get("Authorization"):
+        response.status_code = 403
+
+
+def _gone_when_expired(request: Request, response: Response) -> None:
+    n = request.args.get("n", "")
+    if response.status_code == 404 and n not in _known(request) and n.startswith("eyJ"):
+        response.status_code = 410  # signed ids of the mock; the suite's own start otherwise
+
+
+def _reevaluated() -> Alter:
+    """Each call evaluates the session again: one family fewer reports on every later call."""
+    served: Counter[str] = Counter()
+
+    def alter(request: Request, response: Response) -> None:
+        if response.status_code == 200:
+            n = request.args.get("n", "")
+            body = _body(response)
+            body["families"]["reporting"] = max(0, body["families"]["reporting"] - served[n])
+            served[n] += 1
+            _set_body(response, body)
+
+    return alter
+
+
+def _request_id(body: dict[str, Any]) -> None:
+    body["meta"] = {"request_id": uuid.uuid4().hex, "served_at": time.time()}
+
+
+def _catch_all(body: str) -> Callable[[Request], Response | None]:
+    """A gateway that answers 200 on every path but /e."""
+
+    def before(request: Request) -> Response | None:
+        if request.path == "/e":
+            return None
+        return Response(body, 200, content_type="application/json")
+
+    return before
+
+
+MOCK_LOOKALIKE = json.dumps(
+    {"status": "ok", "schema": 7, "session_lifetime": 900, "journal_entries": 0}
+)
+"""What a catch-all gateway would need to answer to look like the mock's health."""
+
+
+def _no_retry_after(request: Request, response: Response) -> None:
+    if response.status_code == 429:
+        del response.headers["Retry-After"]
+
+
+def _retry_after(value: str) -> Alter:
+    def alter(request: Request, response: Response) -> None:
+        if response.status_code == 429:
+            response.headers["Retry-After"] = value
+
+    return alter
+
+
+def _stack_trace_on_404(request: Request, response: Response) -> None:
+    if response.status_code == 404:
+        response.set_data(
+            "java.lang.IllegalStateException: no session\n"
+            "\tat com.example.verdict.Lookup.find(Lookup.java:42)\n"
+            "\tat com.example.verdict.Api.explain(Api.java:17)\n"
+            "upstream: 10.2.3.4:8443"
+        )
+        response.content_type = "text/plain"
+
+
+def _break_refused(body: dict[str, Any]) -> None:
+    if body["verdict"] == "refused":
+        body["contradicting_families"] = ["render"]
+
+
+EVERY_KIND: tuple[dict[str, Any], ...] = tuple(
+    {"verdict": v, "conclusive": v in ("contradicted", "refused")}
+    for v in ("contradicted", "disputed", "uncontradicted", "insufficient", "refused")
+)
+
+
 # name -> a service that breaks the contract in one way, and the checks that must catch it
 BROKEN: dict[str, Variant] = {
     "wrong success status": Variant(
@@ -400,6 +584,37 @@ BROKEN: dict[str, Variant] = {
         args=("--verdict-probe-rate-limit", "30"),
         fails=("test_rate_limit_answers_429_then_recovers",),
     ),
+    "401 quotes the token it was sent": Variant(
+        alter=_echo_token_on_401, fails=("test_credential_is_never_reflected",)
+    ),
+    "a debugging header with part of the key": Variant(
+        alter=_debug_header, fails=("test_credential_is_never_reflected",)
+    ),
+    "case-insensitive session lookup": Variant(
+        before=_lookup_by(lambda sent, n: sent.lower() == n.lower()),
+        fails=("test_near_miss_session_id_is_not_found",),
+    ),
+    "session lookup by prefix": Variant(
+        before=_lookup_by(lambda sent, n: len(sent) >= 8 and n.startswith(sent)),
+        fails=("test_near_miss_session_id_is_not_found",),
+    ),
+    "session id trimmed before lookup": Variant(
+        before=_lookup_by(lambda sent, n: sent.strip() == n),
+        fails=("test_near_miss_session_id_is_not_found",),
+    ),
+    "scheme checked by prefix": Variant(
+        before=_loose_scheme, fails=("test_missing_or_invalid_key_is_401",)
+    ),
+    "403 for a wrong key": Variant(
+        alter=_forbidden_wrong_key,
+        fails=("test_missing_or_invalid_key_is_401", "test_near_miss_key_is_401"),
+    ),
+    "410 for an expired session": Variant(
+        alter=_gone_when_expired, fails=("test_expired_session_is_404",)
+    ),
+    "verdict re-evaluated on every call": Variant(
+        alter=_reevaluated(), fails=("test_verdict_is_immutable",)
+    ),
 }
 
 CONFORMING: dict[str, Variant] = {
@@ -418,10 +633,55 @@ CONFORMING: dict[str, Variant] = {
     "throttled twice, Retry-After in seconds": Variant(before=_throttle(2, lambda: "1")),
     "throttled twice, Retry-After as an HTTP-date": Variant(before=_throttle(2, _in_one_second)),
     "throttled twice, no Retry-After": Variant(before=_throttle(2, lambda: None)),
+    "an undocumented field that changes on every call": Variant(alter=on_verdict(_request_id)),
+    "a vendor JSON media type": Variant(
+        alter=_header("Content-Type", "application/vnd.verdict.v7+json")
+    ),
+    "a +json media type with a charset": Variant(
+        alter=_header("Content-Type", "application/verdict+json; charset=utf-8")
+    ),
+    "a gateway answering 200 on every other path": Variant(before=_catch_all('{"status": "ok"}')),
+    "a gateway whose catch-all looks like the mock's health": Variant(
+        before=_catch_all(MOCK_LOOKALIKE)
+    ),
+    "a 401 naming the key's last 4 characters": Variant(alter=_key_ending_on_401),
+    "every verdict kind": Variant(sessions=EVERY_KIND, args=("--verdict-require-every-kind",)),
+    "the probe meets a 429 without Retry-After": Variant(
+        alter=_no_retry_after, rate_limit="15/1", args=("--verdict-probe-rate-limit", "30")
+    ),
+    "the probe meets a Retry-After that lies": Variant(
+        alter=_retry_after("1"), rate_limit="15/3", args=("--verdict-probe-rate-limit", "30")
+    ),
+    "a stack trace and an internal address in 404 bodies": Variant(alter=_stack_trace_on_404),
 }
+
+SLOW_LIMIT_REFUSED_BROKEN = Variant(
+    alter=on_verdict(_break_refused),
+    rate_limit="1/5",
+    sessions=(
+        {"verdict": "contradicted", "conclusive": True},
+        {"verdict": "uncontradicted"},
+        {"verdict": "disputed"},
+        {"verdict": "refused", "conclusive": False},
+    ),
+)
+"""One request per 5 s, a bug in ``refused`` verdicts only: a run within a small wait budget
+checks the first session and cannot reach the broken one."""
+
+OTHER_KEY = Variant()
+"""A plain service; run against it with a key it does not know."""
 
 ALWAYS_THROTTLED = Variant(before=_throttle(10**9, lambda: "120"))
 """Every call of ``/e`` is a 429 asking for two minutes: more than the wait budget."""
+
+THROTTLED_RETRY_AT_ONCE = Variant(before=_throttle(10**9, lambda: "0"))
+"""Every call of ``/e`` is a 429 saying to retry at once: the retry cap runs out, not time."""
+
+LIMITED = Variant(rate_limit="10/1")
+"""The mock's own limit of 10 requests per second for the key."""
+
+CONTROLLED = Variant(control=True)
+"""The mock itself, control API included: it signs as the mock."""
 
 KEY_ECHO = Variant(alter=_echo_key)
 """Echoes the credential it received into a broken 200 body, which the suite quotes."""

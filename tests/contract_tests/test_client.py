@@ -11,8 +11,10 @@ import pytest
 from tests.contract_tests.servers import (
     ALWAYS_THROTTLED,
     CONFORMING,
+    CONTROLLED,
     KEY,
     PLAIN_HTTP,
+    Variant,
     dead_port,
     hung_server,
     serve,
@@ -138,3 +140,36 @@ def test_a_near_miss_replays_in_bash_as_sent(name: str, key: str) -> None:
     assert printed == NEAR_MISSES[name].make(key)
     assert near_miss(key, name) in (None, printed)
     assert printed != key
+
+
+@pytest.mark.parametrize(
+    ("variant", "is_mock"),
+    [
+        (CONTROLLED, True),
+        (CONFORMING["a gateway answering 200 on every other path"], False),
+        (CONFORMING["a gateway whose catch-all looks like the mock's health"], False),
+        (CONFORMING["extra fields"], False),  # the mock without its control API: a service
+    ],
+)
+def test_the_mock_is_told_by_its_signature(variant: Variant, is_mock: bool) -> None:
+    with serve(variant) as running:
+        assert reach(running.base_url, 2.0) == (is_mock, None)
+
+
+@pytest.mark.parametrize(
+    ("name", "workers", "expected"),
+    [
+        ("throttled twice, Retry-After in seconds", 1, ["Retry-After lied: after waiting the '1'"]),
+        ("throttled twice, Retry-After in seconds", 2, []),  # a sibling worker took the slot
+        ("throttled twice, no Retry-After", 1, ["a 429 came without Retry-After"]),
+    ],
+)
+def test_throttling_that_breaks_no_clause_is_an_advisory(
+    name: str, workers: int, expected: list[str]
+) -> None:
+    with serve(CONFORMING[name]) as running:
+        client = ExplainClient(running.base_url, Secret(KEY), wait_budget=10, workers=workers)
+        assert client.explain(running.session_ids[0]).status_code == 200
+        client.close()
+    assert [a[: len(e)] for a, e in zip(client.advisories, expected, strict=False)] == expected
+    assert len(client.advisories) == len(expected)

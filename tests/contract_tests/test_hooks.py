@@ -74,7 +74,7 @@ def test_live_target_without_sessions_fails_saying_what_to_pass(
         result = pytester.runpytest_subprocess(*running.target_args("-rs"))
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines(
-        ["FAILED: no verdict body was verified*needs a fresh session id: pass --verdict-session-*"]
+        ["FAILED (exit 1): no verdict body was verified*needs a fresh session id: pass --verdict-*"]
     )
     for reason in (
         "needs a fresh session id: pass --verdict-session-id",
@@ -262,6 +262,7 @@ AUTH = {
     "test_auth_comes_before_lookup",
     "test_key_in_the_query_does_not_authorise",
     "test_key_in_another_header_does_not_authorise",
+    "test_credential_is_never_reflected",
 }
 
 

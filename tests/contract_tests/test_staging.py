@@ -6,26 +6,34 @@ one way, and reads what a pipeline's log would show.
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import trustme
 
 from tests.contract_tests.servers import (
     ALWAYS_THROTTLED,
     BROKEN,
     CONFORMING,
+    CONTROLLED,
     KEY,
     KEY_ECHO,
+    OTHER_KEY,
     PLAIN_HTTP,
     SUITE,
+    THROTTLED_RETRY_AT_ONCE,
     dead_port,
     hangs_mid_run,
     hung_server,
     run_suite,
     serve,
+    serve_tls,
 )
+from verdict_contract.contract_tests.client import ExplainClient, Throttled
+from verdict_contract.core.redact import Secret
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,7 +82,7 @@ def test_a_target_that_hangs_mid_run_stops_the_run(pytester: pytest.Pytester) ->
         pytester, hangs_mid_run(calls=3, seconds=1.5), "--verdict-request-timeout", "0.5"
     )
     output = result.stdout.str()
-    assert result.ret == pytest.ExitCode.INTERRUPTED, output
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, output  # a gate reads 1, not pytest's 2
     assert "Traceback" not in output
     assert result.parseoutcomes().get("failed") == 1  # the check that met the hang, then stop
     result.stdout.fnmatch_lines(
@@ -96,8 +104,8 @@ def test_a_throttling_target_is_never_a_contract_failure(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(
         [
             "*spec clause*passed*failed*throttled*skipped",
-            "FAILED: no verdict body was verified*throttled: the target answered 429 "
-            "(Retry-After: '120')*--verdict-wait-budget*",
+            "FAILED (exit 1): no verdict body was verified*throttled: the wait budget ran out: the "
+            "target answered 429 (Retry-After: '120'*--verdict-wait-budget*",
         ]
     )
 
@@ -203,6 +211,182 @@ def test_the_staging_command_runs_only_the_suite(command: list[str]) -> None:
             "-rA",
         )
     assert done.returncode == 0, done.stdout + done.stderr
-    ran = [line for line in done.stdout.splitlines() if line.startswith("PASSED ")]
+    ran = [line for line in done.stdout.splitlines() if line.startswith("PASSED ") and "::" in line]
     assert len(ran) >= 20
     assert all("contract_tests/test_" in line for line in ran), ran
+
+
+@pytest.fixture(scope="module")
+def private_ca() -> trustme.CA:
+    return trustme.CA()
+
+
+def test_a_private_ca_is_explained_then_trusted(
+    pytester: pytest.Pytester,
+    tmp_path: Path,
+    private_ca: trustme.CA,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A TLS failure says how to trust a private CA; both ways it names then work."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    private_ca.issue_cert("127.0.0.1").configure_cert(context)
+    bundle = tmp_path / "ca.pem"
+    private_ca.cert_pem.write_to_path(str(bundle))
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    with serve_tls(CONFORMING["extra fields"], context) as running:
+        untrusted = pytester.runpytest_subprocess(*running.suite_args())
+        with_option = pytester.runpytest_subprocess(
+            *running.suite_args("--verdict-ca-bundle", str(bundle))
+        )
+        monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+        with_variable = pytester.runpytest_subprocess(*running.suite_args())
+    _stopped_in_one_line(untrusted, f"{running.base_url}: TLS failure: the certificate is not")
+    untrusted.stderr.fnmatch_lines(
+        ["*--verdict-ca-bundle PATH*SSL_CERT_FILE=PATH*does not read REQUESTS_CA_BUNDLE*"]
+    )
+    assert with_option.ret == pytest.ExitCode.OK, with_option.stdout.str()
+    assert with_variable.ret == pytest.ExitCode.OK, with_variable.stdout.str()
+
+
+def test_a_ca_bundle_that_is_not_a_file_is_one_line(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(*SUITE, "--verdict-ca-bundle", "no-such.pem")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --verdict-ca-bundle 'no-such.pem' is not a file"])
+
+
+def test_a_wrong_key_says_the_key_is_rejected(pytester: pytest.Pytester) -> None:
+    with serve(OTHER_KEY) as running:
+        running.key = "not-the-service-key-0000"
+        result = pytester.runpytest_subprocess(*running.suite_args("-rA"))
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, output
+    assert "is the id fresh" not in output
+    result.stdout.fnmatch_lines(
+        [
+            "*received 401: the API key is rejected (check --verdict-api-key / VERDICT_API_KEY)*",
+            "the API key is rejected: every session answered 401 (check --verdict-api-key)",
+        ]
+    )
+    # No clause about bodies shows passed on zero bodies.
+    result.stdout.fnmatch_lines(
+        ["SKIPPED [[]3[]] *test_verdicts.py:*: no verdict body to check: none of the 2 sessions*"]
+    )
+    for check in ("test_verdicts_keep_the_contract", "test_schema_version"):
+        assert not [line for line in output.splitlines() if line.startswith(f"PASSED *{check}")]
+    result.stdout.fnmatch_lines(["*test_unknown_session_is_404*", "*the API key is rejected*"])
+
+
+def test_the_report_opens_with_the_outcome_and_shows_each_failure_whole(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    report = tmp_path / "report.md"
+    result, running = run_suite(
+        pytester, BROKEN["verdict re-evaluated on every call"], f"--verdict-report={report}"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    lines = report.read_text().splitlines()
+    assert lines[0] == "# Explain API contract report"
+    assert lines[2] == "**FAILED (exit 1): 1 check(s) found a breach of the contract**"
+    head = "\n".join(lines[:12])
+    for item in ("- date: 20", "- duration: ", f"- target: {running.base_url}", "- options: "):
+        assert item in head, head
+    assert "`sessions given: 2`" in head
+    text = "\n".join(lines)
+    section = text.split("### test_verdict_is_immutable[clause_3+clause_8] (§3, §8)")[1]
+    for n in running.session_ids:  # each session: its diff and its own two calls
+        assert f"session {n!r}: the verdict changed between two calls" in section
+        assert (
+            "replay, first call: curl -i -H 'Authorization: Bearer '\"$VERDICT_API_KEY\" "
+            in section
+        )
+        assert "replay, second call: curl -i " in section
+        assert f"/e?n={n}'" in section
+    assert '-    "reporting": ' in section
+    assert '+    "reporting": ' in section
+    assert "```bash\ncurl -i " in section  # the replay lines again, ready to paste
+
+
+def test_a_throttled_check_names_what_ran_out() -> None:
+    with serve(THROTTLED_RETRY_AT_ONCE) as running:
+        client = ExplainClient(running.base_url, Secret(KEY), timeout=2, wait_budget=5)
+        with pytest.raises(Throttled, match=r"the retry cap ran out: still 429 after 6 retries"):
+            client.explain(running.session_ids[0])
+        client.close()
+    with serve(ALWAYS_THROTTLED) as running:
+        client = ExplainClient(running.base_url, Secret(KEY), timeout=2, wait_budget=5)
+        with pytest.raises(Throttled, match=r"the wait budget ran out: .*Retry-After: '120'"):
+            client.explain(running.session_ids[0])
+        client.close()
+
+
+def test_advisories_have_their_own_section_and_fail_only_when_asked(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    report = tmp_path / "report.md"
+    junit = tmp_path / "junit.xml"
+    variant = CONFORMING["a stack trace and an internal address in 404 bodies"]
+    result, _ = run_suite(pytester, variant, f"--verdict-report={report}", f"--junitxml={junit}")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    trace = "a 404 answer's body shows a stack trace"
+    address = "a 404 answer's body names an internal address ('10.2.3.4')"
+    result.stdout.fnmatch_lines(
+        ["advisories (not breaches of the spec*", f"  - {trace}*", f"  - {address}"]
+    )
+    text = report.read_text()
+    assert "## Advisories" in text
+    assert f"- {address}" in text
+    assert f'<property name="verdict_advisory" value="{address}' in junit.read_text().replace(
+        "&#x27;", "'"
+    ).replace("&apos;", "'")
+    strict, _ = run_suite(pytester, variant, "--verdict-fail-on-advisory")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED, strict.stdout.str()
+    strict.stdout.fnmatch_lines(
+        ["FAILED (exit 1): 2 advisory(ies) and --verdict-fail-on-advisory was given"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "advisory"),
+    [
+        ("the probe meets a 429 without Retry-After", "a 429 came without Retry-After*"),
+        ("the probe meets a Retry-After that lies", "Retry-After lied: *"),
+    ],
+)
+def test_the_probe_makes_advisories_not_failures(
+    pytester: pytest.Pytester, name: str, advisory: str
+) -> None:
+    result, _ = run_suite(pytester, CONFORMING[name])
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["advisories (not breaches of the spec*", f"  - {advisory}"])
+
+
+@pytest.mark.parametrize("key", [KEY, "k-0123456789abcdef"])
+@pytest.mark.parametrize(
+    "name", ["401 quotes the token it was sent", "a debugging header with part of the key"]
+)
+def test_a_reflected_key_is_a_breach_reported_masked(
+    pytester: pytest.Pytester, tmp_path: Path, key: str, name: str
+) -> None:
+    report = tmp_path / "report.md"
+    junit = tmp_path / "junit.xml"
+    result, _ = run_suite(
+        pytester, BROKEN[name], "-rA", f"--verdict-report={report}", f"--junitxml={junit}", key=key
+    )
+    outputs = result.stdout.str() + result.stderr.str() + report.read_text() + junit.read_text()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*reflects the caller's credential (*characters of the key*"])
+    for start in range(len(key) - 7):  # not 8 characters of it in a row, anywhere
+        assert key[start : start + 8] not in outputs
+
+
+def test_the_user_says_which_target_it_is(pytester: pytest.Pytester) -> None:
+    """The mock with its control API is told by its signature; --verdict-target-kind wins."""
+    with serve(CONTROLLED) as running:
+        auto = pytester.runpytest_subprocess(*running.target_args("-rs"))
+        live = pytester.runpytest_subprocess(
+            *running.suite_args("-rs", "--verdict-target-kind", "live")
+        )
+    assert auto.ret == pytest.ExitCode.OK, auto.stdout.str()
+    assert "needs a mock target" not in auto.stdout.str()  # minted its own sessions
+    assert live.ret == pytest.ExitCode.OK, live.stdout.str()
+    live.stdout.fnmatch_lines(["SKIPPED *needs a mock target that can mint a session*"])
