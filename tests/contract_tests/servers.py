@@ -178,9 +178,9 @@ def serve_tls(variant: Variant, context: ssl.SSLContext, key: str = KEY) -> Iter
 def run_suite(
     pytester: pytest.Pytester, variant: Variant, *extra: str, key: str = KEY
 ) -> tuple[pytest.RunResult, Running]:
-    """The suite in a subprocess against ``variant``, with the options it needs."""
+    """The suite, in this process, against ``variant``, with the options it needs."""
     with serve(variant, key) as running:
-        result = pytester.runpytest_subprocess(*running.suite_args(*variant.args, *extra))
+        result = pytester.runpytest_inprocess(*running.suite_args(*variant.args, *extra))
     return result, running
 
 
