@@ -10,12 +10,20 @@ scripts, so they stay exact. Every other request goes to the Flask app on a work
 - a scripted ``reset`` is a TCP reset (``SO_LINGER`` 0, then abort): the client gets no byte;
 - ``truncated`` sends the head with the full Content-Length, half the body, and closes.
 
+A connection (:class:`HttpConnection`) parses and keeps order and flow control; each request is
+a :class:`.cycle.RequestCycle` in its pipeline, answered strictly in turn and never while the
+client is not reading. One client is bounded: :data:`MAX_PIPELINED` requests queued, its body
+in one buffer, its head as :data:`MAX_HEAD_BYTES`, its idle time (or time not reading what it
+was sent) as the idle timeout, and the server holds ``--max-connections`` at once.
+
 Limits hold before the app is called: a request line over :data:`MAX_TARGET_BYTES` is 414,
 headers over :data:`.limits.MAX_HEADER_BYTES` 431 (and a head or trailers still arriving past
 :data:`MAX_HEAD_BYTES`), a body over ``--max-body`` 413 (declared or as it arrives, never read
-further), anything httptools cannot parse 400; each in the documented JSON shape, then the
-connection closes. ``Expect: 100-continue`` gets its interim answer, in turn.
-Connections idle for :data:`IDLE_TIMEOUT` seconds (or stuck mid-request that long) are closed.
+further), anything httptools cannot parse 400; each in the documented JSON shape; then what the
+client still sends is read and discarded for up to :data:`DRAIN_SECONDS` (or
+:data:`DRAIN_BYTES`) before the connection closes, so a client busy sending its body sees the
+answer rather than a reset (RFC 9112 §9.6). ``Expect: 100-continue`` gets its interim answer,
+in turn.
 """
 
 from __future__ import annotations
@@ -23,13 +31,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 import socket
 import struct
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from email.utils import formatdate
 from typing import TYPE_CHECKING, Final, cast
 
 import httptools
@@ -38,20 +47,15 @@ from flask import Flask
 from verdict_contract.core.spec import ENDPOINT_PATH
 from verdict_contract.mockserver.accesslog import log as access_log
 from verdict_contract.mockserver.accesslog import log_line
-from verdict_contract.mockserver.answer import (
-    Answer,
-    error_answer,
-    explain_headers,
-    not_allowed,
-    status_line,
-)
+from verdict_contract.mockserver.answer import Answer, error_answer, not_allowed, status_line
+from verdict_contract.mockserver.cycle import Phase, RequestCycle
 from verdict_contract.mockserver.explain import Decision, decide, record
-from verdict_contract.mockserver.faults import FAULT_HEADER
 from verdict_contract.mockserver.limits import MAX_HEADER_BYTES
 from verdict_contract.mockserver.sessions import SpecError
 from verdict_contract.mockserver.settings import Settings
 from verdict_contract.mockserver.state import MockState
 from verdict_contract.mockserver.web import EXTENSION
+from verdict_contract.mockserver.wire import BODILESS, CONTINUE, HOP_BY_HOP, Heads
 from verdict_contract.mockserver.wsgibridge import Reply, Request, call_app, environ_for
 
 if TYPE_CHECKING:
@@ -62,17 +66,23 @@ log = logging.getLogger("mockserver.server")
 MAX_TARGET_BYTES: Final = 256 * 1024
 """The longest request target (path and query) the server reads; longer is 414."""
 IDLE_TIMEOUT: Final = 30.0
-"""Seconds a connection may sit idle, or stuck half-way through a request, before it closes."""
+"""Seconds a connection may sit idle, stuck half-way through a request, or not read its
+answers, before it closes (aborted, if its answers are still unsent)."""
+MAX_PIPELINED: Final = 100
+"""Requests one connection may have waiting for their answers; the next is refused (503)."""
+DRAIN_SECONDS: Final = 2.0
+"""After a refusal, how long what the client still sends is read and discarded."""
+DRAIN_BYTES: Final = 16 * 1024 * 1024
+"""... and how many bytes of it, at most."""
 _HOT_PREFIX: Final = ENDPOINT_PATH.encode() + b"?"
 _HOT_PATH: Final = ENDPOINT_PATH.encode()
-_HEADS_KEPT: Final = 1024  # heads of distinct shapes remembered (then forgotten all at once)
-_CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
 # httptools keeps a header name or value whole until its line ends, so the bytes of a request
 # still arriving are counted: its head (with the read it began in) may be this long; its
 # body, chunk framing and trailers add at most six bytes per body byte ("1\r\nx\r\n").
 _READ_BYTES: Final = 256 * 1024  # the most one read hands over (uvloop's buffer)
 MAX_HEAD_BYTES: Final = MAX_TARGET_BYTES + MAX_HEADER_BYTES + _READ_BYTES
 _FRAMING: Final = 6
+_VERSIONS: Final = frozenset({"1.0", "1.1"})
 
 
 def new_loop() -> asyncio.AbstractEventLoop:
@@ -85,77 +95,78 @@ def new_loop() -> asyncio.AbstractEventLoop:
 
 
 class _Refused(Exception):
-    """Raised in a parser callback to stop parsing: the request was answered and closed."""
+    """Raised in a parser callback to stop parsing: nothing more of this connection is read."""
 
 
-class _Date:
-    """The headers every answer ends with (Date, Server), formatted once a second."""
-
-    def __init__(self) -> None:
-        self.second = -1
-        self.lines = b""
-
-    def __call__(self) -> bytes:
-        now = int(time.time())
-        if now != self.second:
-            date = formatdate(now, usegmt=True)
-            self.second, self.lines = now, f"Date: {date}\r\nServer: verdict-mock\r\n".encode()
-        return self.lines
-
-
-def _head_start(status: str, headers: list[tuple[str, str]]) -> bytes:
-    """The status line and headers of an answer, up to (not including) Date and Server."""
-    lines = [f"HTTP/1.1 {status}\r\n"]
-    lines.extend(f"{name}: {value}\r\n" for name, value in headers)
-    return "".join(lines).encode("latin-1")
-
-
-_NO_BODY: Final = frozenset({204, 304})
-"""Statuses that carry no body (a scripted 204 or 304 keeps its connection usable)."""
-_CLOSING: Final = b"Connection: close\r\n\r\n"
-_KEEPING: Final = b"\r\n"
+def _overloaded(code: str, message: str) -> Answer:
+    return error_answer(503, code, message, headers=[("Retry-After", "1")])
 
 
 class HttpConnection(asyncio.Protocol):
-    """One client connection: parse requests, answer them in order, enact faults."""
+    """One client connection: parse requests, answer them in order, within its bounds."""
 
     def __init__(self, server: AsyncServer) -> None:
         self.server = server
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
-        self.pending: deque[Request | Answer] = deque()  # Answer: a refusal, close, a 100
-        self.busy = False  # an answer is being delayed or computed on a worker thread
-        self.blocked = False  # the client is not reading: queued requests wait, as reading does
+        self.pipeline: deque[RequestCycle] = deque()  # read whole; the first is being answered
+        self.cycle: RequestCycle | None = None  # the request still arriving
+        self.writing_paused = False  # the client is not reading: nothing more is answered
+        self.reading = True
+        self.closing = False  # no further request is read; close once the pipeline is answered
+        self.ended = False  # closed or closing: nothing more is written
+        self.lingering = False  # refused: reading and discarding until the drain ends
+        self.counted = False  # holds one of the server's --max-connections
         self.last_active = server.loop.time()
-        self._url = b""
-        self._headers: list[tuple[bytes, bytes]] = []
-        self._size = 0
-        self._body: list[bytes] = []
-        self._body_size = 0
-        self._dead = False  # closing (a refusal, a parser error, a cut): nothing more is read
-        self._reading = False  # a request has begun and is not yet complete
-        self._began = self.last_active  # when it began (or when reading it could resume)
+        self._began = self.last_active  # when the request still arriving began
+        self._paused_at = 0.0  # when the client stopped reading
         self._room = 0  # bytes the request still arriving may take (MAX_HEAD_BYTES, then more)
+        self._drained = 0
+        self._timer: asyncio.TimerHandle | None = None  # a delay's, or the drain's
 
     # -- the transport's side ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast("asyncio.Transport", transport)  # uvloop's is not a subclass
-        self.server.connections.add(self)
+        server = self.server
+        server.connections.add(self)
+        if server.open >= server.max_connections:
+            answer = _overloaded(
+                "too_many_connections",
+                f"the mock holds {server.max_connections} connections already "
+                "(--max-connections); retry, or reuse a connection",
+            )
+            self._linger(server.heads.answer(answer, False, True, False)[0])
+            return
+        server.open += 1
+        self.counted = True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
-        self.pending.clear()
+        if self.counted:
+            self.server.open -= 1
+            self.counted = False
+        self.ended = True
+        self._give_up()
+        self.transport = None
+
+    def eof_received(self) -> bool:
+        """The client sent all it will: answer what it asked, then close."""
+        self.closing = True
+        return not (self.lingering or not self.pipeline)  # False: the transport closes itself
 
     def data_received(self, data: bytes) -> None:
         self.last_active = self.server.loop.time()
-        if self._dead:
+        if self.lingering:
+            self._drained += len(data)
+            if self._drained > DRAIN_BYTES:
+                self._abort()
+            return
+        if self.closing:
             return
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:  # the request was answered; no protocol switch
-            self._dead = True
-            self.pending.append(_CLOSE)
-            self._next()
+        except httptools.HttpParserUpgrade:  # answered as a closing request; no protocol switch
+            pass
         except httptools.HttpParserCallbackError as exc:
             if not isinstance(exc.__context__, _Refused):
                 log.exception("unexpected error reading a request")
@@ -163,7 +174,7 @@ class HttpConnection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._refuse(400, "bad_request", f"the request is not valid HTTP/1.1: {exc}")
         else:
-            if self._reading:  # a request still arriving: what the parser keeps of it is bounded
+            if self.cycle is not None:  # a request still arriving: what is kept of it is bounded
                 self._room -= len(data)
                 if self._room < 0:
                     self._refuse(
@@ -172,45 +183,52 @@ class HttpConnection(asyncio.Protocol):
                         f"the request's head or trailers hold more than {MAX_HEAD_BYTES} bytes",
                     )
 
-    def pause_writing(self) -> None:  # the client is not reading: stop reading it too
-        self.blocked = True
-        if self.transport is not None:
-            self.transport.pause_reading()
+    def pause_writing(self) -> None:  # the client is not reading: stop answering and reading
+        self.writing_paused = True
+        self._paused_at = self.server.loop.time()
+        self._flow()
 
     def resume_writing(self) -> None:
-        self.blocked = False
-        self._next()
+        self.writing_paused = False
+        self.last_active = self.server.loop.time()
+        self._advance()
 
     # -- httptools callbacks ----------------------------------------------------------------
     def on_message_begin(self) -> None:
-        if self._dead:  # the connection ended with the answer before: read no further request
+        if self.closing:  # the connection ends with the answers owed: read no further request
             raise _Refused
-        self._reading, self._room, self._began = True, MAX_HEAD_BYTES, self.last_active
-        self._url, self._headers, self._size = b"", [], 0
-        self._body, self._body_size = [], 0
+        self.cycle = RequestCycle()
+        self._room, self._began = MAX_HEAD_BYTES, self.last_active
 
     def on_url(self, url: bytes) -> None:
-        self._url += url
-        if len(self._url) > MAX_TARGET_BYTES:
+        cycle = self._reading()
+        cycle.url += url
+        if len(cycle.url) > MAX_TARGET_BYTES:
             self._refuse_raise(
                 414, "uri_too_long", f"the request target is longer than {MAX_TARGET_BYTES} bytes"
             )
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._size += len(name) + len(value)
-        if self._size > MAX_HEADER_BYTES:
+        cycle = self._reading()
+        cycle.size += len(name) + len(value)
+        if cycle.size > MAX_HEADER_BYTES:
             self._refuse_raise(
                 431,
                 "request_header_fields_too_large",
                 f"the request headers hold more than {MAX_HEADER_BYTES} bytes; "
                 f"the mock accepts at most {MAX_HEADER_BYTES}",
             )
-        self._headers.append((name, value))
+        cycle.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
+        cycle = self._reading()
+        version = self.parser.get_http_version()
+        if version not in _VERSIONS:
+            self._refuse_raise(
+                400, "bad_request", f"HTTP/{version[:8]} is not served here; send HTTP/1.1"
+            )
         self._room += _FRAMING * self.server.max_body
-        expect_continue = False
-        for name, value in self._headers:
+        for name, value in cycle.headers:
             lowered = name.lower()
             if lowered == b"content-length" and _length(value) > self.server.max_body:
                 self._refuse_raise(
@@ -220,76 +238,130 @@ class HttpConnection(asyncio.Protocol):
                     f"{self.server.max_body} (--max-body)",
                 )
             if lowered == b"expect" and value.strip().lower() == b"100-continue":
-                expect_continue = True
-        if expect_continue and self.transport is not None:
-            if self.pending or self.busy:  # owed once the answers before it are sent
-                self.pending.append(_GO_ON)
-            else:
-                self.transport.write(_CONTINUE)
+                cycle.expect_continue = True
+        if cycle.expect_continue:
+            self._continue()
 
     def on_body(self, body: bytes) -> None:
-        self._body_size += len(body)
-        if self._body_size > self.server.max_body:
+        cycle = self._reading()
+        if len(cycle.body) + len(body) > self.server.max_body:
             self._refuse_raise(
                 413,
                 "request_entity_too_large",
                 f"the request body is over {self.server.max_body} bytes (--max-body)",
             )
-        self._body.append(body)
+        cycle.body += body
 
     def on_message_complete(self) -> None:
-        self._reading = False
-        version = self.parser.get_http_version()
-        request = Request(
-            self.parser.get_method().decode("latin-1"),
-            self._url,
-            self._headers,
-            b"".join(self._body),
-            version,
-        )
-        if version != "1.1" or not self.parser.should_keep_alive():
-            self.pending.append(request)
-            self.pending.append(_CLOSE)
-            self._next()
+        cycle = self._reading()
+        parser = self.parser
+        if len(self.pipeline) >= MAX_PIPELINED:
+            self._refuse_raise(
+                503,
+                "too_many_pipelined_requests",
+                f"{MAX_PIPELINED} requests are already waiting for their answers on this "
+                "connection; read the answers before sending more",
+            )
+        version = parser.get_http_version()
+        keep_alive = version == "1.1" and parser.should_keep_alive() and not parser.should_upgrade()
+        self.cycle = None
+        cycle.complete(parser.get_method().decode("latin-1"), version, keep_alive)
+        self.pipeline.append(cycle)
+        if not keep_alive:
+            self.closing = True
+        if len(self.pipeline) == 1:
+            self._advance()
+        if not keep_alive:
             raise _Refused  # nothing after a closing request is read
-        if self.busy or self.pending:
-            self.pending.append(request)
-        else:
-            self._serve(request, keep_alive=True)
 
-    # -- answering --------------------------------------------------------------------------
-    def _next(self) -> None:
-        """Serve queued requests in order until one is busy (a delay, a worker thread) or the
-        client stops reading; then read on."""
-        while self.pending and not (self.busy or self.blocked) and self.transport is not None:
-            item = self.pending.popleft()
-            if item is _GO_ON:
-                self.transport.write(_CONTINUE)
-                continue
-            if isinstance(item, Answer):  # a refusal or the end of a closing request
-                if item is not _CLOSE:
-                    self._write_answer(item, head_only=False, close=True, vary=False)
+    def _reading(self) -> RequestCycle:
+        cycle = self.cycle
+        if cycle is None:  # httptools calls back within a message only
+            raise _Refused
+        return cycle
+
+    # -- the pipeline -----------------------------------------------------------------------
+    def _advance(self) -> None:
+        """Answer the pipeline in order until one request waits (a delay, a worker thread) or
+        the client stops reading; then read on, or close if the connection is ending."""
+        pipeline = self.pipeline
+        while pipeline and not (self.writing_paused or self.ended):
+            cycle = pipeline[0]
+            if cycle.phase is Phase.QUEUED:
+                self._start(cycle)
+            if cycle.phase is not Phase.DONE:
+                break
+            if pipeline:  # (a cut or a reset emptied it)
+                pipeline.popleft()
+        if not pipeline and not self.ended:
+            if self.closing:
                 self._close()
                 return
-            self._serve(item, keep_alive=not (self.pending and self.pending[0] is _CLOSE))
-        transport = self.transport
-        if transport and not (self.busy or self.blocked or self._dead or transport.is_closing()):
-            transport.resume_reading()
+            if self.cycle is not None and self.cycle.expect_continue:
+                self._continue()
+        self._flow()
 
-    def _serve(self, request: Request, keep_alive: bool) -> None:
+    def _start(self, cycle: RequestCycle) -> None:
+        """Begin answering the request at the head of the pipeline."""
+        if cycle.refusal is not None:
+            cycle.to(Phase.WRITING)
+            self._linger(self.server.heads.answer(cycle.refusal, False, True, False)[0])
+            cycle.to(Phase.DONE)
+            return
+        request = cycle.request
+        assert request is not None
         url = request.url
         if self.server.hot and (url == _HOT_PATH or url.startswith(_HOT_PREFIX)):
             if request.method in ("GET", "HEAD"):
                 query = url[len(_HOT_PREFIX) :] if len(url) > len(_HOT_PATH) else b""
                 if b"#" in query:  # a fragment is not part of the query (a client sends none)
                     query = query.partition(b"#")[0]
-                self._serve_explain(request, query, keep_alive)
+                self._serve_explain(cycle, request, query)
             else:  # as the app's own 405, without the trip to a worker thread
-                self._send(request, not_allowed(request.method, "GET, HEAD"), keep_alive, False)
+                self._send(cycle, not_allowed(request.method, "GET, HEAD"), vary=False)
         else:
-            self._serve_app(request, keep_alive)
+            self._serve_app(cycle, request)
 
-    def _serve_explain(self, request: Request, query: bytes, keep_alive: bool) -> None:
+    def _continue(self) -> None:
+        """Write the 100 Continue of the request still arriving, once its turn has come."""
+        cycle = self.cycle
+        if cycle is None or cycle.continued or self.pipeline or self.writing_paused:
+            return
+        if self.transport is not None and not self.ended:
+            cycle.continued = True
+            self.transport.write(CONTINUE)
+
+    def _flow(self) -> None:
+        """Read while the client reads its answers and no answer is waited on."""
+        transport = self.transport
+        if transport is None or self.ended:
+            return
+        wanted = not (
+            self.closing or self.writing_paused or (self.pipeline and self.pipeline[0].busy)
+        )
+        if wanted != self.reading:
+            self.reading = wanted
+            if wanted:
+                transport.resume_reading()
+            else:
+                transport.pause_reading()
+
+    def _give_up(self) -> None:
+        """The connection is gone or cut: no request left in it will be answered."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for cycle in self.pipeline:
+            if cycle.phase is Phase.DELAYED and cycle.decision is not None:
+                assert self.server.state is not None  # a delay is the hot path's
+                record(self.server.state, cycle.decision, fault="disconnected")
+            if cycle.phase is not Phase.DONE:
+                cycle.to(Phase.DONE)
+        self.pipeline.clear()
+        self.cycle = None
+
+    # -- answering /e on the loop -----------------------------------------------------------
+    def _serve_explain(self, cycle: RequestCycle, request: Request, query: bytes) -> None:
         authorization = None
         for name, value in request.headers:
             if name.lower() == b"authorization":
@@ -300,72 +372,62 @@ class HttpConnection(asyncio.Protocol):
         try:
             decision = decide(state, request.method, query, authorization)
         except SpecError as exc:  # e.g. a scenario session whose overrides cannot be served
-            self._send(request, error_answer(422, "invalid_session", str(exc)), keep_alive)
+            self._send(cycle, error_answer(422, "invalid_session", str(exc)))
             return
         except Exception:  # never a 5xx for a request, however it fails
             log.exception("unexpected error answering GET %s", ENDPOINT_PATH)
             answer = error_answer(400, "bad_request", "the request could not be processed")
-            self._send(request, answer, keep_alive)
+            self._send(cycle, answer)
             return
         if decision.answer.delay:
-            self._busy()
-            self.server.loop.call_later(
-                decision.answer.delay, self._delayed, request, decision, keep_alive
+            cycle.to(Phase.DELAYED)
+            cycle.decision = decision
+            self._timer = self.server.loop.call_later(
+                decision.answer.delay, self._delayed, cycle, decision
             )
             return
         record(state, decision)
-        self._send(request, decision.answer, keep_alive)
+        self._send(cycle, decision.answer)
 
-    def _delayed(self, request: Request, decision: Decision, keep_alive: bool) -> None:
+    def _delayed(self, cycle: RequestCycle, decision: Decision) -> None:
+        if cycle.phase is not Phase.DELAYED:
+            return  # given up: the client left (journaled then)
         # The loop's timers have millisecond grain and may fire a little early: wait it out.
         left = decision.started + decision.answer.delay - time.perf_counter()
         if left > 0:
-            self.server.loop.call_later(left, self._delayed, request, decision, keep_alive)
+            self._timer = self.server.loop.call_later(left, self._delayed, cycle, decision)
             return
-        self._idle()
+        self._timer = None
+        self._rested()
         assert self.server.state is not None
-        record(self.server.state, decision)
-        if self.transport is None or self.transport.is_closing():
-            return  # the client left while it waited
-        self._send(request, decision.answer, keep_alive)
-        self._next()
+        # A client that closed its side meanwhile (reading was paused: a peek tells) is
+        # journaled as disconnected; the answer is still written, in case it only half-closed.
+        gone = self._client_gone()
+        record(self.server.state, decision, fault="disconnected" if gone else None)
+        self._send(cycle, decision.answer)
+        self._advance()
 
-    def _send(self, request: Request, answer: Answer, keep_alive: bool, vary: bool = True) -> None:
+    def _send(self, cycle: RequestCycle, answer: Answer, vary: bool = True) -> None:
         """Write an answer to ``/e``, enacting its fault."""
+        request = cycle.request
+        assert request is not None
+        assert self.transport is not None
+        cycle.to(Phase.WRITING)
         if answer.fault == "reset":
             self._log(request, "000", 0)
+            cycle.to(Phase.DONE)
             self._reset()
             return
-        close = not keep_alive or answer.fault == "truncated"
-        sent = self._write_answer(answer, request.method == "HEAD", close, vary)
+        close = not cycle.keep_alive or answer.fault == "truncated"
+        data, sent = self.server.heads.answer(answer, request.method == "HEAD", close, vary)
+        self.transport.write(data)
+        cycle.to(Phase.DONE)
         self._log(request, status_line(answer.status), sent)
         if close:
             self._close()
 
-    def _write_answer(self, answer: Answer, head_only: bool, close: bool, vary: bool = True) -> int:
-        # The start of a head is the same for every answer of one shape: built once.
-        key = (answer.status, tuple(answer.headers), len(answer.body), vary)
-        heads = self.server.heads
-        start = heads.get(key)
-        if start is None:
-            if len(heads) >= _HEADS_KEPT:
-                heads.clear()
-            headers = [h for h in explain_headers(answer, vary) if h[0] != FAULT_HEADER]
-            if answer.status in _NO_BODY:  # RFC 9110: no body, so no length of one
-                headers = [(k, v) for k, v in headers if k != "Content-Length"]
-            start = _head_start(status_line(answer.status), headers)
-            heads[key] = start
-        body = b"" if head_only or answer.status in _NO_BODY else answer.body
-        assert self.transport is not None
-        end = _CLOSING if close else _KEEPING
-        self.transport.write(b"".join((start, self.server.date(), end, body)))
-        return len(body)
-
-    def _head(self, status: str, headers: list[tuple[str, str]], close: bool) -> bytes:
-        end = _CLOSING if close else _KEEPING
-        return _head_start(status, headers) + self.server.date() + end
-
-    def _serve_app(self, request: Request, keep_alive: bool) -> None:
+    # -- answering through the app ----------------------------------------------------------
+    def _serve_app(self, cycle: RequestCycle, request: Request) -> None:
         assert self.transport is not None
         server = self.server
         try:
@@ -373,8 +435,8 @@ class HttpConnection(asyncio.Protocol):
                 request, server.address, self.transport.get_extra_info("peername")
             )
         except httptools.HttpParserInvalidURLError:
-            answer = error_answer(400, "bad_request", "the URL is not valid")
-            self._send(request, answer, keep_alive=False, vary=False)
+            cycle.keep_alive = False
+            self._send(cycle, error_answer(400, "bad_request", "the URL is not valid"), vary=False)
             return
         if (
             server.hot
@@ -382,86 +444,121 @@ class HttpConnection(asyncio.Protocol):
             and request.method in ("GET", "HEAD")
         ):
             # /e spelled otherwise (absolute-form, /%65): on the loop too, or a delay holds a thread
-            self._serve_explain(request, environ["QUERY_STRING"].encode("latin-1"), keep_alive)
+            self._serve_explain(cycle, request, environ["QUERY_STRING"].encode("latin-1"))
             return
-        self._busy()
+        cycle.to(Phase.DECIDING)
 
         def answered(done: Future[Reply]) -> None:  # on the worker thread
             with contextlib.suppress(RuntimeError):  # the server stopped meanwhile
-                server.loop.call_soon_threadsafe(self._app_answered, request, done, keep_alive)
+                server.loop.call_soon_threadsafe(self._app_answered, cycle, done)
 
         server.pool.submit(call_app, server.app, environ).add_done_callback(answered)
 
-    def _app_answered(self, request: Request, done: Future[Reply], keep_alive: bool) -> None:
-        self._idle()
-        if self.transport is None or self.transport.is_closing():
-            return
+    def _app_answered(self, cycle: RequestCycle, done: Future[Reply]) -> None:
+        if cycle.phase is not Phase.DECIDING or self.transport is None or self.ended:
+            return  # the connection is gone
+        self._rested()
+        request = cycle.request
+        assert request is not None
         try:
             reply = done.result()
         except ConnectionResetError:  # the app asked for a reset (faults.FaultMiddleware)
+            cycle.to(Phase.DONE)
             self._reset()
             return
         except Exception:  # never a 5xx: the app's own handlers answered what they could
             log.exception("unexpected error answering %s", request.method)
+            cycle.to(Phase.WRITING)
+            cycle.keep_alive = False
             answer = error_answer(400, "bad_request", "the request could not be processed")
-            self._send(request, answer, keep_alive=False, vary=False)
+            self.transport.write(self.server.heads.answer(answer, False, True, False)[0])
+            cycle.to(Phase.DONE)
+            self._close()
             return
+        cycle.to(Phase.WRITING)
         # 1xx, 204 and 304 have no body, nor a Content-Length made up for one (RFC 9110 8.6).
-        head_only = request.method == "HEAD" or reply.status[:3] in _BODILESS
+        head_only = request.method == "HEAD" or reply.status[:3] in BODILESS
         declared = reply.declared_length()
-        headers = [(k, v) for k, v in reply.headers if k.lower() not in _HOP_BY_HOP]
+        headers = [(k, v) for k, v in reply.headers if k.lower() not in HOP_BY_HOP]
         if declared is None and not head_only:
             headers.append(("Content-Length", str(len(reply.body))))
         # An app body shorter than its Content-Length (a scripted cut) ends the connection.
         cut = not head_only and declared is not None and declared != len(reply.body)
-        close = not keep_alive or cut
-        self.transport.write(self._head(reply.status, headers, close))
+        close = not cycle.keep_alive or cut
+        self.transport.write(self.server.heads.head(reply.status, headers, close))
         if not head_only:
             self.transport.write(reply.body)
+        cycle.to(Phase.DONE)
         if close:
             self._close()
-        self._next()
+        self._advance()
 
     # -- the connection ---------------------------------------------------------------------
-    def _busy(self) -> None:
-        self.busy = True
-        if self.transport is not None:
-            self.transport.pause_reading()
-
-    def _idle(self) -> None:
-        """The answer is ready: the idle clock starts now, not when the request arrived."""
-        self.busy = False
+    def _rested(self) -> None:
+        """An answer waited on is ready: the idle clock starts now, not when it was asked."""
         self.last_active = self._began = self.server.loop.time()
 
     def _refuse(self, status: int, code: str, message: str) -> None:
-        """Answer a request the server will not read (after those queued before it), close."""
-        self._dead = True
-        if self.transport is not None:
-            self.transport.pause_reading()
-        self.pending.append(error_answer(status, code, message))
-        self._next()
+        """Answer a request the server will not read (after those queued before it), drain."""
+        self.closing = True
+        self.cycle = None
+        self.pipeline.append(RequestCycle(refusal=error_answer(status, code, message)))
+        if len(self.pipeline) == 1:
+            self._advance()
+        else:
+            self._flow()
 
     def _refuse_raise(self, status: int, code: str, message: str) -> None:
         self._refuse(status, code, message)
         raise _Refused
 
+    def _linger(self, data: bytes) -> None:
+        """Write a closing answer, then read and discard for a while before closing (RFC 9112
+        §9.6): a client still sending its request reads the answer instead of a reset."""
+        transport = self.transport
+        assert transport is not None
+        self.closing = self.ended = self.lingering = True
+        transport.write(data)
+        if transport.can_write_eof():
+            transport.write_eof()
+        self.reading = True
+        transport.resume_reading()
+        self._timer = self.server.loop.call_later(DRAIN_SECONDS, self._abort)
+
     def _close(self) -> None:
-        self._dead = True
+        self.closing = self.ended = True
         if self.transport is not None:
             self.transport.close()
-        self.pending.clear()
+        self._give_up()
+
+    def _abort(self) -> None:
+        """Close at once, dropping what the client never read."""
+        self.closing = self.ended = True
+        if self.transport is not None:
+            self.transport.abort()
+        self._give_up()
 
     def _reset(self) -> None:
         """Close with a TCP reset: nothing more is sent, unsent bytes are dropped."""
-        self._dead = True
-        if self.transport is None:
-            return
-        sock = self.transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.transport.abort()
-        self.pending.clear()
+        if self.transport is not None:
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self._abort()
+
+    def _client_gone(self) -> bool:
+        """Whether the client closed its side (checked by a peek: reading may be paused)."""
+        sock = self.transport.get_extra_info("socket") if self.transport else None
+        if sock is None:
+            return True
+        try:
+            with socket.socket(fileno=os.dup(sock.fileno())) as peek:
+                return peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False  # open, nothing sent meanwhile
+        except OSError:
+            return True  # reset
 
     def _log(self, request: Request, status: str, size: int) -> None:
         if not self.server.access_log:
@@ -479,11 +576,22 @@ class HttpConnection(asyncio.Protocol):
         is_key = state.key_ok if state is not None else (lambda _: False)
         access_log.info("%s", log_line(environ, status, size, is_key))
 
-    def idle_for(self, now: float) -> float:
-        """Seconds since the last byte, or since the request still arriving began."""
-        if self.busy:
-            return 0.0
-        return now - (self._began if self._reading else self.last_active)
+    def sweep(self, now: float, timeout: float) -> None:
+        """Close the connection if it has been idle, stuck or not reading for ``timeout``."""
+        if self.lingering or self.transport is None:
+            return  # the drain's own timer ends it
+        if self.writing_paused:  # its answers do not drain: nothing to wait for
+            if now - self._paused_at > timeout:
+                self._abort()
+            return
+        if self.pipeline and self.pipeline[0].busy:
+            return  # waiting on a delay or the app, not on the client
+        since = self._began if self.cycle is not None else self.last_active
+        if now - since > timeout:
+            if self.transport.get_write_buffer_size():
+                self._abort()
+            else:
+                self._close()
 
 
 def _length(value: bytes) -> int:
@@ -494,20 +602,13 @@ def _length(value: bytes) -> int:
         return 0
 
 
-_CLOSE: Final = Answer(0, b"", outcome="close")
-"""Queued after a request that ends its connection (``Connection: close``, HTTP/1.0)."""
-_GO_ON: Final = Answer(100, b"", outcome="continue")
-"""Queued where a request's ``100 Continue`` is due, when answers before it are still owed."""
-_HOP_BY_HOP: Final = frozenset({"connection", "keep-alive", "transfer-encoding", "date", "server"})
-_BODILESS: Final = frozenset({"100", "101", "102", "103", "204", "304"})
-
-
 class AsyncServer:
     """A WSGI app served by :class:`HttpConnection` on a socket bound at construction.
 
     For the mock's own app, ``GET``/``HEAD /e`` is answered on the loop (unless proxying).
 
-    ``run()`` serves until ``stop()`` (which any thread may call); ``port=0`` picks a free port.
+    ``run()`` serves until ``stop()`` (which any thread may call) or, on the main thread, until
+    SIGINT or SIGTERM; ``port=0`` picks a free port.
     """
 
     def __init__(
@@ -524,11 +625,12 @@ class AsyncServer:
         settings = found.settings if found is not None else Settings()
         self.hot = found is not None and settings.proxy_to is None  # proxied: /e is the app's
         self.max_body = settings.max_body
+        self.max_connections = settings.max_connections
         self.access_log = settings.access_log
         self.idle_timeout = idle_timeout
-        self.date: Callable[[], bytes] = _Date()
-        self.heads: dict[tuple[int, tuple[tuple[str, str], ...], int, bool], bytes] = {}
+        self.heads = Heads()
         self.connections: set[HttpConnection] = set()
+        self.open = 0  # connections counted against --max-connections
         self.sock = _bind(host, port)
         self.address: tuple[str, int] = self.sock.getsockname()[:2]
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="verdict-mock-app")
@@ -541,12 +643,18 @@ class AsyncServer:
         return self.address[1]
 
     def run(self) -> None:
-        """Serve on this thread until :meth:`stop`."""
+        """Serve on this thread until :meth:`stop` (or a signal, on the main thread)."""
         asyncio.set_event_loop(self.loop)
+        signals = (signal.SIGINT, signal.SIGTERM) if _main_thread() else ()
+        for number in signals:  # on the loop, not as KeyboardInterrupt inside a callback
+            self.loop.add_signal_handler(number, self._stop.set)
         try:
             self.loop.run_until_complete(self._serve())
         finally:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            for number in signals:
+                self.loop.remove_signal_handler(number)
+            # Calls still running on worker threads (a proxied call) are not waited for.
+            self.pool.shutdown(wait=False, cancel_futures=True)
             self.loop.close()
 
     async def _serve(self) -> None:
@@ -562,8 +670,7 @@ class AsyncServer:
                 self._sweeper.cancel()
             listener.close()
             for connection in list(self.connections):
-                if connection.transport is not None:
-                    connection.transport.abort()
+                connection._abort()
             await asyncio.sleep(0)  # let the aborted transports close
 
     def stop(self) -> None:
@@ -581,9 +688,12 @@ class AsyncServer:
     def _sweep(self) -> None:
         now = self.loop.time()
         for connection in list(self.connections):
-            if connection.idle_for(now) > self.idle_timeout and connection.transport is not None:
-                connection.transport.close()
+            connection.sweep(now, self.idle_timeout)
         self._sweeper = self.loop.call_later(min(1.0, self.idle_timeout), self._sweep)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def _bind(host: str, port: int) -> socket.socket:

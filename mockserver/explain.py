@@ -179,11 +179,16 @@ def decide(
     return Decision(method, query_string, pairs, authorization, answer, generation, started)
 
 
-def record(state: MockState, decision: Decision) -> None:
-    """Journal a decided request; its latency includes any scripted delay waited out."""
+def record(state: MockState, decision: Decision, fault: str | None = None) -> None:
+    """Journal a decided request; its latency includes any scripted delay waited out.
+
+    ``fault`` says what the client got instead of the answer: ``disconnected`` for a client
+    that left while its answer was delayed (journaled with no status, when it left).
+    """
     latency_ms = (time.perf_counter() - decision.started) * 1000
     d = decision
-    journal(state, d.method, d.pairs, d.query, d.authorization, d.answer, d.generation, latency_ms)
+    answer: Answer | str = d.answer if fault is None else fault
+    journal(state, d.method, d.pairs, d.query, d.authorization, answer, d.generation, latency_ms)
 
 
 def handle(state: MockState, method: str, query_string: bytes, authorization: str | None) -> Answer:
