@@ -42,6 +42,7 @@ from verdict_contract.mockserver.connection import MAX_HEAD_BYTES as MAX_HEAD_BY
 from verdict_contract.mockserver.connection import MAX_PIPELINED as MAX_PIPELINED
 from verdict_contract.mockserver.connection import MAX_TARGET_BYTES as MAX_TARGET_BYTES
 from verdict_contract.mockserver.connection import HttpConnection as HttpConnection
+from verdict_contract.mockserver.proxy import PROXY_EXTENSION, ValidatingProxy
 from verdict_contract.mockserver.settings import Settings
 from verdict_contract.mockserver.state import MockState
 from verdict_contract.mockserver.web import EXTENSION
@@ -94,6 +95,8 @@ class AsyncServer:
         self.sock = _bind(host, port)
         self.address: tuple[str, int] = self.sock.getsockname()[:2]
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="verdict-mock-app")
+        proxy = app.extensions.get(PROXY_EXTENSION) if isinstance(app, Flask) else None
+        self._proxy: ValidatingProxy | None = proxy
         self.loop = new_loop()
         self._stop = asyncio.Event()
         self._sweeper: asyncio.TimerHandle | None = None
@@ -130,7 +133,9 @@ class AsyncServer:
                 self._sweeper.cancel()
             listener.close()
             for connection in list(self.connections):
-                connection._abort()
+                connection.abort()
+            if self._proxy is not None:  # calls upstream end now, not at their timeout
+                self._proxy.stop()
             await asyncio.sleep(0)  # let the aborted transports close
 
     def stop(self) -> None:

@@ -147,7 +147,7 @@ class HttpConnection(asyncio.Protocol):
         if self.lingering:
             self._drained += len(data)
             if self._drained > DRAIN_BYTES:
-                self._abort()
+                self.abort()
             return
         if self.closing:
             return
@@ -511,7 +511,7 @@ class HttpConnection(asyncio.Protocol):
             transport.write_eof()
         self.reading = True
         transport.resume_reading()
-        self._timer = self.server.loop.call_later(DRAIN_SECONDS, self._abort)
+        self._timer = self.server.loop.call_later(DRAIN_SECONDS, self.abort)
 
     def _close(self) -> None:
         self.closing = self.ended = True
@@ -519,7 +519,7 @@ class HttpConnection(asyncio.Protocol):
             self.transport.close()
         self._give_up()
 
-    def _abort(self) -> None:
+    def abort(self) -> None:
         """Close at once, dropping what the client never read."""
         self.closing = self.ended = True
         if self.transport is not None:
@@ -533,7 +533,7 @@ class HttpConnection(asyncio.Protocol):
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self._abort()
+        self.abort()
 
     def _client_gone(self) -> bool:
         """Whether the client closed its side (checked by a peek: reading may be paused)."""
@@ -570,14 +570,14 @@ class HttpConnection(asyncio.Protocol):
             return  # the drain's own timer ends it
         if self.writing_paused:  # its answers do not drain: nothing to wait for
             if now - self._paused_at > timeout:
-                self._abort()
+                self.abort()
             return
         if self.pipeline and self.pipeline[0].busy:
             return  # waiting on a delay or the app, not on the client
         since = self._began if self.cycle is not None else self.last_active
         if now - since > timeout:
             if self.transport.get_write_buffer_size():
-                self._abort()
+                self.abort()
             else:
                 self._close()
 

@@ -23,6 +23,8 @@ from verdict_contract.mockserver.state import MockState
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
 
+MAX_UNAUTHORIZED_QUERY = 4096
+"""Bytes of the query of a request with no valid key that are parsed (to journal ``n``)."""
 _NOT_FOUND = "unknown session id, or the session expired"
 # Answers that never change, built once (an Answer is immutable: its headers are never mutated).
 _UNAUTHORIZED = error_answer(
@@ -106,13 +108,24 @@ def _scripted(step: Step, body: bytes) -> Answer | None:
     return None  # a delay: the answer is the normal one, late
 
 
+def authorized(state: MockState, authorization: str | None) -> str | None:
+    """The request's key if the mock accepts it (compared in constant time), else None."""
+    key = bearer_token(authorization)
+    return key if key is not None and state.key_ok(key) else None
+
+
 def explain(
     state: MockState, pairs: list[tuple[str, str]] | None, authorization: str | None
 ) -> Answer:
     """Answer ``GET /e``: auth, rate limit, ``n``, lookup, script, expiry, verdict."""
-    key = bearer_token(authorization)
-    if key is None or not state.key_ok(key):
+    key = authorized(state, authorization)
+    if key is None:
         return _UNAUTHORIZED
+    return _explain(state, key, pairs)
+
+
+def _explain(state: MockState, key: str, pairs: list[tuple[str, str]] | None) -> Answer:
+    """Answer ``GET /e`` for an accepted key: rate limit, ``n``, lookup, script, expiry."""
     wait = state.limiter.admit(key)
     if wait is not None:
         return error_answer(
@@ -174,8 +187,17 @@ def decide(
 ) -> Decision:
     """Decide the answer to a request to ``/e``; :func:`record` journals it once sent."""
     generation, started = state.journal.generation, time.perf_counter()
-    pairs = parse_query(query_string)
-    answer = explain(state, pairs, authorization)
+    key = authorized(state, authorization)  # before any work that grows with the request
+    if key is None:
+        # Anyone can send these: the journal sees a query of bounded length only.
+        cheap = len(query_string) <= MAX_UNAUTHORIZED_QUERY
+        pairs = parse_query(query_string) if cheap else None
+        if not cheap:
+            query_string = query_string[:MAX_UNAUTHORIZED_QUERY]
+        answer = _UNAUTHORIZED
+    else:
+        pairs = parse_query(query_string)
+        answer = _explain(state, key, pairs)
     return Decision(method, query_string, pairs, authorization, answer, generation, started)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import re
 import threading
 import time
@@ -18,6 +19,9 @@ from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
 MAX_PARAMS: Final = 20
 """Query parameters kept per entry; the rest are counted under :data:`CUT`."""
 MAX_SCHEME_CHARS: Final = 20
+FAILED_AUTH_KEPT: Final = 100
+"""Entries of requests refused for a missing or wrong key, kept in their own ring: any web page
+can send those (a ``no-cors`` fetch carries no Authorization), so they never evict the rest."""
 CUT: Final = "…(cut)"
 """The marker where the journal cut a value (or, as a query name, dropped parameters)."""
 
@@ -78,17 +82,23 @@ class Entry:
 class Journal:
     """Keeps the newest ``size`` entries; older ones fall off, so memory stays flat.
 
+    Requests refused with a non-scripted 401 go to a ring of their own
+    (:data:`FAILED_AUTH_KEPT` entries): a page flooding the mock with keyless requests
+    evicts only those. :meth:`entries` merges both rings in time order.
+
     Each entry is bounded too (:data:`MAX_PARAMS` parameters, values masked or cut with
     :data:`CUT`), so the journal's size in bytes is bounded whatever the requests hold.
     """
 
     size: int = 1000
     _entries: deque[Entry] = field(init=False)
+    _refused: deque[Entry] = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _generation: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self._entries = deque(maxlen=self.size)
+        self._refused = deque(maxlen=FAILED_AUTH_KEPT)
 
     @property
     def generation(self) -> int:
@@ -145,16 +155,20 @@ class Journal:
         )
         with self._lock:
             if generation is None or generation == self._generation:
-                self._entries.append(entry)
+                refused = status == 401 and outcome != "scripted"
+                (self._refused if refused else self._entries).append(entry)
 
     def entries(self) -> list[Entry]:
         with self._lock:
-            return list(self._entries)
+            if not self._refused:
+                return list(self._entries)
+            return list(heapq.merge(self._entries, self._refused, key=lambda e: e.time))
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._refused.clear()
             self._generation += 1
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._entries) + len(self._refused)

@@ -1,34 +1,70 @@
 """Per-session call scripts: the answers the first calls for an id get before the normal one.
 
 This is the only per-call state of the mock, and it lives in the process: with several
-workers each keeps its own copy. Minted sessions' scripts are bounded (oldest dropped first).
+workers each keeps its own copy. The store is bounded in bytes (:data:`MAX_SCRIPT_BYTES`): a
+script that would pass the bound is refused (:class:`ScriptStoreFull`, a 409 when minting),
+never made room for by dropping another; a step is consumed as it is answered.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict, deque
+from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Final
 
 from verdict_contract.mockserver.sessions import Step
+
+MAX_SCRIPT_BYTES: Final = 16 * 1024 * 1024
+"""The scripts one mock holds at once, in bytes as :func:`script_bytes` counts them."""
+STEP_BYTES: Final = 128
+"""What one step costs in the store besides its headers (the objects that hold it)."""
+
+
+def script_bytes(steps: Iterable[Step]) -> int:
+    """The bytes a script takes in the store: a fixed cost per step, plus its headers."""
+    return sum(STEP_BYTES + sum(len(k) + len(v) for k, v in step.headers) for step in steps)
+
+
+class ScriptStoreFull(Exception):
+    """A script would pass :data:`MAX_SCRIPT_BYTES`; the message says what to do."""
 
 
 @dataclass
 class ScriptBook:
-    capacity: int = 10_000
-    _scripts: OrderedDict[str, deque[Step]] = field(default_factory=OrderedDict, init=False)
+    capacity: int = MAX_SCRIPT_BYTES
+    _scripts: dict[str, deque[Step]] = field(default_factory=dict, init=False)
+    _bytes: int = field(default=0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    def load(self, session_id: str, steps: tuple[Step, ...]) -> None:
-        """Give the id a script (an empty one removes what it had)."""
+    @property
+    def size(self) -> int:
+        """Bytes held now (as :func:`script_bytes` counts them)."""
+        return self._bytes
+
+    def load(self, session_id: str, steps: tuple[Step, ...], force: bool = False) -> None:
+        """Give the id a script (an empty one removes what it had).
+
+        Raises :class:`ScriptStoreFull` if it would pass the bound, unless ``force`` (a
+        scenario's named sessions, whose total was checked when the scenario was read).
+        """
+        needed = script_bytes(steps)
         with self._lock:
-            if not steps:
-                self._scripts.pop(session_id, None)
-                return
-            self._scripts[session_id] = deque(steps)
-            self._scripts.move_to_end(session_id)
-            while len(self._scripts) > self.capacity:
-                self._scripts.popitem(last=False)
+            old = self._scripts.pop(session_id, None)
+            freed = script_bytes(old) if old else 0
+            if not force and self._bytes - freed + needed > self.capacity:
+                if old:
+                    self._scripts[session_id] = old
+                raise ScriptStoreFull(
+                    f"the mock holds {self._bytes} bytes of scripts and this one needs {needed}; "
+                    f"it keeps at most {self.capacity} (steps are freed as they are answered): "
+                    "POST /_mock/reset, or mint with shorter scripts"
+                )
+            self._bytes -= freed
+            if steps:
+                self._scripts[session_id] = deque(steps)
+                self._bytes += needed
 
     def next_step(self, session_id: str) -> Step | None:
         """Consume and return the next scripted step for the id, if any is left."""
@@ -37,6 +73,7 @@ class ScriptBook:
             if not steps:
                 return None
             step = steps.popleft()
+            self._bytes -= script_bytes((step,))
             if not steps:
                 del self._scripts[session_id]
             return step
@@ -44,3 +81,4 @@ class ScriptBook:
     def clear(self) -> None:
         with self._lock:
             self._scripts.clear()
+            self._bytes = 0

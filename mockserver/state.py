@@ -19,7 +19,7 @@ from verdict_contract.mockserver.scenario import (
     demo_sessions,
     load_scenario,
 )
-from verdict_contract.mockserver.scripts import ScriptBook
+from verdict_contract.mockserver.scripts import MAX_SCRIPT_BYTES, ScriptBook, script_bytes
 from verdict_contract.mockserver.sessions import Session, SessionCodec, SessionSpec, SpecError
 from verdict_contract.mockserver.settings import Settings
 
@@ -49,6 +49,7 @@ class MockState:
     """Seconds the mock's clock is ahead of the real one (:meth:`advance`); reset clears it."""
     _expired: set[str] = field(default_factory=set, init=False, repr=False)
     _minted: int = field(default=0, init=False, repr=False)
+    _mint_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _read: Callable[[str], Session | None] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -76,19 +77,27 @@ class MockState:
                 self.generator.verdict(session.id, session.spec)
             except SpecError as exc:
                 raise ScenarioError(f"sessions.{session.id}: {exc}") from None
+        named_bytes = sum(script_bytes(s.spec.script) for s in named.values())
+        if named_bytes > self.scripts.capacity:
+            raise ScenarioError(
+                f"the scenario's scripts take {named_bytes} bytes; the mock holds at most "
+                f"{MAX_SCRIPT_BYTES} bytes of scripts: shorten them"
+            )
         keys = scenario.api_keys or self.settings.api_keys
         self.scenario = scenario
         self._keys = tuple(k.encode() for k in keys)
         self._named = named
         self.limiter.relimit(scenario.rate_limit or self.settings.rate_limit)
         for session in named.values():  # named sessions get their scripts afresh
-            self.scripts.load(session.id, session.spec.script)
+            self.scripts.load(session.id, session.spec.script, force=True)
 
     def reset(self) -> None:
         """Forget journal, counters, scripts and clock changes; named sessions get their scripts."""
         self.journal.clear()
         self.scripts.clear()
-        self.skew, self._minted = 0.0, 0
+        self.skew = 0.0
+        with self._mint_lock:
+            self._minted = 0
         self._expired.clear()
         self.limiter.reset()
         self.apply(self.scenario)
@@ -148,8 +157,10 @@ class MockState:
     def mint(self, spec: SessionSpec) -> Session:
         """Mint a session; without a key its body is drawn from (seed, mint number since reset)."""
         if not spec.key:
-            self._minted += 1
-            spec = replace(spec, key=f"m{self._minted}")
+            with self._mint_lock:  # two mints at once must not share a number (and a body)
+                self._minted += 1
+                number = self._minted
+            spec = replace(spec, key=f"m{number}")
         session = self.codec.mint(spec, now=self.now())
         self.generator.verdict(session.id, spec)  # an impossible spec fails now, with 422
         self.scripts.load(session.id, spec.script)

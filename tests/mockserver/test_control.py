@@ -279,6 +279,7 @@ def test_health(client: FlaskClient) -> None:
         "rate_limit": "100/3600",
         "session_lifetime": 900.0,
         "journal_entries": 1,
+        "script_bytes": 0,
     }
 
 
