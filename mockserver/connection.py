@@ -568,9 +568,9 @@ class HttpConnection(asyncio.Protocol):
         """Close the connection if it has been idle, stuck or not reading for ``timeout``."""
         if self.lingering or self.transport is None:
             return  # the drain's own timer ends it
-        if self.writing_paused:  # its answers do not drain: nothing to wait for
+        if self.writing_paused:  # its answers do not drain: drop them, the kernel's copy too
             if now - self._paused_at > timeout:
-                self.abort()
+                self._reset()
             return
         if self.pipeline and self.pipeline[0].busy:
             return  # waiting on a delay or the app, not on the client

@@ -33,7 +33,7 @@ class ScriptStoreFull(Exception):
 
 @dataclass
 class ScriptBook:
-    capacity: int = MAX_SCRIPT_BYTES
+    capacity: int = field(default_factory=lambda: MAX_SCRIPT_BYTES)  # read when made
     _scripts: dict[str, deque[Step]] = field(default_factory=dict, init=False)
     _bytes: int = field(default=0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)

@@ -19,7 +19,7 @@ from verdict_contract.mockserver.scenario import (
     demo_sessions,
     load_scenario,
 )
-from verdict_contract.mockserver.scripts import MAX_SCRIPT_BYTES, ScriptBook, script_bytes
+from verdict_contract.mockserver.scripts import ScriptBook, script_bytes
 from verdict_contract.mockserver.sessions import Session, SessionCodec, SessionSpec, SpecError
 from verdict_contract.mockserver.settings import Settings
 
@@ -81,7 +81,7 @@ class MockState:
         if named_bytes > self.scripts.capacity:
             raise ScenarioError(
                 f"the scenario's scripts take {named_bytes} bytes; the mock holds at most "
-                f"{MAX_SCRIPT_BYTES} bytes of scripts: shorten them"
+                f"{self.scripts.capacity} bytes of scripts: shorten them"
             )
         keys = scenario.api_keys or self.settings.api_keys
         self.scenario = scenario
