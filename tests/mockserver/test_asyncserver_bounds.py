@@ -428,18 +428,20 @@ def test_the_script_store_is_bounded_in_bytes_and_says_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("verdict_contract.mockserver.scripts.MAX_SCRIPT_BYTES", 20 * STEP_BYTES)
-    with serving(Settings(api_keys=(KEY,), rate_limit=OPEN)) as server:
-        with httpx.Client(base_url=f"http://127.0.0.1:{server.effective_port}") as client:
-            n = mint(client, script=[503] * 15)
-            full = client.post("/_mock/sessions", json={"script": [503] * 10})
-            assert full.status_code == 409
-            error = error_of(409, full.headers["content-type"], full.content)
-            assert error["code"] == "script_store_full"
-            assert f"at most {20 * STEP_BYTES}" in error["message"]
-            assert client.get("/_mock/health").json()["script_bytes"] == 15 * STEP_BYTES
-            for _ in range(10):  # steps answered are freed
-                assert client.get("/e", params={"n": n}, headers=bearer()).status_code == 503
-            assert client.post("/_mock/sessions", json={"script": [503] * 10}).status_code == 201
+    with (
+        serving(Settings(api_keys=(KEY,), rate_limit=OPEN)) as server,
+        httpx.Client(base_url=f"http://127.0.0.1:{server.effective_port}") as client,
+    ):
+        n = mint(client, script=[503] * 15)
+        full = client.post("/_mock/sessions", json={"script": [503] * 10})
+        assert full.status_code == 409
+        error = error_of(409, full.headers["content-type"], full.content)
+        assert error["code"] == "script_store_full"
+        assert f"at most {20 * STEP_BYTES}" in error["message"]
+        assert client.get("/_mock/health").json()["script_bytes"] == 15 * STEP_BYTES
+        for _ in range(10):  # steps answered are freed
+            assert client.get("/e", params={"n": n}, headers=bearer()).status_code == 503
+        assert client.post("/_mock/sessions", json={"script": [503] * 10}).status_code == 201
 
 
 def test_a_scenario_over_the_script_bound_is_refused(
