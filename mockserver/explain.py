@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 from verdict_contract.mockserver.answer import NO_STORE, Answer, error_answer
 from verdict_contract.mockserver.faults import fault_answer
+from verdict_contract.mockserver.journal import CUT
 from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from verdict_contract.mockserver.state import MockState
 
@@ -182,6 +183,19 @@ class Decision:
     started: float  # perf_counter() when it arrived: the journal's latency runs from here
 
 
+def _query_start(query_string: bytes) -> list[tuple[str, str]] | None:
+    """The pairs of at most :data:`MAX_UNAUTHORIZED_QUERY` bytes of a query, and a note of the
+    rest (named :data:`.journal.CUT`)."""
+    if len(query_string) <= MAX_UNAUTHORIZED_QUERY:
+        return parse_query(query_string)
+    start = query_string[:MAX_UNAUTHORIZED_QUERY].rpartition(b"&")[0]
+    pairs = parse_query(start)
+    if pairs is not None:
+        unread = len(query_string) - len(start)
+        pairs.append((CUT, f"{unread} bytes not read (no valid key)"))
+    return pairs
+
+
 def decide(
     state: MockState, method: str, query_string: bytes, authorization: str | None
 ) -> Decision:
@@ -189,11 +203,8 @@ def decide(
     generation, started = state.journal.generation, time.perf_counter()
     key = authorized(state, authorization)  # before any work that grows with the request
     if key is None:
-        # Anyone can send these: the journal sees a query of bounded length only.
-        cheap = len(query_string) <= MAX_UNAUTHORIZED_QUERY
-        pairs = parse_query(query_string) if cheap else None
-        if not cheap:
-            query_string = query_string[:MAX_UNAUTHORIZED_QUERY]
+        # Anyone can send these: only the query's first bytes are read, for the journal.
+        pairs = _query_start(query_string)
         answer = _UNAUTHORIZED
     else:
         pairs = parse_query(query_string)

@@ -128,8 +128,11 @@ class Journal:
         query: dict[str, list[str]] = {}
         n = None
         kept = dropped = 0
+        note = ""
         for name, value in args:
-            if name == SESSION_PARAM and n is None:
+            if name == CUT:  # what the server did not read (explain.py)
+                note = cut(value, 100)
+            elif name == SESSION_PARAM and n is None:
                 n = shown_param(name, value, is_key)[1]
             elif kept < MAX_PARAMS:
                 kept += 1
@@ -138,8 +141,10 @@ class Journal:
                 query.setdefault(shown, []).append(masked)
             else:  # bounded: hostile query strings hold tens of thousands of parameters
                 dropped += 1
-        if dropped:
-            query[CUT] = [f"{dropped} more parameter(s)"]
+        if dropped or note:
+            query[CUT] = [
+                ", ".join(t for t in (dropped and f"{dropped} more parameter(s)", note) if t)
+            ]
         entry = Entry(
             time.time(),
             method,
