@@ -18,15 +18,18 @@ from verdict_contract.mockserver.explain import Decision
 from verdict_contract.mockserver.wsgibridge import Request
 
 
-class Phase(enum.Enum):
-    """Where a request is between its first byte and the end of its answer."""
+class Phase(enum.IntEnum):
+    """Where a request is between its first byte and the end of its answer.
 
-    READING = "reading"  # its head or body is still arriving
-    QUEUED = "queued"  # read whole (or refused): waits for the answers before it to be written
-    DECIDING = "deciding"  # the app computes its answer on a worker thread
-    DELAYED = "delayed"  # its answer is decided; a scripted delay is waited out on the loop
-    WRITING = "writing"  # its answer goes to the transport (one synchronous step)
-    DONE = "done"  # answered, or given up (the client left, the connection was cut)
+    An ``IntEnum``: a phase is hashed and compared at every move, on the hot path.
+    """
+
+    READING = 1  # its head or body is still arriving
+    QUEUED = 2  # read whole (or refused): waits for the answers before it to be written
+    DECIDING = 3  # the app computes its answer on a worker thread
+    DELAYED = 4  # its answer is decided; a scripted delay is waited out on the loop
+    WRITING = 5  # its answer goes to the transport (one synchronous step)
+    DONE = 6  # answered, or given up (the client left, the connection was cut)
 
 
 _MOVES: Final[dict[Phase, frozenset[Phase]]] = {
@@ -84,7 +87,7 @@ class RequestCycle:
     def to(self, phase: Phase) -> None:
         """Move to ``phase``; a move the table does not list raises :class:`PhaseError`."""
         if phase not in _MOVES[self.phase]:
-            raise PhaseError(f"a request cannot go from {self.phase.value} to {phase.value}")
+            raise PhaseError(f"a request cannot go from {self.phase.name} to {phase.name}")
         self.phase = phase
 
     def complete(self, method: str, version: str, keep_alive: bool) -> Request:

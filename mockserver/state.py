@@ -41,6 +41,7 @@ class MockState:
     scripts: ScriptBook = field(default_factory=ScriptBook, init=False)
     scenario: Scenario = field(default_factory=Scenario, init=False)
     _keys: tuple[bytes, ...] = field(default=(), init=False)
+    _key_lengths: frozenset[int] = field(default=frozenset(), init=False, repr=False)
     _named: dict[str, Session] = field(default_factory=dict, init=False)
     delay: Callable[[float], None] = field(default_factory=lambda: _sleep, init=False, repr=False)
     """How a scripted delay waits; in-process transports replace it (see testing.py)."""
@@ -86,6 +87,7 @@ class MockState:
         keys = scenario.api_keys or self.settings.api_keys
         self.scenario = scenario
         self._keys = tuple(k.encode() for k in keys)
+        self._key_lengths = frozenset(len(k) for k in self._keys)
         self._named = named
         self.limiter.relimit(scenario.rate_limit or self.settings.rate_limit)
         for session in named.values():  # named sessions get their scripts afresh
@@ -137,6 +139,8 @@ class MockState:
         """Compare against every key in constant time (no early exit on a match)."""
         candidate = key.encode()
         matched = False
+        if len(candidate) not in self._key_lengths:  # compare_digest reveals lengths anyway
+            return False
         for known in self._keys:
             matched |= hmac.compare_digest(candidate, known)
         return matched
