@@ -91,6 +91,7 @@ class AsyncServer:
         self.idle_timeout = idle_timeout
         self.heads = Heads()
         self.connections: set[HttpConnection] = set()
+        _room_for(self.max_connections)
         self.open = 0  # connections counted against --max-connections
         self.sock = _bind(host, port)
         self.address: tuple[str, int] = self.sock.getsockname()[:2]
@@ -155,6 +156,33 @@ class AsyncServer:
         for connection in list(self.connections):
             connection.sweep(now, self.idle_timeout)
         self._sweeper = self.loop.call_later(min(1.0, self.idle_timeout), self._sweep)
+
+
+_SPARE_FILES = 64  # listener, log files, worker sockets (a proxy's calls upstream)
+
+
+def _room_for(connections: int) -> None:
+    """Raise the open-file limit so ``connections`` fit: a refused accept() would spin."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows: no such limit to raise
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + _SPARE_FILES
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        soft = raised
+    if soft < wanted:
+        log.warning(
+            "the open-file limit (%d) is below --max-connections (%d) plus %d: lower "
+            "--max-connections or raise the limit (ulimit -n)",
+            soft,
+            connections,
+            _SPARE_FILES,
+        )
 
 
 def _main_thread() -> bool:

@@ -464,3 +464,23 @@ def server_with_key() -> Iterator[AsyncServer]:
 
 def _auth() -> bytes:
     return f"Authorization: Bearer {KEY}\r\n".encode()
+
+
+@pytest.mark.parametrize(("soft", "hard", "raised"), [(256, 4096, 1064), (200, 200, 200)])
+def test_the_open_file_limit_makes_room_for_max_connections(
+    soft: int, hard: int, raised: int
+) -> None:
+    script = (
+        "import logging, resource\n"
+        "logging.basicConfig(level=logging.WARNING)\n"
+        f"resource.setrlimit(resource.RLIMIT_NOFILE, ({soft}, {hard}))\n"
+        "from verdict_contract.mockserver import Settings, create_app\n"
+        "from verdict_contract.mockserver.asyncserver import AsyncServer\n"
+        "AsyncServer(create_app(Settings()), '127.0.0.1', 0, 1).close()\n"
+        "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert int(done.stdout) == raised
+    assert ("--max-connections" in done.stderr) == (raised < 1064), done.stderr
