@@ -56,6 +56,27 @@ def log_line(
     return f'{remote} - - [{stamp}] "{request}" {status.split(" ")[0]} {size or "-"}'
 
 
+def log_request(
+    method: str,
+    url: bytes,
+    version: str,
+    peer: tuple[str, int] | None,
+    status: str,
+    size: int,
+    is_key: Callable[[str], bool],
+) -> None:
+    """Log a request the server parsed itself (no WSGI environ was built for it)."""
+    path, _, query = url.partition(b"?")
+    environ = {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": path.decode("latin-1"),
+        "QUERY_STRING": query.decode("latin-1"),
+        "SERVER_PROTOCOL": f"HTTP/{version}",
+        "REMOTE_ADDR": peer[0] if peer else "-",
+    }
+    log.info("%s", log_line(environ, status, size, is_key))
+
+
 class _Counted:
     """The response body, counted as it is sent; the line is logged when it is closed."""
 

@@ -16,9 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
-import struct
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,15 +24,14 @@ from typing import TYPE_CHECKING, Final, Protocol, cast
 import httptools
 
 from verdict_contract.core.spec import ENDPOINT_PATH
-from verdict_contract.mockserver.accesslog import log as access_log
-from verdict_contract.mockserver.accesslog import log_line
+from verdict_contract.mockserver.accesslog import log_request
 from verdict_contract.mockserver.answer import Answer, error_answer, not_allowed, status_line
 from verdict_contract.mockserver.cycle import Phase, RequestCycle
 from verdict_contract.mockserver.explain import Decision, decide, record
 from verdict_contract.mockserver.limits import MAX_HEADER_BYTES
 from verdict_contract.mockserver.sessions import SpecError
 from verdict_contract.mockserver.state import MockState
-from verdict_contract.mockserver.wire import BODILESS, CONTINUE, HOP_BY_HOP, Heads
+from verdict_contract.mockserver.wire import CONTINUE, Heads, peer_closed, reset_on_close
 from verdict_contract.mockserver.wsgibridge import Reply, Request, call_app, environ_for
 
 if TYPE_CHECKING:
@@ -464,18 +460,8 @@ class HttpConnection(asyncio.Protocol):
             self._close()
             return
         cycle.to(Phase.WRITING)
-        # 1xx, 204 and 304 have no body, nor a Content-Length made up for one (RFC 9110 8.6).
-        head_only = request.method == "HEAD" or reply.status[:3] in BODILESS
-        declared = reply.declared_length()
-        headers = [(k, v) for k, v in reply.headers if k.lower() not in HOP_BY_HOP]
-        if declared is None and not head_only:
-            headers.append(("Content-Length", str(len(reply.body))))
-        # An app body shorter than its Content-Length (a scripted cut) ends the connection.
-        cut = not head_only and declared is not None and declared != len(reply.body)
-        close = not cycle.keep_alive or cut
-        self.transport.write(self.server.heads.head(reply.status, headers, close))
-        if not head_only:
-            self.transport.write(reply.body)
+        data, close = self.server.heads.reply(reply, request.method, cycle.keep_alive)
+        self.transport.write(data)
         cycle.to(Phase.DONE)
         if close:
             self._close()
@@ -529,40 +515,19 @@ class HttpConnection(asyncio.Protocol):
     def _reset(self) -> None:
         """Close with a TCP reset: nothing more is sent, unsent bytes are dropped."""
         if self.transport is not None:
-            sock = self.transport.get_extra_info("socket")
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            reset_on_close(self.transport)
         self.abort()
 
     def _client_gone(self) -> bool:
-        """Whether the client closed its side (checked by a peek: reading may be paused)."""
-        sock = self.transport.get_extra_info("socket") if self.transport else None
-        if sock is None:
-            return True
-        try:
-            with socket.socket(fileno=os.dup(sock.fileno())) as peek:
-                return peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-        except BlockingIOError:
-            return False  # open, nothing sent meanwhile
-        except OSError:
-            return True  # reset
+        return self.transport is None or peer_closed(self.transport)
 
     def _log(self, request: Request, status: str, size: int) -> None:
         if not self.server.access_log:
             return
-        path, _, query = request.url.partition(b"?")
         peer = self.transport.get_extra_info("peername") if self.transport else None
-        environ = {
-            "REQUEST_METHOD": request.method,
-            "PATH_INFO": path.decode("latin-1"),
-            "QUERY_STRING": query.decode("latin-1"),
-            "SERVER_PROTOCOL": f"HTTP/{request.version}",
-            "REMOTE_ADDR": peer[0] if peer else "-",
-        }
         state = self.server.state
         is_key = state.key_ok if state is not None else (lambda _: False)
-        access_log.info("%s", log_line(environ, status, size, is_key))
+        log_request(request.method, request.url, request.version, peer, status, size, is_key)
 
     def sweep(self, now: float, timeout: float) -> None:
         """Close the connection if it has been idle, stuck or not reading for ``timeout``."""
