@@ -10,16 +10,16 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from http import HTTPStatus
 from urllib.parse import parse_qsl
 
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 from verdict_contract.mockserver.answer import NO_STORE, Answer, error_answer
 from verdict_contract.mockserver.faults import fault_answer
-from verdict_contract.mockserver.journal import CUT
+from verdict_contract.mockserver.journal import CUT, Shown, shown_args
 from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Session, Step
-from verdict_contract.mockserver.state import MockState
+from verdict_contract.mockserver.state import MockState, key_in
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
@@ -233,6 +233,15 @@ def handle(state: MockState, method: str, query_string: bytes, authorization: st
     return decision.answer
 
 
+_CACHED_QUERY = 512  # longer queries are shown afresh: the cache stays small in bytes
+
+
+@lru_cache(maxsize=1024)  # a load test sends one query again and again
+def _shown(query_string: bytes, keys: tuple[bytes, ...]) -> Shown | None:
+    pairs = parse_query(query_string)
+    return None if pairs is None else shown_args(pairs, partial(key_in, keys))
+
+
 def journal(
     state: MockState,
     method: str,
@@ -250,7 +259,11 @@ def journal(
     else:
         fault = answer.fault
         status = None if fault == "reset" else answer.status
+    shown = None
+    if pairs is not None and len(query_string) <= _CACHED_QUERY:
+        shown = _shown(query_string, state.key_bytes)
     state.journal.record(
+        shown=shown,
         method=method,
         path=ENDPOINT_PATH,
         args=pairs if pairs is not None else [("?", query_string.decode("latin-1"))],

@@ -57,6 +57,33 @@ def shown_param(
     return (name if plain else mask(name)), mask(value)
 
 
+Shown = tuple[str | None, dict[str, list[str]]]
+"""How the journal shows a request's query: its ``n``, and the other parameters (masked)."""
+
+
+def shown_args(args: Iterable[tuple[str, str]], is_key: Callable[[str], bool]) -> Shown:
+    """``n`` and the query as the journal shows them: bounded, every value but ``n`` masked."""
+    query: dict[str, list[str]] = {}
+    n = None
+    kept = dropped = 0
+    note = ""
+    for name, value in args:
+        if name == CUT:  # what the server did not read (explain.py)
+            note = cut(value, 100)
+        elif name == SESSION_PARAM and n is None:
+            n = shown_param(name, value, is_key)[1]
+        elif kept < MAX_PARAMS:
+            kept += 1
+            first = name != SESSION_PARAM  # a repeated n is masked: it could be anything
+            shown, masked = shown_param(name, value, is_key) if first else (name, mask(value))
+            query.setdefault(shown, []).append(masked)
+        else:  # bounded: hostile query strings hold tens of thousands of parameters
+            dropped += 1
+    if dropped or note:
+        query[CUT] = [", ".join(t for t in (dropped and f"{dropped} more parameter(s)", note) if t)]
+    return n, query
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One journaled request. Query values other than ``n`` are masked: keys get sent there."""
@@ -119,32 +146,17 @@ class Journal:
         fault: str | None = None,
         violations: tuple[str, ...] = (),
         generation: int | None = None,
+        shown: Shown | None = None,
     ) -> None:
         """Journal a request; ``is_key`` tells a configured API key wherever it was sent.
+
+        ``shown`` is :func:`shown_args` of ``args``, when the caller has it already (a load
+        test sends one query again and again); the entries then share it, read-only.
 
         ``generation`` is :attr:`generation` when the request arrived: a request still in
         flight when the journal was cleared (a delay from an earlier test) is not journaled.
         """
-        query: dict[str, list[str]] = {}
-        n = None
-        kept = dropped = 0
-        note = ""
-        for name, value in args:
-            if name == CUT:  # what the server did not read (explain.py)
-                note = cut(value, 100)
-            elif name == SESSION_PARAM and n is None:
-                n = shown_param(name, value, is_key)[1]
-            elif kept < MAX_PARAMS:
-                kept += 1
-                first = name != SESSION_PARAM  # a repeated n is masked: it could be anything
-                shown, masked = shown_param(name, value, is_key) if first else (name, mask(value))
-                query.setdefault(shown, []).append(masked)
-            else:  # bounded: hostile query strings hold tens of thousands of parameters
-                dropped += 1
-        if dropped or note:
-            query[CUT] = [
-                ", ".join(t for t in (dropped and f"{dropped} more parameter(s)", note) if t)
-            ]
+        n, query = shown if shown is not None else shown_args(args, is_key)
         entry = Entry(
             time.time(),
             method,

@@ -27,6 +27,20 @@ READ_CACHE_SIZE = 4096
 """Decoded session ids remembered (ids are at most 256 characters: a few MB at most)."""
 
 
+def key_in(keys: tuple[bytes, ...], key: str) -> bool:
+    """Whether ``key`` is one of ``keys``, compared in constant time (no early exit on a match).
+
+    A candidate of no key's length is refused at once: ``compare_digest`` reveals lengths anyway.
+    """
+    candidate = key.encode("utf-8", "surrogateescape")
+    if not any(len(candidate) == len(known) for known in keys):
+        return False
+    matched = False
+    for known in keys:
+        matched |= hmac.compare_digest(candidate, known)
+    return matched
+
+
 def _sleep(seconds: float) -> None:
     time.sleep(seconds)  # looked up at each call, so tests may patch time.sleep
 
@@ -41,7 +55,6 @@ class MockState:
     scripts: ScriptBook = field(default_factory=ScriptBook, init=False)
     scenario: Scenario = field(default_factory=Scenario, init=False)
     _keys: tuple[bytes, ...] = field(default=(), init=False)
-    _key_lengths: frozenset[int] = field(default=frozenset(), init=False, repr=False)
     _named: dict[str, Session] = field(default_factory=dict, init=False)
     delay: Callable[[float], None] = field(default_factory=lambda: _sleep, init=False, repr=False)
     """How a scripted delay waits; in-process transports replace it (see testing.py)."""
@@ -87,7 +100,6 @@ class MockState:
         keys = scenario.api_keys or self.settings.api_keys
         self.scenario = scenario
         self._keys = tuple(k.encode() for k in keys)
-        self._key_lengths = frozenset(len(k) for k in self._keys)
         self._named = named
         self.limiter.relimit(scenario.rate_limit or self.settings.rate_limit)
         for session in named.values():  # named sessions get their scripts afresh
@@ -137,13 +149,12 @@ class MockState:
 
     def key_ok(self, key: str) -> bool:
         """Compare against every key in constant time (no early exit on a match)."""
-        candidate = key.encode()
-        matched = False
-        if len(candidate) not in self._key_lengths:  # compare_digest reveals lengths anyway
-            return False
-        for known in self._keys:
-            matched |= hmac.compare_digest(candidate, known)
-        return matched
+        return key_in(self._keys, key)
+
+    @property
+    def key_bytes(self) -> tuple[bytes, ...]:
+        """The keys, as :func:`key_in` takes them (a cache may be keyed on this tuple)."""
+        return self._keys
 
     @property
     def named(self) -> dict[str, Session]:
