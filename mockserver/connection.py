@@ -185,7 +185,9 @@ class HttpConnection(asyncio.Protocol):
         self._room, self._began = MAX_HEAD_BYTES, self.last_active
 
     def on_url(self, url: bytes) -> None:
-        cycle = self._reading()
+        cycle = self.cycle
+        if cycle is None:  # httptools calls back within a message only
+            raise _Refused
         cycle.url += url
         if len(cycle.url) > MAX_TARGET_BYTES:
             self._refuse_raise(
@@ -193,7 +195,9 @@ class HttpConnection(asyncio.Protocol):
             )
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        cycle = self._reading()
+        cycle = self.cycle
+        if cycle is None:
+            raise _Refused
         cycle.size += len(name) + len(value)
         if cycle.size > MAX_HEADER_BYTES:
             self._refuse_raise(
@@ -205,7 +209,9 @@ class HttpConnection(asyncio.Protocol):
         cycle.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
-        cycle = self._reading()
+        cycle = self.cycle
+        if cycle is None:
+            raise _Refused
         version = self.parser.get_http_version()
         if version not in _VERSIONS:
             self._refuse_raise(
@@ -227,7 +233,9 @@ class HttpConnection(asyncio.Protocol):
             self._continue()
 
     def on_body(self, body: bytes) -> None:
-        cycle = self._reading()
+        cycle = self.cycle
+        if cycle is None:
+            raise _Refused
         if len(cycle.body) + len(body) > self.server.max_body:
             self._refuse_raise(
                 413,
@@ -237,7 +245,9 @@ class HttpConnection(asyncio.Protocol):
         cycle.body += body
 
     def on_message_complete(self) -> None:
-        cycle = self._reading()
+        cycle = self.cycle
+        if cycle is None:
+            raise _Refused
         parser = self.parser
         if len(self.pipeline) >= MAX_PIPELINED:
             self._refuse_raise(
@@ -257,12 +267,6 @@ class HttpConnection(asyncio.Protocol):
             self._advance()
         if not keep_alive:
             raise _Refused  # nothing after a closing request is read
-
-    def _reading(self) -> RequestCycle:
-        cycle = self.cycle
-        if cycle is None:  # httptools calls back within a message only
-            raise _Refused
-        return cycle
 
     # -- the pipeline -----------------------------------------------------------------------
     def _advance(self) -> None:

@@ -94,8 +94,11 @@ class RequestCycle:
         """The request is read whole: it waits its turn (:attr:`Phase.QUEUED`)."""
         self.to(Phase.QUEUED)
         self.keep_alive = keep_alive
-        self.request = Request(method, self.url, self.headers, bytes(self.body), version)
-        self.body = bytearray()  # the request holds the bytes now: keep them once
+        body = self.body
+        if body:
+            self.body = bytearray()  # the request holds the bytes now: keep them once
+        whole = bytes(body) if body else b""
+        self.request = Request(method, self.url, self.headers, whole, version)
         return self.request
 
     @property
