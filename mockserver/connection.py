@@ -259,12 +259,20 @@ class HttpConnection(asyncio.Protocol):
         version = parser.get_http_version()
         keep_alive = version == "1.1" and parser.should_keep_alive() and not parser.should_upgrade()
         self.cycle = None
-        cycle.complete(parser.get_method().decode("latin-1"), version, keep_alive)
-        self.pipeline.append(cycle)
+        method = _METHODS.get(parser.get_method()) or parser.get_method().decode("latin-1")
+        cycle.complete(method, version, keep_alive)
         if not keep_alive:
             self.closing = True
-        if len(self.pipeline) == 1:
-            self._advance()
+        pipeline = self.pipeline
+        if pipeline or self.writing_paused or self.ended:
+            pipeline.append(cycle)  # answered in its turn
+            if len(pipeline) == 1:
+                self._advance()
+        else:  # its turn has come: the common case, answered here without the queue
+            self._start(cycle)
+            if cycle.phase is not Phase.DONE:  # waiting on a delay or the app
+                pipeline.append(cycle)
+                self._flow()
         if not keep_alive:
             raise _Refused  # nothing after a closing request is read
 
@@ -549,6 +557,10 @@ class HttpConnection(asyncio.Protocol):
                 self.abort()
             else:
                 self._close()
+
+
+_METHODS: Final = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS")}
+"""The usual methods' names, decoded once."""
 
 
 def _length(value: bytes) -> int:
