@@ -117,8 +117,8 @@ class AsyncServer:
         finally:
             for number in signals:
                 self.loop.remove_signal_handler(number)
-            # Calls still running on worker threads (a proxied call) are not waited for.
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            # The worker threads end with their call; a proxied call was ended by proxy.stop().
+            self.pool.shutdown(wait=True, cancel_futures=True)
             self.loop.close()
 
     async def _serve(self) -> None:

@@ -6,7 +6,7 @@ with ``call_later``), anything else by the app on a worker thread. Nothing is an
 client is not reading (``pause_writing``), and nothing is read while an answer is waited on.
 The bounds of one client: :data:`MAX_PIPELINED` requests queued, its body in one buffer of at
 most ``--max-body``, its head as :data:`MAX_HEAD_BYTES`, and the idle timeout for a connection
-idle, stuck half-way through a request, or not reading what it was sent (then aborted).
+idle, stuck half-way through a request, or not reading what it was sent (then reset).
 A refusal is written, then what the client still sends is read and discarded for up to
 :data:`DRAIN_SECONDS` (or :data:`DRAIN_BYTES`) before closing (RFC 9112 §9.6).
 """

@@ -1,8 +1,9 @@
 """``GET /e`` as the spec describes it: one framework-free function.
 
-:func:`explain` decides the answer from the raw query string and Authorization header alone, so
-the same code serves every transport: the WSGI fast path (:mod:`.fastpath`), the Flask view and
-the in-process transports of :mod:`.testing`.
+:func:`decide` decides the answer from the raw query string and Authorization header alone (the
+key first, before any work that grows with the request), so the same code serves every
+transport: the async server (:mod:`.connection`), the WSGI fast path (:mod:`.fastpath`), the
+Flask view and the in-process transports of :mod:`.testing`.
 """
 
 from __future__ import annotations
@@ -113,16 +114,6 @@ def authorized(state: MockState, authorization: str | None) -> str | None:
     """The request's key if the mock accepts it (compared in constant time), else None."""
     key = bearer_token(authorization)
     return key if key is not None and state.key_ok(key) else None
-
-
-def explain(
-    state: MockState, pairs: list[tuple[str, str]] | None, authorization: str | None
-) -> Answer:
-    """Answer ``GET /e``: auth, rate limit, ``n``, lookup, script, expiry, verdict."""
-    key = authorized(state, authorization)
-    if key is None:
-        return _UNAUTHORIZED
-    return _explain(state, key, pairs)
 
 
 def _explain(state: MockState, key: str, pairs: list[tuple[str, str]] | None) -> Answer:
