@@ -68,6 +68,8 @@ class ScriptBook:
 
     def next_step(self, session_id: str) -> Step | None:
         """Consume and return the next scripted step for the id, if any is left."""
+        if session_id not in self._scripts:  # most calls: no script, and no lock to take
+            return None
         with self._lock:
             steps = self._scripts.get(session_id)
             if not steps:
