@@ -11,6 +11,10 @@ thread). ``verdict-mock`` (its default server, asyncserver.py) serves ``/e`` wit
 and a rate limit no run can exhaust; the 429 row uses a second mock whose budget is 1 per hour.
 wrk cannot load ``HEAD`` (it waits for a body), so there is no HEAD row: HEAD takes the same
 path as GET.
+Then latency at a fixed rate: half the floor's median throughput, spread over the same 32
+connections (wrk's Lua ``delay()`` paces each connection; its millisecond grain makes the rate
+approximate, and the achieved rate is shown), p50 and p99 for the floor and each 200 path of
+``/e``, side by side.
 Before the load, the mock's answer is checked byte for byte against the Flask app's own answer
 to the same request. The next rows serve the same app under ``--server waitress`` and under
 granian, to show what the server alone costs.
@@ -133,26 +137,51 @@ class Row:
     non_2xx: int = 0
 
 
-def wrk(row: Row, seconds: float, lua_dir: Path) -> tuple[float, int]:
-    """One wrk run: requests/s, and how many answers were not 2xx (or connections failed)."""
-    command = ["wrk", "-t2", "-c32", f"-d{seconds:g}s", "--latency"]
+CONNECTIONS = 32
+
+
+def _run_wrk(row: Row, seconds: float, script: str | None, lua_dir: Path) -> str:
+    command = ["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{seconds:g}s", "--latency"]
     for header in row.headers:
         command += ["-H", header]
-    if row.method != "GET":
-        script = lua_dir / f"{row.method}.lua"
-        script.write_text(f'wrk.method = "{row.method}"\n')
-        command += ["-s", str(script)]
-    out = subprocess.run(
+    lua = f'wrk.method = "{row.method}"\n' if row.method != "GET" else ""
+    if script:
+        lua += script
+    if lua:
+        path = lua_dir / f"{abs(hash(lua))}.lua"
+        path.write_text(lua)
+        command += ["-s", str(path)]
+    return subprocess.run(
         [*command, f"http://{HOST}:{row.port}{row.path}"],
         capture_output=True,
         text=True,
         check=True,
         timeout=seconds + 30,
     ).stdout
+
+
+def wrk(row: Row, seconds: float, lua_dir: Path) -> tuple[float, int]:
+    """One wrk run: requests/s, and how many answers were not 2xx (or connections failed)."""
+    out = _run_wrk(row, seconds, None, lua_dir)
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     bad = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", out))
     bad += sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", out))
     return rate, bad
+
+
+def _ms(text: str) -> float:
+    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+    return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def paced(row: Row, rate: float, seconds: float, lua_dir: Path) -> tuple[float, float, float]:
+    """wrk at about ``rate`` requests/s: the achieved rate, p50 and p99 latency (ms)."""
+    delay = 1000 * CONNECTIONS / rate
+    out = _run_wrk(row, seconds, f"function delay() return {delay:.3f} end\n", lua_dir)
+    achieved = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p50 = _ms(re.search(r"\b50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"\b99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    return achieved, p50, p99
 
 
 def check_bytes(port: int) -> None:
@@ -220,7 +249,10 @@ def main() -> None:
                 row.rates = [*(row.rates or []), rate]
                 row.non_2xx += bad
             print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
+        rate = statistics.median(rows[0].rates or [0.0]) / 2
+        latencies = [(row, paced(row, rate, args.seconds, Path(lua))) for row in rows[:3]]
     report(rows, args)
+    report_latency(latencies, rate, args)
 
 
 def report(rows: list[Row], args: argparse.Namespace) -> None:
@@ -245,6 +277,24 @@ def report(rows: list[Row], args: argparse.Namespace) -> None:
         print(
             f"The round trip to Redis: {cost:.1f} us more per request than in memory, one process "
             f"(1/{shared[0] / 1000:.1f}k - 1/{e_rate / 1000:.1f}k, at 32 connections)"
+        )
+
+
+def report_latency(
+    latencies: list[tuple[Row, tuple[float, float, float]]], rate: float, args: argparse.Namespace
+) -> None:
+    floor_p99 = latencies[0][1][2]
+    print()
+    print(
+        f"Latency at a fixed rate of {rate / 1000:.1f}k req/s (half the floor's), "
+        f"wrk -c{CONNECTIONS} paced, {args.seconds:g} s"
+    )
+    print(f"| {'what':45} | achieved | p50 ms | p99 ms | p99 / floor's |")
+    print(f"|{'-' * 47}|---------:|-------:|-------:|--------------:|")
+    for row, (achieved, p50, p99) in latencies:
+        print(
+            f"| {row.name:45} | {achieved / 1000:7.1f}k | {p50:6.2f} | {p99:6.2f} "
+            f"| {p99 / floor_p99:13.2f} |"
         )
 
 

@@ -1,8 +1,9 @@
 """The optional access log: one line per request in the common log format, keys masked.
 
 ``--access-log`` turns it on; lines go to the ``mockserver.access`` logger at INFO. The query
-shows ``n`` and plain parameter names; every other value (an API key, the control token) and
-every name that might be a key is masked, and the line is cut at :data:`MAX_TARGET_CHARS`.
+shows ``n`` and plain parameter names; every other value (an API key) and every name that
+might be a key is masked, the control token's ``?token=`` wholly, and the line is cut at
+:data:`MAX_TARGET_CHARS`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl
 
+from verdict_contract.mockserver.guard import TOKEN_PARAM
 from verdict_contract.mockserver.journal import shown_param
 
 if TYPE_CHECKING:
@@ -30,9 +32,15 @@ def request_target(environ: WSGIEnvironment, is_key: Callable[[str], bool]) -> s
     query: str = environ.get("QUERY_STRING", "")
     if query:
         pairs = parse_qsl(query[: MAX_TARGET_CHARS * 4], keep_blank_values=True)
-        shown = "&".join(f"{k}={v}" for k, v in (shown_param(k, v, is_key) for k, v in pairs))
+        shown = "&".join(f"{k}={v}" for k, v in (_shown(k, v, is_key) for k, v in pairs))
         path = f"{path}?{shown}"
     return path if len(path) <= MAX_TARGET_CHARS else path[:MAX_TARGET_CHARS] + CUT
+
+
+def _shown(name: str, value: str, is_key: Callable[[str], bool]) -> tuple[str, str]:
+    if name == TOKEN_PARAM:  # the control token (the dashboard's link): not one character of it
+        return name, "…"
+    return shown_param(name, value, is_key)
 
 
 def log_line(
@@ -46,6 +54,27 @@ def log_line(
     ).replace('"', "%22")
     remote = environ.get("REMOTE_ADDR") or "-"
     return f'{remote} - - [{stamp}] "{request}" {status.split(" ")[0]} {size or "-"}'
+
+
+def log_request(
+    method: str,
+    url: bytes,
+    version: str,
+    peer: tuple[str, int] | None,
+    status: str,
+    size: int,
+    is_key: Callable[[str], bool],
+) -> None:
+    """Log a request the server parsed itself (no WSGI environ was built for it)."""
+    path, _, query = url.partition(b"?")
+    environ = {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": path.decode("latin-1"),
+        "QUERY_STRING": query.decode("latin-1"),
+        "SERVER_PROTOCOL": f"HTTP/{version}",
+        "REMOTE_ADDR": peer[0] if peer else "-",
+    }
+    log.info("%s", log_line(environ, status, size, is_key))
 
 
 class _Counted:

@@ -16,6 +16,7 @@ as one mock.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -167,7 +168,7 @@ class MemoryBackend:
     """The state in this process: today's limiter, journal and scripts, the clock and counters.
 
     Exact with any number of threads in one process; the hot path reads the limiter, scripts
-    and :attr:`skew` directly (see :func:`.explain.explain`).
+    and :attr:`skew` directly (see :func:`.explain.decide`).
     """
 
     limiter: RateLimiter
@@ -177,6 +178,7 @@ class MemoryBackend:
     label: str = MEMORY
     _expired: set[str] = field(default_factory=set, repr=False)
     _minted: int = field(default=0, repr=False)
+    _mint_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def offset(self) -> float:
         return self.skew
@@ -191,15 +193,16 @@ class MemoryBackend:
         return session_id in self._expired
 
     def next_mint(self) -> int:
-        self._minted += 1
-        return self._minted
+        with self._mint_lock:  # two mints at once must not share a number (and a body)
+            self._minted += 1
+            return self._minted
 
     def load_script(self, session_id: str, steps: tuple[Step, ...]) -> None:
         self.scripts.load(session_id, steps)
 
     def load_named(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
-        for session_id, steps in scripts.items():
-            self.scripts.load(session_id, steps)
+        for session_id, steps in scripts.items():  # the scenario's total was checked when read
+            self.scripts.load(session_id, steps, force=True)
 
     def entries(self) -> list[Entry]:
         return self.journal.entries()
@@ -213,7 +216,9 @@ class MemoryBackend:
     def reset(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
         self.journal.clear()
         self.scripts.clear()
-        self.skew, self._minted = 0.0, 0
+        self.skew = 0.0
+        with self._mint_lock:
+            self._minted = 0
         self._expired.clear()
         self.limiter.reset()
         self.load_named(scripts)

@@ -16,12 +16,26 @@ from verdict_contract.mockserver.answer import NO_STORE
 from verdict_contract.mockserver.dashboard import dashboard
 from verdict_contract.mockserver.guard import guard_control
 from verdict_contract.mockserver.proxy import PROXY_EXTENSION
+from verdict_contract.mockserver.scripts import ScriptStoreFull
 from verdict_contract.mockserver.sessions import Session, SpecError, parse_spec
 from verdict_contract.mockserver.settings import DEFAULT_API_KEY
 from verdict_contract.mockserver.web import error_response, state_of
 
 control = Blueprint("control", __name__, url_prefix="/_mock")
 control.add_url_rule("/", "dashboard", dashboard, methods=["GET"])
+
+
+def _to_dashboard() -> Response:
+    """``/_mock`` without its slash: a JSON 308 to the dashboard, not werkzeug's HTML one."""
+    response = jsonify(
+        error={"code": "moved", "message": "the dashboard is at /_mock/ (with a slash)"}
+    )
+    response.status_code = 308
+    response.headers["Location"] = "/_mock/"
+    return response
+
+
+control.add_url_rule("", "to_dashboard", _to_dashboard, strict_slashes=False)
 control.before_request(guard_control)  # Host, Origin and token: every control route, see guard.py
 
 
@@ -79,6 +93,8 @@ def mint() -> tuple[Response, int] | Response:
         session = state_of().mint(spec)
     except SpecError as exc:
         return error_response(422, "invalid_session", str(exc))
+    except ScriptStoreFull as exc:
+        return error_response(409, "script_store_full", str(exc))
     return jsonify(describe_session(session)), 201
 
 
@@ -138,6 +154,7 @@ def health() -> Response:
         rate_limit=str(state.limiter.limit),
         session_lifetime=state.settings.session_lifetime,
         journal_entries=state.backend.journal_length(),
+        script_bytes=state.scripts.size,
         default_key=DEFAULT_API_KEY if DEFAULT_API_KEY in state.api_keys else None,
         scenario_problem=state.scenario_problem,
         state=state.backend.label,

@@ -1,8 +1,9 @@
 """``GET /e`` as the spec describes it: one framework-free function.
 
-:func:`explain` decides the answer from the raw query string and Authorization header alone, so
-the same code serves every transport: the WSGI fast path (:mod:`.fastpath`), the Flask view and
-the in-process transports of :mod:`.testing`.
+:func:`decide` decides the answer from the raw query string and Authorization header alone (the
+key first, before any work that grows with the request), so the same code serves every
+transport: the async server (:mod:`.connection`), the WSGI fast path (:mod:`.fastpath`), the
+Flask view and the in-process transports of :mod:`.testing`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import hmac
 import math
 import time
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from urllib.parse import parse_qsl
 
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
@@ -24,15 +25,24 @@ from verdict_contract.mockserver.backend import (
     entry_head,
     entry_tail,
 )
-from verdict_contract.mockserver.journal import RawHeaders, as_text, make_entry
+from verdict_contract.mockserver.journal import (
+    CUT,
+    RawHeaders,
+    Shown,
+    as_text,
+    make_entry,
+    shown_args,
+)
 from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Session, Step
-from verdict_contract.mockserver.state import MockState
+from verdict_contract.mockserver.state import MockState, key_in
 from verdict_contract.mockserver.steps import decode_step, outcome
 from verdict_contract.mockserver.steps import scripted as scripted_answer
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
 
+MAX_UNAUTHORIZED_QUERY = 4096
+"""Bytes of the query of a request with no valid key that are parsed (to journal ``n``)."""
 _NOT_FOUND = "unknown session id, or the session expired"
 # Answers that never change, built once (an Answer is immutable: its headers are never mutated).
 _UNAUTHORIZED = error_answer(
@@ -84,13 +94,14 @@ def _bad_session_id(values: list[str] | None) -> str | None:
     return None
 
 
-def explain(
-    state: MockState, pairs: list[tuple[str, str]] | None, authorization: str | None
-) -> Answer:
-    """Answer ``GET /e``: auth, rate limit, ``n``, lookup, script, expiry, verdict."""
+def authorized(state: MockState, authorization: str | None) -> str | None:
+    """The request's key if the mock accepts it (compared in constant time), else None."""
     key = bearer_token(authorization)
-    if key is None or not state.key_ok(key):
-        return _UNAUTHORIZED
+    return key if key is not None and state.key_ok(key) else None
+
+
+def _explain(state: MockState, key: str, pairs: list[tuple[str, str]] | None) -> Answer:
+    """Answer ``GET /e`` for an accepted key: rate limit, ``n``, lookup, script, expiry."""
     wait = state.limiter.admit(key)
     if wait is not None:
         return _limited(wait)
@@ -175,6 +186,19 @@ class Decision:
     journaled: bool = False  # a shared state journals a request as it decides it
 
 
+def _query_start(query_string: bytes) -> list[tuple[str, str]] | None:
+    """The pairs of at most :data:`MAX_UNAUTHORIZED_QUERY` bytes of a query, and a note of the
+    rest (named :data:`.journal.CUT`)."""
+    if len(query_string) <= MAX_UNAUTHORIZED_QUERY:
+        return parse_query(query_string)
+    start = query_string[:MAX_UNAUTHORIZED_QUERY].rpartition(b"&")[0]
+    pairs = parse_query(start)
+    if pairs is not None:
+        unread = len(query_string) - len(start)
+        pairs.append((CUT, f"{unread} bytes not read (no valid key)"))
+    return pairs
+
+
 def decide(
     state: MockState,
     method: str,
@@ -194,8 +218,14 @@ def decide(
         except StateUnavailable as exc:
             return pending.unavailable(exc)
     generation, started = state.journal.generation, time.perf_counter()
-    pairs = parse_query(query_string)
-    answer = explain(state, pairs, authorization)
+    key = authorized(state, authorization)  # before any work that grows with the request
+    if key is None:
+        # Anyone can send these: only the query's first bytes are read, for the journal.
+        pairs = _query_start(query_string)
+        answer = _UNAUTHORIZED
+    else:
+        pairs = parse_query(query_string)
+        answer = _explain(state, key, pairs)
     return Decision(
         method, query_string, pairs, authorization, answer, generation, started, headers
     )
@@ -240,12 +270,13 @@ class _Pending:
     def of(
         cls, state: MockState, method: str, query_string: bytes, authorization: str | None
     ) -> _Pending:
-        started, pairs = time.perf_counter(), parse_query(query_string)
-        key = bearer_token(authorization)
+        started = time.perf_counter()
+        key = authorized(state, authorization)  # before any work that grows with the request
+        pairs = _query_start(query_string) if key is None else parse_query(query_string)
         limit = state.limiter.limit
         counted, found, session = "", None, None
         local: Answer | None = _UNAUTHORIZED
-        if key is not None and state.key_ok(key):
+        if key is not None:
             counted = _key_digest(state.settings.signing_secret, key) if limit.budget else ""
             looked = _find(state, pairs)
             local = looked if isinstance(looked, Answer) else None
@@ -312,8 +343,13 @@ class _Pending:
         )
 
 
-def record(state: MockState, decision: Decision) -> None:
-    """Journal a decided request; its latency includes any scripted delay waited out."""
+def record(state: MockState, decision: Decision, fault: str | None = None) -> None:
+    """Journal a decided request; its latency includes any scripted delay waited out.
+
+    ``fault`` says what the client got instead of the answer: ``disconnected`` for a client
+    that left while its answer was delayed (journaled with no status, when it left). A shared
+    state journaled the request as it decided it: nothing is journaled again.
+    """
     if decision.journaled:
         return
     latency_ms = (time.perf_counter() - decision.started) * 1000
@@ -324,7 +360,7 @@ def record(state: MockState, decision: Decision) -> None:
         d.pairs,
         d.query,
         d.authorization,
-        d.answer,
+        d.answer if fault is None else fault,
         d.generation,
         latency_ms,
         headers=d.headers,
@@ -346,6 +382,15 @@ def handle(
     return decision.answer
 
 
+_CACHED_QUERY = 512  # longer queries are shown afresh: the cache stays small in bytes
+
+
+@lru_cache(maxsize=1024)  # a load test sends one query again and again
+def _shown(query_string: bytes, keys: tuple[bytes, ...]) -> Shown | None:
+    pairs = parse_query(query_string)
+    return None if pairs is None else shown_args(pairs, partial(key_in, keys))
+
+
 def journal(
     state: MockState,
     method: str,
@@ -365,7 +410,11 @@ def journal(
     can say what was sent instead (:func:`journal_elsewhere`).
     """
     status, said, fault = outcome(answer)
+    shown = None
+    if pairs is not None and len(query_string) <= _CACHED_QUERY:
+        shown = _shown(query_string, state.key_bytes)
     state.journal.record(
+        shown=shown,
         method=method,
         path=path,
         args=_journaled_args(pairs, query_string),

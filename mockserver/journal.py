@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import heapq
 import re
 import secrets
 import threading
@@ -24,6 +25,9 @@ MAX_HEADERS: Final = 64
 """Request headers fingerprinted per entry (for :meth:`~.verify.JournalChecks.calls` matchers)."""
 MAX_PATH_CHARS: Final = 200
 """A path other than ``/e`` (a wrong one) is kept cut to this length."""
+FAILED_AUTH_KEPT: Final = 100
+"""Entries of requests refused for a missing or wrong key, kept in their own ring: any web page
+can send those (a ``no-cors`` fetch carries no Authorization), so they never evict the rest."""
 CUT: Final = "…(cut)"
 """The marker where the journal cut a value (or, as a query name, dropped parameters)."""
 
@@ -104,6 +108,37 @@ def _param_fingerprint(name: str, value: str) -> bytes:
     return fingerprint("q", name, value)
 
 
+Shown = tuple[str | None, dict[str, list[str]], frozenset[bytes]]
+"""How the journal shows a request's query: its ``n``, the other parameters (masked), and the
+fingerprints of the parameters kept (:func:`fingerprint`)."""
+
+
+def shown_args(args: Iterable[tuple[str, str]], is_key: Callable[[str], bool]) -> Shown:
+    """``n`` and the query as the journal shows them: bounded, every value but ``n`` masked."""
+    query: dict[str, list[str]] = {}
+    n = None
+    kept = dropped = 0
+    note = ""
+    prints: set[bytes] = set()
+    for name, value in args:
+        if name == CUT:  # what the server did not read (explain.py)
+            note = cut(value, 100)
+        elif name == SESSION_PARAM and n is None:
+            n = shown_param(name, value, is_key)[1]
+            prints.add(_param_fingerprint(name, value))
+        elif kept < MAX_PARAMS:
+            kept += 1
+            prints.add(_param_fingerprint(name, value))
+            first = name != SESSION_PARAM  # a repeated n is masked: it could be anything
+            shown, masked = shown_param(name, value, is_key) if first else (name, mask(value))
+            query.setdefault(shown, []).append(masked)
+        else:  # bounded: hostile query strings hold tens of thousands of parameters
+            dropped += 1
+    if dropped or note:
+        query[CUT] = [", ".join(t for t in (dropped and f"{dropped} more parameter(s)", note) if t)]
+    return n, query, frozenset(prints)
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One journaled request. Query values other than ``n`` are masked: keys get sent there."""
@@ -137,17 +172,23 @@ class Entry:
 class Journal:
     """Keeps the newest ``size`` entries; older ones fall off, so memory stays flat.
 
+    Requests refused with a non-scripted 401 go to a ring of their own
+    (:data:`FAILED_AUTH_KEPT` entries): a page flooding the mock with keyless requests
+    evicts only those. :meth:`entries` merges both rings in time order.
+
     Each entry is bounded too (:data:`MAX_PARAMS` parameters, values masked or cut with
     :data:`CUT`), so the journal's size in bytes is bounded whatever the requests hold.
     """
 
     size: int = 1000
     _entries: deque[Entry] = field(init=False)
+    _refused: deque[Entry] = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _generation: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self._entries = deque(maxlen=self.size)
+        self._refused = deque(maxlen=FAILED_AUTH_KEPT)
 
     @property
     def generation(self) -> int:
@@ -169,8 +210,12 @@ class Journal:
         violations: tuple[str, ...] = (),
         generation: int | None = None,
         headers: RawHeaders = (),
+        shown: Shown | None = None,
     ) -> None:
         """Journal a request; ``is_key`` tells a configured API key wherever it was sent.
+
+        ``shown`` is :func:`shown_args` of ``args``, when the caller has it already (a load
+        test sends one query again and again); the entries then share it, read-only.
 
         ``generation`` is :attr:`generation` when the request arrived: a request still in
         flight when the journal was cleared (a delay from an earlier test) is not journaled.
@@ -187,22 +232,27 @@ class Journal:
             fault=fault,
             violations=violations,
             headers=headers,
+            shown=shown,
         )
         with self._lock:
             if generation is None or generation == self._generation:
-                self._entries.append(entry)
+                refused = status == 401 and outcome != "scripted"
+                (self._refused if refused else self._entries).append(entry)
 
     def entries(self) -> list[Entry]:
         with self._lock:
-            return list(self._entries)
+            if not self._refused:
+                return list(self._entries)
+            return list(heapq.merge(self._entries, self._refused, key=lambda e: e.time))
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._refused.clear()
             self._generation += 1
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._entries) + len(self._refused)
 
 
 def make_entry(
@@ -218,26 +268,15 @@ def make_entry(
     fault: str | None = None,
     violations: tuple[str, ...] = (),
     headers: RawHeaders = (),
+    shown: Shown | None = None,
 ) -> Entry:
-    """One journal entry, masked and bounded (a shared state journals it elsewhere)."""
-    query: dict[str, list[str]] = {}
-    n = None
-    kept = dropped = 0
-    prints = set(_header_prints(tuple(headers), authorization))
-    for name, value in args:
-        if name == SESSION_PARAM and n is None:
-            n = shown_param(name, value, is_key)[1]
-            prints.add(_param_fingerprint(name, value))
-        elif kept < MAX_PARAMS:
-            kept += 1
-            prints.add(_param_fingerprint(name, value))
-            first = name != SESSION_PARAM  # a repeated n is masked: it could be anything
-            shown, masked = shown_param(name, value, is_key) if first else (name, mask(value))
-            query.setdefault(shown, []).append(masked)
-        else:  # bounded: hostile query strings hold tens of thousands of parameters
-            dropped += 1
-    if dropped:
-        query[CUT] = [f"{dropped} more parameter(s)"]
+    """One journal entry, masked and bounded (a shared state journals it elsewhere).
+
+    ``shown`` is :func:`shown_args` of ``args``, when the caller has it already (a load test
+    sends one query again and again); the entries then share it, read-only.
+    """
+    n, query, params = shown if shown is not None else shown_args(args, is_key)
+    prints = _header_prints(tuple(headers), authorization) | params
     return Entry(
         time.time(),
         method,
@@ -250,5 +289,5 @@ def make_entry(
         None if latency_ms is None else round(latency_ms, 3),
         fault,
         violations,
-        frozenset(prints),
+        prints,
     )

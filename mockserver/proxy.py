@@ -15,13 +15,14 @@ keys) or else the client's own ``Authorization`` header. It is never logged or j
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
 import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -215,9 +216,12 @@ class ValidatingProxy:
             # No idle connections kept: an app dropped without closing leaves no socket open.
             limits=httpx.Limits(max_connections=settings.threads * 2, max_keepalive_connections=0),
         )
-        # Upstream calls run here so a client waits no longer than the timeout, whatever the
-        # upstream does; a call still running after that ends at httpx's own timeout.
-        self.pool = ThreadPoolExecutor(settings.threads * 2, thread_name_prefix="verdict-proxy")
+        # Upstream calls run on daemon threads of their own, so a client waits no longer than
+        # the timeout whatever the upstream does (a call still running after that ends at
+        # httpx's own timeout), and stop() ends every wait at once (nothing joins them at exit).
+        self._pending: set[Future[Upstream]] = set()
+        self._lock = threading.Lock()
+        self._stopped = False
 
     def is_key(self, value: str) -> bool:
         """Whether ``value`` is a key this proxy knows (its own, or the upstream's)."""
@@ -282,11 +286,16 @@ class ValidatingProxy:
             url = httpx.URL(self.url + ("?" + query.decode("latin-1") if query else ""))
         except httpx.InvalidURL:
             return _error(400, "bad_request", "the query string cannot be sent on"), []
-        future = self.pool.submit(self._fetch, method, url, headers)
+        future: Future[Upstream] = Future()
+        with self._lock:
+            if self._stopped:
+                return _error(503, "mock_stopping", "the mock is stopping"), []
+            self._pending.add(future)
+        arguments = (future, method, url, headers)
+        threading.Thread(target=self._call, args=arguments, daemon=True).start()
         try:
             upstream = future.result(timeout=self.timeout)
         except TimeoutError:
-            future.cancel()
             return self._failed(
                 UpstreamError(
                     504,
@@ -296,7 +305,32 @@ class ValidatingProxy:
             ), []
         except UpstreamError as exc:
             return self._failed(exc), []
+        finally:
+            with self._lock:
+                self._pending.discard(future)
         return self._checked(method, pairs, upstream)
+
+    def _call(
+        self, future: Future[Upstream], method: str, url: httpx.URL, headers: dict[str, str]
+    ) -> None:
+        """One upstream call on its own thread; its outcome goes to ``future`` if still awaited."""
+        try:
+            upstream = self._fetch(method, url, headers)
+        except BaseException as exc:  # the waiter reads it (an UpstreamError, as a rule)
+            with contextlib.suppress(InvalidStateError):  # stop() answered it already
+                future.set_exception(exc)
+        else:
+            with contextlib.suppress(InvalidStateError):
+                future.set_result(upstream)
+
+    def stop(self) -> None:
+        """End every wait on the upstream now (the server is stopping); refuse new calls."""
+        with self._lock:
+            self._stopped = True
+            pending = list(self._pending)
+        for future in pending:
+            with contextlib.suppress(InvalidStateError):
+                future.set_exception(UpstreamError(503, "mock_stopping", "the mock is stopping"))
 
     def _fetch(self, method: str, url: httpx.URL, headers: dict[str, str]) -> Upstream:
         deadline = time.monotonic() + self.timeout
@@ -344,7 +378,10 @@ class ValidatingProxy:
         for violation in violations:
             log.warning("upstream breach (n=%s): %s", shown, one_line(violation))
         if self.recorder is not None and session_id is not None and method == "GET":
-            self.recorder.observe(session_id, upstream.status, upstream.body)
+            if _is_json(upstream.body):  # a cut or malformed body is not the session's answer
+                self.recorder.observe(session_id, upstream.status, upstream.body)
+            else:
+                log.warning("not recorded (n=%s): the upstream's body is not JSON", shown)
         if upstream.status >= 500:
             return _error(
                 502, "upstream_error", f"the upstream answered {upstream.status}"
@@ -353,6 +390,14 @@ class ValidatingProxy:
             return _breach_answer(violations), violations
         outcome = "breach" if violations else "proxied"
         return Answer(upstream.status, upstream.body, upstream.headers, outcome), violations
+
+
+def _is_json(body: bytes) -> bool:
+    try:
+        json.loads(body)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return True
 
 
 def _breach_answer(violations: list[Violation]) -> Answer:

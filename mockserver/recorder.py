@@ -6,8 +6,11 @@ and its body exactly as received (text when it is UTF-8, base64 otherwise)::
     sessions:
       s-123: {recorded: {status: 200, body: '{"schema":7,...}'}}
 
-The file is rewritten (atomically) whenever a new session is seen, so stopping the proxy at any
-moment leaves a complete scenario behind.
+The file is started afresh by the first answer of a run, then each new session (or a 404 that
+became a 200) is appended in O(1) (in JSON, the closing braces are rewritten): stopping the
+proxy between two answers leaves a complete scenario behind; an id seen again later is written
+again, and the last one wins when the file is read. The proxy records only answers whose body is
+JSON (:mod:`.proxy`): a cut or malformed body is not the session's answer.
 """
 
 from __future__ import annotations
@@ -98,11 +101,13 @@ class Recorder:
     _sessions: dict[str, Recorded] = field(default_factory=dict, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _full_said: bool = field(default=False, init=False)
+    _started: bool = field(default=False, init=False)
 
     def observe(self, session_id: str, status: int, body: bytes) -> None:
         """Record one answer for ``session_id`` if it is new; rewrite the file if it changed."""
         if status not in RECORDED_STATUSES:
             return
+
         if self.path.suffix != ".json" and not _yaml_keeps(session_id):
             log.warning("a session id YAML cannot hold exactly is not recorded; record to .json")
             return
@@ -115,22 +120,31 @@ class Recorder:
                     log.warning("recorded %d sessions; no more are added", MAX_RECORDED_SESSIONS)
                     self._full_said = True
                 return
-            self._sessions[session_id] = Recorded(status, body)
-            self._write()
+            recorded = self._sessions[session_id] = Recorded(status, body)
+            try:
+                self._append(session_id, recorded)
+            except OSError as exc:
+                log.error("cannot write the recording to %s: %s", self.path, exc.strerror or exc)
 
-    def _write(self) -> None:
-        as_json = self.path.suffix == ".json"
-        keeps = (lambda _: True) if as_json else _yaml_keeps
-        data = {
-            "sessions": {n: {"recorded": r.to_json(keeps)} for n, r in self._sessions.items()},
-        }
-        if as_json:
-            text = json.dumps(data, ensure_ascii=False, indent=1) + "\n"
+    def _append(self, session_id: str, recorded: Recorded) -> None:
+        """Add one session to the file, writing only its own lines."""
+        if self.path.suffix == ".json":
+            entry = json.dumps({session_id: {"recorded": recorded.to_json()}}, ensure_ascii=False)
+            if not self._started:
+                text = '{"sessions": {\n' + entry[1:-1] + _JSON_END
+                self.path.write_text(text, encoding="utf-8")
+            else:
+                with self.path.open("r+b") as file:
+                    file.seek(-len(_JSON_END), os.SEEK_END)
+                    file.write((",\n" + entry[1:-1] + _JSON_END).encode())
+                    file.truncate()
         else:
+            data = {"sessions": {session_id: {"recorded": recorded.to_json(_yaml_keeps)}}}
             text = yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=2**31)
-        partial = self.path.with_name(self.path.name + ".partial")
-        try:
-            partial.write_text(text, encoding="utf-8")
-            os.replace(partial, self.path)
-        except OSError as exc:
-            log.error("cannot write the recording to %s: %s", self.path, exc.strerror or exc)
+            lines = text if not self._started else text.partition("\n")[2]  # not "sessions:"
+            with self.path.open("w" if not self._started else "a", encoding="utf-8") as file:
+                file.write(lines)
+        self._started = True
+
+
+_JSON_END: Final = "\n}}\n"

@@ -86,6 +86,10 @@ def parse_step(raw: object, where: str) -> Step:
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
 _HEADER_VALUE = re.compile(r"[\t -~]{0,1024}")
 MAX_STEP_HEADERS: Final = 16
+FRAMING_HEADERS: Final = frozenset(
+    {"content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer"}
+)
+"""Headers that frame the connection: the server owns them, a script may not set them."""
 
 
 def _status_step(raw: Mapping[str, Any], where: str) -> Step:
@@ -101,6 +105,11 @@ def _status_step(raw: Mapping[str, Any], where: str) -> Step:
     for name, value in headers.items():
         if not (isinstance(name, str) and _HEADER_NAME.fullmatch(name)):
             raise SpecError(f"{where}.headers: {str(name)[:40]!r} is not a header name")
+        if name.lower() in FRAMING_HEADERS:
+            raise SpecError(
+                f"{where}.headers: {name!r} frames the connection and is set by the server; "
+                "a script may not set it"
+            )
         if not (isinstance(value, str) and _HEADER_VALUE.fullmatch(value)):
             raise SpecError(
                 f"{where}.headers[{name!r}] must be a string of printable characters, "

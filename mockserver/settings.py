@@ -214,6 +214,12 @@ class Settings:
     max_body: int = _setting(
         1024 * 1024, "largest request body accepted, in bytes (413 beyond)", _positive_int, "BYTES"
     )
+    max_connections: int = _setting(
+        1000,
+        "connections the async server holds at once (more are answered 503 and closed)",
+        _positive_int,
+        "N",
+    )
     access_log: bool = _setting(
         False, "log one line per request (common log format, keys masked)", parse_bool
     )
@@ -261,6 +267,7 @@ class Settings:
             control_token: Secret | str | None = ...,
             allowed_hosts: Sequence[str] | str = ...,
             max_body: int | str = ...,
+            max_connections: int | str = ...,
             access_log: bool | str = ...,
             server: str = ...,
             state: StateURL | str = ...,
@@ -271,8 +278,10 @@ class Settings:
         _check_types(self)
         if not 0 <= self.port <= 65535:
             raise SettingsError(f"port {self.port} is not between 0 and 65535")
-        if self.threads < 1 or self.journal_size < 1 or self.max_body < 1:
-            raise SettingsError("threads, journal size and body limit must be at least 1")
+        if min(self.threads, self.journal_size, self.max_body, self.max_connections) < 1:
+            raise SettingsError(
+                "threads, journal size, body limit and max connections must be at least 1"
+            )
         if not self.session_lifetime > 0:
             raise SettingsError("the session lifetime must be a positive number of seconds")
         for name, allowed in (("server", SERVERS), ("log_level", LOG_LEVELS)):

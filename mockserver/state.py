@@ -25,7 +25,7 @@ from verdict_contract.mockserver.scenario import (
     demo_sessions,
     load_scenario,
 )
-from verdict_contract.mockserver.scripts import ScriptBook
+from verdict_contract.mockserver.scripts import ScriptBook, script_bytes
 from verdict_contract.mockserver.sessions import (
     Session,
     SessionCodec,
@@ -37,6 +37,15 @@ from verdict_contract.mockserver.settings import Settings
 
 READ_CACHE_SIZE = 4096
 """Decoded session ids remembered (ids are at most 256 characters: a few MB at most)."""
+
+
+def key_in(keys: tuple[bytes, ...], key: str) -> bool:
+    """Whether ``key`` is one of ``keys``, compared in constant time (no early exit on a match)."""
+    candidate = key.encode("utf-8", "surrogateescape")
+    matched = False
+    for known in keys:
+        matched |= hmac.compare_digest(candidate, known)
+    return matched
 
 
 def _sleep(seconds: float) -> None:
@@ -105,6 +114,12 @@ class MockState:
                 self.generator.verdict(session.id, session.spec)
             except SpecError as exc:
                 raise ScenarioError(f"sessions.{session.id}: {exc}") from None
+        named_bytes = sum(script_bytes(s.spec.script) for s in named.values())
+        if named_bytes > self.scripts.capacity:
+            raise ScenarioError(
+                f"the scenario's scripts take {named_bytes} bytes; the mock holds at most "
+                f"{self.scripts.capacity} bytes of scripts: shorten them"
+            )
         keys = scenario.api_keys or self.settings.api_keys
         previous = self._named
         self.scenario = scenario
@@ -175,11 +190,12 @@ class MockState:
 
     def key_ok(self, key: str) -> bool:
         """Compare against every key in constant time (no early exit on a match)."""
-        candidate = key.encode()
-        matched = False
-        for known in self._keys:
-            matched |= hmac.compare_digest(candidate, known)
-        return matched
+        return key_in(self._keys, key)
+
+    @property
+    def key_bytes(self) -> tuple[bytes, ...]:
+        """The keys, as :func:`key_in` takes them (a cache may be keyed on this tuple)."""
+        return self._keys
 
     @property
     def named(self) -> dict[str, Session]:

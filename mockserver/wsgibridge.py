@@ -95,8 +95,10 @@ def call_app(app: WSGIApplication, environ: WSGIEnvironment) -> Reply:
     def start_response(
         status: str, headers: list[tuple[str, str]], exc_info: Any = None
     ) -> Callable[[bytes], object]:
-        if exc_info is not None and started:
-            raise exc_info[1].with_traceback(exc_info[2])
+        # PEP 3333: nothing is sent before the app returns, so a second call with exc_info
+        # (an error page after all) replaces the headers; a second call without it is a bug.
+        if started and exc_info is None:
+            raise AssertionError("start_response was called twice without exc_info")
         started[:] = [status, headers]
         return chunks.append
 

@@ -29,6 +29,7 @@ def test_one_line_per_request_with_keys_masked(caplog: pytest.LogCaptureFixture)
     text = "\n".join(lines)
     assert KEY[:-4] not in text
     assert TOKEN[:-4] not in text
+    assert "?token=… " in text  # not even the last 4 characters of the control token
     parsed = [CLF.match(line) for line in lines]
     assert all(parsed), lines
     requests = [(m.group(2), m.group(3)) for m in parsed if m]

@@ -280,6 +280,7 @@ def test_health(client: FlaskClient) -> None:
         "rate_limit": "100/3600",
         "session_lifetime": 900.0,
         "journal_entries": 1,
+        "script_bytes": 0,
         "default_key": None,  # the mock's key is its own (KEY), not the public default
         "scenario_problem": None,
         "state": "memory",

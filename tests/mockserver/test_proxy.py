@@ -18,6 +18,7 @@ from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.proxy import MAX_UPSTREAM_BODY, check_answer
 from verdict_contract.mockserver.ratelimit import RateLimit
+from verdict_contract.mockserver.scenario import load_scenario
 from verdict_contract.mockserver.serve import BackgroundServer
 from verdict_contract.mockserver.settings import DEFAULT_API_KEY
 
@@ -366,3 +367,18 @@ def test_recorded_sessions_replay_byte_for_byte(
         assert client.get("/e", params={"n": failing}, headers=bearer()).status_code == 404
         outcomes = [e["outcome"] for e in client.get("/_mock/requests").json()]
         assert outcomes == ["recorded", "recorded", "recorded", "unknown"]
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_a_cut_or_malformed_answer_is_not_recorded(
+    upstream: BackgroundServer, proxy_to: Any, tmp_path: Path, suffix: str
+) -> None:
+    record = tmp_path / f"recorded{suffix}"
+    cut, malformed = mint(upstream, script=["truncated"]), mint(upstream, script=["malformed"])
+    proxy = proxy_to(upstream.base_url, record=record)
+    assert proxy.get("demo-contradicted").status_code == 200
+    assert proxy.get(cut).status_code == 502  # the upstream's answer stopped short
+    assert proxy.get(malformed).status_code == 200  # passed on, with its breach
+    assert set(load_scenario(record).sessions) == {"demo-contradicted"}
+    assert proxy.get(malformed).status_code == 200  # the session's real answer, this time
+    assert set(load_scenario(record).sessions) == {"demo-contradicted", malformed}

@@ -125,3 +125,20 @@ def test_a_recorded_session_is_described_by_its_body(tmp_path: Path) -> None:
     described = {s["n"]: s for s in client.get("/_mock/sessions").get_json()}
     assert (described["seen"]["verdict"], described["seen"]["conclusive"]) == ("disputed", False)
     assert described["odd"]["verdict"] is None
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_each_new_session_is_appended_not_the_file_rewritten(tmp_path: Path, suffix: str) -> None:
+    recorder = Recorder(tmp_path / f"r{suffix}")
+    recorder.observe("first", 404, b'{"error": 1}')
+    before, inode = recorder.path.read_bytes(), recorder.path.stat().st_ino
+    kept = before[: -len(b"\n}}\n")] if suffix == ".json" else before  # JSON: all but the end
+    for n in range(50):
+        recorder.observe(f"s{n}", 200, b"{}")
+        assert recorder.path.read_bytes().startswith(kept)
+        assert recorder.path.stat().st_ino == inode  # written in place, not replaced whole
+    recorder.observe("first", 200, b'{"found": true}')  # a 404 that became a 200: appended too
+    assert recorder.path.read_bytes().startswith(kept)
+    sessions = load_scenario(recorder.path).sessions
+    assert len(sessions) == 51
+    assert sessions["first"].spec.recorded == Recorded(200, b'{"found": true}')

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import queue
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -472,3 +473,22 @@ def test_a_mock_whose_state_cannot_be_reached_says_so_at_start() -> None:
     assert done.returncode == 2
     assert f"verdict-mock: error: the mock's shared state ({url}) did not answer" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_pipelined_requests_on_a_shared_state_are_answered_in_turn(fresh: Mocks) -> None:
+    # The async server awaits the store, then waits out a scripted delay: the request behind
+    # it on the same connection is answered after it, never before.
+    minted = fresh.post(0, "/_mock/sessions", json={"script": [{"delay_ms": 200}, 503]})
+    assert minted.status_code == 201, minted.text
+    n = minted.json()["n"]
+    host, port = fresh.bases[0].removeprefix("http://").split(":")
+    head = f"GET /e?n={n} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {KEY}\r\n"
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall((head + "\r\n").encode() + (head + "Connection: close\r\n\r\n").encode())
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", received)
+    assert statuses == [b"200", b"503"], received
+    delayed = [e for e in fresh.journal() if e["n"] == n]
+    assert [e["status"] for e in delayed] == [200, 503]

@@ -93,16 +93,25 @@ def test_call_app_closes_what_the_app_returned() -> None:
     assert (reply.body, body.closed) == (b"body", True)
 
 
-def test_an_error_after_the_start_is_raised_with_exc_info() -> None:
+def test_a_second_start_with_exc_info_replaces_the_headers_as_nothing_was_sent() -> None:
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        start_response("200 OK", [])
+        start_response("200 OK", [("X-First", "1")])
         try:
             raise KeyError("late")
         except KeyError:
-            start_response("500 Oops", [], sys.exc_info())
+            start_response("400 Oops", [("X-Error", "1")], sys.exc_info())  # PEP 3333
+        return [b"error page"]
+
+    assert call_app(app, {}) == Reply("400 Oops", [("X-Error", "1")], b"error page")
+
+
+def test_a_second_start_without_exc_info_is_an_error() -> None:
+    def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        start_response("200 OK", [])
+        start_response("201 Created", [])
         return []
 
-    with pytest.raises(KeyError, match="late"):
+    with pytest.raises(AssertionError, match="twice"):
         call_app(app, {})
 
 

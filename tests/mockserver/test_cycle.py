@@ -1,0 +1,60 @@
+"""mockserver.cycle: a request's phases move only as the table allows."""
+
+from __future__ import annotations
+
+import pytest
+
+from verdict_contract.mockserver.answer import error_answer
+from verdict_contract.mockserver.cycle import Phase, PhaseError, RequestCycle
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        [Phase.QUEUED, Phase.WRITING, Phase.DONE],  # answered on the loop
+        [Phase.QUEUED, Phase.DELAYED, Phase.WRITING, Phase.DONE],  # a scripted delay
+        [Phase.QUEUED, Phase.DECIDING, Phase.WRITING, Phase.DONE],  # the app, on a thread
+        [Phase.QUEUED, Phase.DECIDING, Phase.DELAYED, Phase.WRITING, Phase.DONE],  # --state
+        [Phase.QUEUED, Phase.DELAYED, Phase.DONE],  # the client left during the delay
+        [Phase.DONE],  # cut while reading
+    ],
+)
+def test_the_phases_of_a_request(path: list[Phase]) -> None:
+    cycle = RequestCycle()
+    for phase in path:
+        cycle.to(phase)
+    assert cycle.phase is Phase.DONE
+
+
+@pytest.mark.parametrize(
+    ("path", "wrong"),
+    [
+        ([], Phase.WRITING),  # an answer before the request was read whole
+        ([Phase.QUEUED, Phase.WRITING, Phase.DONE], Phase.WRITING),  # a second answer
+        ([Phase.QUEUED, Phase.DELAYED], Phase.DECIDING),
+        ([Phase.QUEUED, Phase.DECIDING, Phase.DELAYED], Phase.DECIDING),
+        ([Phase.DONE], Phase.QUEUED),
+    ],
+)
+def test_a_move_out_of_turn_is_refused(path: list[Phase], wrong: Phase) -> None:
+    cycle = RequestCycle()
+    for phase in path:
+        cycle.to(phase)
+    with pytest.raises(PhaseError, match=f"to {wrong.name}"):
+        cycle.to(wrong)
+
+
+def test_a_refusal_is_queued_and_closes() -> None:
+    cycle = RequestCycle(refusal=error_answer(413, "request_entity_too_large", "too large"))
+    assert (cycle.phase, cycle.keep_alive) == (Phase.QUEUED, False)
+
+
+def test_a_completed_request_holds_its_body_once() -> None:
+    cycle = RequestCycle()
+    cycle.body += b"ab"
+    cycle.body += b"cd"
+    request = cycle.complete("POST", "1.1", keep_alive=True)
+    assert (request.body, cycle.phase, len(cycle.body)) == (b"abcd", Phase.QUEUED, 0)
+    assert cycle.busy is False
+    cycle.to(Phase.DELAYED)
+    assert cycle.busy is True
