@@ -176,11 +176,20 @@ def serve_tls(variant: Variant, context: ssl.SSLContext, key: str = KEY) -> Iter
 
 
 def run_suite(
-    pytester: pytest.Pytester, variant: Variant, *extra: str, key: str = KEY
+    pytester: pytest.Pytester,
+    variant: Variant,
+    *extra: str,
+    key: str = KEY,
+    fresh_process: bool = False,
 ) -> tuple[pytest.RunResult, Running]:
-    """The suite, in this process, against ``variant``, with the options it needs."""
+    """The suite against ``variant``, with the options it needs: in this process, by default.
+
+    ``fresh_process`` runs it in a new interpreter: where warnings are errors, this process
+    (which has imported the suite's modules already) would warn that they cannot be rewritten.
+    """
+    run = pytester.runpytest_subprocess if fresh_process else pytester.runpytest_inprocess
     with serve(variant, key) as running:
-        result = pytester.runpytest_inprocess(*running.suite_args(*variant.args, *extra))
+        result = run(*running.suite_args(*variant.args, *extra))
     return result, running
 
 

@@ -134,6 +134,7 @@ def test_junit_xml_carries_each_clause_without_warnings(
         f"--junitxml={junit}",
         "-W",
         "error::pytest.PytestWarning",
+        fresh_process=True,
     )
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     xml = junit.read_text()
@@ -208,7 +209,7 @@ def test_suite_against_a_separately_started_verdict_mock(pytester: pytest.Pytest
 
 def test_added_fields_stay_warnings_where_warnings_are_errors(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nfilterwarnings = error\n")
-    result, _ = run_suite(pytester, CONFORMING["extra fields"], "-W", "error")
+    result, _ = run_suite(pytester, CONFORMING["extra fields"], "-W", "error", fresh_process=True)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.stdout.fnmatch_lines(["undocumented fields: */risk_score*"])
 
