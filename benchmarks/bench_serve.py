@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import platform
 import re
@@ -170,8 +171,12 @@ def wrk(row: Row, seconds: float, lua_dir: Path) -> tuple[float, int]:
 
 
 def _ms(text: str) -> float:
-    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
-    return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    """wrk's latency (``812.00us``, ``1.20ms``, ``2.00s``, ``1.01m``) in ms; NaN if unreadable."""
+    found = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text)
+    if found is None:
+        return math.nan
+    number, unit = found.groups()
+    return float(number) * {"us": 0.001, "ms": 1.0, "s": 1e3, "m": 6e4, "h": 3.6e6}[unit]
 
 
 def paced(row: Row, rate: float, seconds: float, lua_dir: Path) -> tuple[float, float, float]:
