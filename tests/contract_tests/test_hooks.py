@@ -47,7 +47,7 @@ def _one_line_usage_error(result: pytest.RunResult, expected: str) -> None:
 def test_configuration_mistake_is_one_line(
     pytester: pytest.Pytester, args: list[str], expected: str
 ) -> None:
-    result = pytester.runpytest_subprocess(*SUITE, *args)
+    result = pytester.runpytest_inprocess(*SUITE, *args)
     _one_line_usage_error(result, expected)
     assert KEY not in result.stdout.str() + result.stderr.str()
 
@@ -56,13 +56,13 @@ def test_api_key_from_the_environment(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("VERDICT_API_KEY", KEY)
-    result = pytester.runpytest_subprocess(*SUITE, "--base-url", "http://10.0.0.1")
+    result = pytester.runpytest_inprocess(*SUITE, "--base-url", "http://10.0.0.1")
     _one_line_usage_error(result, "refusing to send the API key")  # got past "needs a key"
 
 
 def test_live_target_without_a_key_is_one_line(pytester: pytest.Pytester) -> None:
     with serve(CONFORMING["extra fields"]) as running:
-        result = pytester.runpytest_subprocess(*SUITE, "--base-url", running.base_url)
+        result = pytester.runpytest_inprocess(*SUITE, "--base-url", running.base_url)
     _one_line_usage_error(result, "needs an API key: pass --verdict-api-key or set VERDICT_API_KEY")
 
 
@@ -246,7 +246,7 @@ def _collected(
 ) -> list[str]:
     """The node ids of the checks in ``suite`` that ``selection`` keeps (``--collect-only``)."""
     args = ("--pyargs", suite, "-p", "no:cacheprovider", "--collect-only", "-q")
-    result = pytester.runpytest_subprocess(*args, *selection)
+    result = pytester.runpytest_inprocess(*args, *selection)
     ids = [line for line in result.stdout.lines if "::" in line]
     assert ids, result.stdout.str() + result.stderr.str()
     return ids

@@ -50,14 +50,14 @@ def _stopped_in_one_line(result: pytest.RunResult, expected: str) -> None:
 def test_a_dead_target_stops_the_run_in_one_line(pytester: pytest.Pytester) -> None:
     with dead_port() as port:
         url = f"http://127.0.0.1:{port}"
-        result = pytester.runpytest_subprocess(*SUITE, "--base-url", url, "--verdict-api-key", KEY)
+        result = pytester.runpytest_inprocess(*SUITE, "--base-url", url, "--verdict-api-key", KEY)
     _stopped_in_one_line(result, f"{url}: connection refused")
 
 
 def test_a_hung_target_stops_the_run_after_one_timeout(pytester: pytest.Pytester) -> None:
     with hung_server() as hung:
         url = f"http://127.0.0.1:{hung.port}"
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest_inprocess(
             *SUITE, "--base-url", url, "--verdict-api-key", KEY, "--verdict-request-timeout", "1"
         )
     _stopped_in_one_line(result, f"{url}: the connection opened but no answer came within 1 s")
@@ -66,14 +66,14 @@ def test_a_hung_target_stops_the_run_after_one_timeout(pytester: pytest.Pytester
 
 def test_an_unresolvable_host_stops_the_run_in_one_line(pytester: pytest.Pytester) -> None:
     url = "https://verdict-contract-test.invalid"
-    result = pytester.runpytest_subprocess(*SUITE, "--base-url", url, "--verdict-api-key", KEY)
+    result = pytester.runpytest_inprocess(*SUITE, "--base-url", url, "--verdict-api-key", KEY)
     _stopped_in_one_line(result, f"{url}: DNS lookup failed")
 
 
 def test_a_tls_failure_stops_the_run_in_one_line(pytester: pytest.Pytester) -> None:
     with hung_server(reply=PLAIN_HTTP) as plain:
         url = f"https://127.0.0.1:{plain.port}"
-        result = pytester.runpytest_subprocess(*SUITE, "--base-url", url, "--verdict-api-key", KEY)
+        result = pytester.runpytest_inprocess(*SUITE, "--base-url", url, "--verdict-api-key", KEY)
     _stopped_in_one_line(result, f"{url}: TLS failure")
 
 
@@ -249,7 +249,7 @@ def test_a_private_ca_is_explained_then_trusted(
 
 
 def test_a_ca_bundle_that_is_not_a_file_is_one_line(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(*SUITE, "--verdict-ca-bundle", "no-such.pem")
+    result = pytester.runpytest_inprocess(*SUITE, "--verdict-ca-bundle", "no-such.pem")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --verdict-ca-bundle 'no-such.pem' is not a file"])
 
