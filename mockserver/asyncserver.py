@@ -48,7 +48,7 @@ from verdict_contract.mockserver.proxy import PROXY_EXTENSION, ValidatingProxy
 from verdict_contract.mockserver.settings import Settings
 from verdict_contract.mockserver.state import MockState
 from verdict_contract.mockserver.web import EXTENSION
-from verdict_contract.mockserver.wire import Heads
+from verdict_contract.mockserver.wire import Heads, bound_socket
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
@@ -197,20 +197,9 @@ def _main_thread() -> bool:
 
 
 def _bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
-    """A listening socket on ``host``:``port`` (raises OSError, e.g. if the port is taken).
-
-    ``reuse_port``: several processes listen on the port and the kernel spreads connections
-    among them (``--workers``; SO_REUSEPORT, where the OS has it).
-    """
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
+    """A listening, non-blocking socket on ``host``:``port`` (see :func:`.wire.bound_socket`)."""
+    sock = bound_socket(host, port, reuse_port)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind(address)
         sock.listen(1024)
         sock.setblocking(False)
     except OSError:

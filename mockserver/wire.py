@@ -117,3 +117,24 @@ def peer_closed(transport: asyncio.BaseTransport) -> bool:
         return False  # open, nothing sent meanwhile
     except OSError:
         return True  # reset
+
+
+def bound_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (raises OSError, e.g. if the port is taken).
+
+    ``reuse_port``: several processes bind the port and the kernel spreads connections among
+    them (``--workers``; SO_REUSEPORT, where the OS has it).
+    """
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock

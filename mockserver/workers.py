@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from verdict_contract.mockserver.settings import Settings
+from verdict_contract.mockserver.wire import bound_socket
 
 WORKER_MARK: Final = "_VERDICT_MOCK_WORKER_OF"
 """Set in a worker's environment (the parent's pid): it serves instead of starting workers."""
@@ -32,18 +33,7 @@ def is_worker() -> bool:
 
 def reserve_port(host: str, port: int) -> socket.socket:
     """A socket bound to the port with SO_REUSEPORT, so the workers can bind it too."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind(address)
-    except OSError:
-        sock.close()
-        raise
-    return sock
+    return bound_socket(host, port, reuse_port=True)
 
 
 def _stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
