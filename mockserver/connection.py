@@ -393,23 +393,23 @@ class HttpConnection(asyncio.Protocol):
             return
         try:
             decision = decide(state, request.method, query, authorization, request.headers)
-        except SpecError as exc:  # e.g. a scenario session whose overrides cannot be served
-            self._send(cycle, error_answer(422, "invalid_session", str(exc)))
+        except Exception as exc:  # never a 5xx for a request, however it fails
+            self._send(cycle, _failure(exc))
             return
-        except Exception:  # never a 5xx for a request, however it fails
-            log.exception("unexpected error answering GET %s", ENDPOINT_PATH)
-            answer = error_answer(400, "bad_request", "the request could not be processed")
-            self._send(cycle, answer)
-            return
-        if decision.answer.delay:
-            cycle.to(Phase.DELAYED)
-            cycle.decision = decision
-            self._timer = self.server.loop.call_later(
-                decision.answer.delay, self._delayed, cycle, decision
-            )
-            return
-        record(state, decision)
-        self._send(cycle, decision.answer)
+        if not self._held(cycle, decision):
+            record(state, decision)
+            self._send(cycle, decision.answer)
+
+    def _held(self, cycle: RequestCycle, decision: Decision) -> bool:
+        """Whether the answer waits out its scripted delay on the loop (sent by ``_delayed``)."""
+        if not decision.answer.delay:
+            return False
+        cycle.to(Phase.DELAYED)
+        cycle.decision = decision
+        self._timer = self.server.loop.call_later(
+            decision.answer.delay, self._delayed, cycle, decision
+        )
+        return True
 
     def _shared_decided(self, cycle: RequestCycle, done: asyncio.Task[Decision]) -> None:
         """A shared state's decision (journaled already): sent now, or after its delay."""
@@ -419,18 +419,10 @@ class HttpConnection(asyncio.Protocol):
         self._rested()
         try:
             decision = done.result()
-        except SpecError as exc:
-            answer = error_answer(422, "invalid_session", str(exc))
-        except Exception:  # never a 5xx for a request, however it fails
-            log.exception("unexpected error answering GET %s", ENDPOINT_PATH)
-            answer = error_answer(400, "bad_request", "the request could not be processed")
+        except Exception as exc:  # never a 5xx for a request, however it fails
+            answer = _failure(exc)
         else:
-            if decision.answer.delay:
-                cycle.to(Phase.DELAYED)
-                cycle.decision = decision
-                self._timer = self.server.loop.call_later(
-                    decision.answer.delay, self._delayed, cycle, decision
-                )
+            if self._held(cycle, decision):
                 return
             answer = decision.answer
         self._send(cycle, answer)
@@ -620,3 +612,11 @@ def _length(value: bytes) -> int:
         return int(value)
     except ValueError:
         return 0
+
+
+def _failure(exc: Exception) -> Answer:
+    """The answer to a request to ``/e`` that could not be decided: a 4xx, never a 5xx."""
+    if isinstance(exc, SpecError):  # e.g. a scenario session whose overrides cannot be served
+        return error_answer(422, "invalid_session", str(exc))
+    log.error("unexpected error answering GET %s", ENDPOINT_PATH, exc_info=exc)
+    return error_answer(400, "bad_request", "the request could not be processed")
