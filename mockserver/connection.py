@@ -26,7 +26,7 @@ import httptools
 from verdict_contract.core.spec import ENDPOINT_PATH
 from verdict_contract.mockserver.accesslog import log_request
 from verdict_contract.mockserver.answer import Answer, error_answer, not_allowed, status_line
-from verdict_contract.mockserver.cycle import Phase, RequestCycle
+from verdict_contract.mockserver.cycle import NOTED, Phase, RequestCycle
 from verdict_contract.mockserver.explain import (
     Decision,
     decide,
@@ -214,29 +214,29 @@ class HttpConnection(asyncio.Protocol):
                 f"the mock accepts at most {MAX_HEADER_BYTES}",
             )
         cycle.headers.append((name, value))
+        if len(name) in NOTED:
+            cycle.note(name, value)
 
     def on_headers_complete(self) -> None:
         cycle = self.cycle
         if cycle is None:
             raise _Refused
-        version = self.parser.get_http_version()
+        cycle.version = version = self.parser.get_http_version()
         if version not in _VERSIONS:
             self._refuse_raise(
                 400, "bad_request", f"HTTP/{version[:8]} is not served here; send HTTP/1.1"
             )
-        self._room += _FRAMING * self.server.max_body
-        for name, value in cycle.headers:
-            lowered = name.lower()
-            if lowered == b"content-length" and _length(value) > self.server.max_body:
-                self._refuse_raise(
-                    413,
-                    "request_entity_too_large",
-                    f"the request body is {_length(value)} bytes; the mock accepts at most "
-                    f"{self.server.max_body} (--max-body)",
-                )
-            if lowered == b"expect" and value.strip().lower() == b"100-continue":
-                cycle.expect_continue = True
-        if cycle.expect_continue:
+        max_body = self.server.max_body
+        self._room += _FRAMING * max_body
+        if cycle.declared > max_body:
+            self._refuse_raise(
+                413,
+                "request_entity_too_large",
+                f"the request body is {cycle.declared} bytes; the mock accepts at most "
+                f"{max_body} (--max-body)",
+            )
+        if cycle.asks_continue:
+            cycle.expect_continue = True
             self._continue()
 
     def on_body(self, body: bytes) -> None:
@@ -263,7 +263,7 @@ class HttpConnection(asyncio.Protocol):
                 f"{MAX_PIPELINED} requests are already waiting for their answers on this "
                 "connection; read the answers before sending more",
             )
-        version = parser.get_http_version()
+        version = cycle.version
         keep_alive = version == "1.1" and parser.should_keep_alive() and not parser.should_upgrade()
         self.cycle = None
         method = _METHODS.get(parser.get_method()) or parser.get_method().decode("latin-1")
@@ -376,11 +376,7 @@ class HttpConnection(asyncio.Protocol):
 
     # -- answering /e on the loop -----------------------------------------------------------
     def _serve_explain(self, cycle: RequestCycle, request: Request, query: bytes) -> None:
-        authorization = None
-        for name, value in request.headers:
-            if name.lower() == b"authorization":
-                text = value.decode("latin-1")
-                authorization = text if authorization is None else f"{authorization},{text}"
+        authorization = cycle.authorization
         state = self.server.state
         assert state is not None  # the hot path is on for the mock's own app only
         if state.shared is not None:  # --state: the shared store decides (one round trip)
@@ -604,14 +600,6 @@ class HttpConnection(asyncio.Protocol):
 
 _METHODS: Final = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS")}
 """The usual methods' names, decoded once."""
-
-
-def _length(value: bytes) -> int:
-    """A Content-Length value as a number (httptools has checked that it is digits)."""
-    try:
-        return int(value)
-    except ValueError:
-        return 0
 
 
 def _failure(exc: Exception) -> Answer:

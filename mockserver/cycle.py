@@ -58,9 +58,12 @@ class RequestCycle:
     """
 
     __slots__ = (
+        "asks_continue",
+        "authorization",
         "body",
         "continued",
         "decision",
+        "declared",
         "expect_continue",
         "headers",
         "keep_alive",
@@ -69,6 +72,7 @@ class RequestCycle:
         "request",
         "size",
         "url",
+        "version",
     )
 
     def __init__(self, refusal: Answer | None = None) -> None:
@@ -77,7 +81,12 @@ class RequestCycle:
         self.headers: list[tuple[bytes, bytes]] = []
         self.size = 0  # header bytes so far
         self.body = bytearray()
-        self.expect_continue = False
+        self.version = ""  # "1.1", "1.0", as its head said
+        # Noted from the head as it arrives (:meth:`note`), so nothing loops over the headers:
+        self.authorization: str | None = None  # every Authorization header, joined by ","
+        self.declared = 0  # the largest Content-Length declared
+        self.asks_continue = False  # an Expect: 100-continue header was among them
+        self.expect_continue = False  # ... in its head (not its trailers): it gets a 100
         self.continued = False  # its 100 Continue was written
         self.keep_alive = refusal is None
         self.refusal = refusal
@@ -89,6 +98,17 @@ class RequestCycle:
         if phase not in _MOVES[self.phase]:
             raise PhaseError(f"a request cannot go from {self.phase.name} to {phase.name}")
         self.phase = phase
+
+    def note(self, name: bytes, value: bytes) -> None:
+        """Note a header that decides how the request is read or answered (``name`` as sent)."""
+        lowered = name.lower()
+        if lowered == b"authorization":
+            text, before = value.decode("latin-1"), self.authorization
+            self.authorization = text if before is None else f"{before},{text}"
+        elif lowered == b"content-length":
+            self.declared = max(self.declared, _length(value))
+        elif lowered == b"expect" and value.strip().lower() == b"100-continue":
+            self.asks_continue = True
 
     def complete(self, method: str, version: str, keep_alive: bool) -> Request:
         """The request is read whole: it waits its turn (:attr:`Phase.QUEUED`)."""
@@ -104,3 +124,15 @@ class RequestCycle:
     @property
     def busy(self) -> bool:
         return self.phase in BUSY
+
+
+NOTED: Final = frozenset(len(name) for name in (b"authorization", b"content-length", b"expect"))
+"""The lengths of the names :meth:`RequestCycle.note` looks at: other headers skip the call."""
+
+
+def _length(value: bytes) -> int:
+    """A Content-Length value as a number (httptools has checked that it is digits)."""
+    try:
+        return int(value)
+    except ValueError:
+        return 0

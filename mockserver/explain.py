@@ -30,6 +30,7 @@ from verdict_contract.mockserver.journal import (
     RawHeaders,
     Shown,
     as_text,
+    entry_parts,
     make_entry,
     shown_args,
 )
@@ -65,17 +66,15 @@ def bearer_token(header: str | None) -> str | None:
 
 def parse_query(query_string: bytes) -> list[tuple[str, str]] | None:
     """The query's pairs, or None if it is not UTF-8 (werkzeug would keep ``%FF`` as text)."""
+    q = query_string
     try:
-        if query_string and not any(c in query_string for c in _ESCAPES):
+        if q and b"&" not in q and b"%" not in q and b"+" not in q:
             # One pair with nothing to unquote (``n=<id>``, every load test): as parse_qsl.
             name, _, value = query_string.decode("utf-8").partition("=")
             return [(name, value)]
         return parse_qsl(query_string.decode("utf-8"), keep_blank_values=True, errors="strict")
     except (UnicodeDecodeError, ValueError):
         return None
-
-
-_ESCAPES = (38, 37, 43)  # & % +: a query without them is one pair, read as it is
 
 
 def _bad_session_id(values: list[str] | None) -> str | None:
@@ -413,20 +412,12 @@ def journal(
     shown = None
     if pairs is not None and len(query_string) <= _CACHED_QUERY:
         shown = _shown(query_string, state.key_bytes)
-    state.journal.record(
-        shown=shown,
-        method=method,
-        path=path,
-        args=_journaled_args(pairs, query_string),
-        authorization=authorization,
-        status=status,
-        outcome=said,
-        is_key=state.key_ok,
-        fault=fault,
-        generation=generation,
-        latency_ms=latency_ms,
-        headers=headers,
+    if shown is None:
+        shown = shown_args(_journaled_args(pairs, query_string), state.key_ok)
+    parts = entry_parts(
+        method, path, authorization, status, said, shown, headers, latency_ms, fault
     )
+    state.journal.add(parts, generation)
 
 
 def journal_elsewhere(

@@ -12,7 +12,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from typing import Any, Final
+from operator import itemgetter
+from typing import Any, Final, Required, TypedDict, Unpack
 
 from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import SESSION_PARAM
@@ -168,6 +169,45 @@ class Entry:
         return shown
 
 
+Parts = tuple[
+    float,
+    str,
+    str,
+    "str | None",
+    dict[str, list[str]],
+    "str | None",
+    "int | None",
+    str,
+    "float | None",
+    "str | None",
+    tuple[str, ...],
+    frozenset[bytes],
+]
+"""An :class:`Entry`'s fields in order, masked and bounded already: what the journal keeps.
+
+The journal keeps these tuples and builds the entries when they are read: building a frozen
+dataclass costs more than the rest of journaling a request, and most entries are never read.
+Nothing in them is a secret (:func:`entry_parts` masks and digests before they are kept).
+"""
+
+
+class EntryFields(TypedDict, total=False):
+    """What :func:`make_entry` and :meth:`Journal.record` take (``method``... are required)."""
+
+    method: Required[str]
+    path: Required[str]
+    args: Required[Iterable[tuple[str, str]]]
+    authorization: Required[str | None]
+    status: Required[int | None]
+    outcome: Required[str]
+    is_key: Callable[[str], bool]
+    latency_ms: float | None
+    fault: str | None
+    violations: tuple[str, ...]
+    headers: RawHeaders
+    shown: Shown | None
+
+
 @dataclass
 class Journal:
     """Keeps the newest ``size`` entries; older ones fall off, so memory stays flat.
@@ -181,8 +221,8 @@ class Journal:
     """
 
     size: int = 1000
-    _entries: deque[Entry] = field(init=False)
-    _refused: deque[Entry] = field(init=False)
+    _entries: deque[Parts] = field(init=False, repr=False)
+    _refused: deque[Parts] = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _generation: int = field(default=0, init=False)
 
@@ -195,23 +235,7 @@ class Journal:
         """Changes at each ``clear()``: a request answered after it started is dropped."""
         return self._generation
 
-    def record(
-        self,
-        *,
-        method: str,
-        path: str,
-        args: Iterable[tuple[str, str]],
-        authorization: str | None,
-        status: int | None,
-        outcome: str,
-        is_key: Callable[[str], bool] = lambda _: False,
-        latency_ms: float | None = None,
-        fault: str | None = None,
-        violations: tuple[str, ...] = (),
-        generation: int | None = None,
-        headers: RawHeaders = (),
-        shown: Shown | None = None,
-    ) -> None:
+    def record(self, *, generation: int | None = None, **fields: Unpack[EntryFields]) -> None:
         """Journal a request; ``is_key`` tells a configured API key wherever it was sent.
 
         ``shown`` is :func:`shown_args` of ``args``, when the caller has it already (a load
@@ -220,30 +244,22 @@ class Journal:
         ``generation`` is :attr:`generation` when the request arrived: a request still in
         flight when the journal was cleared (a delay from an earlier test) is not journaled.
         """
-        entry = make_entry(
-            method=method,
-            path=path,
-            args=args,
-            authorization=authorization,
-            status=status,
-            outcome=outcome,
-            is_key=is_key,
-            latency_ms=latency_ms,
-            fault=fault,
-            violations=violations,
-            headers=headers,
-            shown=shown,
-        )
+        self.add(_parts(fields), generation)
+
+    def add(self, parts: Parts, generation: int | None = None) -> None:
+        """Keep an entry's :data:`Parts` (from :func:`entry_parts`); see :meth:`record`."""
         with self._lock:
             if generation is None or generation == self._generation:
-                refused = status == 401 and outcome != "scripted"
-                (self._refused if refused else self._entries).append(entry)
+                refused = parts[6] == 401 and parts[7] != "scripted"
+                (self._refused if refused else self._entries).append(parts)
 
     def entries(self) -> list[Entry]:
         with self._lock:
-            if not self._refused:
-                return list(self._entries)
-            return list(heapq.merge(self._entries, self._refused, key=lambda e: e.time))
+            if self._refused:
+                kept = list(heapq.merge(self._entries, self._refused, key=itemgetter(0)))
+            else:
+                kept = list(self._entries)
+        return [Entry(*parts) for parts in kept]
 
     def clear(self) -> None:
         with self._lock:
@@ -255,32 +271,25 @@ class Journal:
         return len(self._entries) + len(self._refused)
 
 
-def make_entry(
-    *,
+def entry_parts(
     method: str,
     path: str,
-    args: Iterable[tuple[str, str]],
     authorization: str | None,
     status: int | None,
     outcome: str,
-    is_key: Callable[[str], bool] = lambda _: False,
+    shown: Shown,
+    headers: RawHeaders = (),
     latency_ms: float | None = None,
     fault: str | None = None,
     violations: tuple[str, ...] = (),
-    headers: RawHeaders = (),
-    shown: Shown | None = None,
-) -> Entry:
-    """One journal entry, masked and bounded (a shared state journals it elsewhere).
-
-    ``shown`` is :func:`shown_args` of ``args``, when the caller has it already (a load test
-    sends one query again and again); the entries then share it, read-only.
-    """
-    n, query, params = shown if shown is not None else shown_args(args, is_key)
-    prints = _header_prints(tuple(headers), authorization) | params
-    return Entry(
+) -> Parts:
+    """An entry's :data:`Parts`: ``shown`` is :func:`shown_args` of its query (masked), the
+    Authorization header is masked, headers and parameters are kept as digests only."""
+    n, query, params = shown
+    return (
         time.time(),
         method,
-        cut(path, MAX_PATH_CHARS),
+        path if len(path) <= MAX_PATH_CHARS else cut(path, MAX_PATH_CHARS),
         n,
         query,
         mask_authorization(authorization),
@@ -289,5 +298,36 @@ def make_entry(
         None if latency_ms is None else round(latency_ms, 3),
         fault,
         violations,
-        prints,
+        _header_prints(tuple(headers), authorization) | params,
     )
+
+
+def _parts(fields: EntryFields) -> Parts:
+    shown = fields.get("shown")
+    if shown is None:
+        shown = shown_args(fields["args"], fields.get("is_key", _no_key))
+    return entry_parts(
+        fields["method"],
+        fields["path"],
+        fields["authorization"],
+        fields["status"],
+        fields["outcome"],
+        shown,
+        fields.get("headers", ()),
+        fields.get("latency_ms"),
+        fields.get("fault"),
+        fields.get("violations", ()),
+    )
+
+
+def _no_key(_: str) -> bool:
+    return False
+
+
+def make_entry(**fields: Unpack[EntryFields]) -> Entry:
+    """One journal entry, masked and bounded (a shared state journals it elsewhere).
+
+    ``shown`` is :func:`shown_args` of ``args``, when the caller has it already (a load test
+    sends one query again and again); the entries then share it, read-only.
+    """
+    return Entry(*_parts(fields))
