@@ -66,13 +66,13 @@ def bearer_token(header: str | None) -> str | None:
 
 def parse_query(query_string: bytes) -> list[tuple[str, str]] | None:
     """The query's pairs, or None if it is not UTF-8 (werkzeug would keep ``%FF`` as text)."""
-    q = query_string
     try:
-        if q and b"&" not in q and b"%" not in q and b"+" not in q:
+        text = query_string.decode("utf-8")
+        if text and "&" not in text and "%" not in text and "+" not in text:
             # One pair with nothing to unquote (``n=<id>``, every load test): as parse_qsl.
-            name, _, value = query_string.decode("utf-8").partition("=")
+            name, _, value = text.partition("=")
             return [(name, value)]
-        return parse_qsl(query_string.decode("utf-8"), keep_blank_values=True, errors="strict")
+        return parse_qsl(text, keep_blank_values=True, errors="strict")
     except (UnicodeDecodeError, ValueError):
         return None
 
@@ -122,11 +122,17 @@ def _limited(wait: float) -> Answer:
 
 def _find(state: MockState, pairs: list[tuple[str, str]] | None) -> Answer | tuple[Session, bytes]:
     """The session ``n`` names and its body, or the answer if there is none (400, 404)."""
-    values = None if pairs is None else [v for name, v in pairs if name == SESSION_PARAM]
-    problem = _bad_session_id(values)
-    if problem is not None or not values:
-        return error_answer(400, "bad_request", problem or "")
-    session = state.lookup(values[0])
+    if pairs and len(pairs) == 1 and pairs[0][0] == SESSION_PARAM and pairs[0][1]:
+        session_id = pairs[0][1]  # the usual query: n alone (its length is checked below)
+    else:
+        values = None if pairs is None else [v for name, v in pairs if name == SESSION_PARAM]
+        problem = _bad_session_id(values)
+        if problem is not None or not values:
+            return error_answer(400, "bad_request", problem or "")
+        session_id = values[0]
+    if len(session_id) > MAX_SESSION_ID_LENGTH:
+        return error_answer(400, "bad_request", _bad_session_id([session_id]) or "")
+    session = state.lookup(session_id)
     if session is None:
         return _UNKNOWN
     recorded = session.spec.recorded

@@ -62,15 +62,16 @@ class RateLimiter:
 
     def admit(self, key: str) -> float | None:
         """Count a request; return None if admitted, else the seconds until the window resets."""
-        if not self.limit.budget:
+        limit = self.limit
+        if not limit.budget:
             return None
         now = self.clock()
         with self._lock:
-            start, count = self._windows.get(key, (now, 0))
-            if now - start >= self.limit.window:
+            start, count = self._windows.get(key) or (now, 0)
+            if now - start >= limit.window:
                 start, count = now, 0
-            if count >= self.limit.budget:
-                return start + self.limit.window - now
+            if count >= limit.budget:
+                return start + limit.window - now
             self._windows[key] = (start, count + 1)
             return None
 

@@ -173,7 +173,9 @@ class MockState:
         self.backend.expire(session_id)
 
     def is_expired(self, session: Session) -> bool:
-        return self.backend.marked_expired(session.id) or session.expired(
+        if self.backend.marked_expired(session.id):
+            return True
+        return session.collected_at is not None and session.expired(
             self.now(), self.settings.session_lifetime
         )
 

@@ -56,14 +56,32 @@ def head_start(status: str, headers: list[tuple[str, str]]) -> bytes:
 
 
 class Heads:
-    """Answer bytes: the start of a head is the same for every answer of one shape, built once."""
+    """Answer bytes: the start of a head is the same for every answer of one shape, built once.
+
+    Most answers are the same object again and again (a verdict's, a 401's...): those are found
+    by identity first, without hashing their headers.
+    """
 
     def __init__(self) -> None:
         self.date = Date()
         self._kept: dict[tuple[int, tuple[tuple[str, str], ...], int, bool], bytes] = {}
+        self._seen: dict[tuple[int, bool], tuple[Answer, bytes]] = {}  # id(answer), vary
 
     def answer(self, answer: Answer, head_only: bool, close: bool, vary: bool) -> tuple[bytes, int]:
         """The whole answer as bytes, and the length of the body in it."""
+        seen = self._seen.get((id(answer), vary))
+        if seen is not None and seen[0] is answer:  # (held in the value: its id is not reused)
+            start = seen[1]
+        else:
+            start = self._start(answer, vary)
+            if len(self._seen) >= _HEADS_KEPT:
+                self._seen.clear()
+            self._seen[id(answer), vary] = (answer, start)
+        body = b"" if head_only or answer.status in NO_BODY else answer.body
+        end = _CLOSING if close else _KEEPING
+        return b"".join((start, self.date(), end, body)), len(body)
+
+    def _start(self, answer: Answer, vary: bool) -> bytes:
         key = (answer.status, tuple(answer.headers), len(answer.body), vary)
         start = self._kept.get(key)
         if start is None:
@@ -74,9 +92,7 @@ class Heads:
                 headers = [(k, v) for k, v in headers if k != "Content-Length"]
             start = head_start(status_line(answer.status), headers)
             self._kept[key] = start
-        body = b"" if head_only or answer.status in NO_BODY else answer.body
-        end = _CLOSING if close else _KEEPING
-        return b"".join((start, self.date(), end, body)), len(body)
+        return start
 
     def head(self, status: str, headers: list[tuple[str, str]], close: bool) -> bytes:
         """The head of an app's answer (its headers as given, then Date, Server, Connection)."""

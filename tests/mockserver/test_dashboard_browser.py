@@ -389,6 +389,8 @@ def test_curl_lines_print_the_public_key_or_say_where_the_variable_comes_from(
     note = browser.find_element(By.ID, "key-note").text
     assert "$VERDICT_API_KEY" in note
     assert "--api-key" in note
+    # the sessions' list is drawn after the key note (its own fetch): wait for it
+    until(browser, lambda: len(curl_copies(browser)) >= 10, "no curl line per demo session")
     copies = [c for c in curl_copies(browser) if c]
     assert len(copies) >= 10  # one per demo session at least
     assert all('"Authorization: Bearer $VERDICT_API_KEY"' in c for c in copies)
