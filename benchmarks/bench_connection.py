@@ -1,8 +1,9 @@
 """How much Python does the async server spend per ``GET /e``? One connection, no network.
 
 Run: ``python benchmarks/bench_connection.py``. A connection of the mock's own server is fed
-2,000 pipelined ``GET /e`` (50 per read, as a keep-alive client that pipelines would send them)
-through a transport that only counts what is written, so neither the kernel nor wrk is measured:
+2,000 ``GET /e``, one per read (as wrk and most clients send them: each waits for its answer)
+and 50 per read (a client that pipelines), through a transport that only counts what is
+written, so neither the kernel nor wrk is measured:
 what is left is parsing, the request cycle, deciding, journaling and framing. It prints the best
 of ``--runs`` runs per path, in microseconds per request: on a shared machine the best run is
 the one least disturbed.
@@ -18,8 +19,7 @@ from verdict_contract.mockserver.asyncserver import AsyncServer, HttpConnection
 from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.settings import DEFAULT_API_KEY
 
-PER_READ = 50
-READS = 40
+REQUESTS = 2000
 
 
 class CountingTransport:
@@ -44,21 +44,22 @@ class CountingTransport:
         """Nothing to close."""
 
 
-def per_request(server: AsyncServer, session: str, runs: int) -> float:
-    """The best of ``runs``: seconds per request for ``GET /e?n=<session>``."""
+def per_request(server: AsyncServer, session: str, runs: int, per_read: int) -> float:
+    """The best of ``runs``: seconds per request for ``GET /e?n=<session>``, ``per_read`` at a
+    time."""
     request = (
         f"GET /e?n={session} HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
         f"Authorization: Bearer {DEFAULT_API_KEY}\r\n\r\n"
     ).encode()
-    data = request * PER_READ
+    data = request * per_read
     best = float("inf")
     for _ in range(runs):
         connection = HttpConnection(server)
         connection.connection_made(CountingTransport())  # type: ignore[arg-type]
         started = time.perf_counter()
-        for _ in range(READS):
+        for _ in range(REQUESTS // per_read):
             connection.data_received(data)
-        best = min(best, (time.perf_counter() - started) / (READS * PER_READ))
+        best = min(best, (time.perf_counter() - started) / REQUESTS)
         connection.connection_lost(None)
     return best
 
@@ -72,7 +73,9 @@ def main() -> None:
     server = AsyncServer(app, "127.0.0.1", 0, 1)
     try:
         for name, session in (("demo session", "demo-contradicted"), ("minted session", minted)):
-            print(f"GET /e, {name}: {per_request(server, session, args.runs) * 1e6:.1f} µs")
+            for per_read in (1, 50):
+                seconds = per_request(server, session, args.runs, per_read)
+                print(f"GET /e, {name}, {per_read:2} per read: {seconds * 1e6:.1f} µs")
     finally:
         server.close()
 

@@ -12,9 +12,11 @@ and a rate limit no run can exhaust; the 429 row uses a second mock whose budget
 wrk cannot load ``HEAD`` (it waits for a body), so there is no HEAD row: HEAD takes the same
 path as GET.
 Then latency at a fixed rate: half the floor's median throughput, spread over the same 32
-connections (wrk's Lua ``delay()`` paces each connection; its millisecond grain makes the rate
-approximate, and the achieved rate is shown), p50 and p99 for the floor and each 200 path of
+connections (wrk's Lua ``delay()`` paces each connection, in whole milliseconds dithered to the
+wait wanted; the achieved rate is shown), p50 and p99 for the floor and each 200 path of
 ``/e``, side by side.
+``--quick`` measures only the floor and the 200 paths of ``/e`` (the rows a change to the hot
+path moves), in about a third of the time.
 Before the load, the mock's answer is checked byte for byte against the Flask app's own answer
 to the same request. The next rows serve the same app under ``--server waitress`` and under
 granian, to show what the server alone costs.
@@ -179,14 +181,44 @@ def _ms(text: str) -> float:
     return float(number) * {"us": 0.001, "ms": 1.0, "s": 1e3, "m": 6e4, "h": 3.6e6}[unit]
 
 
+def _pace(mean_ms: float) -> str:
+    """wrk's ``delay()`` in whole milliseconds, dithered so that its mean is ``mean_ms``."""
+    whole = math.floor(mean_ms)
+    odds = mean_ms - whole
+    return (
+        f"function delay()\n  if math.random() < {odds:.4f} then return {whole + 1} end\n"
+        f"  return {whole}\nend\n"
+    )
+
+
+def _paced_run(row: Row, mean_ms: float, seconds: float, lua_dir: Path) -> str:
+    return _run_wrk(row, seconds, _pace(mean_ms), lua_dir)
+
+
+def _achieved(out: str) -> float:
+    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+
+
 def paced(row: Row, rate: float, seconds: float, lua_dir: Path) -> tuple[float, float, float]:
-    """wrk at about ``rate`` requests/s: the achieved rate, p50 and p99 latency (ms)."""
-    delay = 1000 * CONNECTIONS / rate
-    out = _run_wrk(row, seconds, f"function delay() return {delay:.3f} end\n", lua_dir)
-    achieved = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p50 = _ms(re.search(r"\b50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    p99 = _ms(re.search(r"\b99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    return achieved, p50, p99
+    """wrk at about ``rate`` requests/s: the achieved rate, p50 and p99 latency (ms).
+
+    Each connection waits a while before its next request; wrk takes that wait in whole
+    milliseconds, so it is dithered between two of them. A connection sends its next request
+    only once answered (wrk is closed-loop), so a first run of a second measures the time an
+    answer takes at that rate, and the wait is shortened by it.
+    """
+    period_ms = 1000 * CONNECTIONS / rate
+    trial = _achieved(_paced_run(row, period_ms, 1.0, lua_dir))
+    taken_ms = 1000 * CONNECTIONS / trial - period_ms  # what each request adds to the wait
+    out = _paced_run(row, max(0.0, period_ms - taken_ms), seconds, lua_dir)
+    return _achieved(out), _percentile(out, 50), _percentile(out, 99)
+
+
+def _percentile(out: str, percent: int) -> float:
+    """A line of wrk's latency distribution (``     99%    1.47ms``), in ms; other lines may
+    end in a percentage too (``Latency ... 80.50%``)."""
+    found = re.search(rf"^\s*{percent}%\s+(\S+)\s*$", out, re.MULTILINE)
+    return math.nan if found is None else _ms(found.group(1))
 
 
 def check_bytes(port: int) -> None:
@@ -200,6 +232,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="per wrk run")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--quick", action="store_true", help="only the floor and the 200 paths of /e"
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not on PATH (apt-get install wrk)")
@@ -217,25 +252,28 @@ def main() -> None:
         Row("verdict-mock --server waitress: GET /e", on_waitress, f"/e?n={KNOWN}"),
         Row("the mock app under granian 1 worker: GET /e", on_granian, f"/e?n={KNOWN}"),
     ]
-    redis_server = shutil.which("redis-server")
+    if args.quick:
+        del rows[3:]
+    redis_server = None if args.quick else shutil.which("redis-server")
     on_redis, on_workers, redis_port = free_port(), free_port(), free_port()
     if redis_server is not None:
         rows += [
             Row("verdict-mock --state redis: GET /e, 1 process", on_redis, f"/e?n={KNOWN}"),
             Row("verdict-mock --state redis --workers 2: GET /e", on_workers, f"/e?n={KNOWN}"),
         ]
-    else:
+    elif not args.quick:
         print("no redis-server on PATH: the --state rows are left out", file=sys.stderr)
     budget = "--rate-limit=1000000000/3600"
     env = {"VERDICT_MOCK_RATE_LIMIT": "1000000000/3600", "VERDICT_MOCK_LOG_LEVEL": "warning"}
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as lua:
         stack.enter_context(started(granian("bench_serve:bare_app", floor), floor))
         stack.enter_context(started(mock(fast, budget), fast))
-        stack.enter_context(started(mock(limited, "--rate-limit=1/3600"), limited))
-        waitress = mock(on_waitress, budget, "--server=waitress", "--log-level=error")
-        stack.enter_context(started(waitress, on_waitress))
-        app = [*granian("bench_serve:mock_app", on_granian), "--factory"]
-        stack.enter_context(started(app, on_granian, env))
+        if not args.quick:
+            stack.enter_context(started(mock(limited, "--rate-limit=1/3600"), limited))
+            waitress = mock(on_waitress, budget, "--server=waitress", "--log-level=error")
+            stack.enter_context(started(waitress, on_waitress))
+            app = [*granian("bench_serve:mock_app", on_granian), "--factory"]
+            stack.enter_context(started(app, on_granian, env))
         if redis_server is not None:
             flags = ["--port", str(redis_port), "--bind", HOST, "--save", "", "--appendonly", "no"]
             stack.enter_context(started([redis_server, *flags], redis_port))
@@ -247,7 +285,8 @@ def main() -> None:
             check_bytes(on_redis)
             check_bytes(on_workers)
         check_bytes(fast)
-        httpx.get(f"http://{HOST}:{limited}/e", params={"n": KNOWN}, headers=AUTH_HEADERS)
+        if not args.quick:  # the limited mock's one request: every row's request is a 429
+            httpx.get(f"http://{HOST}:{limited}/e", params={"n": KNOWN}, headers=AUTH_HEADERS)
         for round_ in range(args.rounds):
             for row in rows:
                 rate, bad = wrk(row, args.seconds, Path(lua))

@@ -1,0 +1,43 @@
+"""The benchmarks' own reading of wrk's output: a misread number would be a wrong table."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchmarks.bench_serve import _ms, _percentile
+
+WRK_OUT = """\
+Running 2s test @ http://127.0.0.1:8000/e?n=demo-contradicted
+  2 threads and 32 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   523.42us  278.24us   4.19ms   80.50%
+    Req/Sec    19.97k     1.06k   22.82k    99.00%
+  Latency Distribution
+     50%  484.00us
+     75%  668.00us
+     90%    0.86ms
+     99%    1.25ms
+  79164 requests in 2.00s, 108.21MB read
+Requests/sec:  39582.58
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [("484.00us", 0.484), ("1.25ms", 1.25), ("2.00s", 2000.0), ("1.01m", 60600.0)],
+)
+def test_wrk_durations_read_in_milliseconds(text: str, ms: float) -> None:
+    assert _ms(text) == pytest.approx(ms)
+
+
+def test_an_unreadable_duration_is_nan_not_a_number_made_up() -> None:
+    assert math.isnan(_ms("-nanus"))
+
+
+def test_percentiles_come_from_the_distribution_not_a_stdev_column() -> None:
+    # "80.50%" and "99.00%" end other lines: a loose pattern read "Req/Sec" as the p50
+    assert _percentile(WRK_OUT, 50) == pytest.approx(0.484)
+    assert _percentile(WRK_OUT, 99) == pytest.approx(1.25)
+    assert math.isnan(_percentile(WRK_OUT, 95))  # not printed: said, not guessed
