@@ -33,21 +33,6 @@ _KEEPING: Final = b"\r\n"
 _HEADS_KEPT: Final = 1024  # heads of distinct shapes remembered (then forgotten all at once)
 
 
-class Date:
-    """The headers every answer ends with (Date, Server), formatted once a second."""
-
-    def __init__(self) -> None:
-        self.second = -1
-        self.lines = b""
-
-    def __call__(self) -> bytes:
-        now = int(time.time())
-        if now != self.second:
-            date = formatdate(now, usegmt=True)
-            self.second, self.lines = now, f"Date: {date}\r\nServer: verdict-mock\r\n".encode()
-        return self.lines
-
-
 def head_start(status: str, headers: list[tuple[str, str]]) -> bytes:
     """The status line and headers of an answer, up to (not including) Date and Server."""
     lines = [f"HTTP/1.1 {status}\r\n"]
@@ -59,27 +44,40 @@ class Heads:
     """Answer bytes: the start of a head is the same for every answer of one shape, built once.
 
     Most answers are the same object again and again (a verdict's, a 401's...): those are found
-    by identity first, without hashing their headers.
+    by identity first, without hashing their headers. Every head ends with Date and Server,
+    formatted once a second.
     """
 
     def __init__(self) -> None:
-        self.date = Date()
         self._kept: dict[tuple[int, tuple[tuple[str, str], ...], int, bool], bytes] = {}
-        self._seen: dict[tuple[int, bool], tuple[Answer, bytes]] = {}  # id(answer), vary
+        self._seen: tuple[dict[int, tuple[Answer, bytes]], ...] = ({}, {})  # [vary][id(answer)]
+        self._second = -1
+        self._date = b""
+
+    def date(self) -> bytes:
+        """The Date and Server lines, as of this second."""
+        now = int(time.time())
+        if now != self._second:
+            date = formatdate(now, usegmt=True)
+            self._second, self._date = now, f"Date: {date}\r\nServer: verdict-mock\r\n".encode()
+        return self._date
 
     def answer(self, answer: Answer, head_only: bool, close: bool, vary: bool) -> tuple[bytes, int]:
         """The whole answer as bytes, and the length of the body in it."""
-        seen = self._seen.get((id(answer), vary))
-        if seen is not None and seen[0] is answer:  # (held in the value: its id is not reused)
-            start = seen[1]
+        seen = self._seen[vary]
+        known = seen.get(id(answer))
+        if known is not None and known[0] is answer:  # (held in the value: its id is not reused)
+            start = known[1]
         else:
             start = self._start(answer, vary)
-            if len(self._seen) >= _HEADS_KEPT:
-                self._seen.clear()
-            self._seen[id(answer), vary] = (answer, start)
+            if len(seen) >= _HEADS_KEPT:
+                seen.clear()
+            seen[id(answer)] = (answer, start)
         body = b"" if head_only or answer.status in NO_BODY else answer.body
         end = _CLOSING if close else _KEEPING
-        return b"".join((start, self.date(), end, body)), len(body)
+        now = int(time.time())
+        date = self._date if now == self._second else self.date()
+        return b"".join((start, date, end, body)), len(body)
 
     def _start(self, answer: Answer, vary: bool) -> bytes:
         key = (answer.status, tuple(answer.headers), len(answer.body), vary)
