@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import os
 import platform
@@ -71,6 +72,18 @@ def _verdict_answer() -> tuple[bytes, list[tuple[str, str]]]:
 
 
 _BODY, _HEADERS = _verdict_answer()
+REPLAYED, STANDING, ANY_ID = "replayed", "standing", "contradicted-any-id"
+SCENARIO = {
+    "sessions": {
+        REPLAYED: {"recorded": {"status": 200, "body": _BODY.decode()}},
+        STANDING: {
+            "verdict": "contradicted",
+            "always": {"status": 200, "headers": {"X-Bench": "1"}},
+        },
+    }
+}
+"""The other 200 paths of ``/e``: a session replayed from a recording, one whose script answers
+200 every time (with a header of its own), and any id at all (``--accept-any-session``)."""
 
 
 def bare_app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
@@ -221,11 +234,12 @@ def _percentile(out: str, percent: int) -> float:
     return math.nan if found is None else _ms(found.group(1))
 
 
-def check_bytes(port: int) -> None:
-    """The mock's answer over HTTP is the Flask app's, byte for byte."""
-    response = httpx.get(f"http://{HOST}:{port}/e", params={"n": KNOWN}, headers=AUTH_HEADERS)
-    if response.content != _BODY:
-        sys.exit("the served answer differs from the app's own")
+def check_bytes(port: int, n: str = KNOWN, settings: Settings | None = None) -> None:
+    """The mock's answer over HTTP is the Flask app's (with the same settings), byte for byte."""
+    response = httpx.get(f"http://{HOST}:{port}/e", params={"n": n}, headers=AUTH_HEADERS)
+    own = create_app(settings or Settings()).test_client().get(f"/e?n={n}", headers=AUTH_HEADERS)
+    if response.status_code != 200 or response.content != own.get_data():
+        sys.exit(f"the served answer for {n} differs from the app's own")
 
 
 def main() -> None:
@@ -239,11 +253,15 @@ def main() -> None:
     if shutil.which("wrk") is None:
         sys.exit("wrk is not on PATH (apt-get install wrk)")
     floor, fast, on_granian, limited, on_waitress = (free_port() for _ in range(5))
+    staged = free_port()
     minted = create_app(Settings()).test_client().post("/_mock/sessions", json={}).get_json()["n"]
     rows = [
         Row("floor: bare WSGI app, granian 1 worker", floor, "/"),
         Row("verdict-mock: GET /e, demo session", fast, f"/e?n={KNOWN}"),
         Row("verdict-mock: GET /e, minted session", fast, f"/e?n={minted}"),
+        Row("verdict-mock: GET /e, replayed (recorded)", staged, f"/e?n={REPLAYED}"),
+        Row("verdict-mock: GET /e, standing 200 (always)", staged, f"/e?n={STANDING}"),
+        Row("verdict-mock: GET /e, any id (--accept-any-…)", staged, f"/e?n={ANY_ID}"),
         Row("verdict-mock: 401 (no key)", fast, f"/e?n={KNOWN}", (), expect_2xx=False),
         Row("verdict-mock: 400 (no n)", fast, "/e", expect_2xx=False),
         Row("verdict-mock: 404 (unknown id)", fast, "/e?n=unknown", expect_2xx=False),
@@ -252,8 +270,9 @@ def main() -> None:
         Row("verdict-mock --server waitress: GET /e", on_waitress, f"/e?n={KNOWN}"),
         Row("the mock app under granian 1 worker: GET /e", on_granian, f"/e?n={KNOWN}"),
     ]
+    served = 6  # the rows above: the floor and every 200 path of /e
     if args.quick:
-        del rows[3:]
+        del rows[served:]
     redis_server = None if args.quick else shutil.which("redis-server")
     on_redis, on_workers, redis_port = free_port(), free_port(), free_port()
     if redis_server is not None:
@@ -268,6 +287,10 @@ def main() -> None:
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as lua:
         stack.enter_context(started(granian("bench_serve:bare_app", floor), floor))
         stack.enter_context(started(mock(fast, budget), fast))
+        scenario = Path(lua) / "scenario.yaml"
+        scenario.write_text(json.dumps(SCENARIO))  # JSON is YAML
+        staging = mock(staged, budget, f"--scenario={scenario}", "--accept-any-session")
+        stack.enter_context(started(staging, staged))
         if not args.quick:
             stack.enter_context(started(mock(limited, "--rate-limit=1/3600"), limited))
             waitress = mock(on_waitress, budget, "--server=waitress", "--log-level=error")
@@ -285,6 +308,9 @@ def main() -> None:
             check_bytes(on_redis)
             check_bytes(on_workers)
         check_bytes(fast)
+        staged_settings = Settings(scenario=scenario, accept_any_session=True)
+        for n in (REPLAYED, STANDING, ANY_ID):
+            check_bytes(staged, n, staged_settings)
         if not args.quick:  # the limited mock's one request: every row's request is a 429
             httpx.get(f"http://{HOST}:{limited}/e", params={"n": KNOWN}, headers=AUTH_HEADERS)
         for round_ in range(args.rounds):
@@ -294,7 +320,7 @@ def main() -> None:
                 row.non_2xx += bad
             print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
         rate = statistics.median(rows[0].rates or [0.0]) / 2
-        latencies = [(row, paced(row, rate, args.seconds, Path(lua))) for row in rows[:3]]
+        latencies = [(row, paced(row, rate, args.seconds, Path(lua))) for row in rows[:served]]
     report(rows, args)
     report_latency(latencies, rate, args)
 

@@ -166,14 +166,19 @@ def _served(state: MockState, session: Session, body: bytes, expired: bool | Non
 def _normal(session: Session, body: bytes) -> Answer:
     recorded = session.spec.recorded
     if recorded is not None:  # replayed as received: the status and the very bytes
-        cache = VERDICT_CACHE_CONTROL if recorded.status == 200 else NO_STORE
-        return Answer(recorded.status, body, [("Cache-Control", cache)], "recorded")
+        return _replayed(recorded.status, body)
     return _verdict(body)
 
 
 @lru_cache(maxsize=1024)  # one answer object per body: nothing is built per request
 def _verdict(body: bytes) -> Answer:
     return Answer(200, body, [("Cache-Control", VERDICT_CACHE_CONTROL)], "verdict")
+
+
+@lru_cache(maxsize=1024)  # as _verdict: a replayed session answers with one object
+def _replayed(status: int, body: bytes) -> Answer:
+    cache = VERDICT_CACHE_CONTROL if status == 200 else NO_STORE
+    return Answer(status, body, [("Cache-Control", cache)], "recorded")
 
 
 @dataclass(slots=True)

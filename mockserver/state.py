@@ -48,6 +48,15 @@ def key_in(keys: tuple[bytes, ...], key: str) -> bool:
     return matched
 
 
+@lru_cache(maxsize=READ_CACHE_SIZE)  # one object per id: its body is found by it (render)
+def _any_session(session_id: str) -> Session:
+    """The session ``--accept-any-session`` serves for an unknown id (``<verdict>-...`` picks
+    the verdict)."""
+    kind = session_id.partition("-")[0]
+    verdict = next((v for v in VERDICTS if v == kind), None)
+    return Session(session_id, SessionSpec(verdict=verdict), None)
+
+
 def _sleep(seconds: float) -> None:
     time.sleep(seconds)  # looked up at each call, so tests may patch time.sleep
 
@@ -207,9 +216,7 @@ class MockState:
         """Find a session: named, then minted, then (if enabled) any id at all."""
         session = self._named.get(session_id) or self._read(session_id)
         if session is None and self.settings.accept_any_session:
-            kind = session_id.partition("-")[0]
-            verdict = next((v for v in VERDICTS if v == kind), None)
-            session = Session(session_id, SessionSpec(verdict=verdict), None)
+            session = _any_session(session_id)
         return session
 
     def mint(self, spec: SessionSpec) -> Session:

@@ -39,6 +39,7 @@ def _generic_error(status: int) -> tuple[str, str]:
     return phrase.lower().replace(" ", "_").replace("-", "_"), f"scripted: {phrase}"
 
 
+@lru_cache(maxsize=256)  # a standing step (``always``) answers every request with one object
 def scripted(step: Step, body: bytes) -> Answer | None:
     """The answer a step gives instead of the normal one; None for a delay (normal, late)."""
     if step.status is not None:  # headers None: the status's usual ones (Retry-After...)
