@@ -135,8 +135,7 @@ def _find(state: MockState, pairs: list[tuple[str, str]] | None) -> Answer | tup
     session = state.lookup(session_id)
     if session is None:
         return _UNKNOWN
-    recorded = session.spec.recorded
-    return session, recorded.body if recorded else state.generator.render(session.id, session.spec)
+    return session, state.body(session)
 
 
 def _answer(

@@ -12,7 +12,6 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from operator import itemgetter
 from typing import Any, Final, Required, TypedDict, Unpack
 
 from verdict_contract.core.redact import mask
@@ -190,6 +189,9 @@ dataclass costs more than the rest of journaling a request, and most entries are
 Nothing in them is a secret (:func:`entry_parts` masks and digests before they are kept).
 """
 
+Kept = tuple[int, Parts]
+"""An entry's parts and the journal's generation when its request arrived."""
+
 
 class EntryFields(TypedDict, total=False):
     """What :func:`make_entry` and :meth:`Journal.record` take (``method``... are required)."""
@@ -221,8 +223,8 @@ class Journal:
     """
 
     size: int = 1000
-    _entries: deque[Parts] = field(init=False, repr=False)
-    _refused: deque[Parts] = field(init=False, repr=False)
+    _entries: deque[Kept] = field(init=False, repr=False)
+    _refused: deque[Kept] = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _generation: int = field(default=0, init=False)
 
@@ -247,18 +249,27 @@ class Journal:
         self.add(_parts(fields), generation)
 
     def add(self, parts: Parts, generation: int | None = None) -> None:
-        """Keep an entry's :data:`Parts` (from :func:`entry_parts`); see :meth:`record`."""
-        with self._lock:
-            if generation is None or generation == self._generation:
-                refused = parts[6] == 401 and parts[7] != "scripted"
-                (self._refused if refused else self._entries).append(parts)
+        """Keep an entry's :data:`Parts` (from :func:`entry_parts`); see :meth:`record`.
+
+        No lock: a deque's append is atomic. An entry of an earlier generation (its request
+        arrived before a ``clear()``) is kept with it and never read (:meth:`_current`).
+        """
+        kept = (self._generation if generation is None else generation, parts)
+        refused = parts[6] == 401 and parts[7] != "scripted"
+        (self._refused if refused else self._entries).append(kept)
+
+    def _current(self) -> list[Parts]:
+        """The parts of this generation's entries, oldest first (copies first: a deque copied
+        whole is atomic, while iterating it races the appends)."""
+        generation = self._generation
+        entries, refused = list(self._entries), list(self._refused)
+        if refused:
+            entries = list(heapq.merge(entries, refused, key=_time))
+        return [parts for kept, parts in entries if kept == generation]
 
     def entries(self) -> list[Entry]:
         with self._lock:
-            if self._refused:
-                kept = list(heapq.merge(self._entries, self._refused, key=itemgetter(0)))
-            else:
-                kept = list(self._entries)
+            kept = self._current()
         return [_entry(parts) for parts in kept]
 
     def clear(self) -> None:
@@ -268,7 +279,12 @@ class Journal:
             self._generation += 1
 
     def __len__(self) -> int:
-        return len(self._entries) + len(self._refused)
+        with self._lock:
+            return len(self._current())
+
+
+def _time(kept: Kept) -> float:
+    return kept[1][0]
 
 
 def entry_parts(

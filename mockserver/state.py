@@ -82,6 +82,7 @@ class MockState:
     shared: SharedBackend | None = field(default=None, init=False, repr=False)
     """A store shared with other processes (``--state``); None: this process's memory."""
     _read: Callable[[str], Session | None] = field(init=False, repr=False)
+    _bodies: dict[int, tuple[Session, bytes]] = field(default_factory=dict, init=False, repr=False)
     scenario_problem: str | None = field(default=None, init=False)
     """Why the last edit of the scenario file was rejected (None once one is applied)."""
 
@@ -218,6 +219,23 @@ class MockState:
         if session is None and self.settings.accept_any_session:
             session = _any_session(session_id)
         return session
+
+    def body(self, session: Session) -> bytes:
+        """What ``session`` answers with: its recorded body, or its verdict as JSON.
+
+        Found by the session object first (a named, minted or any-id session stays one object
+        while it is cached): hashing its spec for the generator's cache costs more than the rest
+        of answering. The value holds the session, so its id is not reused meanwhile.
+        """
+        known = self._bodies.get(id(session))
+        if known is not None and known[0] is session:
+            return known[1]
+        recorded = session.spec.recorded
+        body = recorded.body if recorded else self.generator.render(session.id, session.spec)
+        if len(self._bodies) >= READ_CACHE_SIZE:
+            self._bodies.clear()
+        self._bodies[id(session)] = (session, body)
+        return body
 
     def mint(self, spec: SessionSpec) -> Session:
         """Mint a session; without a key its body is drawn from (seed, mint number since reset)."""
