@@ -547,7 +547,7 @@ def test_the_proxy_banner_offers_no_session_the_proxy_does_not_serve(
 
 def test_the_proxy_banner_is_checked_against_the_banner_of_a_mock() -> None:
     """The breaking input of the test above: a mock's own banner offers its demo sessions."""
-    text = banner(Settings(), URL, (DEFAULT_API_KEY,), DEMO_SESSIONS)
+    text = banner(Settings(), URL, (DEFAULT_API_KEY,), tuple(DEMO_SESSIONS))
     assert "demo ids" in text
     assert SESSION_PLACEHOLDER not in text
     assert f"POST {URL}/_mock/sessions" in text

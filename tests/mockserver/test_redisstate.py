@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -279,13 +279,18 @@ def _flood_journal(redis_url: str, big: bool, count: int = 300) -> tuple[list[by
         mock.reset()
         for index in range(count):
             n = f"{index:04d}-{wide[index % 2]}" if big else f"{index:04d}"
-            params = [("n", n), *(extra if big else [])]
+            params: list[tuple[str, str | int | float | bool | None]] = [("n", n)]
+            params += extra if big else []
             assert http.get("/e", params=params, headers=header).status_code < 500
-        journal, counter = mock.state.backend.keys[4:6]
+        backend = mock.state.backend
+        assert isinstance(backend, RedisBackend)
+        journal, counter = backend.keys[4:6]
     client = redis.Redis.from_url(redis_url)
     try:
-        entries = client.lrange(journal, 0, -1)
-        return entries, int(client.get(counter) or 0), int(client.memory_usage(journal, samples=0))
+        entries = cast(list[bytes], client.lrange(journal, 0, -1))
+        memory = client.memory_usage(journal, samples=0)
+        assert memory is not None
+        return entries, int(cast(bytes, client.get(counter))), memory
     finally:
         client.close()
 
