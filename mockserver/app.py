@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from verdict_contract.core.spec import ENDPOINT_PATH
 from verdict_contract.mockserver.accesslog import AccessLog
-from verdict_contract.mockserver.answer import Answer, error_answer, not_allowed
+from verdict_contract.mockserver.answer import Answer, error_answer, not_allowed, status_line
 from verdict_contract.mockserver.backend import StateUnavailable
 from verdict_contract.mockserver.control import control
 from verdict_contract.mockserver.explain import handle, journal_elsewhere
@@ -19,6 +22,9 @@ from verdict_contract.mockserver.sessions import SpecError
 from verdict_contract.mockserver.settings import Settings
 from verdict_contract.mockserver.state import MockState
 from verdict_contract.mockserver.web import EXTENSION, error_response, state_of, to_response
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 _NOT_FOUND = f"no such endpoint; the API is GET {ENDPOINT_PATH}?n=<session id>"
 _CONTROL_PREFIX = "/_mock"
@@ -66,6 +72,31 @@ def explain_view() -> Response:
     return response
 
 
+def standard_status(status: str) -> str:
+    """A status with its standard phrase: werkzeug's ``"409 CONFLICT"`` as ``"409 Conflict"``.
+
+    The phrase is http.HTTPStatus's, as in every answer the mock frames itself (``/e``, limits,
+    the proxy); a status that does not start with a code is left as it is.
+    """
+    code = status[:3]
+    if not code.isdigit() or status[3:4] not in ("", " "):
+        return status
+    return status_line(int(code))
+
+
+class StandardReasons:
+    """Give every answer of the app the standard reason phrase, whichever server writes it."""
+
+    def __init__(self, app: WSGIApplication) -> None:
+        self.app = app
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            return start_response(standard_status(status), headers, exc_info)
+
+        return self.app(environ, start)
+
+
 def create_app(settings: Settings | None = None) -> Flask:
     """Build the mock app for ``settings`` (the defaults serve the demo sessions)."""
     settings = settings or Settings()
@@ -89,6 +120,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.wsgi_app = FaultMiddleware(explain)  # type: ignore[method-assign]
     # Limits hold whatever server serves the app; the access log sees every answer.
     app.wsgi_app = RequestLimits(app.wsgi_app, settings.max_body)  # type: ignore[method-assign]
+    # werkzeug upper-cases reason phrases ("404 NOT FOUND"): one spelling whoever answered.
+    app.wsgi_app = StandardReasons(app.wsgi_app)  # type: ignore[method-assign]
     if settings.access_log:
         app.wsgi_app = AccessLog(app.wsgi_app, state.key_ok)  # type: ignore[method-assign]
     return app

@@ -88,6 +88,10 @@ def version_line(prog: str) -> str:
         return f"{prog} (not installed)"
 
 
+SESSION_PLACEHOLDER = "<session id>"
+"""What the proxy's banner puts in its ``curl`` line for ``n``: a session of the upstream's."""
+
+
 def _example_id(settings: Settings, session_ids: Sequence[str]) -> str | None:
     """The id the banner's ``curl`` fetches: a demo one, else the scenario's first, else none."""
     if settings.demo_sessions:
@@ -95,32 +99,65 @@ def _example_id(settings: Settings, session_ids: Sequence[str]) -> str | None:
     return next(iter(session_ids), None)
 
 
-def banner(
-    settings: Settings, base_url: str, api_keys: Sequence[str], session_ids: Sequence[str] = ()
-) -> str:
-    """What ``verdict-mock`` prints on start: where, which key, and lines to paste.
+def _authorization(key: str, public: bool) -> str:
+    """The ``-H`` of the banner's ``curl``, pasted into a shell as printed.
 
-    ``session_ids`` are the named sessions being served (the scenario's, with the demo ones).
+    A literal key single-quoted, the variable double-quoted (so the shell expands it).
     """
+    if public:
+        return shlex.quote(f"Authorization: Bearer {key}")
+    return '"Authorization: Bearer $VERDICT_API_KEY"'
+
+
+def _key_line(api_keys: Sequence[str]) -> tuple[str, bool]:
+    """The ``API key:`` line, and whether the key is the public default (printed as is)."""
     key = api_keys[0]
-    public = key == DEFAULT_API_KEY  # the default key is public: printed as is
+    public = key == DEFAULT_API_KEY
     shown = key if public else mask(key)
-    lines = [
-        f"verdict-mock serving the Explain API on {base_url}",
-        f"  API key:  {shown}" + (f" (+{len(api_keys) - 1} more)" if len(api_keys) > 1 else ""),
-    ]
+    more = f" (+{len(api_keys) - 1} more)" if len(api_keys) > 1 else ""
+    return f"  API key:  {shown}{more}", public
+
+
+def _proxy_lines(settings: Settings, base_url: str, api_keys: Sequence[str]) -> list[str]:
+    """The banner's lines about ``/e`` when it goes upstream: no demo or scenario id is served."""
+    upstream = settings.proxy_to
+    lines = [f"  proxying: GET /e to {upstream}/e (same query), answers checked by the contract"]
+    if settings.upstream_key is not None:  # the app sends a key of the mock's; never shown
+        key_line, public = _key_line(api_keys)
+        lines.append(f"{key_line}; the proxy sends --upstream-key upstream instead")
+        where = (
+            f"one of the keys given with --api-key, {env_var('api_keys')} or the scenario's "
+            "api_keys (the proxy sends its --upstream-key upstream)"
+        )
+    else:
+        public = False
+        lines.append(f"  API key:  the client's own, passed upstream as is: a key of {upstream}")
+        where = f"a key of {upstream}"
+    url = shlex.quote(f"{base_url}/e?n={SESSION_PLACEHOLDER}")
+    lines.append(f"  try:      curl -i -H {_authorization(api_keys[0], public)} {url}")
+    lines.append(
+        f"  session:  {SESSION_PLACEHOLDER} is one of {upstream}'s sessions; the mock's demo and "
+        "scenario sessions are not served while it proxies"
+    )
+    if not public:
+        lines.append(f"  key:      $VERDICT_API_KEY is {where}: export it first")
+    if settings.record is not None:
+        lines.append(f"  recording: each session seen, to {settings.record}")
+    return lines
+
+
+def _served_lines(
+    settings: Settings, base_url: str, api_keys: Sequence[str], session_ids: Sequence[str]
+) -> list[str]:
+    """The banner's lines about ``/e`` served by the mock itself: its key, ids, a ``curl``."""
+    key_line, public = _key_line(api_keys)
+    lines = [key_line]
     if settings.demo_sessions:
         lines.append(f"  demo ids: {', '.join(DEMO_SESSIONS)}")
-    # Pasted into a shell as printed: a literal key single-quoted, the variable double-quoted.
-    header = (
-        shlex.quote(f"Authorization: Bearer {key}")
-        if public
-        else '"Authorization: Bearer $VERDICT_API_KEY"'
-    )
     example = _example_id(settings, session_ids)
     if example is not None:
         url = shlex.quote(f"{base_url}/e?n={quote(example, safe='')}")
-        lines.append(f"  try:      curl -i -H {header} {url}")
+        lines.append(f"  try:      curl -i -H {_authorization(api_keys[0], public)} {url}")
     elif settings.control:
         token = ' -H "X-Mock-Token: $VERDICT_MOCK_CONTROL_TOKEN"' if settings.control_token else ""
         lines.append(
@@ -135,10 +172,30 @@ def banner(
             "  key:      $VERDICT_API_KEY is one of the keys given with --api-key, "
             f"{env_var('api_keys')} or the scenario's api_keys: export it first"
         )
+    return lines
+
+
+def banner(
+    settings: Settings, base_url: str, api_keys: Sequence[str], session_ids: Sequence[str] = ()
+) -> str:
+    """What ``verdict-mock`` prints on start: where, which key, and lines to paste.
+
+    ``session_ids`` are the named sessions being served (the scenario's, with the demo ones);
+    with ``--proxy-to`` none is: ``/e`` goes upstream, and the lines say so.
+    """
+    lines = [f"verdict-mock serving the Explain API on {base_url}"]
     if settings.proxy_to is not None:
-        lines.append(f"  proxying: GET /e to {settings.proxy_to}, answers checked by the contract")
+        lines += _proxy_lines(settings, base_url, api_keys)
+    else:
+        lines += _served_lines(settings, base_url, api_keys, session_ids)
     if settings.control:
-        lines.append(f"  control:  {base_url}/_mock/health, POST {base_url}/_mock/sessions")
+        if settings.proxy_to is not None:  # minted sessions would not be served either
+            lines.append(
+                f"  control:  {base_url}/_mock/health (the proxy's counters), "
+                f"{base_url}/_mock/requests (the journal)"
+            )
+        else:
+            lines.append(f"  control:  {base_url}/_mock/health, POST {base_url}/_mock/sessions")
         if settings.control_token is None:
             lines.append(f"  dashboard: {base_url}/_mock/")
         else:

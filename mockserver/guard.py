@@ -9,7 +9,8 @@ passes three checks, in this order, each refusing with the documented JSON error
    allowed names: 421.
 2. ``Origin``: absent (``curl``, scripts) or the mock's own: else 403.
 3. the control token, when one is set: ``X-Mock-Token: <token>`` on every call, or the
-   dashboard's cookie: else 401 (for a browser, a page saying how to open the dashboard).
+   dashboard's cookie: else 401 (for a browser, a page saying how to open the dashboard, or
+   that the ``?token=`` it opened it with is not the mock's).
 
 The dashboard's cookie: ``GET /_mock/?token=<token>`` (the one link a person opens) sets it and
 redirects to ``/_mock/``, so the token leaves the address bar, the history and any bookmark, and a
@@ -116,12 +117,23 @@ def _open_dashboard(token: Secret) -> Response:
     return response
 
 
-def _token_refused() -> Response:
-    """401: for a browser the page that says how to open the dashboard, else the JSON error."""
+def _token_refused(wrong_query: bool = False) -> Response:
+    """401: for a browser the page that says how to open the dashboard, else the JSON error.
+
+    ``wrong_query``: the dashboard was opened with a ``?token=`` that is not the mock's; the
+    answer says the token was wrong, never what it was.
+    """
     if "text/html" in request.headers.get("Accept", ""):
-        response = token_page()
+        response = token_page(wrong=wrong_query)
         response.status_code = 401
         return response
+    if wrong_query:
+        return error_response(
+            401,
+            "control_token_required",
+            f"the token in {DASHBOARD_PATH}?{TOKEN_PARAM}= is not this mock's control token; "
+            f"use the one it was started with (--control-token or {env_var('control_token')})",
+        )
     return error_response(
         401,
         "control_token_required",
@@ -139,7 +151,7 @@ def _check_token(settings: Settings) -> Response | None:
     if page and TOKEN_PARAM in request.args:
         if _matches(request.args[TOKEN_PARAM], token.reveal()):
             return _open_dashboard(token)
-        return _token_refused()
+        return _token_refused(wrong_query=True)
     if _cookie_sent(token):
         if request.method in ("GET", "HEAD") or request.headers.get("Origin") is not None:
             return None  # the Origin, when present, was checked to be the mock's own

@@ -28,7 +28,13 @@ from tests.helpers import (
     wait_until,
 )
 from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
-from verdict_contract.mockserver.cli import banner, build_parser, main, settings_from
+from verdict_contract.mockserver.cli import (
+    SESSION_PLACEHOLDER,
+    banner,
+    build_parser,
+    main,
+    settings_from,
+)
 from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.scenario import DEMO_SESSIONS
 
@@ -509,8 +515,67 @@ def test_sighup_reloads_the_scenario(tmp_path: Path, stderr_file: Path) -> None:
 def test_banner_names_the_dashboard_and_the_upstream() -> None:
     text = banner(Settings(proxy_to="https://staging.example"), URL, (DEFAULT_API_KEY,))
     assert f"dashboard: {URL}/_mock/" in text
-    assert "proxying: GET /e to https://staging.example" in text
+    assert "proxying: GET /e to https://staging.example/e" in text
     assert "proxying" not in banner(Settings(), URL, (DEFAULT_API_KEY,))
+
+
+UPSTREAM_KEY = "upstream-key-0123456789wxyz"
+
+
+@pytest.mark.parametrize("upstream_key", [None, UPSTREAM_KEY])
+def test_the_proxy_banner_offers_no_session_the_proxy_does_not_serve(
+    upstream_key: str | None,
+) -> None:
+    settings = Settings(proxy_to="https://staging.example", upstream_key=upstream_key)
+    text = banner(settings, URL, (DEFAULT_API_KEY,), ("blocked-user", *DEMO_SESSIONS))
+    assert "demo ids" not in text
+    assert "demo-" not in text
+    assert "blocked-user" not in text  # a scenario's sessions are not served either
+    assert _curl_line(text).endswith(f"'{URL}/e?n={SESSION_PLACEHOLDER}'")
+    session = next(line for line in text.splitlines() if line.startswith("  session:"))
+    assert "one of https://staging.example's sessions" in session
+    assert f"POST {URL}/_mock/sessions" not in text  # a minted session would go upstream too
+    assert "wxyz" not in text  # the upstream key: not even its last characters
+    if upstream_key is None:  # the client's key goes upstream: not the mock's
+        assert DEFAULT_API_KEY not in text
+        assert "Bearer $VERDICT_API_KEY" in _curl_line(text)
+        assert "$VERDICT_API_KEY is a key of https://staging.example" in text
+    else:  # the client sends a key of the mock's, the proxy its own upstream
+        assert f"-H 'Authorization: Bearer {DEFAULT_API_KEY}'" in _curl_line(text)
+        assert "--upstream-key upstream" in text
+
+
+def test_the_proxy_banner_is_checked_against_the_banner_of_a_mock() -> None:
+    """The breaking input of the test above: a mock's own banner offers its demo sessions."""
+    text = banner(Settings(), URL, (DEFAULT_API_KEY,), tuple(DEMO_SESSIONS))
+    assert "demo ids" in text
+    assert SESSION_PLACEHOLDER not in text
+    assert f"POST {URL}/_mock/sessions" in text
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl (installed in CI)")
+@pytest.mark.parametrize("upstream_key", [None, KEY])
+def test_the_proxy_banner_curl_line_gets_an_upstream_session(upstream_key: str | None) -> None:
+    """Its placeholder filled with a session of the upstream's, the line works pasted in a shell."""
+    upstream_app = create_app(Settings(api_keys=(KEY,), demo_sessions=False))
+    with running(upstream_app) as upstream, httpx.Client(base_url=upstream.base_url) as http:
+        minted = http.post("/_mock/sessions", json={"verdict": "refused"})
+        n = minted.json()["n"]
+        settings = Settings(proxy_to=upstream.base_url, upstream_key=upstream_key)
+        with running(create_app(settings)) as proxy:
+            line = _curl_line(banner(settings, proxy.base_url, (DEFAULT_API_KEY,)))
+            assert SESSION_PLACEHOLDER in line
+            done = subprocess.run(
+                ["bash", "-c", line.replace(SESSION_PLACEHOLDER, n)],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                env={**clean_environ(), "VERDICT_API_KEY": KEY},
+                check=False,
+            )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("HTTP/1.1 200"), done.stdout[:300]
+    assert '"verdict":"refused"' in done.stdout.replace(" ", "")
 
 
 def _banner_of_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

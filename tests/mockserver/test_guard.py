@@ -285,6 +285,46 @@ def test_a_browser_refused_gets_a_page_saying_how_to_open_the_dashboard(
     assert TOKEN not in page.text
 
 
+WRONG_TOKENS = ["wrong-token-<b>4f2a</b>", TOKEN + "x", TOKEN[:-1], ""]
+"""Given in ``?token=``: a stranger's, the token with a character added, cut short, empty."""
+
+
+@pytest.mark.parametrize("given", WRONG_TOKENS)
+def test_a_browser_with_a_wrong_token_is_told_the_token_is_wrong(
+    guarded: BackgroundServer, given: str
+) -> None:
+    html = {"Accept": "text/html,application/xhtml+xml,*/*"}
+    with httpx.Client(base_url=guarded.base_url, timeout=10) as http:
+        wrong = http.get("/_mock/", params={"token": given}, headers=html)
+        none = http.get("/_mock/", headers=html)
+    assert (wrong.status_code, none.status_code) == (401, 401)
+    assert wrong.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in wrong.headers["content-security-policy"]
+    assert "set-cookie" not in wrong.headers
+    assert "not this mock's current control token" in wrong.text
+    assert "banner" in wrong.text
+    assert "/_mock/?token=&lt;the control token&gt;" in wrong.text
+    assert "not this mock's current control token" not in none.text  # no token: the other page
+    assert "needs this mock's control token" in none.text
+    if given:
+        assert given not in wrong.text  # never echoed, in any form
+        assert "4f2a" not in wrong.text
+    assert TOKEN[:-4] not in wrong.text
+
+
+def test_a_script_with_a_wrong_token_in_the_query_is_told_so_in_json(
+    guarded: BackgroundServer,
+) -> None:
+    with httpx.Client(base_url=guarded.base_url, timeout=10) as http:
+        wrong = http.get("/_mock/", params={"token": "wrong-token-4f2a"})
+        none = http.get("/_mock/")
+    message = refused(wrong, 401, "control_token_required")
+    assert "is not this mock's control token" in message
+    assert "VERDICT_MOCK_CONTROL_TOKEN" in message
+    assert "4f2a" not in message
+    assert "is not this mock's control token" not in refused(none, 401, "control_token_required")
+
+
 def test_the_dashboard_without_a_token_sets_no_cookie(server: BackgroundServer) -> None:
     with httpx.Client(base_url=server.base_url, timeout=10) as http:
         page = http.get("/_mock/")

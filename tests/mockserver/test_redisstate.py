@@ -7,6 +7,7 @@ and the journal are checked exactly. Redis is killed, restarted and frozen under
 
 from __future__ import annotations
 
+import json
 import queue
 import re
 import socket
@@ -19,7 +20,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -253,6 +254,70 @@ def test_the_journal_is_bounded_in_entries(redis_url: str) -> None:
         for index in range(8):
             httpx.get(f"{mock.base_url}/e", params={"n": f"b{index}"}, headers=mock.headers)
         assert [entry.n for entry in mock.journal] == ["b3", "b4", "b5", "b6", "b7"]
+
+
+SMALL_JOURNAL_BYTES = 64 * 1024
+"""The byte bound of the tests below: the default (16 MiB) takes thousands of big entries."""
+
+
+def _flood_journal(redis_url: str, big: bool, count: int = 300) -> tuple[list[bytes], int, int]:
+    """``count`` requests with a key, big or small: the journal's entries, counter and memory.
+
+    The entry bound is far away (``journal_size``), so only the byte bound can drop entries.
+    """
+    settings = Settings(
+        port=0, state=StateURL.parse(redis_url), secret="bytes", api_keys=(KEY,), journal_size=10**5
+    )
+    # n past its 256 characters, cut to them: 4 bytes each in UTF-8, or 6 escaped in JSON
+    wide = ("\U0001d51b" * 400, "\x01" * 400)
+    extra = [(f"p{index}-" + "k" * 500, "v" * 1000) for index in range(25)]
+    header = {"X-Big": "h" * 32_000} if big else {}
+    with (
+        live_mock(settings) as mock,
+        httpx.Client(base_url=mock.base_url, headers=mock.headers, timeout=10) as http,
+    ):
+        mock.reset()
+        for index in range(count):
+            n = f"{index:04d}-{wide[index % 2]}" if big else f"{index:04d}"
+            params: list[tuple[str, str | int | float | bool | None]] = [("n", n)]
+            params += extra if big else []
+            assert http.get("/e", params=params, headers=header).status_code < 500
+        backend = mock.state.backend
+        assert isinstance(backend, RedisBackend)
+        journal, counter = backend.keys[4:6]
+    client = redis.Redis.from_url(redis_url)
+    try:
+        entries = cast(list[bytes], client.lrange(journal, 0, -1))
+        memory = client.memory_usage(journal, samples=0)
+        assert memory is not None
+        return entries, int(cast(bytes, client.get(counter))), memory
+    finally:
+        client.close()
+
+
+def test_the_journal_is_bounded_in_bytes_under_a_flood_of_big_requests(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("verdict_contract.mockserver.redisstate.JOURNAL_BYTES", SMALL_JOURNAL_BYTES)
+    entries, counted, memory = _flood_journal(redis_url, big=True)
+    sizes = [len(entry) for entry in entries]
+    assert len(entries) < 300  # the oldest went
+    assert SMALL_JOURNAL_BYTES - 2 * max(sizes) < sum(sizes) <= SMALL_JOURNAL_BYTES  # full, no more
+    assert counted == sum(sizes)  # the counter the script keeps is exact
+    assert memory <= 1.25 * SMALL_JOURNAL_BYTES  # Redis's own measure, its overhead included
+    shown = [json.loads(entry)[3][:4] for entry in entries]  # the newest stay, in order
+    assert shown == [f"{index:04d}" for index in range(300 - len(entries), 300)]
+    assert not any(b"hhhhhhhh" in entry for entry in entries)  # headers never reach Redis
+
+
+def test_the_byte_bound_drops_nothing_while_the_journal_is_under_it(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The breaking input of the test above: the same count of small requests, all kept."""
+    monkeypatch.setattr("verdict_contract.mockserver.redisstate.JOURNAL_BYTES", SMALL_JOURNAL_BYTES)
+    entries, counted, _ = _flood_journal(redis_url, big=False)
+    assert len(entries) == 300
+    assert counted == sum(len(entry) for entry in entries) <= SMALL_JOURNAL_BYTES
 
 
 def test_mocks_with_other_secrets_do_not_meet(redis_url: str) -> None:

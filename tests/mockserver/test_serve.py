@@ -7,6 +7,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from http import HTTPStatus
 from typing import Any
 
 import httpx
@@ -24,6 +25,7 @@ from tests.helpers import (
 )
 from verdict_contract import validate_verdict
 from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.app import standard_status
 from verdict_contract.mockserver.ratelimit import RateLimit
 from verdict_contract.mockserver.serve import BackgroundServer
 from verdict_contract.mockserver.sessions import SpecError
@@ -84,6 +86,52 @@ def test_errors_over_http(http: httpx.Client) -> None:
     missing = fetch(http, "never-heard-of-it")
     assert missing.status_code == 404
     assert missing.headers["cache-control"] == "no-store"
+
+
+# --- status lines -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", SERVERS)
+def test_every_status_line_carries_the_standard_reason_phrase(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One spelling, "404 Not Found", whoever framed it (werkzeug writes "404 NOT FOUND")."""
+    monkeypatch.setattr("verdict_contract.mockserver.scripts.MAX_SCRIPT_BYTES", 1)  # mints: 409
+    app = create_app(Settings(api_keys=(KEY,), server=kind, max_body=64))
+    with running(app) as background, httpx.Client(base_url=background.base_url) as http:
+        answers = [
+            fetch(http, "demo-contradicted"),  # 200, /e
+            http.get("/e", params={"n": "demo-contradicted"}),  # 401, /e
+            http.post("/e"),  # 405
+            http.get("/nope"),  # 404, from a Flask view
+            http.post("/_mock/sessions", json={}),  # 201
+            http.post("/_mock/sessions", json={"script": [503]}),  # 409: no room for a script
+            http.post("/_mock/sessions", json={"verdict": "maybe"}),  # 422
+            http.post("/_mock/sessions", json={"pad": "x" * 100}),  # 413: over --max-body
+            http.delete("/_mock/requests"),  # 204
+            http.get("/_mock"),  # 308
+            http.put("/_mock/health"),  # 405, control
+            http.get("/_mock/health", headers={"Origin": "https://elsewhere.example"}),  # 403
+        ]
+    seen = [(response.status_code, response.reason_phrase) for response in answers]
+    expected = [200, 401, 405, 404, 201, 409, 422, 413, 204, 308, 405, 403]
+    assert [code for code, _ in seen] == expected
+    assert [phrase for _, phrase in seen] == [HTTPStatus(code).phrase for code, _ in seen]
+
+
+@pytest.mark.parametrize(
+    ("given", "written"),
+    [
+        ("409 CONFLICT", "409 Conflict"),
+        ("404 Not Found", "404 Not Found"),
+        ("599 UNKNOWN", "599 Unknown"),  # no standard phrase: werkzeug's, in its case
+        ("200", "200 OK"),
+        ("2000 OK", "2000 OK"),  # not a code of three digits: left as it is
+        ("OK", "OK"),
+    ],
+)
+def test_standard_status(given: str, written: str) -> None:
+    assert standard_status(given) == written
 
 
 # --- scripted faults --------------------------------------------------------------------------
