@@ -217,13 +217,20 @@ def paced(row: Row, rate: float, seconds: float, lua_dir: Path) -> tuple[float, 
 
     Each connection waits a while before its next request; wrk takes that wait in whole
     milliseconds, so it is dithered between two of them. A connection sends its next request
-    only once answered (wrk is closed-loop), so a first run of a second measures the time an
-    answer takes at that rate, and the wait is shortened by it.
+    only once answered (wrk is closed-loop), and its timers are coarse, so the rate is far from
+    linear in the wait: the wait is found by bisection, in runs of a second (the rate falls as
+    the wait grows), and the closest is kept.
     """
-    period_ms = 1000 * CONNECTIONS / rate
-    trial = _achieved(_paced_run(row, period_ms, 1.0, lua_dir))
-    taken_ms = 1000 * CONNECTIONS / trial - period_ms  # what each request adds to the wait
-    out = _paced_run(row, max(0.0, period_ms - taken_ms), seconds, lua_dir)
+    low, high = 0.0, 2000 * CONNECTIONS / rate  # waits (ms): twice the period is too slow
+    best = (math.inf, high)
+    for _ in range(6):
+        wait_ms = (low + high) / 2
+        trial = _achieved(_paced_run(row, wait_ms, 1.0, lua_dir))
+        best = min(best, (abs(trial - rate), wait_ms))
+        if abs(trial - rate) <= 0.03 * rate:
+            break
+        low, high = (wait_ms, high) if trial > rate else (low, wait_ms)
+    out = _paced_run(row, best[1], seconds, lua_dir)
     return _achieved(out), _percentile(out, 50), _percentile(out, 99)
 
 
