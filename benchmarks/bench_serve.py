@@ -294,7 +294,8 @@ def main() -> None:
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as lua:
         stack.enter_context(started(granian("bench_serve:bare_app", floor), floor))
         stack.enter_context(started(mock(fast, budget), fast))
-        scenario = Path(lua) / "scenario.yaml"
+        # its own directory, removed after the mock that watches it stops (the stack is LIFO)
+        scenario = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "scenario.yaml"
         scenario.write_text(json.dumps(SCENARIO))  # JSON is YAML
         staging = mock(staged, budget, f"--scenario={scenario}", "--accept-any-session")
         stack.enter_context(started(staging, staged))

@@ -49,6 +49,7 @@ def explain_headers(answer: Answer, vary: bool = True) -> list[tuple[str, str]]:
     return headers
 
 
+@lru_cache(maxsize=64)  # one answer per method: a flood of POSTs builds nothing
 def not_allowed(method: str, allowed: str) -> Answer:
     """405 for a method the path does not take (``allowed``: ``"GET, HEAD"``)."""
     message = f"{method} is not allowed here; use {allowed}"

@@ -112,12 +112,22 @@ def _explain(state: MockState, key: str, pairs: list[tuple[str, str]] | None) ->
 
 
 def _limited(wait: float) -> Answer:
+    return _retry_after(max(1, math.ceil(wait)))
+
+
+@lru_cache(maxsize=64)  # one answer per whole second to wait: a flood of 429s builds nothing
+def _retry_after(seconds: int) -> Answer:
     return error_answer(
         429,
         "rate_limited",
         "rate limit exceeded for this API key",
-        headers=[("Retry-After", str(max(1, math.ceil(wait))))],
+        headers=[("Retry-After", str(seconds))],
     )
+
+
+@lru_cache(maxsize=64)  # as _retry_after: a client sending one bad query again and again
+def _bad_request(problem: str) -> Answer:
+    return error_answer(400, "bad_request", problem)
 
 
 def _find(state: MockState, pairs: list[tuple[str, str]] | None) -> Answer | tuple[Session, bytes]:
@@ -128,10 +138,10 @@ def _find(state: MockState, pairs: list[tuple[str, str]] | None) -> Answer | tup
         values = None if pairs is None else [v for name, v in pairs if name == SESSION_PARAM]
         problem = _bad_session_id(values)
         if problem is not None or not values:
-            return error_answer(400, "bad_request", problem or "")
+            return _bad_request(problem or "")
         session_id = values[0]
     if len(session_id) > MAX_SESSION_ID_LENGTH:
-        return error_answer(400, "bad_request", _bad_session_id([session_id]) or "")
+        return _bad_request(_bad_session_id([session_id]) or "")
     session = state.lookup(session_id)
     if session is None:
         return _UNKNOWN
