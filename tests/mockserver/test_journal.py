@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import types
 
 import pytest
 from hypothesis import given, settings
@@ -71,8 +73,11 @@ def test_mask_authorization(header: str | None, shown: str | None) -> None:
 # --- Journal ----------------------------------------------------------------------------------
 
 
-def _record(journal: Journal, n: str = "id", status: int = 200) -> None:
+def _record(
+    journal: Journal, n: str = "id", status: int = 200, generation: int | None = None
+) -> None:
     journal.record(
+        generation=generation,
         method="GET",
         path="/e",
         args=[("n", n)],
@@ -284,3 +289,57 @@ def test_headers_and_parameters_are_kept_as_bounded_salted_fingerprints() -> Non
     shown = json.dumps(entry.to_json()) + repr(entry)
     assert "fingerprints" not in shown
     assert "sk-live" not in shown
+
+
+_CODE = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+
+
+def _held_texts(root: object) -> list[str]:
+    """Every str and bytes the objects under ``root`` hold: its data, not its class's module."""
+    texts: list[str] = []
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, bytes):
+            texts.append(item.decode("latin-1"))
+        elif not isinstance(item, (int, float, type(None), type, *_CODE)):
+            stack.extend(gc.get_referents(item))
+    return texts
+
+
+def test_what_the_journal_keeps_holds_no_secret_before_it_is_read() -> None:
+    # Entries are built when read; what is kept until then is masked and digested already.
+    secret = "sk-live-0123456789abcdef"
+    journal = Journal()
+    journal.record(
+        method="GET",
+        path="/e",
+        args=[("n", "id-1"), ("api_key", secret)],
+        authorization=f"Bearer {secret}",
+        status=200,
+        outcome="verdict",
+        headers=[(b"Authorization", f"Bearer {secret}".encode()), (b"X-Api-Key", secret.encode())],
+    )
+    held = _held_texts(journal)
+    assert "id-1" in held  # the walk reaches what is kept
+    assert not [text for text in held if secret in text]
+    entry = journal.entries()[0]
+    assert entry.sent("h", "x-api-key", secret)  # ... and the matchers still tell it
+
+
+def test_an_entry_of_a_request_from_before_a_clear_is_never_read() -> None:
+    journal = Journal()
+    before = journal.generation
+    journal.clear()
+    _record(journal, generation=before)  # its request arrived before the clear
+    assert len(journal) == 0
+    assert journal.entries() == []
+    _record(journal, generation=journal.generation)
+    assert len(journal) == 1
+    assert len(journal.entries()) == 1
