@@ -373,20 +373,25 @@ def _curl_line(text: str) -> str:
     return next(line for line in text.splitlines() if "try:" in line).split("try:", 1)[1].strip()
 
 
+def _pasted(line: str, key: str) -> subprocess.CompletedProcess[str]:
+    """Run a banner's line in bash, as pasted by a user whose $VERDICT_API_KEY is ``key``."""
+    return subprocess.run(
+        ["bash", "-c", line],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env={**clean_environ(), "VERDICT_API_KEY": key},
+        check=False,
+    )
+
+
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl (installed in CI)")
 @pytest.mark.parametrize("key", [DEFAULT_API_KEY, KEY])
 def test_the_banner_curl_line_works_pasted_into_a_shell(key: str) -> None:
     with running(create_app(Settings(api_keys=(key,)))) as server:
         line = _curl_line(banner(Settings(api_keys=(key,)), server.base_url, (key,)))
         assert key == DEFAULT_API_KEY or key not in line
-        done = subprocess.run(
-            ["bash", "-c", line],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            env={**clean_environ(), "VERDICT_API_KEY": key},
-            check=False,
-        )
+        done = _pasted(line, key)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("HTTP/1.1 200"), done.stdout[:200]
     assert '"verdict":"contradicted"' in done.stdout.replace(" ", "")
@@ -565,14 +570,7 @@ def test_the_proxy_banner_curl_line_gets_an_upstream_session(upstream_key: str |
         with running(create_app(settings)) as proxy:
             line = _curl_line(banner(settings, proxy.base_url, (DEFAULT_API_KEY,)))
             assert SESSION_PLACEHOLDER in line
-            done = subprocess.run(
-                ["bash", "-c", line.replace(SESSION_PLACEHOLDER, n)],
-                capture_output=True,
-                text=True,
-                timeout=20,
-                env={**clean_environ(), "VERDICT_API_KEY": KEY},
-                check=False,
-            )
+            done = _pasted(line.replace(SESSION_PLACEHOLDER, n), KEY)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("HTTP/1.1 200"), done.stdout[:300]
     assert '"verdict":"refused"' in done.stdout.replace(" ", "")
