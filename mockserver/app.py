@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -36,12 +37,37 @@ def _http_error(error: HTTPException) -> Response:
         allowed = ", ".join(sorted(error.valid_methods or ()))  # werkzeug's order varies
         return _journaled(not_allowed(request.method, allowed))
     if status == 404:
-        return _journaled(error_answer(404, "not_found", _NOT_FOUND))
+        return _journaled(error_answer(404, "not_found", _not_found(request.path)))
     if status >= 500:  # never answer 5xx to a request, however malformed
         status = 400
     return error_response(
         status, error.name.lower().replace(" ", "_"), error.description or error.name
     )
+
+
+def _not_found(path: str) -> str:
+    """What a 404 says: the API's one endpoint, or under ``/_mock`` the control API's own (read
+    from the app's routes), with the closest to a misspelt path by its name or its view's
+    (``/_mock/journal`` is the ``journal`` view's ``/_mock/requests``)."""
+    if path != _CONTROL_PREFIX and not path.startswith(_CONTROL_PREFIX + "/"):
+        return _NOT_FOUND
+    routes: dict[str, set[str]] = {}
+    names: dict[str, str] = {}  # a route's last segment, and its view's name: the route
+    for rule in current_app.url_map.iter_rules():
+        if rule.rule.startswith(_CONTROL_PREFIX + "/") and rule.endpoint != "static":
+            routes.setdefault(rule.rule, set()).update(rule.methods or ())
+            names.setdefault(rule.rule.rstrip("/").rpartition("/")[2], rule.rule)
+            names.setdefault(rule.endpoint.rpartition(".")[2], rule.rule)
+    if not routes:
+        return f"{_NOT_FOUND}; the control API under {_CONTROL_PREFIX}/ is off (--no-control)"
+    listed = ", ".join(
+        f"{'|'.join(sorted(methods - {'HEAD', 'OPTIONS'}))} {rule}"
+        for rule, methods in sorted(routes.items())
+    )
+    asked = path[len(_CONTROL_PREFIX) + 1 :].strip("/")[:100].lower()
+    close = difflib.get_close_matches(asked, list(names), n=1) if asked else []
+    hint = f"did you mean {names[close[0]]}? " if close else ""
+    return f"no such control endpoint; {hint}the control API is: {listed}"
 
 
 def _journaled(answer: Answer) -> Response:

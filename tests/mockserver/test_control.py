@@ -385,3 +385,43 @@ def test_a_page_elsewhere_cannot_move_the_clock() -> None:
             headers={"Origin": "https://evil.example"},
         )
     assert response.status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("path", "meant"),
+    [
+        ("/_mock/journal", "/_mock/requests"),  # the docs' word for it: the view's name
+        ("/_mock/sesions", "/_mock/sessions"),
+        ("/_mock/helth", "/_mock/health"),
+        ("/_mock/mint", "/_mock/sessions"),
+    ],
+)
+def test_a_misspelt_control_path_is_told_the_one_meant_and_the_whole_control_api(
+    path: str, meant: str
+) -> None:
+    with running(create_app(Settings())) as server:
+        response = httpx.get(server.base_url + path)
+    assert response.status_code == 404
+    message = error_of(404, response.headers["content-type"], response.content)["message"]
+    assert f"did you mean {meant}?" in message
+    for route in ("GET /_mock/health", "DELETE|GET /_mock/requests", "GET|POST /_mock/sessions"):
+        assert route in message
+
+
+def test_a_control_path_like_none_lists_the_control_api_without_a_guess() -> None:
+    with running(create_app(Settings())) as server:
+        response = httpx.get(server.base_url + "/_mock/zzzz")
+    message = error_of(404, response.headers["content-type"], response.content)["message"]
+    assert "did you mean" not in message
+    assert "POST /_mock/reset" in message
+
+
+def test_outside_the_control_api_a_404_names_the_api_and_with_control_off_says_so() -> None:
+    with running(create_app(Settings())) as server:
+        elsewhere = httpx.get(server.base_url + "/explain")
+    assert "the API is GET /e?n=<session id>" in elsewhere.json()["error"]["message"]
+    assert "control" not in elsewhere.json()["error"]["message"]
+    with running(create_app(Settings(control=False))) as server:
+        off = httpx.get(server.base_url + "/_mock/requests")
+    assert off.status_code == 404
+    assert "is off (--no-control)" in off.json()["error"]["message"]
