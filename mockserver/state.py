@@ -135,6 +135,7 @@ class MockState:
         self.scenario = scenario
         self._keys = tuple(k.encode() for k in keys)
         self._named = named
+        self._bodies.clear()  # it holds the sessions replaced (a recorded body each) alive
         self.limiter.relimit(scenario.rate_limit or self.settings.rate_limit)
         changed = {  # a named session whose spec did not change keeps what is left of its script
             session.id: session.spec.script

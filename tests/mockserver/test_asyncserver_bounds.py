@@ -7,6 +7,7 @@ is about memory, the memory is read from the server process itself (``/proc/<pid
 from __future__ import annotations
 
 import contextlib
+import gc
 import http.client
 import json
 import re
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,7 +41,7 @@ from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.asyncserver import MAX_PIPELINED, AsyncServer
 from verdict_contract.mockserver.journal import FAILED_AUTH_KEPT
 from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.scenario import ScenarioError
+from verdict_contract.mockserver.scenario import ScenarioError, load_scenario
 from verdict_contract.mockserver.scripts import STEP_BYTES
 from verdict_contract.mockserver.web import state_of
 
@@ -152,6 +154,27 @@ def test_a_connection_whose_answers_do_not_drain_is_aborted(tmp_path: Path) -> N
         assert wait_until(lambda: on_loop(server, lambda: len(server.connections)) == 0, 10)
         with pytest.raises(ConnectionResetError):  # what was sent is dropped, not delivered
             drain(sock)
+
+
+def test_a_scenario_reload_keeps_nothing_of_the_sessions_it_replaced(tmp_path: Path) -> None:
+    # Each reload parses the recorded body anew: a session it replaced, still held (with its
+    # 256 KB body) by what answered it, would cost that much more memory at every reload.
+    path = big_scenario(tmp_path)
+    settings = Settings(api_keys=(KEY,), rate_limit=OPEN, scenario=path)
+    with serving(settings) as server:
+        assert isinstance(server.app, Flask)
+        state = state_of(server.app)
+        replaced = []
+        for _ in range(3):
+            replaced.append(weakref.ref(state.named["big"]))
+            status, _, body = split(raw_request(server.effective_port, get("big")))
+            assert status == 200
+            assert len(body) == BIG
+            state.apply(load_scenario(path))  # what the file watcher and SIGHUP do
+        gc.collect()
+        assert [ref() is None for ref in replaced] == [True, True, True]  # freed
+        status, _, body = split(raw_request(server.effective_port, get("big")))
+        assert (status, len(body)) == (200, BIG)  # the session now named is served
 
 
 # --- requests queued per connection, connections per server -----------------------------------
