@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl
 
 from verdict_contract.mockserver.guard import TOKEN_PARAM
-from verdict_contract.mockserver.journal import shown_param
+from verdict_contract.mockserver.journal import shown_param, shown_path
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -28,7 +28,7 @@ CUT: Final = "…(cut)"
 
 def request_target(environ: WSGIEnvironment, is_key: Callable[[str], bool]) -> str:
     """The path and query of a request as the log shows them: values masked, length bounded."""
-    path: str = environ.get("PATH_INFO", "")
+    path = shown_path(environ.get("PATH_INFO", ""), is_key)
     query: str = environ.get("QUERY_STRING", "")
     if query:
         pairs = parse_qsl(query[: MAX_TARGET_CHARS * 4], keep_blank_values=True)

@@ -17,7 +17,7 @@ from functools import lru_cache, partial
 from urllib.parse import parse_qsl
 
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
-from verdict_contract.mockserver.answer import NO_STORE, Answer, error_answer
+from verdict_contract.mockserver.answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer
 from verdict_contract.mockserver.backend import (
     Facts,
     SharedCall,
@@ -33,6 +33,7 @@ from verdict_contract.mockserver.journal import (
     entry_parts,
     make_entry,
     shown_args,
+    shown_path,
 )
 from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from verdict_contract.mockserver.state import MockState, key_in
@@ -175,8 +176,10 @@ def _served(state: MockState, session: Session, body: bytes, expired: bool | Non
 def _normal(session: Session, body: bytes) -> Answer:
     recorded = session.spec.recorded
     if recorded is not None:  # replayed as received: the status and the very bytes
-        return _replayed(recorded.status, body)
-    return _verdict(body)
+        # (__wrapped__: the function under the cache, for a body too big to keep)
+        replay = _replayed if len(body) <= CACHED_BODY_BYTES else _replayed.__wrapped__
+        return replay(recorded.status, body)
+    return _verdict(body) if len(body) <= CACHED_BODY_BYTES else _verdict.__wrapped__(body)
 
 
 @lru_cache(maxsize=1024)  # one answer object per body: nothing is built per request
@@ -467,7 +470,7 @@ def journal_elsewhere(
         answer,
         generation,
         headers=headers,
-        path=path,
+        path=shown_path(path, state.key_ok),
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Final, Required, TypedDict, Unpack
+from urllib.parse import unquote
 
 from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import SESSION_PARAM
@@ -61,6 +62,14 @@ def shown_param(
     # a key may arrive as a value (?api_key=...) or as a bare name (?<key>)
     plain = _PLAIN_NAME.fullmatch(name) and not is_key(name)
     return (name if plain else mask(name)), mask(value)
+
+
+def shown_path(path: str, is_key: Callable[[str], bool]) -> str:
+    """A request's path as output shows it: a segment that is an API key (as sent, or
+    percent-decoded) is masked; a client that put its key in the path gets a 404 for it."""
+    if not path.count("/") or not any(is_key(s) or is_key(unquote(s)) for s in path.split("/")):
+        return path
+    return "/".join(mask(s) if is_key(s) or is_key(unquote(s)) else s for s in path.split("/"))
 
 
 RawHeaders = Sequence[tuple[str, str]] | Sequence[tuple[bytes, bytes]]

@@ -62,3 +62,23 @@ def test_a_huge_query_gives_a_short_line(caplog: pytest.LogCaptureFixture) -> No
 
 def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "mockserver.access"]
+
+
+def test_a_key_sent_in_the_path_is_masked_in_the_log_and_the_journal(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A client whose base URL ends with its key (".../e/<key>", "/<key>/e") gets a 404; the
+    # developer reads the journal and the log to see why, and must not find the key there.
+    caplog.set_level(logging.INFO, logger="mockserver.access")
+    settings = Settings(api_keys=(KEY,), access_log=True)
+    with running(create_app(settings)) as server, httpx.Client(base_url=server.base_url) as http:
+        assert http.get(f"/e/{KEY}", params={"n": "demo-refused"}).status_code == 404
+        assert http.get(f"/{KEY.replace('-', '%2D')}/e").status_code == 404  # percent-encoded
+        assert http.get("/e/not-a-key").status_code == 404
+        assert wait_until(lambda: len(_lines(caplog)) == 3)
+        paths = [entry["path"] for entry in http.get("/_mock/requests").json()]
+    text = "\n".join(_lines(caplog)) + "\n".join(paths)
+    assert KEY[:-4] not in text
+    assert KEY.replace("-", "%2D")[:-4] not in text
+    assert paths == [f"/e/…{KEY[-4:]}", f"/…{KEY[-4:]}/e", "/e/not-a-key"]
+    assert f"GET /e/…{KEY[-4:]}?n=demo-refused HTTP/1.1" in _lines(caplog)[0]
