@@ -10,11 +10,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from http import HTTPStatus
+from typing import Final
 
 JSON = "application/json"
 NO_STORE = "no-store"
 
 Headers = Sequence[tuple[str, str]]
+
+CACHED_BODY_BYTES: Final = 16 * 1024
+"""Answers are built once and kept (a thousand or so per cache) only up to this body size; a
+larger one (a big recorded body) is built per request, so the caches hold a few MB at most
+whatever a scenario's bodies weigh, reloaded as often as it may be."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import json
 from functools import lru_cache
 from http import HTTPStatus
 
-from verdict_contract.mockserver.answer import NO_STORE, Answer, error_answer
+from verdict_contract.mockserver.answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer
 from verdict_contract.mockserver.faults import fault_answer
 from verdict_contract.mockserver.sessions import Step, parse_step
 
@@ -39,9 +39,21 @@ def _generic_error(status: int) -> tuple[str, str]:
     return phrase.lower().replace(" ", "_").replace("-", "_"), f"scripted: {phrase}"
 
 
-@lru_cache(maxsize=256)  # a standing step (``always``) answers every request with one object
 def scripted(step: Step, body: bytes) -> Answer | None:
-    """The answer a step gives instead of the normal one; None for a delay (normal, late)."""
+    """The answer a step gives instead of the normal one; None for a delay (normal, late).
+
+    A standing step (``always``) answers every request: with one object, up to
+    :data:`.answer.CACHED_BODY_BYTES` of body.
+    """
+    return _kept_answer(step, body) if len(body) <= CACHED_BODY_BYTES else _answer(step, body)
+
+
+@lru_cache(maxsize=256)
+def _kept_answer(step: Step, body: bytes) -> Answer | None:
+    return _answer(step, body)
+
+
+def _answer(step: Step, body: bytes) -> Answer | None:
     if step.status is not None:  # headers None: the status's usual ones (Retry-After...)
         headers = _STEP_HEADERS.get(step.status, []) if step.headers is None else step.headers
         if 200 <= step.status < 300:  # the normal verdict, with the scripted status and headers

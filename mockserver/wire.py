@@ -17,7 +17,12 @@ import time
 from email.utils import formatdate
 from typing import Final
 
-from verdict_contract.mockserver.answer import Answer, explain_headers, status_line
+from verdict_contract.mockserver.answer import (
+    CACHED_BODY_BYTES,
+    Answer,
+    explain_headers,
+    status_line,
+)
 from verdict_contract.mockserver.faults import FAULT_HEADER
 from verdict_contract.mockserver.wsgibridge import Reply
 
@@ -70,9 +75,10 @@ class Heads:
             start = known[1]
         else:
             start = self._start(answer, vary)
-            if len(seen) >= _HEADS_KEPT:
-                seen.clear()
-            seen[id(answer)] = (answer, start)
+            if len(answer.body) <= CACHED_BODY_BYTES:  # the value holds the answer, body too
+                if len(seen) >= _HEADS_KEPT:
+                    seen.clear()
+                seen[id(answer)] = (answer, start)
         body = b"" if head_only or answer.status in NO_BODY else answer.body
         end = _CLOSING if close else _KEEPING
         now = int(time.time())
