@@ -26,7 +26,15 @@ import httptools
 from verdict_contract.core.spec import ENDPOINT_PATH
 from verdict_contract.mockserver.accesslog import log_request
 from verdict_contract.mockserver.answer import Answer, error_answer, not_allowed, status_line
-from verdict_contract.mockserver.cycle import NOTED, Phase, RequestCycle
+from verdict_contract.mockserver.cycle import (
+    DECIDING,
+    DELAYED,
+    DONE,
+    NOTED,
+    QUEUED,
+    WRITING,
+    RequestCycle,
+)
 from verdict_contract.mockserver.explain import (
     Decision,
     decide,
@@ -278,7 +286,7 @@ class HttpConnection(asyncio.Protocol):
                 self._advance()
         else:  # its turn has come: the common case, answered here without the queue
             self._start(cycle)
-            if cycle.phase is not Phase.DONE:  # waiting on a delay or the app
+            if cycle.phase is not DONE:  # waiting on a delay or the app
                 pipeline.append(cycle)
                 self._flow()
         if not keep_alive:
@@ -291,9 +299,9 @@ class HttpConnection(asyncio.Protocol):
         pipeline = self.pipeline
         while pipeline and not (self.writing_paused or self.ended):
             cycle = pipeline[0]
-            if cycle.phase is Phase.QUEUED:
+            if cycle.phase is QUEUED:
                 self._start(cycle)
-            if cycle.phase is not Phase.DONE:
+            if cycle.phase is not DONE:
                 break
             if pipeline:  # (a cut or a reset emptied it)
                 pipeline.popleft()
@@ -308,9 +316,9 @@ class HttpConnection(asyncio.Protocol):
     def _start(self, cycle: RequestCycle) -> None:
         """Begin answering the request at the head of the pipeline."""
         if cycle.refusal is not None:
-            cycle.to(Phase.WRITING)
+            cycle.to(WRITING)
             self._linger(self.server.heads.answer(cycle.refusal, False, True, False)[0])
-            cycle.to(Phase.DONE)
+            cycle.to(DONE)
             return
         request = cycle.request
         assert request is not None
@@ -367,11 +375,11 @@ class HttpConnection(asyncio.Protocol):
             self._timer.cancel()
             self._timer = None
         for cycle in self.pipeline:
-            if cycle.phase is Phase.DELAYED and cycle.decision is not None:
+            if cycle.phase is DELAYED and cycle.decision is not None:
                 assert self.server.state is not None  # a delay is the hot path's
                 record(self.server.state, cycle.decision, fault="disconnected")
-            if cycle.phase is not Phase.DONE:
-                cycle.to(Phase.DONE)
+            if cycle.phase is not DONE:
+                cycle.to(DONE)
         self.pipeline.clear()
         self.cycle = None
 
@@ -381,7 +389,7 @@ class HttpConnection(asyncio.Protocol):
         state = self.server.state
         assert state is not None  # the hot path is on for the mock's own app only
         if state.shared is not None:  # --state: the shared store decides (one round trip)
-            cycle.to(Phase.DECIDING)
+            cycle.to(DECIDING)
             task = self.server.loop.create_task(
                 decide_shared(state, request.method, query, authorization)
             )
@@ -401,7 +409,7 @@ class HttpConnection(asyncio.Protocol):
         """Whether the answer waits out its scripted delay on the loop (sent by ``_delayed``)."""
         if not decision.answer.delay:
             return False
-        cycle.to(Phase.DELAYED)
+        cycle.to(DELAYED)
         cycle.decision = decision
         self._timer = self.server.loop.call_later(
             decision.answer.delay, self._delayed, cycle, decision
@@ -411,7 +419,7 @@ class HttpConnection(asyncio.Protocol):
     def _shared_decided(self, cycle: RequestCycle, done: asyncio.Task[Decision]) -> None:
         """A shared state's decision (journaled already): sent now, or after its delay."""
         self.server.tasks.discard(done)
-        if done.cancelled() or cycle.phase is not Phase.DECIDING or self.ended:
+        if done.cancelled() or cycle.phase is not DECIDING or self.ended:
             return  # the server stopped, or the client left, meanwhile
         self._rested()
         try:
@@ -426,7 +434,7 @@ class HttpConnection(asyncio.Protocol):
         self._advance()
 
     def _delayed(self, cycle: RequestCycle, decision: Decision) -> None:
-        if cycle.phase is not Phase.DELAYED:
+        if cycle.phase is not DELAYED:
             return  # given up: the client left (journaled then)
         # The loop's timers have millisecond grain and may fire a little early: wait it out.
         left = decision.started + decision.answer.delay - time.perf_counter()
@@ -448,16 +456,16 @@ class HttpConnection(asyncio.Protocol):
         request = cycle.request
         assert request is not None
         assert self.transport is not None
-        cycle.to(Phase.WRITING)
+        cycle.to(WRITING)
         if answer.fault == "reset":
             self._log(request, "000", 0)
-            cycle.to(Phase.DONE)
+            cycle.to(DONE)
             self._reset()
             return
         close = not cycle.keep_alive or answer.fault == "truncated"
         data, sent = self.server.heads.answer(answer, request.method == "HEAD", close, vary)
         self.transport.write(data)
-        cycle.to(Phase.DONE)
+        cycle.to(DONE)
         if self.server.access_log:
             self._log(request, status_line(answer.status), sent)
         if close:
@@ -483,7 +491,7 @@ class HttpConnection(asyncio.Protocol):
             # /e spelled otherwise (absolute-form, /%65): on the loop too, or a delay holds a thread
             self._serve_explain(cycle, request, environ["QUERY_STRING"].encode("latin-1"))
             return
-        cycle.to(Phase.DECIDING)
+        cycle.to(DECIDING)
 
         def answered(done: Future[Reply]) -> None:  # on the worker thread
             with contextlib.suppress(RuntimeError):  # the server stopped meanwhile
@@ -492,7 +500,7 @@ class HttpConnection(asyncio.Protocol):
         server.pool.submit(call_app, server.app, environ).add_done_callback(answered)
 
     def _app_answered(self, cycle: RequestCycle, done: Future[Reply]) -> None:
-        if cycle.phase is not Phase.DECIDING or self.transport is None or self.ended:
+        if cycle.phase is not DECIDING or self.transport is None or self.ended:
             return  # the connection is gone
         self._rested()
         request = cycle.request
@@ -500,22 +508,22 @@ class HttpConnection(asyncio.Protocol):
         try:
             reply = done.result()
         except ConnectionResetError:  # the app asked for a reset (faults.FaultMiddleware)
-            cycle.to(Phase.DONE)
+            cycle.to(DONE)
             self._reset()
             return
         except Exception:  # never a 5xx: the app's own handlers answered what they could
             log.exception("unexpected error answering %s", request.method)
-            cycle.to(Phase.WRITING)
+            cycle.to(WRITING)
             cycle.keep_alive = False
             answer = error_answer(400, "bad_request", "the request could not be processed")
             self.transport.write(self.server.heads.answer(answer, False, True, False)[0])
-            cycle.to(Phase.DONE)
+            cycle.to(DONE)
             self._close()
             return
-        cycle.to(Phase.WRITING)
+        cycle.to(WRITING)
         data, close = self.server.heads.reply(reply, request.method, cycle.keep_alive)
         self.transport.write(data)
-        cycle.to(Phase.DONE)
+        cycle.to(DONE)
         if close:
             self._close()
         self._advance()
