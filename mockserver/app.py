@@ -126,7 +126,10 @@ class StandardReasons:
 def create_app(settings: Settings | None = None) -> Flask:
     """Build the mock app for ``settings`` (the defaults serve the demo sessions)."""
     settings = settings or Settings()
-    app = Flask("mockserver")
+    # Named after this module (an import name Flask can locate, not the working directory) and
+    # with no static route: nothing of the disk is served, only the dashboard's own assets, which
+    # dashboard.py reads from the package (issue 27: Flask("mockserver") served ./static/).
+    app = Flask(__name__, static_folder=None)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body  # a chunked body, cut as it is read
     state = MockState(settings)

@@ -457,3 +457,30 @@ def test_stop_right_after_start_is_clean(kind: str, monkeypatch: pytest.MonkeyPa
     for _ in range(20):  # the stop may land before the server loop has begun
         BackgroundServer(create_app(Settings()), server=kind).start().stop()
     assert errors == []
+
+
+# --- nothing of the disk (issue 27, point 1) --------------------------------------------------
+
+
+@pytest.mark.parametrize("server_name", SERVERS)
+def test_no_file_of_the_working_directory_is_served(
+    server_name: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack: a folder holding ``static/.env``, the mock started there, any Host."""
+    (tmp_path / "static").mkdir()
+    (tmp_path / "static" / ".env").write_text("SECRET=from-the-working-directory\n")
+    (tmp_path / "static" / "index.html").write_text("<p>from the working directory</p>")
+    monkeypatch.chdir(tmp_path)
+    app = create_app(Settings(api_keys=(KEY,), server=server_name))
+    assert app.static_folder is None
+    assert not any(rule.endpoint == "static" for rule in app.url_map.iter_rules())
+    with running(app, threads=2) as background:
+        for path in ("/static/.env", "/static/index.html", "/_mock/static/.env"):
+            for host in ("evil.example", f"127.0.0.1:{background.effective_port}"):
+                raw = raw_request(
+                    background.effective_port,
+                    f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode(),
+                )
+                assert raw.startswith(b"HTTP/1.1 404 "), (path, host, raw[:80])
+                assert b"working-directory" not in raw
+                assert b"working directory" not in raw
