@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import time
 
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.asyncserver import AsyncServer, HttpConnection
-from verdict_contract.mockserver.ratelimit import RateLimit
+from verdict_contract.mockserver.server.asyncserver import AsyncServer, HttpConnection
 from verdict_contract.mockserver.settings import DEFAULT_API_KEY
 
 REQUESTS = 2000

@@ -22,8 +22,8 @@ from urllib.parse import quote
 
 import httpx
 
-from verdict_contract.contract_tests.leaks import error_body_advisories
-from verdict_contract.contract_tests.pace import Pace
+from .leaks import error_body_advisories
+from .pace import Pace
 from verdict_contract.core.redact import Secret
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 

@@ -343,7 +343,7 @@ def load_config(config: pytest.Config) -> SuiteConfig:
         _check_url(base_url)
         _check_transport(base_url, insecure)
         # Here, not at the top: the hooks import this module in every pytest run.
-        from verdict_contract.contract_tests.client import reach
+        from .client import reach
 
         mock_target, unreachable = reach(base_url, timeout, ca_bundle)
         if unreachable is not None:

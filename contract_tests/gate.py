@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verdict_contract.contract_tests.config import SuiteConfig, flag
-from verdict_contract.contract_tests.report import SuiteReport
+from .config import SuiteConfig, flag
+from .report import SuiteReport
 
 PASSED = 0
 FAILED = 1

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from verdict_contract.contract_tests import config as target
-from verdict_contract.contract_tests.gate import FAILED, Gate, decide
-from verdict_contract.contract_tests.report import (
+from . import config as target
+from .gate import FAILED, Gate, decide
+from .report import (
     CHECKS_VERDICTS,
     CLAUSE,
     CURL,
@@ -25,7 +25,7 @@ from verdict_contract.contract_tests.report import (
     OUTCOME,
     SuiteReport,
 )
-from verdict_contract.contract_tests.requested import collects_suite
+from .requested import collects_suite
 from verdict_contract.core.redact import Redactor
 
 REDACTOR = pytest.StashKey[Redactor]()
@@ -164,7 +164,7 @@ def _short_failure(
     item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
 ) -> None:
     """Our own exceptions read as one line: throttled is its own outcome; a dead target stops."""
-    from verdict_contract.contract_tests.client import BrokenAnswer, TargetUnreachable, Throttled
+    from .client import BrokenAnswer, TargetUnreachable, Throttled
 
     excinfo = call.excinfo
     if excinfo is None:

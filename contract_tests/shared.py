@@ -18,7 +18,7 @@ import httpx
 import pytest
 from filelock import FileLock
 
-from verdict_contract.contract_tests.body import Answer
+from .body import Answer
 
 DROPPED = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 """Headers of the wire, not of the decoded body that is kept."""

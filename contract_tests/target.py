@@ -10,8 +10,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from verdict_contract.contract_tests.client import ExplainClient
-from verdict_contract.contract_tests.config import SuiteConfig
+from .client import ExplainClient
+from .config import SuiteConfig
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
 
 

@@ -6,12 +6,12 @@
 
 from __future__ import annotations
 
-from verdict_contract.mockserver.app import create_app as create_app
-from verdict_contract.mockserver.factory import InvalidVerdictError as InvalidVerdictError
-from verdict_contract.mockserver.factory import VerdictProvider as VerdictProvider
-from verdict_contract.mockserver.factory import make_verdict as make_verdict
-from verdict_contract.mockserver.settings import DEFAULT_API_KEY as DEFAULT_API_KEY
-from verdict_contract.mockserver.settings import Settings as Settings
+from .factory import InvalidVerdictError as InvalidVerdictError
+from .factory import VerdictProvider as VerdictProvider
+from .factory import make_verdict as make_verdict
+from .settings import DEFAULT_API_KEY as DEFAULT_API_KEY
+from .settings import Settings as Settings
+from .web.app import create_app as create_app
 
 __all__ = [
     "DEFAULT_API_KEY",

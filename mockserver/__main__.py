@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from verdict_contract.mockserver.cli import main
+from .cli import main
 
 sys.exit(main())

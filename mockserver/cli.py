@@ -14,12 +14,11 @@ from typing import Any
 from urllib.parse import quote
 
 from verdict_contract.core.redact import mask
-from verdict_contract.mockserver.app import create_app
-from verdict_contract.mockserver.backend import StateUnavailable
-from verdict_contract.mockserver.guard import exposure_warning
-from verdict_contract.mockserver.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
-from verdict_contract.mockserver.serve import make_server, serve_forever
-from verdict_contract.mockserver.settings import (
+
+from .model.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
+from .server.serve import make_server, serve_forever
+from .server.workers import is_worker, run_workers
+from .settings import (
     DEFAULT_API_KEY,
     Settings,
     env_var,
@@ -28,8 +27,10 @@ from verdict_contract.mockserver.settings import (
     options,
     shown_default,
 )
-from verdict_contract.mockserver.web import state_of
-from verdict_contract.mockserver.workers import is_worker, run_workers
+from .store.backend import StateUnavailable
+from .web.app import create_app
+from .web.glue import state_of
+from .web.guard import exposure_warning
 
 
 def _flag_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:

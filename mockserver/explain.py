@@ -17,15 +17,20 @@ from functools import lru_cache, partial
 from urllib.parse import parse_qsl
 
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
-from verdict_contract.mockserver.answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer
-from verdict_contract.mockserver.backend import (
+
+from .model.answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer
+from .model.sessions import MAX_SESSION_ID_LENGTH, Session, Step
+from .model.steps import decode_step, outcome
+from .model.steps import scripted as scripted_answer
+from .state import MockState, key_in
+from .store.backend import (
     Facts,
     SharedCall,
     StateUnavailable,
     entry_head,
     entry_tail,
 )
-from verdict_contract.mockserver.journal import (
+from .store.journal import (
     CUT,
     RawHeaders,
     Shown,
@@ -35,10 +40,6 @@ from verdict_contract.mockserver.journal import (
     shown_args,
     shown_path,
 )
-from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH, Session, Step
-from verdict_contract.mockserver.state import MockState, key_in
-from verdict_contract.mockserver.steps import decode_step, outcome
-from verdict_contract.mockserver.steps import scripted as scripted_answer
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""

@@ -16,9 +16,10 @@ from verdict_contract.core.spec import FAMILIES, NEVER_CONCLUSIVE, TIERS, Tier, 
 from verdict_contract.core.types import Verdict
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import format_violations
-from verdict_contract.mockserver.catalogue import templates
-from verdict_contract.mockserver.generate import DEFAULT_SEED, VerdictGenerator, headline_context
-from verdict_contract.mockserver.sessions import SessionSpec
+
+from .model.catalogue import templates
+from .model.generate import DEFAULT_SEED, VerdictGenerator, headline_context
+from .model.sessions import SessionSpec
 
 
 class MakeVerdict(Protocol):

@@ -21,11 +21,12 @@ from urllib.parse import urlsplit
 
 from verdict_contract.core.envvars import parse_bool
 from verdict_contract.core.errors import SettingsError
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret, mask
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
-from verdict_contract.mockserver.backend import StateURL
-from verdict_contract.mockserver.generate import DEFAULT_SEED
-from verdict_contract.mockserver.ratelimit import RateLimit
+
+from .model.generate import DEFAULT_SEED
+from .store.backend import StateURL
 
 DEFAULT_API_KEY: Final = "verdict-mock-local-key"
 """The key the mock accepts when none is configured; for local use only, so printed in full."""

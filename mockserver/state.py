@@ -14,26 +14,27 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from verdict_contract.core.spec import VERDICTS
-from verdict_contract.mockserver.backend import MemoryBackend, SharedBackend, StateBackend
-from verdict_contract.mockserver.generate import VerdictGenerator
-from verdict_contract.mockserver.journal import Entry, Journal
-from verdict_contract.mockserver.ratelimit import RateLimiter
-from verdict_contract.mockserver.redisstate import RedisBackend
-from verdict_contract.mockserver.scenario import (
+
+from .model.generate import VerdictGenerator
+from .model.scenario import (
     Scenario,
     ScenarioError,
     demo_sessions,
     load_scenario,
 )
-from verdict_contract.mockserver.scripts import ScriptBook, script_bytes
-from verdict_contract.mockserver.sessions import (
+from .model.scripts import ScriptBook, script_bytes
+from .model.sessions import (
     Session,
     SessionCodec,
     SessionSpec,
     SpecError,
     Step,
 )
-from verdict_contract.mockserver.settings import Settings
+from .settings import Settings
+from .store.backend import MemoryBackend, SharedBackend, StateBackend
+from .store.journal import Entry, Journal
+from .store.ratelimit import RateLimiter
+from .store.redisstate import RedisBackend
 
 READ_CACHE_SIZE = 4096
 """Decoded session ids remembered (ids are at most 256 characters: a few MB at most)."""

@@ -7,8 +7,9 @@ from hypothesis import strategies as st
 from verdict_contract.core.errors import InvalidVerdictError
 from verdict_contract.core.spec import NEVER_CONCLUSIVE, VERDICTS, VerdictKind
 from verdict_contract.core.types import Verdict
-from verdict_contract.mockserver.factory import make_verdict
-from verdict_contract.mockserver.generate import DEFAULT_SEED
+
+from .factory import make_verdict
+from .model.generate import DEFAULT_SEED
 
 
 @st.composite

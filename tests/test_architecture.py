@@ -1,12 +1,15 @@
-"""ARCHITECTURE.md holds: import-linter's contracts are kept, and the map matches the tree.
+"""ARCHITECTURE.md holds: the layers are kept, imports resolve in the checkout, the map is true.
 
-The repository maps its folders under one import package (``pyproject.toml``), which an
-editable install serves through an import hook that import-linter cannot walk. So the test
-assembles the package as a wheel lays it out (from the same mapping) and lints that copy.
+The repository maps its folders under one import package (``pyproject.toml``'s package-dir).
+import-linter needs the package laid out as a wheel lays it out, so the test assembles that copy
+(from the same mapping) and lints it. A reader needs no install: inside a mapped folder every
+import of the project is relative, so it names a file by path; across folders an import names
+the package, and the mapping table (four lines) says which folder that is.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
@@ -51,6 +54,118 @@ def _modules() -> dict[str, Path]:
     }
 
 
+def _module_name(path: Path) -> str:
+    """The import name of a module of the distribution, from its path."""
+    folder = path.parent
+    package = next(p for p, f in PACKAGES.items() if f == folder)
+    return package if path.stem == "__init__" else f"{package}.{path.stem}"
+
+
+def _resolves(name: str) -> bool:
+    """Whether an absolute import name is a module or package of the repository (by mapping)."""
+    if name in PACKAGES:
+        return True
+    parent, _, leaf = name.rpartition(".")
+    return parent in PACKAGES and (PACKAGES[parent] / f"{leaf}.py").is_file()
+
+
+def _mapped_root(package: str) -> str:
+    """The mapped folder's package a package belongs to (the longest package-dir prefix)."""
+    return max((p for p in SETUPTOOLS["package-dir"] if f"{package}.".startswith(f"{p}.")), key=len)
+
+
+def _import_problems(path: Path) -> list[str]:
+    """What in one file's imports a reader of the checkout could not follow by path."""
+    module = _module_name(path)
+    package = module if path.stem == "__init__" else module.rpartition(".")[0]
+    own_root = _mapped_root(package)
+    # pytest may import its entry files under a name of its own (rootdir-based): they import the
+    # package by name, so that they and the suite share one copy of every module.
+    entry_file = path.name.startswith("test_") or path.name == "conftest.py"
+    problems = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            stem = ".".join(base + ([node.module] if node.module else []))
+            if _mapped_root(stem) != own_root:
+                problems.append(f"line {node.lineno}: a relative import leaves its folder")
+                continue
+            targets = [stem] if node.module else [f"{stem}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            targets = [node.module]
+        elif isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        for target in targets:
+            if target.split(".")[0] != "verdict_contract":
+                continue
+            if not _resolves(target):
+                problems.append(f"line {node.lineno}: {target} is no file of the checkout")
+            elif (
+                not entry_file
+                and not (isinstance(node, ast.ImportFrom) and node.level)
+                and _mapped_root(target if target in PACKAGES else target.rpartition(".")[0])
+                == own_root
+                and own_root != "verdict_contract"  # src/: cross-folder names start there too
+            ):
+                problems.append(
+                    f"line {node.lineno}: {target} is in this folder: import it relatively"
+                )
+    return problems
+
+
+def test_every_import_of_the_project_resolves_to_a_file_of_the_checkout() -> None:
+    problems = {
+        name: found for name, path in _modules().items() if (found := _import_problems(path))
+    }
+    assert not problems, problems
+
+
+def test_the_import_check_can_fail(tmp_path: Path) -> None:
+    """An absolute import of the mock inside the mock, and a relative one out of it, are found."""
+    bad = PACKAGES["verdict_contract.mockserver.model"] / "_probe_for_test.py"
+    try:
+        bad.write_text(
+            "from verdict_contract.mockserver.model.answer import Answer\n"
+            "from ...core import spec\n"
+            "from .nothing_here import x\n",
+            encoding="utf-8",
+        )
+        found = _import_problems(bad)
+    finally:
+        bad.unlink()
+    assert len(found) == 3, found
+    assert "import it relatively" in found[0]
+    assert "leaves its folder" in found[1]
+    assert "no file of the checkout" in found[2]
+
+
+MAX_MODULE_LINES = 450
+MAX_CLASS_LINES = 300
+MAX_TOP_MODULES = 14
+
+
+def test_the_mock_is_rooms_a_reader_can_hold() -> None:
+    """At most 14 modules and folders at the mock's top; modules to 450 lines, classes to 300."""
+    top = PACKAGES["verdict_contract.mockserver"]
+    entries = [p for p in top.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()]
+    assert len(entries) <= MAX_TOP_MODULES, sorted(p.name for p in entries)
+    too_long = {}
+    for name, path in _modules().items():
+        if not name.startswith("mockserver/"):
+            continue
+        source = path.read_text(encoding="utf-8")
+        if (lines := source.count("\n")) > MAX_MODULE_LINES:
+            too_long[name] = lines
+        for node in ast.walk(ast.parse(source)):
+            length = (
+                (node.end_lineno or 0) - node.lineno + 1 if isinstance(node, ast.ClassDef) else 0
+            )
+            if length > MAX_CLASS_LINES:
+                too_long[f"{name}:{getattr(node, 'name', '?')}"] = length
+    assert not too_long, too_long
+
+
 def test_every_module_is_on_the_map_and_the_map_names_no_missing_module() -> None:
     text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"^\| `([\w/]+\.py)` \|", text, flags=re.MULTILINE))
@@ -88,7 +203,7 @@ def _lint_imports(site: Path) -> subprocess.CompletedProcess[str]:
 def test_import_linter_contracts_are_kept(assembled: Path) -> None:
     result = _lint_imports(assembled)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 kept, 0 broken" in result.stdout
+    assert "3 kept, 0 broken" in result.stdout
 
 
 def test_the_linter_would_see_a_broken_layer(assembled: Path, tmp_path: Path) -> None:
@@ -96,10 +211,22 @@ def test_the_linter_would_see_a_broken_layer(assembled: Path, tmp_path: Path) ->
     broken = tmp_path / "site"
     shutil.copytree(assembled, broken)
     spec = broken / "verdict_contract" / "core" / "spec.py"
-    spec.write_text(spec.read_text() + "\nimport verdict_contract.mockserver.app\n")
+    spec.write_text(spec.read_text() + "\nimport verdict_contract.mockserver.web.app\n")
     result = _lint_imports(broken)
     assert result.returncode != 0
     assert "BROKEN" in result.stdout
+
+
+def test_the_linter_would_see_the_model_import_the_web(assembled: Path, tmp_path: Path) -> None:
+    """The mock's own layers: its model importing its Flask app breaks the inner contract."""
+    broken = tmp_path / "site"
+    shutil.copytree(assembled, broken)
+    steps = broken / "verdict_contract" / "mockserver" / "model" / "steps.py"
+    steps.write_text(steps.read_text() + "\nfrom ..web import app\n")
+    result = _lint_imports(broken)
+    assert result.returncode != 0
+    assert "Inside the mock" in result.stdout
+    assert "verdict_contract.mockserver.model is not allowed to import" in result.stdout
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ def test_the_install_is_a_tree_of_links_to_the_sources() -> None:
 def test_python_m_from_the_checkout_imports_the_whole_package() -> None:
     """Nothing named verdict_contract at the checkout's root hides the installed package."""
     result = subprocess.run(
-        [sys.executable, "-c", "import verdict_contract.mockserver.app, verdict_contract.cli"],
+        [sys.executable, "-c", "import verdict_contract.mockserver.web.app, verdict_contract.cli"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -13,7 +13,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from verdict_contract.core.resources import bundled_openapi
-from verdict_contract.mockserver.testing import VerdictMock
+from verdict_contract.mockserver.testing.mocks import VerdictMock
 
 DOCUMENT = bundled_openapi()
 OPERATION = DOCUMENT["paths"]["/e"]["get"]

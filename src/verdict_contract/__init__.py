@@ -10,24 +10,24 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from verdict_contract.core.errors import InvalidVerdictError as InvalidVerdictError
-    from verdict_contract.core.errors import ScenarioError as ScenarioError
-    from verdict_contract.core.errors import SettingsError as SettingsError
-    from verdict_contract.core.errors import SpecError as SpecError
-    from verdict_contract.core.errors import VerdictContractError as VerdictContractError
-    from verdict_contract.core.errors import VerificationError as VerificationError
-    from verdict_contract.core.rules import RULES as RULES
-    from verdict_contract.core.rules import Rule as Rule
-    from verdict_contract.core.spec import SCHEMA_VERSION as SCHEMA_VERSION
-    from verdict_contract.core.types import Family as Family
-    from verdict_contract.core.types import Signal as Signal
-    from verdict_contract.core.types import Tier as Tier
-    from verdict_contract.core.types import Verdict as Verdict
-    from verdict_contract.core.types import VerdictKind as VerdictKind
-    from verdict_contract.core.validator import assert_valid_verdict as assert_valid_verdict
-    from verdict_contract.core.validator import unknown_properties as unknown_properties
-    from verdict_contract.core.validator import validate_verdict as validate_verdict
-    from verdict_contract.core.violations import Violation as Violation
+    from .core.errors import InvalidVerdictError as InvalidVerdictError
+    from .core.errors import ScenarioError as ScenarioError
+    from .core.errors import SettingsError as SettingsError
+    from .core.errors import SpecError as SpecError
+    from .core.errors import VerdictContractError as VerdictContractError
+    from .core.errors import VerificationError as VerificationError
+    from .core.rules import RULES as RULES
+    from .core.rules import Rule as Rule
+    from .core.spec import SCHEMA_VERSION as SCHEMA_VERSION
+    from .core.types import Family as Family
+    from .core.types import Signal as Signal
+    from .core.types import Tier as Tier
+    from .core.types import Verdict as Verdict
+    from .core.types import VerdictKind as VerdictKind
+    from .core.validator import assert_valid_verdict as assert_valid_verdict
+    from .core.validator import unknown_properties as unknown_properties
+    from .core.validator import validate_verdict as validate_verdict
+    from .core.violations import Violation as Violation
     from verdict_contract.mockserver.factory import VerdictProvider as VerdictProvider
     from verdict_contract.mockserver.factory import make_verdict as make_verdict
 

@@ -11,8 +11,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, cast
 
-from verdict_contract.core.rules import RULES
-from verdict_contract.core.validator import validate_verdict
+from .core.rules import RULES
+from .core.validator import validate_verdict
 
 
 def _read(source: str) -> str:

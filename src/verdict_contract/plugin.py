@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from verdict_contract.core.spec import VERDICTS
+from .core.spec import VERDICTS
 
 if TYPE_CHECKING:
-    from verdict_contract.core.spec import VerdictKind
+    from .core.spec import VerdictKind
     from verdict_contract.mockserver import Settings
     from verdict_contract.mockserver.factory import MakeVerdict
-    from verdict_contract.mockserver.testing import (
+    from verdict_contract.mockserver.testing.mocks import (
         ResponsesVerdictMock,
         RespxVerdictMock,
         VerdictMock,
@@ -158,7 +158,7 @@ class _LiveServers:
         return f"_LiveServers({len(self._running)} running)"
 
     def get(self, settings: Settings) -> VerdictMock:
-        from verdict_contract.mockserver.testing import live_mock
+        from verdict_contract.mockserver.testing.mocks import live_mock
 
         if settings in self._running:
             self._running.move_to_end(settings)
@@ -213,7 +213,7 @@ def verdict_respx(
 ) -> Iterator[RespxVerdictMock]:
     """httpx requests to ``verdict_respx.base_url`` answered in-process (respx), same settings."""
     __tracebackhide__ = True  # a failed check at teardown points at the test, not here
-    from verdict_contract.mockserver.testing import respx_mock
+    from verdict_contract.mockserver.testing.mocks import respx_mock
 
     with respx_mock(settings=_settings_for(request, verdict_mock_settings)) as mock:
         yield mock
@@ -226,7 +226,7 @@ def verdict_responses(
 ) -> Iterator[ResponsesVerdictMock]:
     """requests calls to ``verdict_responses.base_url`` answered in-process (responses)."""
     __tracebackhide__ = True  # a failed check at teardown points at the test, not here
-    from verdict_contract.mockserver.testing import responses_mock
+    from verdict_contract.mockserver.testing.mocks import responses_mock
 
     with responses_mock(settings=_settings_for(request, verdict_mock_settings)) as mock:
         yield mock

@@ -12,30 +12,32 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from verdict_contract.core.errors import VerificationError as VerificationError
-    from verdict_contract.core.types import Verdict as Verdict
-    from verdict_contract.core.types import VerdictKind as VerdictKind
+    from .core.errors import VerificationError as VerificationError
+    from .core.types import Verdict as Verdict
+    from .core.types import VerdictKind as VerdictKind
     from verdict_contract.mockserver.factory import MakeVerdict as MakeVerdict
-    from verdict_contract.mockserver.journal import Entry as JournalEntry
     from verdict_contract.mockserver.settings import Settings as Settings
-    from verdict_contract.mockserver.testing import ResponsesVerdictMock as ResponsesVerdictMock
-    from verdict_contract.mockserver.testing import RespxVerdictMock as RespxVerdictMock
-    from verdict_contract.mockserver.testing import ScriptStep as ScriptStep
-    from verdict_contract.mockserver.testing import VerdictMock as VerdictMock
-    from verdict_contract.mockserver.testing import reply as reply
+    from verdict_contract.mockserver.store.journal import Entry as JournalEntry
+    from verdict_contract.mockserver.testing.mocks import (
+        ResponsesVerdictMock as ResponsesVerdictMock,
+    )
+    from verdict_contract.mockserver.testing.mocks import RespxVerdictMock as RespxVerdictMock
+    from verdict_contract.mockserver.testing.mocks import ScriptStep as ScriptStep
+    from verdict_contract.mockserver.testing.mocks import VerdictMock as VerdictMock
+    from verdict_contract.mockserver.testing.mocks import reply as reply
 
 _EXPORTS = {  # public name: (module, name there)
-    "JournalEntry": ("verdict_contract.mockserver.journal", "Entry"),
+    "JournalEntry": ("verdict_contract.mockserver.store.journal", "Entry"),
     "MakeVerdict": ("verdict_contract.mockserver.factory", "MakeVerdict"),
-    "ResponsesVerdictMock": ("verdict_contract.mockserver.testing", "ResponsesVerdictMock"),
-    "RespxVerdictMock": ("verdict_contract.mockserver.testing", "RespxVerdictMock"),
-    "ScriptStep": ("verdict_contract.mockserver.testing", "ScriptStep"),
+    "ResponsesVerdictMock": ("verdict_contract.mockserver.testing.mocks", "ResponsesVerdictMock"),
+    "RespxVerdictMock": ("verdict_contract.mockserver.testing.mocks", "RespxVerdictMock"),
+    "ScriptStep": ("verdict_contract.mockserver.testing.mocks", "ScriptStep"),
     "Settings": ("verdict_contract.mockserver.settings", "Settings"),
     "Verdict": ("verdict_contract.core.types", "Verdict"),
     "VerdictKind": ("verdict_contract.core.types", "VerdictKind"),
-    "VerdictMock": ("verdict_contract.mockserver.testing", "VerdictMock"),
+    "VerdictMock": ("verdict_contract.mockserver.testing.mocks", "VerdictMock"),
     "VerificationError": ("verdict_contract.core.errors", "VerificationError"),
-    "reply": ("verdict_contract.mockserver.testing", "reply"),
+    "reply": ("verdict_contract.mockserver.testing.mocks", "reply"),
 }
 
 __all__ = [  # written out, as type checkers read it (a test keeps it equal to _EXPORTS)

@@ -29,11 +29,11 @@ import pytest
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.serve import BackgroundServer
-from verdict_contract.mockserver.sessions import parse_spec
-from verdict_contract.mockserver.web import state_of
+from verdict_contract.mockserver.model.sessions import parse_spec
+from verdict_contract.mockserver.server.serve import BackgroundServer
+from verdict_contract.mockserver.web.glue import state_of
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

@@ -63,7 +63,7 @@ def test_wheel_carries_the_schema_files(wheel: Path) -> None:
     assert f"verdict_contract/schema/{OPENAPI_FILE}" in names
     assert "verdict_contract/schema/examples/verdict-contradicted.json" in names
     assert "verdict_contract/py.typed" in names
-    assert "verdict_contract/mockserver/app.py" in names
+    assert "verdict_contract/mockserver/web/app.py" in names
     assert "verdict_contract/contract_tests/test_auth.py" in names
     # One import package: nothing that could collide with an integrator's own folders.
     assert {name.split("/")[0] for name in names} == {

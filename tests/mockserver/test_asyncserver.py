@@ -23,18 +23,18 @@ import httpx
 import pytest
 
 from tests.helpers import KEY, bearer, error_of, raw_request, running
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.asyncserver import (
+from verdict_contract.mockserver.model.sessions import Step
+from verdict_contract.mockserver.server.asyncserver import (
     IDLE_TIMEOUT,
     MAX_TARGET_BYTES,
     AsyncServer,
     HttpConnection,
 )
-from verdict_contract.mockserver.limits import MAX_HEADER_BYTES
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.serve import BackgroundServer
-from verdict_contract.mockserver.sessions import Step
-from verdict_contract.mockserver.web import state_of
+from verdict_contract.mockserver.server.serve import BackgroundServer
+from verdict_contract.mockserver.web.glue import state_of
+from verdict_contract.mockserver.web.limits import MAX_HEADER_BYTES
 
 T = TypeVar("T")
 AUTH = f"Authorization: Bearer {KEY}\r\n".encode()

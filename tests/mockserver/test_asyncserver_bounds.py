@@ -38,13 +38,13 @@ from tests.helpers import (
     wait_until,
 )
 from tests.mockserver.test_asyncserver import get, mint, on_loop, serving, split
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.asyncserver import MAX_PIPELINED, AsyncServer
-from verdict_contract.mockserver.journal import FAILED_AUTH_KEPT
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.scenario import ScenarioError, load_scenario
-from verdict_contract.mockserver.scripts import STEP_BYTES
-from verdict_contract.mockserver.web import state_of
+from verdict_contract.mockserver.model.scenario import ScenarioError, load_scenario
+from verdict_contract.mockserver.model.scripts import STEP_BYTES
+from verdict_contract.mockserver.server.asyncserver import MAX_PIPELINED, AsyncServer
+from verdict_contract.mockserver.store.journal import FAILED_AUTH_KEPT
+from verdict_contract.mockserver.web.glue import state_of
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -481,7 +481,9 @@ def test_a_script_may_not_set_the_headers_that_frame_the_connection(
 def test_the_script_store_is_bounded_in_bytes_and_says_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("verdict_contract.mockserver.scripts.MAX_SCRIPT_BYTES", 20 * STEP_BYTES)
+    monkeypatch.setattr(
+        "verdict_contract.mockserver.model.scripts.MAX_SCRIPT_BYTES", 20 * STEP_BYTES
+    )
     with (
         serving(Settings(api_keys=(KEY,), rate_limit=OPEN)) as server,
         httpx.Client(base_url=f"http://127.0.0.1:{server.effective_port}") as client,
@@ -501,7 +503,9 @@ def test_the_script_store_is_bounded_in_bytes_and_says_so(
 def test_a_scenario_over_the_script_bound_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("verdict_contract.mockserver.scripts.MAX_SCRIPT_BYTES", 4 * STEP_BYTES)
+    monkeypatch.setattr(
+        "verdict_contract.mockserver.model.scripts.MAX_SCRIPT_BYTES", 4 * STEP_BYTES
+    )
     scenario = tmp_path / "s.yaml"
     scenario.write_text("sessions:\n  flaky: {script: [503, 503, 503]}\n")
     assert create_app(Settings(scenario=scenario)) is not None  # within the bound
@@ -529,7 +533,7 @@ def test_the_open_file_limit_makes_room_for_max_connections(
         "logging.basicConfig(level=logging.WARNING)\n"
         f"resource.setrlimit(resource.RLIMIT_NOFILE, ({soft}, {hard}))\n"
         "from verdict_contract.mockserver import Settings, create_app\n"
-        "from verdict_contract.mockserver.asyncserver import AsyncServer\n"
+        "from verdict_contract.mockserver.server.asyncserver import AsyncServer\n"
         "AsyncServer(create_app(Settings()), '127.0.0.1', 0, 1).close()\n"
         "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
     )

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from tests.helpers import KEY, wait_until
 from tests.mockserver.test_asyncserver import on_loop, serving
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
-from verdict_contract.mockserver.asyncserver import AsyncServer
-from verdict_contract.mockserver.ratelimit import RateLimit
+from verdict_contract.mockserver.server.asyncserver import AsyncServer
 
 AUTH = f"Authorization: Bearer {KEY}\r\n"
 

@@ -27,6 +27,7 @@ from tests.helpers import (
     stop_process,
     wait_until,
 )
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
 from verdict_contract.mockserver.cli import (
     SESSION_PLACEHOLDER,
@@ -35,8 +36,7 @@ from verdict_contract.mockserver.cli import (
     main,
     settings_from,
 )
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.scenario import DEMO_SESSIONS
+from verdict_contract.mockserver.model.scenario import DEMO_SESSIONS
 
 URL = "http://127.0.0.1:8080"
 

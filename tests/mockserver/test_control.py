@@ -16,11 +16,11 @@ from werkzeug.test import TestResponse
 
 from tests.helpers import KEY, bearer, error_of, running
 from verdict_contract import validate_verdict
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.resources import verdict_schema
 from verdict_contract.core.spec import SCHEMA_VERSION, VERDICTS
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.scenario import DEMO_SESSIONS
+from verdict_contract.mockserver.model.scenario import DEMO_SESSIONS
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pytest
 from tests.helpers import KEY, bearer, error_of, running, wait_until
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.serve import BackgroundServer
+from verdict_contract.mockserver.server.serve import BackgroundServer
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
 from selenium.common.exceptions import WebDriverException  # noqa: E402
@@ -404,8 +404,8 @@ def test_curl_lines_print_the_public_key_or_say_where_the_variable_comes_from(
 
 
 def test_a_rejected_scenario_edit_shows_on_the_dashboard(browser: Any, tmp_path: Any) -> None:
-    from verdict_contract.mockserver.scenario import ScenarioWatcher
-    from verdict_contract.mockserver.web import state_of
+    from verdict_contract.mockserver.model.scenario import ScenarioWatcher
+    from verdict_contract.mockserver.web.glue import state_of
 
     path = tmp_path / "team.yaml"
     path.write_text("sessions:\n  alpha: {verdict: refused}\n", encoding="utf-8")

@@ -13,9 +13,9 @@ from werkzeug.test import TestResponse
 
 from tests.helpers import KEY, OTHER_KEY, bearer, error_of
 from verdict_contract import validate_verdict
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
+from verdict_contract.mockserver.model.sessions import MAX_SESSION_ID_LENGTH
 
 
 @pytest.fixture
@@ -443,7 +443,7 @@ def test_a_key_sent_as_a_plain_name_or_as_n_is_masked_in_the_journal() -> None:
 
 
 def test_the_flask_view_answers_like_the_fast_path() -> None:
-    from verdict_contract.mockserver.app import explain_view as flask_view
+    from verdict_contract.mockserver.web.app import explain_view as flask_view
 
     app = create_app(Settings())
     headers = {"Authorization": f"Bearer {DEFAULT_API_KEY}"}

@@ -11,13 +11,13 @@ from tests.helpers import KEY, bearer, error_of, running, wait_until
 from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.guard import (
+from verdict_contract.mockserver.server.serve import BackgroundServer
+from verdict_contract.mockserver.web.guard import (
     exposure_warning,
     host_allowed,
     host_name,
     origin_allowed,
 )
-from verdict_contract.mockserver.serve import BackgroundServer
 
 TOKEN = "control-token-0123456789abcdef"
 
@@ -228,7 +228,7 @@ def test_the_first_visit_with_the_token_sets_a_cookie_that_opens_the_dashboard(
 
 
 def test_a_cookie_of_another_token_or_forged_opens_nothing(guarded: BackgroundServer) -> None:
-    from verdict_contract.mockserver.guard import cookie_name, cookie_value
+    from verdict_contract.mockserver.web.guard import cookie_name, cookie_value
 
     name = cookie_name(f"127.0.0.1:{guarded.effective_port}")
     for value in (cookie_value(Secret(TOKEN + "x")), TOKEN, "", "0" * 64):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.helpers import run_threads
 from verdict_contract.core.redact import mask
-from verdict_contract.mockserver.journal import (
+from verdict_contract.mockserver.store.journal import (
     CUT,
     MAX_HEADERS,
     MAX_PARAMS,

@@ -14,13 +14,13 @@ import httpx
 import pytest
 
 from tests.helpers import KEY, bearer, free_port, running
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.proxy import MAX_UPSTREAM_BODY, check_answer
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.scenario import load_scenario
-from verdict_contract.mockserver.serve import BackgroundServer
+from verdict_contract.mockserver.model.scenario import load_scenario
+from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.settings import DEFAULT_API_KEY
+from verdict_contract.mockserver.web.proxy import MAX_UPSTREAM_BODY, check_answer
 
 LOCAL = {"Authorization": f"Bearer {DEFAULT_API_KEY}"}
 """What a client of a proxy with --upstream-key sends: one of the proxy's own keys."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import FakeClock, run_threads
-from verdict_contract.mockserver.ratelimit import RateLimit, RateLimiter
+from verdict_contract.core.rates import RateLimit
+from verdict_contract.mockserver.store.ratelimit import RateLimiter
 
 # --- RateLimit.parse --------------------------------------------------------------------------
 

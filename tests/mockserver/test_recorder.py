@@ -9,14 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.recorder import (
+from verdict_contract.mockserver.model.recorded import Recorded, parse_recorded
+from verdict_contract.mockserver.model.scenario import ScenarioError, load_scenario, parse_scenario
+from verdict_contract.mockserver.model.sessions import SpecError, parse_spec
+from verdict_contract.mockserver.web.recorder import (
     MAX_RECORDED_SESSIONS,
-    Recorded,
     Recorder,
-    parse_recorded,
 )
-from verdict_contract.mockserver.scenario import ScenarioError, load_scenario, parse_scenario
-from verdict_contract.mockserver.sessions import SpecError, parse_spec
 
 
 @pytest.mark.parametrize(
@@ -79,7 +78,7 @@ def test_one_answer_per_session_a_200_preferred(tmp_path: Path) -> None:
 
 
 def test_the_recording_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("verdict_contract.mockserver.recorder.MAX_RECORDED_SESSIONS", 2)
+    monkeypatch.setattr("verdict_contract.mockserver.web.recorder.MAX_RECORDED_SESSIONS", 2)
     recorder = Recorder(tmp_path / "r.json")
     for n in ("a", "b", "c"):
         recorder.observe(n, 200, b"{}")

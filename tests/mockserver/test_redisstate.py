@@ -28,11 +28,11 @@ import redis
 
 from tests.helpers import clean_environ, free_port, read_line, stop_process, wait_until
 from tests.redisserver import redis_server
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.backend import StateURL
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.redisstate import RedisBackend
-from verdict_contract.mockserver.testing import live_mock
+from verdict_contract.mockserver.store.backend import StateURL
+from verdict_contract.mockserver.store.redisstate import RedisBackend
+from verdict_contract.mockserver.testing.mocks import live_mock
 
 KEY = "redis-test-key-0001"
 OTHER_KEY = "redis-test-key-0002"
@@ -298,7 +298,9 @@ def _flood_journal(redis_url: str, big: bool, count: int = 300) -> tuple[list[by
 def test_the_journal_is_bounded_in_bytes_under_a_flood_of_big_requests(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("verdict_contract.mockserver.redisstate.JOURNAL_BYTES", SMALL_JOURNAL_BYTES)
+    monkeypatch.setattr(
+        "verdict_contract.mockserver.store.redisstate.JOURNAL_BYTES", SMALL_JOURNAL_BYTES
+    )
     entries, counted, memory = _flood_journal(redis_url, big=True)
     sizes = [len(entry) for entry in entries]
     assert len(entries) < 300  # the oldest went
@@ -314,7 +316,9 @@ def test_the_byte_bound_drops_nothing_while_the_journal_is_under_it(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The breaking input of the test above: the same count of small requests, all kept."""
-    monkeypatch.setattr("verdict_contract.mockserver.redisstate.JOURNAL_BYTES", SMALL_JOURNAL_BYTES)
+    monkeypatch.setattr(
+        "verdict_contract.mockserver.store.redisstate.JOURNAL_BYTES", SMALL_JOURNAL_BYTES
+    )
     entries, counted, _ = _flood_journal(redis_url, big=False)
     assert len(entries) == 300
     assert counted == sum(len(entry) for entry in entries) <= SMALL_JOURNAL_BYTES

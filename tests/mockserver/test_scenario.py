@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import KEY, bearer, wait_until
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.scenario import (
+from verdict_contract.mockserver.model.scenario import (
     DEMO_SESSIONS,
     Scenario,
     ScenarioError,
@@ -23,8 +23,8 @@ from verdict_contract.mockserver.scenario import (
     load_scenario,
     parse_scenario,
 )
-from verdict_contract.mockserver.sessions import SessionSpec, Step
-from verdict_contract.mockserver.web import state_of
+from verdict_contract.mockserver.model.sessions import SessionSpec, Step
+from verdict_contract.mockserver.web.glue import state_of
 
 LOADED_AT = 1_800_000_000.0
 

@@ -24,12 +24,12 @@ from tests.helpers import (
     running,
 )
 from verdict_contract import validate_verdict
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.app import standard_status
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.serve import BackgroundServer
-from verdict_contract.mockserver.sessions import SpecError
-from verdict_contract.mockserver.web import state_of
+from verdict_contract.mockserver.model.sessions import SpecError
+from verdict_contract.mockserver.server.serve import BackgroundServer
+from verdict_contract.mockserver.web.app import standard_status
+from verdict_contract.mockserver.web.glue import state_of
 
 TRANSPORT_ERRORS = (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)
 
@@ -96,7 +96,9 @@ def test_every_status_line_carries_the_standard_reason_phrase(
     kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One spelling, "404 Not Found", whoever framed it (werkzeug writes "404 NOT FOUND")."""
-    monkeypatch.setattr("verdict_contract.mockserver.scripts.MAX_SCRIPT_BYTES", 1)  # mints: 409
+    monkeypatch.setattr(
+        "verdict_contract.mockserver.model.scripts.MAX_SCRIPT_BYTES", 1
+    )  # mints: 409
     app = create_app(Settings(api_keys=(KEY,), server=kind, max_body=64))
     with running(app) as background, httpx.Client(base_url=background.base_url) as http:
         answers = [

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from verdict_contract.mockserver.sessions import (
+from verdict_contract.mockserver.model.sessions import (
     MAX_DELAY_MS,
     MAX_SESSION_ID_LENGTH,
     Session,

@@ -93,7 +93,7 @@ def test_values_that_would_fail_every_request_are_refused_at_construction(
 
 
 def test_strings_are_read_as_the_flags_read_them() -> None:
-    from verdict_contract.mockserver.ratelimit import RateLimit
+    from verdict_contract.core.rates import RateLimit
 
     settings = Settings(rate_limit="2/60", api_keys="only-key-0123456789", port="0")
     assert settings.rate_limit == RateLimit(2, 60.0)

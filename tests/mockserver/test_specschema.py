@@ -10,9 +10,9 @@ from jsonschema import Draft202012Validator
 
 from tests.test_readme import PAGES
 from verdict_contract.core.spec import VERDICTS
-from verdict_contract.mockserver.scenario import DEMO_SESSIONS
-from verdict_contract.mockserver.sessions import MAX_SESSION_ID_LENGTH
-from verdict_contract.mockserver.specschema import first_problem, limits, scenario_schema
+from verdict_contract.mockserver.model.scenario import DEMO_SESSIONS
+from verdict_contract.mockserver.model.sessions import MAX_SESSION_ID_LENGTH
+from verdict_contract.mockserver.model.specschema import first_problem, limits, scenario_schema
 
 
 def test_the_schema_is_valid_draft_2020_12() -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.scenario import Scenario, named_sessions
-from verdict_contract.mockserver.sessions import parse_spec
+from verdict_contract.mockserver.model.scenario import Scenario, named_sessions
+from verdict_contract.mockserver.model.sessions import parse_spec
 from verdict_contract.mockserver.state import MockState
 
 

@@ -17,10 +17,10 @@ import requests
 
 from tests.helpers import KEY
 from verdict_contract import SpecError, VerificationError
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
-from verdict_contract.mockserver.ratelimit import RateLimit
-from verdict_contract.mockserver.sessions import Step, parse_step
-from verdict_contract.mockserver.testing import (
+from verdict_contract.mockserver.model.sessions import Step, parse_step
+from verdict_contract.mockserver.testing.mocks import (
     VerdictMock,
     live_mock,
     reply,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from verdict_contract.mockserver.wsgibridge import Reply, Request, call_app, environ_for
+from verdict_contract.mockserver.server.wsgibridge import Reply, Request, call_app, environ_for
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import yaml
 
-from verdict_contract.core.spec import SCHEMA_VERSION
+from .spec import SCHEMA_VERSION
 
 VERDICT_SCHEMA_FILE = f"verdict-{SCHEMA_VERSION}.schema.json"
 OPENAPI_FILE = "openapi.yaml"

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from verdict_contract.core.resources import verdict_schema
-from verdict_contract.core.spec import (
+from .resources import verdict_schema
+from .spec import (
     FAMILIES,
     KNOWN_PREFIXES,
     NEVER_CONCLUSIVE,
@@ -23,7 +23,7 @@ from verdict_contract.core.spec import (
     SIGNAL_ID_PATTERN,
     family_of,
 )
-from verdict_contract.core.violations import Violation, describe, pointer
+from .violations import Violation, describe, pointer
 
 Body = Mapping[str, Any]
 T = TypeVar("T")

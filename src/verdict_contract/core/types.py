@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from verdict_contract.core.spec import Family as Family
-from verdict_contract.core.spec import Tier, VerdictKind
+from .spec import Family as Family
+from .spec import Tier, VerdictKind
 
 
 class Provenance(TypedDict):

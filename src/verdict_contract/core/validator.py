@@ -10,9 +10,9 @@ import fastjsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from verdict_contract.core.resources import verdict_schema
-from verdict_contract.core.rules import RULES
-from verdict_contract.core.violations import Violation, describe, format_violations, pointer
+from .resources import verdict_schema
+from .rules import RULES
+from .violations import Violation, describe, format_violations, pointer
 
 _CLAUSE_BY_FIELD = {"schema": "§9.1", "signals": "§2.3"}
 

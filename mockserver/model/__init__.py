@@ -1,0 +1,1 @@
+"""The mock's model, framework-free: sessions, steps, scripts, scenarios, verdicts."""

@@ -1,0 +1,252 @@
+"""Deterministic, realistic verdicts from faker: the same (seed, session id) gives the same bytes.
+
+Faker instances are built once per thread and re-seeded per verdict, so generation is
+thread-safe without a lock and never constructs a Faker on the request path after warm-up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from faker import Faker
+
+from verdict_contract.core.spec import (
+    FAMILIES,
+    MAY_BE_CONCLUSIVE,
+    NEVER_CONCLUSIVE,
+    SCHEMA_VERSION,
+    VERDICTS,
+    VerdictKind,
+)
+from verdict_contract.core.validator import validate_verdict
+
+from .catalogue import SignalTemplate, templates
+from .sessions import SessionSpec, SpecError
+
+DEFAULT_SEED = "verdict-mock"
+"""The seed of the mock's verdicts unless one is configured."""
+
+DEFAULT_CONCLUSIVE: dict[VerdictKind, bool] = {
+    "contradicted": True,
+    "refused": False,
+    "disputed": False,
+    "uncontradicted": False,
+    "insufficient": False,
+}
+"""``conclusive`` of a verdict asked for by kind alone (``mint(verdict=k)``): the same every run.
+
+A contradiction is conclusive unless asked otherwise (the case integrations act on); a refusal
+is not (a client that declines measurements is reviewed, not blocked); the others never are.
+"""
+
+_OSES = ("Windows 11", "macOS 15", "Android 15", "iOS 18", "Ubuntu 24.04", "ChromeOS")
+_BROWSERS = ("Chrome", "Firefox", "Safari", "Edge")
+_TLS_LIBRARIES = ("Go crypto/tls", "OpenSSL 3", "curl-impersonate", "Python ssl")
+_GPUS = ("Apple M3", "Adreno 750", "NVIDIA GeForce RTX 4070", "Intel Iris Xe", "Mali-G715")
+_ARCHES = ("x86-64", "ARM64")
+
+
+def _phrase(families: Sequence[str]) -> str:
+    names = [f.replace("-", " ") for f in families]
+    if len(names) <= 1:
+        return "".join(names) + " measurements"
+    return ", ".join(names[:-1]) + f" and {names[-1]} measurements"
+
+
+def headline_context(rng: random.Random, fake: Faker) -> dict[str, str]:
+    """Values for the placeholders of the catalogue's headline templates."""
+    claimed_os, real_os = rng.sample(_OSES, 2)
+    claimed_arch, real_arch = rng.sample(_ARCHES, 2)
+    cores = rng.choice((2, 4, 8, 16))
+    return {
+        "country": fake.country(),
+        "city": fake.city(),
+        "timezone": fake.timezone(),
+        "locale": fake.locale().replace("_", "-"),
+        "language": fake.language_name(),
+        "rtt": str(rng.randint(2, 9)),
+        "ttl": str(rng.choice((64, 128, 255))),
+        "mss": str(rng.choice((1360, 1380, 1400, 1420))),
+        "claimed_os": claimed_os,
+        "real_os": real_os,
+        "browser": rng.choice(_BROWSERS),
+        "browser_version": str(rng.randint(120, 140)),
+        "tls_library": rng.choice(_TLS_LIBRARIES),
+        "gpu": rng.choice(_GPUS),
+        "claimed_arch": claimed_arch,
+        "real_arch": real_arch,
+        "cores": str(cores),
+        "claimed_cores": str(cores * 2),
+    }
+
+
+@dataclass
+class VerdictGenerator:
+    """Builds verdict bodies and their JSON bytes for a seed; results are cached per id."""
+
+    seed: str = DEFAULT_SEED
+    cache_size: int = 4096
+    _local: threading.local = field(default_factory=threading.local, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.render = lru_cache(maxsize=self.cache_size)(self._render)
+
+    def _faker(self) -> Faker:
+        fake: Faker | None = getattr(self._local, "faker", None)
+        if fake is None:
+            fake = self._local.faker = Faker("en_US")
+        return fake
+
+    def _rng(self, session_id: str) -> random.Random:
+        digest = hashlib.blake2b(f"{self.seed}\0{session_id}".encode(), digest_size=8).digest()
+        return random.Random(int.from_bytes(digest, "big"))
+
+    def _render(self, session_id: str, spec: SessionSpec) -> bytes:
+        body = self.verdict(session_id, spec)
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def verdict(self, session_id: str, spec: SessionSpec | None = None) -> dict[str, Any]:
+        """Return the verdict body for ``session_id``; raises SpecError for an impossible spec."""
+        spec = spec or SessionSpec()
+        rng = self._rng(spec.key or session_id)
+        fake = self._faker()
+        fake.seed_instance(rng.getrandbits(64))
+        if spec.verdict is not None:
+            verdict: VerdictKind = spec.verdict
+        elif spec.conclusive:  # only these two can be conclusive
+            verdict = rng.choice(MAY_BE_CONCLUSIVE)
+        else:
+            verdict = rng.choice(VERDICTS)
+        conclusive = spec.conclusive
+        if conclusive is None and spec.verdict is not None:  # asked for a kind: its default
+            conclusive = DEFAULT_CONCLUSIVE[verdict]
+        if conclusive is None:
+            chance = {"contradicted": 0.6, "refused": 0.3}.get(verdict, 0.0)
+            conclusive = rng.random() < chance
+        if conclusive and verdict in NEVER_CONCLUSIVE:
+            raise SpecError(f"a {verdict!r} verdict is never conclusive (spec §2.4)")
+        measured, reporting = self._counts(rng, verdict)
+        taking_part = list[str](rng.sample(FAMILIES, measured)[:reporting])
+        chosen = self._signals(rng, verdict, conclusive, taking_part)
+        context = headline_context(rng, fake)
+        contradicting = (
+            list(dict.fromkeys(family for family, _ in chosen)) if verdict == "contradicted" else []
+        )
+        body: dict[str, Any] = {
+            "schema": SCHEMA_VERSION,
+            "provenance": {"build": self._build(rng)},
+            "verdict": verdict,
+            "conclusive": conclusive,
+            "summary": self._summary(
+                verdict,
+                conclusive,
+                contradicting or [f for f, _ in chosen],
+                measured,
+                reporting,
+                context,
+            ),
+            "contradicting_families": contradicting,
+            "families": {"measured": measured, "reporting": reporting},
+            "signals": [
+                {"id": t.id_for(family), "tier": t.tier, "headline": t.headline.format(**context)}
+                for family, t in chosen
+            ],
+        }
+        if spec.fields:
+            body.update(spec.overrides)
+            if not spec.allow_invalid:
+                broken = validate_verdict(body, strict=True)
+                if broken:
+                    raise SpecError(
+                        "the field overrides break the contract: "
+                        + "; ".join(f"{v.path or '/'}: {v.message}" for v in broken)
+                        + ' (send "allow_invalid": true to serve a broken verdict on purpose)'
+                    )
+        return body
+
+    @staticmethod
+    def _counts(rng: random.Random, verdict: str) -> tuple[int, int]:
+        measured = rng.randint(4, len(FAMILIES))
+        if verdict == "refused":  # far fewer report than were measured
+            return measured, rng.randint(0, measured - 3)
+        if verdict == "insufficient":
+            return measured, rng.randint(0, 2)
+        return measured, rng.randint(max(3, measured - 2), measured)
+
+    @staticmethod
+    def _signals(
+        rng: random.Random, verdict: str, conclusive: bool, families: list[str]
+    ) -> list[tuple[str, SignalTemplate]]:
+        pick = rng.choice
+        if verdict == "contradicted" and conclusive:
+            if rng.random() < 0.5:
+                family = pick(families)
+                chosen = [(family, pick(templates(family, "absolute")))]
+            else:
+                first, second = rng.sample(families, 2)
+                chosen = [(f, pick(templates(f, "composite"))) for f in (first, second)]
+            if rng.random() < 0.5:
+                family = chosen[0][0]
+                chosen.append((family, pick(templates(family, "conditional", "weak"))))
+            return chosen
+        if verdict == "contradicted":  # composites from one family at most: review, not action
+            family = pick(families)
+            chosen = [(family, pick(templates(family, "composite", "conditional")))]
+            other = pick(families)
+            if other != family and rng.random() < 0.5:
+                chosen.append((other, pick(templates(other, "conditional", "weak"))))
+            return chosen
+        if verdict == "disputed":
+            count = rng.randint(1, min(2, len(families)))
+            return [
+                (f, pick(templates(f, "conditional", "weak"))) for f in rng.sample(families, count)
+            ]
+        if verdict in ("uncontradicted", "refused") and families and rng.random() < 0.4:
+            family = pick(families)
+            return [(family, pick(templates(family, "weak")))]
+        return []
+
+    @staticmethod
+    def _build(rng: random.Random) -> str:
+        return f"svs-2026.{rng.randint(1, 12)}.{rng.randint(0, 40)}-{rng.getrandbits(28):07x}"
+
+    @staticmethod
+    def _summary(
+        verdict: str,
+        conclusive: bool,
+        families: list[str],
+        measured: int,
+        reporting: int,
+        context: dict[str, str],
+    ) -> str:
+        claim = f"{context['claimed_os']} client in {context['country']}"
+        if verdict == "contradicted":
+            tail = (
+                "The evidence is strong enough for automatic action."
+                if conclusive
+                else "The evidence supports a review rather than automatic blocking."
+            )
+            return f"The claims of this {claim} are contradicted by {_phrase(families)}. {tail}"
+        if verdict == "refused":
+            return (
+                f"The client refused {measured - reporting} of {measured} measurements, "
+                f"so its claims could not be checked."
+            )
+        if verdict == "disputed":
+            return (
+                f"Evidence from {_phrase(families)} leans toward contradicting this {claim}, "
+                f"but it is not conclusive."
+            )
+        if verdict == "uncontradicted":
+            return f"No contradiction of this {claim} was found across {reporting} families."
+        return (
+            f"Only {reporting} of {measured} families reported, too few to reach a verdict "
+            f"on this {claim}."
+        )

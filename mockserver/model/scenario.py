@@ -1,0 +1,219 @@
+"""Scenario files: named sessions, keys and a rate limit a team shares, reloaded on change.
+
+A scenario is YAML or JSON::
+
+    api_keys: [team-key-1]
+    rate_limit: 100/60
+    sessions:
+      blocked-user: {verdict: contradicted, conclusive: true}
+      flaky: {verdict: refused, script: [503, reset]}
+      stale: {age_seconds: 901}
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, cast
+
+import yaml
+
+from verdict_contract.core.errors import ScenarioError as ScenarioError
+from verdict_contract.core.rates import RateLimit
+
+from .sessions import (
+    Session,
+    SessionSpec,
+    SpecError,
+    parse_spec,
+)
+from .specschema import first_problem_at
+
+log = logging.getLogger("mockserver.scenario")
+
+DEMO_SESSIONS: Final[dict[str, dict[str, object]]] = {
+    "demo-contradicted": {"verdict": "contradicted", "conclusive": True},
+    "demo-contradicted-review": {"verdict": "contradicted", "conclusive": False},
+    "demo-refused": {"verdict": "refused"},
+    "demo-disputed": {"verdict": "disputed"},
+    "demo-uncontradicted": {"verdict": "uncontradicted"},
+    "demo-insufficient": {"verdict": "insufficient"},
+    "demo-expired": {"verdict": "uncontradicted", "age_seconds": 901},
+    "demo-rate-limited": {"always": 429},
+    "demo-slow": {"verdict": "disputed", "always": {"delay_ms": 3000}},
+    "demo-malformed": {"always": "malformed"},
+}
+"""Sessions served with no options, so ``curl`` works straight after start (docs/mock.md)."""
+
+
+Where = tuple[str | int, ...]
+"""A path into the scenario's data: ``("sessions", "a", "script", 0)``."""
+
+
+class _ProblemAt(ScenarioError):
+    """A problem with the value at ``where`` in the data, so its file can say which line."""
+
+    def __init__(self, message: str, where: Where) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def line_and_column(text: str, where: Where) -> tuple[int, int] | None:
+    """Where the value at ``where`` starts in YAML (or JSON) ``text``: 1-based, or None.
+
+    The nearest enclosing value found, when the path goes further than the file (a missing key).
+    """
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    if node is None:
+        return None
+    for part in where:
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [v for k, v in node.value if str(k.value) == str(part)]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            children = node.value[part : part + 1]
+        if not children:
+            break
+        node = children[0]
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+@dataclass(frozen=True)
+class Scenario:
+    sessions: Mapping[str, Session] = field(default_factory=dict)
+    api_keys: tuple[str, ...] | None = None
+    rate_limit: RateLimit | None = None
+
+
+def named_sessions(specs: Mapping[str, SessionSpec], loaded_at: float) -> dict[str, Session]:
+    """Turn named specs into sessions; an age counts back from ``loaded_at``."""
+    return {
+        name: Session(
+            name, spec, None if spec.age_seconds is None else loaded_at - spec.age_seconds
+        )
+        for name, spec in specs.items()
+    }
+
+
+def demo_sessions(loaded_at: float) -> dict[str, Session]:
+    return named_sessions({n: parse_spec(s, n) for n, s in DEMO_SESSIONS.items()}, loaded_at)
+
+
+def parse_scenario(raw: object, loaded_at: float) -> Scenario:
+    """Validate decoded scenario data; raises ScenarioError naming the first problem."""
+    problem = first_problem_at(raw)  # the schema: every key and every session's fields
+    if problem is not None:
+        raise _ProblemAt(*problem)
+    raw = cast(Mapping[str, Any], raw)
+    keys = raw.get("api_keys")
+    limit = raw.get("rate_limit")
+    try:
+        rate_limit = RateLimit.parse(str(limit)) if limit is not None else None
+    except ValueError as exc:
+        raise _ProblemAt(f"rate_limit: {exc}", ("rate_limit",)) from None
+    specs = {}
+    for name, spec in raw.get("sessions", {}).items():
+        if name.encode("utf-8", "replace").decode() != name:  # a lone surrogate, from JSON
+            raise _ProblemAt(f"session id {name!r} must be valid Unicode text", ("sessions",))
+        try:
+            specs[name] = parse_spec(spec if spec is not None else {}, f"sessions.{name}")
+        except SpecError as exc:
+            raise _ProblemAt(str(exc), ("sessions", name)) from None
+    return Scenario(named_sessions(specs, loaded_at), tuple(keys) if keys else None, rate_limit)
+
+
+def _syntax_error(path: Path, exc: Exception) -> ScenarioError:
+    """A file that does not parse, said with its line and column when the parser knows them."""
+    kind = "JSON" if path.suffix == ".json" else "YAML"
+    if isinstance(exc, json.JSONDecodeError):
+        return ScenarioError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}")
+    mark = getattr(exc, "problem_mark", None)
+    if isinstance(exc, yaml.MarkedYAMLError) and mark is not None:
+        said = " ".join(filter(None, (exc.context, exc.problem)))
+        return ScenarioError(f"{path}:{mark.line + 1}:{mark.column + 1}: not valid {kind}: {said}")
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return ScenarioError(f"{path}: not valid {kind}: {first}")
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read and validate a scenario file (YAML, or JSON by its suffix).
+
+    A problem is one line, ``FILE:LINE:COLUMN: what`` when the place is known (as compilers
+    say it, so an editor can jump there).
+    """
+    text = ""
+    try:
+        text = path.read_text(encoding="utf-8")
+        raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        return parse_scenario(raw, time.time())
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise _syntax_error(path, exc) from None
+    except _ProblemAt as exc:
+        place = line_and_column(text, exc.where)
+        where = f"{path}:{place[0]}:{place[1]}" if place else str(path)
+        raise ScenarioError(f"{where}: {exc}") from None
+    except ScenarioError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
+    except (TypeError, ValueError) as exc:  # data YAML can hold but JSON cannot
+        raise ScenarioError(f"{path}: unsupported value: {exc}") from None
+
+
+@dataclass
+class ScenarioWatcher:
+    """Polls a scenario file and calls ``apply`` with each valid new version.
+
+    An invalid edit is logged and ignored, so the server keeps the last good scenario; ``report``
+    hears of it too (the problem, or None once a version is applied), for ``/_mock/health``.
+    """
+
+    path: Path
+    apply: Callable[[Scenario], None]
+    interval: float = 1.0
+    report: Callable[[str | None], None] = lambda problem: None
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _seen: tuple[float, int] | None = field(default=None, init=False)
+
+    def _stamp(self) -> tuple[float, int] | None:
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return None
+        return (stat.st_mtime, stat.st_size)
+
+    def reload(self) -> bool:
+        """Load the file now; return whether the new version was applied."""
+        self._seen = self._stamp()
+        try:
+            self.apply(load_scenario(self.path))
+        except ScenarioError as exc:
+            log.error("scenario not reloaded, keeping the previous one: %s", exc)
+            self.report(str(exc))
+            return False
+        log.info("scenario reloaded from %s", self.path)
+        self.report(None)
+        return True
+
+    def start(self) -> None:
+        self._seen = self._stamp()
+        threading.Thread(target=self._run, name="scenario-watcher", daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            if self._stamp() != self._seen:
+                try:
+                    self.reload()
+                except Exception:  # keep watching whatever one reload did
+                    log.exception("scenario reload failed; keeping the previous one")
+
+    def stop(self) -> None:
+        self._stop.set()

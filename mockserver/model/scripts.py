@@ -1,0 +1,102 @@
+"""Per-session call scripts: the answers the first calls for an id get before the normal one.
+
+With ``--state memory`` (the default) they live in the process (with a Redis ``--state``, in
+the shared store: see :mod:`.redisstate`). The store is bounded in bytes
+(:data:`MAX_SCRIPT_BYTES`): a script that would pass the bound is refused
+(:class:`ScriptStoreFull`, a 409 when minting), never made room for by dropping another; a step
+is consumed as it is answered.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from .sessions import Step
+
+MAX_SCRIPT_BYTES: Final = 16 * 1024 * 1024
+"""The scripts one mock holds at once, in bytes as :func:`script_bytes` counts them."""
+STEP_BYTES: Final = 128
+"""What one step costs in the store besides its headers (the objects that hold it)."""
+
+
+def script_bytes(steps: Iterable[Step]) -> int:
+    """The bytes a script takes in the store: a fixed cost per step, plus its headers."""
+    return sum(STEP_BYTES + sum(len(k) + len(v) for k, v in step.headers or ()) for step in steps)
+
+
+class ScriptStoreFull(Exception):
+    """A script would pass :data:`MAX_SCRIPT_BYTES`; the message says what to do."""
+
+
+@dataclass
+class ScriptBook:
+    capacity: int = field(default_factory=lambda: MAX_SCRIPT_BYTES)  # read when made
+    _scripts: dict[str, deque[Step]] = field(default_factory=dict, init=False)
+    _bytes: int = field(default=0, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _minted: set[str] = field(default_factory=set, init=False, repr=False)
+    """Ids whose script came from a mint (not a scenario): what :meth:`minted_left` reports."""
+
+    @property
+    def size(self) -> int:
+        """Bytes held now (as :func:`script_bytes` counts them)."""
+        return self._bytes
+
+    def load(
+        self, session_id: str, steps: tuple[Step, ...], force: bool = False, minted: bool = False
+    ) -> None:
+        """Give the id a script (an empty one removes what it had).
+
+        Raises :class:`ScriptStoreFull` if it would pass the bound, unless ``force`` (a
+        scenario's named sessions, whose total was checked when the scenario was read).
+        ``minted`` marks a minted session's script (what :meth:`minted_left` reports).
+        """
+        needed = script_bytes(steps)
+        with self._lock:
+            old = self._scripts.pop(session_id, None)
+            freed = script_bytes(old) if old else 0
+            if not force and self._bytes - freed + needed > self.capacity:
+                if old:
+                    self._scripts[session_id] = old
+                raise ScriptStoreFull(
+                    f"the mock holds {self._bytes} bytes of scripts and this one needs {needed}; "
+                    f"it keeps at most {self.capacity} (steps are freed as they are answered): "
+                    "POST /_mock/reset, or mint with shorter scripts"
+                )
+            self._bytes -= freed
+            self._minted.discard(session_id)
+            if steps:
+                self._scripts[session_id] = deque(steps)
+                self._bytes += needed
+                if minted:
+                    self._minted.add(session_id)
+
+    def minted_left(self) -> dict[str, tuple[Step, ...]]:
+        """The steps still unused of every minted session's script, oldest session first."""
+        with self._lock:
+            return {i: tuple(s) for i, s in self._scripts.items() if i in self._minted}
+
+    def next_step(self, session_id: str) -> Step | None:
+        """Consume and return the next scripted step for the id, if any is left."""
+        if session_id not in self._scripts:  # most calls: no script, and no lock to take
+            return None
+        with self._lock:
+            steps = self._scripts.get(session_id)
+            if not steps:
+                return None
+            step = steps.popleft()
+            self._bytes -= script_bytes((step,))
+            if not steps:
+                del self._scripts[session_id]
+                self._minted.discard(session_id)
+            return step
+
+    def clear(self) -> None:
+        with self._lock:
+            self._scripts.clear()
+            self._minted.clear()
+            self._bytes = 0

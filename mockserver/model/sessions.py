@@ -1,0 +1,263 @@
+"""Sessions of the mock: what a session id stands for, and ids that carry it, signed.
+
+A minted id is an itsdangerous token holding the session's spec and collection time, so every
+worker (and a restart with the same secret) serves it identically without a shared store.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, cast
+from urllib.parse import urlencode
+
+from itsdangerous import BadData, URLSafeSerializer
+
+from verdict_contract.core.errors import SpecError as SpecError
+from verdict_contract.core.spec import (
+    ENDPOINT_PATH,
+    NEVER_CONCLUSIVE,
+    SESSION_PARAM,
+    VerdictKind,
+)
+
+from .recorded import Recorded, parse_recorded
+from .specschema import first_problem, limits
+
+_LIMITS = limits()  # stated once, in schema/mock-scenario.schema.json
+
+MAX_SESSION_ID_LENGTH: Final = _LIMITS.max_id
+"""Longer ``n`` values are refused with 400 before any lookup."""
+
+SCRIPT_STATUSES: Final = _LIMITS.statuses
+"""Statuses a script may answer with instead of the normal answer."""
+
+FAULTS: Final = _LIMITS.faults
+"""Connection faults a script may produce: a reset, a cut body, a body that is not JSON."""
+
+MAX_DELAY_MS: Final = _LIMITS.max_delay_ms
+MAX_AGE_SECONDS: Final = _LIMITS.max_age_seconds
+MAX_SCRIPT_STEPS: Final = _LIMITS.max_steps
+"""Bounds that keep a spec representable (dates) and the per-process script store small."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One scripted answer: a status, a connection fault, or a delay before the normal answer."""
+
+    status: int | None = None
+    fault: str | None = None
+    delay_ms: int = 0
+    headers: tuple[tuple[str, str], ...] | None = None
+    """Headers of a scripted status, replacing the usual ones (``Retry-After: 1`` of a 429...);
+    None sends the usual ones, ``()`` none (a 429 without ``Retry-After``)."""
+
+    def to_json(self) -> object:
+        if self.status is not None and self.headers is not None:
+            return {"status": self.status, "headers": dict(self.headers)}
+        if self.status is not None and self.status not in SCRIPT_STATUSES:
+            return {"status": self.status}
+        if self.status is not None:
+            return self.status
+        if self.fault is not None:
+            return self.fault
+        return {"delay_ms": self.delay_ms}
+
+
+def parse_step(raw: object, where: str) -> Step:
+    """Parse one script entry: ``429``, ``"reset"`` or ``{"delay_ms": 2000}``."""
+    if isinstance(raw, Mapping) and "status" in raw:  # {"status": N, "headers": {...}}
+        problem = first_problem(raw, where, "step")
+        if problem is not None:
+            raise SpecError(problem)
+        return _status_step(raw, where)
+    problem = first_problem(raw, where, "step")
+    if problem is not None:
+        raise SpecError(problem)
+    if isinstance(raw, Mapping):
+        return Step(delay_ms=raw["delay_ms"])
+    return Step(status=raw) if isinstance(raw, int) else Step(fault=str(raw))
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
+_HEADER_VALUE = re.compile(r"[\t -~]{0,1024}")
+MAX_STEP_HEADERS: Final = 16
+FRAMING_HEADERS: Final = frozenset(
+    {"content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer"}
+)
+"""Headers that frame the connection: the server owns them, a script may not set them."""
+
+
+def _status_step(raw: Mapping[str, Any], where: str) -> Step:
+    """``{"status": 429, "headers": {"Retry-After": "120"}}``: any status from 200 to 599."""
+    status = raw["status"]
+    if not isinstance(status, int) or isinstance(status, bool) or not 200 <= status <= 599:
+        raise SpecError(f"{where}.status must be an HTTP status from 200 to 599; got {status!r}")
+    headers = raw.get("headers")
+    if headers is None:  # {"status": 429}: the status's usual headers
+        return Step(status=status)
+    if not isinstance(headers, Mapping) or len(headers) > MAX_STEP_HEADERS:
+        raise SpecError(f"{where}.headers must be an object of at most {MAX_STEP_HEADERS} headers")
+    for name, value in headers.items():
+        if not (isinstance(name, str) and _HEADER_NAME.fullmatch(name)):
+            raise SpecError(f"{where}.headers: {str(name)[:40]!r} is not a header name")
+        if name.lower() in FRAMING_HEADERS:
+            raise SpecError(
+                f"{where}.headers: {name!r} frames the connection and is set by the server; "
+                "a script may not set it"
+            )
+        if not (isinstance(value, str) and _HEADER_VALUE.fullmatch(value)):
+            raise SpecError(
+                f"{where}.headers[{name!r}] must be a string of printable characters, "
+                "no line breaks"
+            )
+    return Step(status=status, headers=tuple((str(k), str(v)) for k, v in headers.items()))
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """What the caller asked of a session; unset fields are chosen by the generator."""
+
+    verdict: VerdictKind | None = None
+    conclusive: bool | None = None
+    age_seconds: float | None = None
+    script: tuple[Step, ...] = ()
+    always: Step | None = None
+    fields: str = ""  # top-level overrides as canonical JSON, so the spec stays hashable
+    allow_invalid: bool = False
+    key: str = ""
+    """What the generator draws from instead of the id: the same key, the same body."""
+    recorded: Recorded | None = None  # an answer recorded from a real service (recorder.py)
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        return dict(json.loads(self.fields)) if self.fields else {}
+
+
+def _encodable(value: object) -> bool:
+    """Whether every string in ``value`` (JSON data) can be encoded as UTF-8."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def parse_spec(raw: object, where: str = "session") -> SessionSpec:
+    """Build a :class:`SessionSpec` from JSON, naming the first problem in :class:`SpecError`.
+
+    The schema (``$defs/session``) checks each field; what it cannot say is checked here.
+    """
+    problem = first_problem(raw, where, "session")
+    if problem is not None:
+        raise SpecError(problem)
+    raw = cast(Mapping[str, Any], raw)  # an object: the schema said so
+    verdict = raw.get("verdict")
+    conclusive = raw.get("conclusive")
+    if conclusive is True and verdict in NEVER_CONCLUSIVE:
+        raise SpecError(f"{where}: a {verdict!r} verdict is never conclusive (spec §2.4)")
+    age = raw.get("age_seconds")
+    if age is not None and math.isnan(age):  # YAML's .nan: a number, but in no range
+        raise SpecError(
+            f"{where}.age_seconds must be a number of seconds from 0 to {MAX_AGE_SECONDS:.0f}"
+        )
+    fields = raw.get("fields", {})
+    try:
+        fields_json = json.dumps(fields, sort_keys=True, separators=(",", ":")) if fields else ""
+    except (TypeError, ValueError):  # YAML dates, mixed key types, NaN...
+        raise SpecError(f"{where}.fields must hold JSON values only") from None
+    if not _encodable(fields):  # "\ud800" in JSON: it would be minted, then never served
+        raise SpecError(f"{where}.fields must hold valid Unicode text (a lone surrogate is not)")
+    always = raw.get("always")
+    try:
+        recorded = (
+            None
+            if raw.get("recorded") is None
+            else parse_recorded(raw["recorded"], f"{where}.recorded")
+        )
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
+    return SessionSpec(
+        verdict=verdict,
+        conclusive=conclusive,
+        age_seconds=None if age is None else float(age),
+        script=tuple(
+            parse_step(step, f"{where}.script[{i}]") for i, step in enumerate(raw.get("script", []))
+        ),
+        always=parse_step(always, f"{where}.always") if always is not None else None,
+        fields=fields_json,
+        allow_invalid=raw.get("allow_invalid", False),
+        recorded=recorded,
+    )
+
+
+@dataclass(frozen=True)
+class Session:
+    """A session the mock knows: its id, its spec and when the edge collected it."""
+
+    id: str
+    spec: SessionSpec
+    collected_at: float | None  # None: never expires (demo and scenario sessions without an age)
+
+    @property
+    def url(self) -> str:
+        """The path and query that fetch this session, relative to the base URL."""
+        return f"{ENDPOINT_PATH}?{urlencode({SESSION_PARAM: self.id})}"
+
+    def expired(self, now: float, lifetime: float) -> bool:
+        return self.collected_at is not None and now - self.collected_at >= lifetime
+
+
+@dataclass
+class SessionCodec:
+    """Mints and reads signed session ids."""
+
+    secret: str
+    _serializer: URLSafeSerializer = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._serializer = URLSafeSerializer(self.secret, salt="verdict-mock.session")
+
+    def mint(self, spec: SessionSpec, now: float | None = None) -> Session:
+        collected = (time.time() if now is None else now) - (spec.age_seconds or 0.0)
+        payload: dict[str, Any] = {"t": round(collected, 3), "r": secrets.token_hex(4)}
+        if spec.verdict is not None:
+            payload["v"] = spec.verdict
+        if spec.conclusive is not None:
+            payload["c"] = spec.conclusive
+        if spec.fields:
+            payload["f"] = spec.fields
+        if spec.allow_invalid:
+            payload["x"] = True
+        if spec.key:
+            payload["k"] = spec.key
+        token = str(self._serializer.dumps(payload))
+        if len(token) > MAX_SESSION_ID_LENGTH:
+            raise SpecError(
+                f"the field overrides do not fit in a session id of at most "
+                f"{MAX_SESSION_ID_LENGTH} characters; override fewer or shorter fields"
+            )
+        # The script lives in process state (see ScriptBook), not in the id.
+        return Session(token, spec, collected)
+
+    def read(self, session_id: str) -> Session | None:
+        """Return the session a minted id stands for, or None if it is not one of ours."""
+        try:
+            payload = self._serializer.loads(session_id)
+        except (BadData, ValueError, TypeError):  # not ours, tampered, or garbage
+            return None
+        if not isinstance(payload, dict) or not isinstance(payload.get("t"), int | float):
+            return None
+        spec = SessionSpec(
+            verdict=payload.get("v"),
+            conclusive=payload.get("c"),
+            fields=payload.get("f", ""),
+            allow_invalid=bool(payload.get("x", False)),
+            key=str(payload.get("k", "")),
+        )
+        return Session(session_id, spec, float(payload["t"]))

@@ -1,0 +1,84 @@
+"""What a scripted step answers, and how an answer reads in the journal.
+
+Both the in-memory path (:mod:`.explain`) and a shared state (:mod:`.redisstate`, which stores
+each step with the journal's reading of its answer) take them from here: one source of truth.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from http import HTTPStatus
+
+from .answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer
+from .faults import fault_answer
+from .sessions import Step, parse_step
+
+_STEP_ERRORS = {
+    401: ("unauthorized", "scripted: missing or invalid API key"),
+    404: ("session_not_found", "scripted: unknown or expired session"),
+    429: ("rate_limited", "scripted: rate limit exceeded; retry after the announced time"),
+    500: ("internal_error", "scripted: internal server error"),
+    503: ("unavailable", "scripted: service unavailable; retry later"),
+}
+_STEP_HEADERS: dict[int, list[tuple[str, str]]] = {
+    429: [("Retry-After", "1")],
+    503: [("Retry-After", "1")],
+    401: [("WWW-Authenticate", "Bearer")],
+}
+
+Outcome = tuple[int | None, str, str | None]
+"""How the journal reads an answer: its status (None: no status line), outcome and fault."""
+
+
+def _generic_error(status: int) -> tuple[str, str]:
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = f"status {status}"
+    return phrase.lower().replace(" ", "_").replace("-", "_"), f"scripted: {phrase}"
+
+
+def scripted(step: Step, body: bytes) -> Answer | None:
+    """The answer a step gives instead of the normal one; None for a delay (normal, late).
+
+    A standing step (``always``) answers every request: with one object, up to
+    :data:`.answer.CACHED_BODY_BYTES` of body.
+    """
+    return _kept_answer(step, body) if len(body) <= CACHED_BODY_BYTES else _answer(step, body)
+
+
+@lru_cache(maxsize=256)
+def _kept_answer(step: Step, body: bytes) -> Answer | None:
+    return _answer(step, body)
+
+
+def _answer(step: Step, body: bytes) -> Answer | None:
+    if step.status is not None:  # headers None: the status's usual ones (Retry-After...)
+        headers = _STEP_HEADERS.get(step.status, []) if step.headers is None else step.headers
+        if 200 <= step.status < 300:  # the normal verdict, with the scripted status and headers
+            return Answer(step.status, body, [("Cache-Control", NO_STORE), *headers], "scripted")
+        code, message = _STEP_ERRORS.get(step.status) or _generic_error(step.status)
+        return error_answer(step.status, code, message, "scripted", headers)
+    if step.fault is not None:
+        return fault_answer(step.fault, body)
+    return None
+
+
+def outcome(answer: Answer | str) -> Outcome:
+    """The journal's reading of an answer, or of a fault named by a string (``"timeout"``)."""
+    if isinstance(answer, str):
+        return None, "scripted", answer
+    fault = answer.fault
+    status = None if fault == "reset" else answer.status
+    return status, "scripted" if fault else answer.outcome, fault
+
+
+def encode_step(step: Step) -> str:
+    """A step as JSON text, for a shared store (:func:`decode_step` reads it back)."""
+    return json.dumps(step.to_json(), separators=(",", ":"))
+
+
+@lru_cache(maxsize=256)  # a script's steps come back again and again
+def decode_step(text: str) -> Step:
+    return parse_step(json.loads(text), "stored step")

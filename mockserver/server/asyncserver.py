@@ -1,0 +1,216 @@
+"""The mock's own HTTP/1.1 server: one asyncio loop (uvloop where installed), httptools parsing.
+
+Chosen by measurement (``benchmarks/bench_serve.py``, the table in docs/servers.md):
+``GET``/``HEAD /e`` is answered on the loop itself from :func:`.explain.decide`, with no WSGI
+environ and no Flask request, which brings it near a native server; and one process owns the
+limiter, journal and scripts, so they stay exact (with ``--state``, a shared store decides
+instead, awaited on the loop: :func:`.explain.decide_shared`). Every other request goes to the
+Flask app on a worker thread (:mod:`.wsgibridge`). What a WSGI server cannot do, this one does:
+
+- a scripted delay waits on the loop (``call_later``): it holds its own connection only;
+- a scripted ``reset`` is a TCP reset (``SO_LINGER`` 0, then abort): the client gets no byte;
+- ``truncated`` sends the head with the full Content-Length, half the body, and closes.
+
+Each connection is an :class:`.connection.HttpConnection` (parsing, the pipeline of request
+cycles, flow control, one client's bounds); this module holds the listener, the bound on
+connections (``--max-connections``: one more is answered 503 and closed), the idle sweep, and
+stopping (``stop()`` from any thread, or SIGINT/SIGTERM on the main thread).
+
+Limits hold before the app is called: a request line over :data:`MAX_TARGET_BYTES` is 414,
+headers over :data:`.limits.MAX_HEADER_BYTES` 431 (and a head or trailers still arriving past
+:data:`MAX_HEAD_BYTES`), a body over ``--max-body`` 413 (declared or as it arrives, never read
+further), anything httptools cannot parse 400; each in the documented JSON shape, then a
+bounded drain and close. ``Expect: 100-continue`` gets its interim answer, in turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from flask import Flask
+
+from ..explain import Decision
+from ..settings import Settings
+from ..state import MockState
+from ..web.glue import EXTENSION
+from ..web.proxy import PROXY_EXTENSION, ValidatingProxy
+from .connection import DRAIN_BYTES as DRAIN_BYTES
+from .connection import DRAIN_SECONDS as DRAIN_SECONDS
+from .connection import IDLE_TIMEOUT as IDLE_TIMEOUT
+from .connection import MAX_HEAD_BYTES as MAX_HEAD_BYTES
+from .connection import MAX_PIPELINED as MAX_PIPELINED
+from .connection import MAX_TARGET_BYTES as MAX_TARGET_BYTES
+from .connection import HttpConnection as HttpConnection
+from .wire import Heads, bound_socket
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
+
+log = logging.getLogger("mockserver.server")
+
+
+def new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop where it is installed (Linux, macOS), asyncio's own elsewhere (Windows)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency where it exists
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+class AsyncServer:
+    """A WSGI app served by :class:`HttpConnection` on a socket bound at construction.
+
+    For the mock's own app, ``GET``/``HEAD /e`` is answered on the loop (unless proxying).
+
+    ``run()`` serves until ``stop()`` (which any thread may call) or, on the main thread, until
+    SIGINT or SIGTERM; ``port=0`` picks a free port.
+    """
+
+    def __init__(
+        self,
+        app: WSGIApplication,
+        host: str,
+        port: int,
+        threads: int,
+        idle_timeout: float = IDLE_TIMEOUT,
+    ) -> None:
+        self.app = app
+        found = app.extensions.get(EXTENSION) if isinstance(app, Flask) else None
+        self.state: MockState | None = found  # None: any WSGI app, every request to it
+        settings = found.settings if found is not None else Settings()
+        self.hot = found is not None and settings.proxy_to is None  # proxied: /e is the app's
+        self.max_body = settings.max_body
+        self.max_connections = settings.max_connections
+        self.access_log = settings.access_log
+        self.idle_timeout = idle_timeout
+        self.heads = Heads()
+        self.connections: set[HttpConnection] = set()
+        _room_for(self.max_connections)
+        self.open = 0  # connections counted against --max-connections
+        self.tasks: set[asyncio.Task[Decision]] = set()  # shared-state decisions under way
+        self.sock = _bind(host, port, reuse_port=settings.workers > 1)
+        self.address: tuple[str, int] = self.sock.getsockname()[:2]
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="verdict-mock-app")
+        proxy = app.extensions.get(PROXY_EXTENSION) if isinstance(app, Flask) else None
+        self._proxy: ValidatingProxy | None = proxy
+        self.loop = new_loop()
+        self._stop = asyncio.Event()
+        self._sweeper: asyncio.TimerHandle | None = None
+
+    @property
+    def effective_port(self) -> int:
+        return self.address[1]
+
+    def run(self) -> None:
+        """Serve on this thread until :meth:`stop` (or a signal, on the main thread)."""
+        asyncio.set_event_loop(self.loop)
+        signals = (signal.SIGINT, signal.SIGTERM) if _main_thread() else ()
+        for number in signals:  # on the loop, not as KeyboardInterrupt inside a callback
+            self.loop.add_signal_handler(number, self._stop.set)
+        try:
+            self.loop.run_until_complete(self._serve())
+        finally:
+            for number in signals:
+                self.loop.remove_signal_handler(number)
+            # The worker threads end with their call; a proxied call was ended by proxy.stop().
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.loop.close()
+
+    async def _serve(self) -> None:
+        loop = self.loop
+        listener = await loop.create_server(
+            lambda: HttpConnection(self), sock=self.sock, backlog=1024
+        )
+        self._sweep()
+        try:
+            await self._stop.wait()
+        finally:
+            if self._sweeper is not None:
+                self._sweeper.cancel()
+            listener.close()
+            for task in list(self.tasks):  # a shared state still deciding: not answered now
+                task.cancel()
+            for connection in list(self.connections):
+                connection.abort()
+            if self._proxy is not None:  # calls upstream end now, not at their timeout
+                self._proxy.stop()
+            await asyncio.sleep(0)  # let the aborted transports close
+            if self.state is not None and self.state.shared is not None:
+                await self.state.shared.close_async()  # its connections belong to this loop
+
+    def stop(self) -> None:
+        """Stop serving (from any thread): the listener and every connection close."""
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            self.loop.call_soon_threadsafe(self._stop.set)
+
+    def close(self) -> None:
+        """Release a server that was never run (its socket, loop and pool)."""
+        self.sock.close()
+        self.pool.shutdown(wait=False)
+        if not self.loop.is_closed():
+            self.loop.close()
+
+    def _sweep(self) -> None:
+        now = self.loop.time()
+        for connection in list(self.connections):
+            connection.sweep(now, self.idle_timeout)
+        self._sweeper = self.loop.call_later(min(1.0, self.idle_timeout), self._sweep)
+
+
+_SPARE_FILES = 64  # listener, log files, worker sockets (a proxy's calls upstream)
+
+
+def _room_for(connections: int) -> None:
+    """Raise the open-file limit so ``connections`` fit: a refused accept() would spin."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows: no such limit to raise
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + _SPARE_FILES
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        soft = raised
+    if soft < wanted:
+        log.warning(
+            "the open-file limit (%d) is below --max-connections (%d) plus %d: lower "
+            "--max-connections or raise the limit (ulimit -n)",
+            soft,
+            connections,
+            _SPARE_FILES,
+        )
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A listening, non-blocking socket on ``host``:``port`` (see :func:`.wire.bound_socket`)."""
+    sock = bound_socket(host, port, reuse_port)
+    try:
+        sock.listen(1024)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def serve(server: AsyncServer) -> None:
+    """Serve in the foreground until interrupted."""
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        log.info("stopped")

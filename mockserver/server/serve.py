@@ -1,0 +1,153 @@
+"""Serving the mock: its own asyncio server (the default) or waitress, in front or on a thread.
+
+``async`` (:mod:`.asyncserver`) is the default by measurement (the table in docs/servers.md):
+it answers ``GET /e`` near a native server's speed and does every scripted fault and delay.
+``waitress`` is a plain WSGI server, kept for those who want one (``--server waitress``). Both
+run in one process, which keeps the rate limiter, journal and scripts exact (a second process
+would count on its own: a 10/60 limit let 20 of 30 requests through under two gunicorn workers).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from flask import Flask
+from waitress.server import create_server
+
+from ..web.glue import EXTENSION
+from .asyncserver import AsyncServer
+
+log = logging.getLogger("mockserver.serve")
+
+
+class Server(Protocol):
+    """A bound server: ``run()`` serves until ``stop()``, which any thread may call."""
+
+    @property
+    def effective_port(self) -> int: ...
+
+    def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def close(self) -> None:
+        """Release a server that was never run."""
+
+
+class WaitressServer:
+    """waitress, stoppable from another thread between two turns of its loop."""
+
+    def __init__(self, app: Any, host: str, port: int, threads: int) -> None:
+        self._server: Any = create_server(
+            app,
+            host=host,
+            port=port,
+            threads=threads,
+            ident="verdict-mock",
+            clear_untrusted_proxy_headers=True,
+        )
+        self._stopping = threading.Event()
+
+    @property
+    def effective_port(self) -> int:
+        port = int(self._server.effective_port)  # waitress may hold it as text
+        return port
+
+    def run(self) -> None:
+        server = self._server
+        sockets = getattr(server, "map", None) or server._map
+        try:
+            while not self._stopping.is_set():
+                server.asyncore.loop(timeout=0.05, map=sockets, count=1)
+        finally:
+            server.task_dispatcher.shutdown()
+            server.asyncore.close_all(sockets, ignore_all=True)
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def close(self) -> None:
+        self._server.close()
+
+
+def default_server(app: Any) -> str:
+    """The server a mock app's settings name; ``async`` for any other WSGI app."""
+    state = app.extensions.get(EXTENSION) if isinstance(app, Flask) else None
+    return "async" if state is None else str(state.settings.server)
+
+
+def make_server(app: Any, host: str, port: int, threads: int, server: str | None = None) -> Server:
+    """Bind a server for a WSGI app (``port=0`` picks a free port: see ``effective_port``)."""
+    if (server or default_server(app)) == "waitress":
+        return WaitressServer(app, host, port, threads)
+    return AsyncServer(app, host, port, threads)
+
+
+def serve_forever(server: Server) -> None:
+    """Serve in the foreground until interrupted (the process is the server's own).
+
+    What exists by now (the app, faker's data, every module) lives as long as the process:
+    ``gc.freeze()`` keeps the collector from walking it again at each full collection, which
+    a load test's requests would otherwise trigger again and again.
+    """
+    gc.collect()
+    gc.freeze()
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        log.info("stopped")
+
+
+@dataclass
+class BackgroundServer:
+    """A server on a daemon thread; ``port=0`` picks a free port.
+
+    ``server`` names the server (``async`` or ``waitress``); by default, the one the app's
+    settings name. ``stop()`` asks the server thread to finish: that thread closes the listener
+    and every connection, so nothing is closed under its feet.
+    """
+
+    app: Any  # a WSGI application, usually the mock's Flask app
+    host: str = "127.0.0.1"
+    port: int = 0
+    threads: int = 4
+    server: str | None = None
+    _server: Server | None = field(default=None, init=False, repr=False)
+    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the server is not started")
+        host = self.host if ":" not in self.host else f"[{self.host}]"
+        return f"http://{host}:{self.effective_port}"
+
+    @property
+    def effective_port(self) -> int:
+        """The port it listens on (``port=0`` picked a free one)."""
+        if self._server is None:
+            raise RuntimeError("the server is not started")
+        return self._server.effective_port
+
+    def start(self) -> BackgroundServer:
+        self._server = make_server(self.app, self.host, self.port, self.threads, self.server)
+        self._thread = threading.Thread(target=self._server.run, name="verdict-mock", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = self._thread = None
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

@@ -1,0 +1,160 @@
+"""The bytes the mock's own server writes, and what it does to a socket.
+
+Answer heads (built once per shape), Date, 100 Continue, an app's reply framed; a reset on
+close, and a peek for a client that left. Kept apart from the connection (:mod:`.connection`)
+so that framing (which answers carry a body, a length, ``Connection: close``) is decided in
+one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import struct
+import time
+from email.utils import formatdate
+from typing import Final
+
+from ..model.answer import (
+    CACHED_BODY_BYTES,
+    Answer,
+    explain_headers,
+    status_line,
+)
+from ..model.faults import FAULT_HEADER
+from .wsgibridge import Reply
+
+CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
+NO_BODY: Final = frozenset({204, 304})
+"""Statuses that carry no body (a scripted 204 or 304 keeps its connection usable)."""
+BODILESS: Final = frozenset({"100", "101", "102", "103", "204", "304"})
+"""Status codes (as the app's status line starts) that carry no body nor a length of one."""
+HOP_BY_HOP: Final = frozenset({"connection", "keep-alive", "transfer-encoding", "date", "server"})
+"""Headers of an app's answer the server owns (they frame the connection): the app's are dropped."""
+_CLOSING: Final = b"Connection: close\r\n\r\n"
+_KEEPING: Final = b"\r\n"
+_HEADS_KEPT: Final = 1024  # heads of distinct shapes remembered (then forgotten all at once)
+
+
+def head_start(status: str, headers: list[tuple[str, str]]) -> bytes:
+    """The status line and headers of an answer, up to (not including) Date and Server."""
+    lines = [f"HTTP/1.1 {status}\r\n"]
+    lines.extend(f"{name}: {value}\r\n" for name, value in headers)
+    return "".join(lines).encode("latin-1")
+
+
+class Heads:
+    """Answer bytes: the start of a head is the same for every answer of one shape, built once.
+
+    Most answers are the same object again and again (a verdict's, a 401's...): those are found
+    by identity first, without hashing their headers. Every head ends with Date and Server,
+    formatted once a second.
+    """
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[int, tuple[tuple[str, str], ...], int, bool], bytes] = {}
+        self._seen: tuple[dict[int, tuple[Answer, bytes]], ...] = ({}, {})  # [vary][id(answer)]
+        self._second = -1
+        self._date = b""
+
+    def date(self) -> bytes:
+        """The Date and Server lines, as of this second."""
+        now = int(time.time())
+        if now != self._second:
+            date = formatdate(now, usegmt=True)
+            self._second, self._date = now, f"Date: {date}\r\nServer: verdict-mock\r\n".encode()
+        return self._date
+
+    def answer(self, answer: Answer, head_only: bool, close: bool, vary: bool) -> tuple[bytes, int]:
+        """The whole answer as bytes, and the length of the body in it."""
+        seen = self._seen[vary]
+        known = seen.get(id(answer))
+        if known is not None and known[0] is answer:  # (held in the value: its id is not reused)
+            start = known[1]
+        else:
+            start = self._start(answer, vary)
+            if len(answer.body) <= CACHED_BODY_BYTES:  # the value holds the answer, body too
+                if len(seen) >= _HEADS_KEPT:
+                    seen.clear()
+                seen[id(answer)] = (answer, start)
+        body = b"" if head_only or answer.status in NO_BODY else answer.body
+        end = _CLOSING if close else _KEEPING
+        now = int(time.time())
+        date = self._date if now == self._second else self.date()
+        return b"".join((start, date, end, body)), len(body)
+
+    def _start(self, answer: Answer, vary: bool) -> bytes:
+        key = (answer.status, tuple(answer.headers), len(answer.body), vary)
+        start = self._kept.get(key)
+        if start is None:
+            if len(self._kept) >= _HEADS_KEPT:
+                self._kept.clear()
+            headers = [h for h in explain_headers(answer, vary) if h[0] != FAULT_HEADER]
+            if answer.status in NO_BODY:  # RFC 9110: no body, so no length of one
+                headers = [(k, v) for k, v in headers if k != "Content-Length"]
+            start = head_start(status_line(answer.status), headers)
+            self._kept[key] = start
+        return start
+
+    def head(self, status: str, headers: list[tuple[str, str]], close: bool) -> bytes:
+        """The head of an app's answer (its headers as given, then Date, Server, Connection)."""
+        return head_start(status, headers) + self.date() + (_CLOSING if close else _KEEPING)
+
+    def reply(self, reply: Reply, method: str, keep_alive: bool) -> tuple[bytes, bool]:
+        """An app's reply as bytes, and whether the connection must close after it."""
+        # 1xx, 204 and 304 have no body, nor a Content-Length made up for one (RFC 9110 8.6).
+        head_only = method == "HEAD" or reply.status[:3] in BODILESS
+        declared = reply.declared_length()
+        headers = [(k, v) for k, v in reply.headers if k.lower() not in HOP_BY_HOP]
+        if declared is None and not head_only:
+            headers.append(("Content-Length", str(len(reply.body))))
+        # An app body shorter than its Content-Length (a scripted cut) ends the connection.
+        cut = not head_only and declared is not None and declared != len(reply.body)
+        close = not keep_alive or cut
+        head = self.head(reply.status, headers, close)
+        return (head if head_only else head + reply.body), close
+
+
+def reset_on_close(transport: asyncio.BaseTransport) -> None:
+    """Make closing the transport's socket a TCP reset (``SO_LINGER`` 0): unsent bytes dropped."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def peer_closed(transport: asyncio.BaseTransport) -> bool:
+    """Whether the client closed its side, by a peek (reading may be paused: no event says it)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return True
+    try:
+        with socket.socket(fileno=os.dup(sock.fileno())) as peek:
+            return peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False  # open, nothing sent meanwhile
+    except OSError:
+        return True  # reset
+
+
+def bound_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (raises OSError, e.g. if the port is taken).
+
+    ``reuse_port``: several processes bind the port and the kernel spreads connections among
+    them (``--workers``; SO_REUSEPORT, where the OS has it).
+    """
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -1,0 +1,89 @@
+"""``--workers N``: N mock processes on one port, started and watched by a small parent.
+
+The parent reserves the port (a socket bound with SO_REUSEPORT, never listening: with port 0
+the kernel picks it), starts N ``verdict-mock`` processes with the same flags on that port, waits
+until each has printed its banner (it listens by then), and then only watches: if one stops, it
+stops the others; Ctrl-C or SIGTERM stops them all. The kernel spreads connections among the
+processes. They share the per-call state through ``--state`` (settings.py refuses N > 1 without
+it), so they behave as one mock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from ..settings import Settings
+from .wire import bound_socket
+
+WORKER_MARK: Final = "_VERDICT_MOCK_WORKER_OF"
+"""Set in a worker's environment (the parent's pid): it serves instead of starting workers."""
+START_TIMEOUT: Final = 30.0
+
+
+def is_worker() -> bool:
+    return WORKER_MARK in os.environ
+
+
+def reserve_port(host: str, port: int) -> socket.socket:
+    """A socket bound to the port with SO_REUSEPORT, so the workers can bind it too."""
+    return bound_socket(host, port, reuse_port=True)
+
+
+def _stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int], str]) -> int:
+    """Start ``settings.workers`` processes serving ``argv`` on one port; watch them.
+
+    ``banner(port)``: what to print once they all listen.
+    """
+    reserved = reserve_port(settings.host, settings.port)
+    port = reserved.getsockname()[1]
+    environ = {**os.environ, WORKER_MARK: str(os.getpid())}
+    command = [sys.executable, "-m", "verdict_contract.mockserver", *argv, "--port", str(port)]
+    processes: list[subprocess.Popen[bytes]] = []
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        for _ in range(settings.workers):
+            worker = subprocess.Popen(command, env=environ, stdout=subprocess.PIPE)  # noqa: S603
+            processes.append(worker)
+        for process in processes:  # each prints its banner once it listens
+            assert process.stdout is not None
+            if not process.stdout.readline():
+                print(f"verdict-mock: worker {process.pid} did not start", file=sys.stderr)
+                return 1
+        reserved.close()
+        print(banner(port), flush=True)
+        pids = ", ".join(str(p.pid) for p in processes)
+        print(f"  workers:  {settings.workers} processes ({pids}), state {settings.state.label}")
+        sys.stdout.flush()
+        while all(process.poll() is None for process in processes):  # until one stops
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                processes[0].wait(timeout=1)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        reserved.close()
+        with contextlib.suppress(KeyboardInterrupt):
+            _stop(processes)

@@ -1,0 +1,246 @@
+"""Where the mock's per-call state lives: this process's memory, or a store shared by processes.
+
+Per-call state is what a request changes or reads that another process must see: the rate
+limiter's counters, the scripts' remaining steps, the journal, the clock offset (``advance``),
+the marks of sessions expired by hand and the count of minted sessions. Everything else (keys,
+named sessions, signed ids, the generator) is the same in every process started with the same
+settings, so it stays local.
+
+:class:`MemoryBackend` keeps it in the process (the default, exact in one process, and what the
+hot path reads directly). A :class:`SharedBackend` (:mod:`.redisstate`) keeps it in a store and
+answers one :class:`SharedCall` per request to ``/e`` in one round trip: it counts the key, takes
+the next step, checks expiry and journals the request at once, so any number of processes behave
+as one mock.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Final, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from ..model.scripts import ScriptBook
+from ..model.sessions import Step
+from ..model.steps import Outcome
+from .journal import Entry, Journal
+from .ratelimit import RateLimiter
+
+MEMORY: Final = "memory"
+STATE_SCHEMES: Final = ("redis", "rediss", "unix")
+
+
+class StateURL(str):
+    """Where the state lives: ``memory``, or a Redis URL; its password never prints."""
+
+    __slots__ = ()
+
+    @classmethod
+    def parse(cls, raw: str) -> StateURL:
+        text = raw.strip()
+        if text.lower() == MEMORY:
+            return cls(MEMORY)
+        parts = urlsplit(text)
+        if parts.scheme not in STATE_SCHEMES or not (parts.hostname or parts.path):
+            raise ValueError(
+                f"{_masked(text)!r} is not a state URL: 'memory', or redis://HOST:PORT/DB "
+                "(rediss:// for TLS, unix:///path/redis.sock)"
+            )
+        try:
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        except ValueError:
+            raise ValueError(f"{_masked(text)!r}: the port is not a number") from None
+        return cls(text)
+
+    @property
+    def is_memory(self) -> bool:
+        return self == MEMORY
+
+    @property
+    def label(self) -> str:
+        """The URL as messages show it: the password masked."""
+        return _masked(str(self))  # a plain str: repr() of it does not come back here
+
+    def __repr__(self) -> str:
+        return repr(self.label)
+
+
+def _masked(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:…@{host}"))
+
+
+class StateUnavailable(Exception):
+    """The shared state did not answer in time: the request gets a 503 naming it."""
+
+    def __init__(self, label: str, reason: str) -> None:
+        super().__init__(f"the mock's shared state ({label}) did not answer: {reason}")
+        self.label = label
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class SharedCall:
+    """One request to ``/e`` as the shared state sees it: what to count, take, check, journal.
+
+    ``tails`` are the journal's endings (see :func:`entry_tail`) of the answers the store may
+    pick: rate-limited, the local answer (a 401, 400 or 404 decided before the call, or the
+    session's ``always`` step), expired, served.
+    """
+
+    now: float  # this host's wall clock; the store adds the shared offset
+    key: str  # a digest of the API key; "" when nothing is counted (a 401, or no limit)
+    budget: int
+    window: float
+    session: str  # the session id; "" when no session was found (400, unknown 404)
+    collected_at: float | None
+    lifetime: float
+    local_stands: bool  # the local answer stands unless a scripted step replaces it
+    entry: str  # the journal entry up to its answer's fields (see :func:`entry_head`)
+    tails: tuple[str, str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the shared state said: seconds to wait (limited), the step taken, expiry."""
+
+    wait: float | None
+    step: str | None  # an encoded step (steps.encode_step)
+    expired: bool
+
+
+class StateBackend(Protocol):
+    """The per-call state, as the control API and the mock's clock use it."""
+
+    label: str
+
+    def offset(self) -> float:
+        """Seconds the mock's clock is ahead of the real one."""
+
+    def advance(self, seconds: float) -> None: ...
+
+    def expire(self, session_id: str) -> None: ...
+
+    def marked_expired(self, session_id: str) -> bool: ...
+
+    def next_mint(self) -> int:
+        """Count a minted session; its number since the last reset."""
+
+    def load_script(self, session_id: str, steps: tuple[Step, ...]) -> None: ...
+
+    def load_named(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
+        """Give named sessions their scripts (a shared store: unless already given)."""
+
+    def entries(self) -> list[Entry]: ...
+
+    def clear_journal(self) -> None: ...
+
+    def journal_length(self) -> int: ...
+
+    def reset(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
+        """Forget everything per-call; named sessions get ``scripts`` afresh."""
+
+    def close(self) -> None: ...
+
+
+class SharedBackend(StateBackend, Protocol):
+    """A store several processes share: each request to ``/e`` is one :class:`SharedCall`."""
+
+    def decide(self, call: SharedCall) -> Facts:
+        """For blocking servers (waitress, Flask, in-process); raises StateUnavailable."""
+
+    async def decide_async(self, call: SharedCall) -> Facts:
+        """On the event loop, in one round trip; raises StateUnavailable."""
+
+    async def close_async(self) -> None:
+        """Close the running loop's connections (before the loop closes)."""
+
+
+@dataclass
+class MemoryBackend:
+    """The state in this process: today's limiter, journal and scripts, the clock and counters.
+
+    Exact with any number of threads in one process; the hot path reads the limiter, scripts
+    and :attr:`skew` directly (see :func:`.explain.decide`).
+    """
+
+    limiter: RateLimiter
+    journal: Journal
+    scripts: ScriptBook
+    skew: float = 0.0
+    label: str = MEMORY
+    _expired: set[str] = field(default_factory=set, repr=False)
+    _minted: int = field(default=0, repr=False)
+    _mint_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def offset(self) -> float:
+        return self.skew
+
+    def advance(self, seconds: float) -> None:
+        self.skew += seconds
+
+    def expire(self, session_id: str) -> None:
+        self._expired.add(session_id)
+
+    def marked_expired(self, session_id: str) -> bool:
+        return session_id in self._expired
+
+    def next_mint(self) -> int:
+        with self._mint_lock:  # two mints at once must not share a number (and a body)
+            self._minted += 1
+            return self._minted
+
+    def load_script(self, session_id: str, steps: tuple[Step, ...]) -> None:
+        self.scripts.load(session_id, steps)
+
+    def load_named(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
+        for session_id, steps in scripts.items():  # the scenario's total was checked when read
+            self.scripts.load(session_id, steps, force=True)
+
+    def entries(self) -> list[Entry]:
+        return self.journal.entries()
+
+    def clear_journal(self) -> None:
+        self.journal.clear()
+
+    def journal_length(self) -> int:
+        return len(self.journal)
+
+    def reset(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
+        self.journal.clear()
+        self.scripts.clear()
+        self.skew = 0.0
+        with self._mint_lock:
+            self._minted = 0
+        self._expired.clear()
+        self.limiter.reset()
+        self.load_named(scripts)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+# A shared journal stores an entry as a JSON array: the request's fields (the head, built
+# before the store decides), then the answer's (the tail, the one the store picked).
+def entry_head(entry: Entry) -> str:
+    """The entry's JSON array up to its answer's fields, ending with a comma."""
+    fields = [entry.time, entry.method, entry.path, entry.n, entry.query, entry.authorization]
+    return json.dumps([*fields, entry.latency_ms], ensure_ascii=False)[:-1] + ","
+
+
+@lru_cache(maxsize=256)  # a handful of outcomes, built for every request to /e
+def entry_tail(outcome: Outcome) -> str:
+    """The end of an entry's JSON array: status, outcome, fault."""
+    return json.dumps(list(outcome))[1:]
+
+
+def decode_entry(text: str) -> Entry:
+    at, method, path, n, query, authorization, latency, status, outcome, fault = json.loads(text)
+    return Entry(at, method, path, n, query, authorization, status, outcome, latency, fault)

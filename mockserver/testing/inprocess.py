@@ -1,0 +1,102 @@
+"""Calling the mock app in-process, for the transports of :mod:`.testing` (respx, responses).
+
+One request goes through the same WSGI stack as over HTTP, minus the socket; a scripted fault
+comes back as a :class:`Reply` naming it, for each adapter to raise its own client's error. A
+scripted delay at least as long as the client's read timeout becomes the fault ``timeout`` at
+once (the client would have given up), and is journaled so.
+"""
+
+from __future__ import annotations
+
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask
+from werkzeug.test import EnvironBuilder
+from werkzeug.wrappers import Response
+
+from verdict_contract.core.spec import ENDPOINT_PATH
+
+from ..explain import journal, parse_query
+from ..model.faults import FAULT_HEADER
+from ..web.faults import FaultMiddleware
+from ..web.glue import state_of
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the client gets: an answer, or a fault (``reset``, ``truncated``, ``timeout``)."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+    fault: str | None = None
+
+
+class _ScriptedTimeout(BaseException):
+    """A scripted delay at least as long as the client's read timeout.
+
+    A BaseException so that it passes the app's net for errors (which answers 400).
+    """
+
+
+class InProcessApp:
+    """The mock app behind a function call; scripted delays honour the caller's timeout."""
+
+    def __init__(self, app: Flask) -> None:
+        # Faults act on sockets; in-process, their marks are read instead. The request limits and
+        # access log above them guard a socket server, so in-process calls start below them too.
+        wsgi = app.wsgi_app
+        while not isinstance(wsgi, FaultMiddleware) and hasattr(wsgi, "app"):
+            wsgi = wsgi.app
+        self._wsgi: Any = wsgi.app if isinstance(wsgi, FaultMiddleware) else app.wsgi_app
+        self.state = state_of(app)
+        self._read_timeout: ContextVar[float | None] = ContextVar("read_timeout", default=None)
+        self.state.delay = self._delay
+
+    def _delay(self, seconds: float) -> None:
+        timeout = self._read_timeout.get()
+        if timeout is not None and seconds >= timeout:
+            raise _ScriptedTimeout
+        time.sleep(seconds)  # shorter than the timeout: wait for real (async: in a thread)
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        query: bytes,
+        headers: list[tuple[str, str]],
+        body: bytes = b"",
+        read_timeout: float | None = None,
+    ) -> Reply:
+        self._read_timeout.set(read_timeout)
+        environ = EnvironBuilder(
+            method=method,
+            path=path,
+            query_string=query.decode("latin-1"),
+            headers=headers,
+            data=body,
+        ).get_environ()
+        generation = self.state.journal.generation
+        try:
+            answer = Response.from_app(self._wsgi, environ)
+        except _ScriptedTimeout:
+            if path == ENDPOINT_PATH:
+                authorization = next((v for k, v in headers if k.lower() == "authorization"), None)
+                pairs = parse_query(query)
+                journal(
+                    self.state,
+                    method,
+                    pairs,
+                    query,
+                    authorization,
+                    "timeout",
+                    generation,
+                    headers=headers,
+                )
+            return Reply(0, [], b"", "timeout")
+        fault = answer.headers.get(FAULT_HEADER)
+        kept = [(k, v) for k, v in answer.headers.items() if k != FAULT_HEADER]
+        return Reply(answer.status_code, kept, answer.get_data(), fault)

@@ -1,0 +1,371 @@
+"""The mock for integrators' tests: one app, over real HTTP, or in-process for httpx and requests.
+
+Every transport gives a :class:`VerdictMock` with the same ``base_url``, ``api_key``, ``mint``,
+journal checks (:mod:`.verify`), clock control and ``reset``; all run the same Flask app as
+``verdict-mock``. In-process, a scripted fault raises the error the client library raises for a
+real one: httpx through respx (:func:`respx_mock`, a :class:`RespxVerdictMock` with its
+``router``), requests through responses (:func:`responses_mock`, a
+:class:`ResponsesVerdictMock` with its ``responses``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime
+from email.utils import format_datetime
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from flask import Flask
+
+from verdict_contract.core.hosts import is_loopback
+from verdict_contract.core.spec import VerdictKind
+
+from ..model.sessions import Step, parse_spec
+from ..server.serve import BackgroundServer
+from ..settings import Settings
+from ..state import MockState
+from ..store.journal import Entry
+from ..web.app import create_app
+from ..web.glue import state_of
+from .inprocess import InProcessApp, Reply
+from .verify import JournalChecks
+
+if TYPE_CHECKING:
+    import requests
+    import responses
+    import respx
+
+RESPX_BASE_URL = "https://verdict.mock"
+RESPONSES_BASE_URL = "https://verdict.mock"
+
+ScriptStep = int | str | Mapping[str, Any] | Step
+"""A script entry: ``429``, ``"reset"``, ``{"delay_ms": 2000}`` or :func:`reply` (...)."""
+
+
+def reply(
+    status: int,
+    *,
+    retry_after: int | datetime | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A scripted answer with exactly the status and headers given.
+
+    ``retry_after`` in seconds or as a date; without it no ``Retry-After`` is sent (a bare
+    ``429`` in a script sends ``Retry-After: 1``, as the service does).
+    """
+    sent = dict(headers or {})
+    if isinstance(retry_after, datetime):
+        sent["Retry-After"] = format_datetime(retry_after, usegmt=True)
+    elif retry_after is not None:
+        sent["Retry-After"] = str(int(retry_after))
+    return {"status": status, "headers": sent}
+
+
+@dataclass(repr=False)
+class VerdictMock(JournalChecks):
+    """A running mock: where it is, which key it takes, its journal and its controls."""
+
+    app: Flask
+    base_url: str
+
+    def __repr__(self) -> str:  # never the key (pytest -l prints fixtures)
+        name = type(self).__name__
+        return f"{name}(base_url={self.base_url!r}, settings={self.state.settings!r})"
+
+    @property
+    def state(self) -> MockState:
+        return state_of(self.app)
+
+    @property
+    def api_key(self) -> str:
+        return self.state.api_keys[0]
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """``Authorization: Bearer <key>`` for the mock's first key."""
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+    def mint(
+        self,
+        verdict: VerdictKind | None = None,
+        conclusive: bool | None = None,
+        age_seconds: float | None = None,
+        script: Sequence[ScriptStep] = (),
+        allow_invalid: bool = False,
+        seed: str | None = None,
+        **fields: Any,
+    ) -> str:
+        """Create a session and return its id; ``fields`` override verdict fields.
+
+        The body is the same on every run: drawn from the mock's seed and the number of this
+        mint since the test began, or from ``seed`` if given. ``conclusive`` left out takes the
+        documented default of the verdict (``generate.DEFAULT_CONCLUSIVE``). Raises
+        :class:`~verdict_contract.core.errors.SpecError` for an impossible request.
+        """
+        raw: dict[str, Any] = {
+            "script": [s.to_json() if isinstance(s, Step) else s for s in script]
+        }
+        for name, value in (
+            ("verdict", verdict),
+            ("conclusive", conclusive),
+            ("age_seconds", age_seconds),
+        ):
+            if value is not None:
+                raw[name] = value
+        if fields:
+            raw["fields"] = fields
+        if allow_invalid:
+            raw["allow_invalid"] = True
+        spec = parse_spec(raw, "mint()")
+        if seed is not None:
+            spec = replace(spec, key=f"seed:{seed}")
+        return self.state.mint(spec).id
+
+    @property
+    def journal(self) -> list[Entry]:
+        """This test's requests (keys masked), oldest first; wrong paths and methods too."""
+        return self.state.entries()
+
+    def _is_key(self, value: str) -> bool:
+        return self.state.key_ok(value)
+
+    def _scripts_left(self) -> dict[str, tuple[Step, ...]]:
+        return self.state.scripts.minted_left()
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The journal as JSON objects, as ``GET /_mock/requests`` gives it."""
+        return [entry.to_json() for entry in self.journal]
+
+    def advance(self, seconds: float) -> None:
+        """Move the mock's clock: sessions age and rate-limit windows pass, without sleeping."""
+        self.state.advance(seconds)
+
+    def expire(self, n: str) -> None:
+        """Session ``n`` answers 404 (expired) from now on, until the next test."""
+        self.state.expire(n)
+
+    def reset(self) -> None:
+        """Forget the journal, counters, unconsumed scripts and clock changes."""
+        self.state.reset()
+
+    def url(self, session_id: str) -> str:
+        return str(httpx.URL(f"{self.base_url}/e", params={"n": session_id}))
+
+
+@dataclass(repr=False)
+class RespxVerdictMock(VerdictMock):
+    """The mock answering httpx in-process; ``router`` is respx's, for routes of your own."""
+
+    router: respx.MockRouter
+
+
+@dataclass(repr=False)
+class ResponsesVerdictMock(VerdictMock):
+    """The mock answering requests in-process; ``responses`` is the mock, for your own."""
+
+    responses: responses.RequestsMock
+
+
+@contextmanager
+def live_mock(settings: Settings | None = None) -> Iterator[VerdictMock]:
+    """Serve the mock over real HTTP on 127.0.0.1 (a free port) for the block's duration."""
+    settings = settings or Settings(port=0)
+    app = create_app(settings)
+    with BackgroundServer(
+        app, host=settings.host, port=settings.port, threads=settings.threads
+    ) as server:
+        yield VerdictMock(app, server.base_url)
+
+
+def _in_async_respx() -> bool:
+    """Whether respx is resolving an async client's request (its ``aresolve`` is calling)."""
+    frame = sys._getframe(2)
+    for _ in range(10):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == "aresolve":
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def _httpx_reply(request: httpx.Request, reply: Reply) -> httpx.Response:
+    if reply.fault == "timeout":
+        raise httpx.ReadTimeout("timed out (scripted delay)", request=request)
+    if reply.fault == "reset":
+        raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
+    if reply.fault == "truncated":
+        raise httpx.RemoteProtocolError(
+            "peer closed connection without sending complete message body", request=request
+        )
+    return httpx.Response(reply.status, headers=reply.headers, content=reply.body)
+
+
+def _respx_handler(target: InProcessApp) -> Any:
+    def call(request: httpx.Request) -> Reply:
+        return target.call(
+            request.method,
+            request.url.path,
+            request.url.query,
+            list(request.headers.items()),
+            request.content,
+            request.extensions.get("timeout", {}).get("read"),
+        )
+
+    def handle(request: httpx.Request) -> Any:
+        if _in_async_respx():  # a delay waits in a thread, never on the event loop
+
+            async def later() -> httpx.Response:
+                return _httpx_reply(request, await asyncio.to_thread(call, request))
+
+            return later()
+        return _httpx_reply(request, call(request))
+
+    return handle
+
+
+_THROUGH = "verdict-loopback"
+"""The respx route that lets requests to this machine through, kept after the user's routes."""
+
+
+def _through_if_loopback(request: httpx.Request) -> httpx.Request | None:
+    """Let a request to this machine through (pytest-httpserver, a live mock); else unmatched."""
+    return request if is_loopback(request.url.host) else None
+
+
+def _router_class() -> type[respx.MockRouter]:
+    import respx
+    from respx.models import Route
+
+    class VerdictRouter(respx.MockRouter):
+        """respx's router whose loopback route stays last, so routes added later come first."""
+
+        def add(self, route: Route, *, name: str | None = None) -> Route:
+            through: Route | None = self.routes.pop(_THROUGH, None)  # type: ignore[no-untyped-call]
+            added = super().add(route, name=name)
+            if through is not None:
+                super().add(through, name=_THROUGH)
+            return added
+
+    return VerdictRouter
+
+
+@contextmanager
+def respx_mock(
+    base_url: str = RESPX_BASE_URL, settings: Settings | None = None, **router_options: Any
+) -> Iterator[RespxVerdictMock]:
+    """Route httpx requests under ``base_url`` to the mock app, in-process, with respx.
+
+    A scripted ``{"delay_ms": N}`` at least as long as the request's read timeout raises
+    ``httpx.ReadTimeout`` at once; a shorter one waits (for an async client, in a worker
+    thread, so the event loop keeps running). Requests to this machine (``127.0.0.1``,
+    ``localhost``: pytest-httpserver, the live mock) go through. Requests elsewhere follow
+    respx's defaults: an unmatched request raises ``respx.models.AllMockedAssertionError`` (pass
+    ``assert_all_mocked=False`` to let it through to the network instead).
+    """
+    from respx.patterns import M
+
+    app = create_app(settings or Settings())
+    base = httpx.URL(base_url.rstrip("/"))
+    options = {"assert_all_called": False, **router_options}
+    with _router_class()(**options) as router:
+        mine = M(scheme=base.scheme, host=base.host)
+        if base.port is not None:
+            mine &= M(port=base.port)
+        if base.path not in ("", "/"):
+            mine &= M(path__regex="^" + re.escape(base.path) + "(/|$)")
+        router.route(mine).mock(side_effect=_respx_handler(InProcessApp(app)))
+        router.route(M(host__regex=r"."), name=_THROUGH).mock(side_effect=_through_if_loopback)
+        yield RespxVerdictMock(app, base_url.rstrip("/"), router=router)
+
+
+def _read_timeout(timeout: object) -> float | None:
+    if isinstance(timeout, tuple):
+        timeout = timeout[1] if len(timeout) > 1 else None
+    return float(timeout) if isinstance(timeout, int | float) else None
+
+
+def _responses_callback(target: InProcessApp) -> Any:
+    import requests
+
+    def callback(request: requests.PreparedRequest) -> tuple[int, dict[str, str], bytes]:
+        url = httpx.URL(str(request.url))
+        body = request.body if isinstance(request.body, str | bytes) else b""
+        reply = target.call(
+            str(request.method),
+            url.path,
+            url.query,
+            [(k, str(v)) for k, v in request.headers.items()],
+            body.encode() if isinstance(body, str) else bytes(body),
+            _read_timeout(getattr(request, "req_kwargs", {}).get("timeout")),
+        )
+        if reply.fault == "timeout":
+            raise requests.exceptions.ReadTimeout("timed out (scripted delay)", request=request)
+        if reply.fault == "reset":
+            raise requests.exceptions.ConnectionError(
+                ConnectionResetError(104, "Connection reset by peer"), request=request
+            )
+        if reply.fault == "truncated":
+            raise requests.exceptions.ChunkedEncodingError(
+                "Connection broken: IncompleteRead", request=request
+            )
+        headers = {k: v for k, v in reply.headers if k.lower() != "content-length"}
+        return reply.status, headers, reply.body
+
+    return callback
+
+
+def _any_method_response(pattern: re.Pattern[str], callback: Any) -> Any:
+    """A responses callback for every method under ``pattern`` (one registration, not seven)."""
+    import responses
+
+    class AnyMethod(responses.CallbackResponse):
+        def matches(self, request: requests.PreparedRequest) -> tuple[bool, str]:
+            if pattern.match(str(request.url)):
+                return True, ""
+            return False, "URL does not match the verdict mock's base URL"
+
+    return AnyMethod("GET", pattern, callback=callback)
+
+
+@contextmanager
+def responses_mock(
+    base_url: str = RESPONSES_BASE_URL, settings: Settings | None = None
+) -> Iterator[ResponsesVerdictMock]:
+    """Answer ``requests`` calls under ``base_url`` with the mock app, in-process (responses).
+
+    Faults raise what requests raises for real ones: ``ConnectionError`` (reset),
+    ``ChunkedEncodingError`` (truncated), ``ReadTimeout`` (a delay past the read timeout).
+    Requests elsewhere raise responses' ``ConnectionError`` (nothing leaves the process).
+    It works beside responses' own default mock (``@responses.activate``,
+    ``responses.start()``), started before or after it: the mock's answers are registered there
+    too, and what neither mocks goes on to the one underneath.
+    """
+    import requests.adapters
+    import responses
+
+    app = create_app(settings or Settings())
+    base = base_url.rstrip("/")
+    pattern = re.compile(re.escape(base) + r"(/[^?#]*)?(\?.*)?$")
+    answer = _any_method_response(pattern, _responses_callback(InProcessApp(app)))
+    below: Any = requests.adapters.HTTPAdapter.send  # responses' own alias of its type differs
+    layered = below is not responses._real_send  # another mock is started: hand it the rest
+    mock = responses.RequestsMock(assert_all_requests_are_fired=False, real_adapter_send=below)
+    if layered:
+        mock.add_passthru(re.compile(".*"))
+    default = responses.mock.get_registry()
+    default.add(answer)  # answered too when @responses.activate starts the default mock later
+    try:
+        with mock:
+            mock.add(answer)
+            yield ResponsesVerdictMock(app, base, responses=mock)
+    finally:
+        current = responses.mock.get_registry()  # activate() may have replaced or reset it
+        current.registered[:] = [r for r in current.registered if r is not answer]

@@ -1,0 +1,220 @@
+"""Checks on the request journal in the style of respx, responses and WireMock's ``verify``.
+
+:class:`JournalChecks` is mixed into the test mocks (:mod:`.testing`): count the calls for a
+session id (and the headers and parameters they sent), assert it was called once, never or
+``n`` times, that nothing was requested, that every scripted step was used, read the last
+request. A failed check raises :class:`~verdict_contract.core.errors.VerificationError` (an
+``AssertionError``) saying what was expected and listing each request received once; keys are
+masked as in the journal, and the checks' own frames are hidden from pytest's traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+from verdict_contract.core.errors import VerificationError
+from verdict_contract.core.redact import mask
+from verdict_contract.core.spec import ENDPOINT_PATH
+
+from ..model.sessions import Step
+from ..store.journal import Entry, cut, mask_authorization, shown_param
+
+_WHOLE_ID: Final = 24
+"""Ids up to this length show whole; a longer one (a minted token) as its start and its end."""
+_HEAD, _TAIL = 8, 12
+"""Minted ids share their start (the encoded spec); their signed end tells them apart."""
+_LISTED: Final = 20
+"""Requests listed in a message, newest last; older ones are counted."""
+_SECRET_WORDS: Final = ("auth", "key", "token", "secret", "cookie", "session", "password")
+
+API_METHODS: Final = ("GET", "HEAD")
+"""A session's calls: requests of these methods to ``/e`` with its id."""
+
+
+def short_id(session_id: str | None) -> str:
+    """A session id as messages show it: whole, or its start and its distinguishing end."""
+    if session_id is None:
+        return "(no n)"
+    if len(session_id) <= _WHOLE_ID:
+        return session_id
+    return f"{session_id[:_HEAD]}…{session_id[-_TAIL:]}"
+
+
+def describe(entry: Entry) -> str:
+    """One line per request: method, path, id, what the client got, and the masked credentials."""
+    got = entry.fault if entry.fault else str(entry.status)
+    if entry.fault and entry.status is not None:
+        got = f"{entry.status}, {entry.fault}"
+    auth = entry.authorization if entry.authorization is not None else "no Authorization"
+    where = entry.path if entry.n is None else f"{entry.path}?n={short_id(entry.n)}"
+    return f"{entry.method} {where} -> {got} ({entry.outcome}; {auth})"
+
+
+def _listing(entries: Sequence[Entry]) -> str:
+    if not entries:
+        return "received no request at all"
+    lines = "\n".join(f"  {describe(e)}" for e in entries[-_LISTED:])
+    more = f"\n  ... and {len(entries) - _LISTED} earlier" if len(entries) > _LISTED else ""
+    return f"received {len(entries)} request(s) in this test:\n{lines}{more}"
+
+
+def _shown_header(name: str, value: str, is_key: Callable[[str], bool]) -> str:
+    """An expected header as a message shows it: credentials-like values masked."""
+    lowered = name.lower()
+    if lowered in ("authorization", "proxy-authorization"):
+        return f"{name}: {mask_authorization(value)}"
+    if is_key(value) or any(word in lowered for word in _SECRET_WORDS):
+        return f"{name}: {mask(value)}"
+    return f"{name}: {cut(value, 60)}"
+
+
+def _step_text(step: Step) -> str:
+    return json.dumps(step.to_json(), separators=(", ", ": "))
+
+
+class JournalChecks:
+    """Verification helpers over ``self.journal`` (the entries of the current test)."""
+
+    @property
+    def journal(self) -> list[Entry]:
+        raise NotImplementedError
+
+    def _is_key(self, value: str) -> bool:
+        """Whether ``value`` is one of the mock's keys (masked in messages wherever it is)."""
+        return False
+
+    def _scripts_left(self) -> dict[str, tuple[Step, ...]]:
+        """The unused steps of the scripts minted in this test, by session id."""
+        return {}
+
+    def calls(
+        self,
+        n: str | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> list[Entry]:
+        """The journaled requests, oldest first: all, or session ``n``'s; filtered by matchers.
+
+        With ``n``, the session's calls are its ``GET``/``HEAD /e`` requests (a wrong path or
+        method is journaled too, and listed when a check fails, but is not a call). ``headers``
+        (names in any case) and ``params`` keep the requests that sent each of them with that
+        exact value; an ``Authorization`` is matched without the journal ever holding it.
+        """
+        entries = self.journal
+        if n is not None:
+            entries = [
+                e
+                for e in entries
+                if e.n == n and e.path == ENDPOINT_PATH and e.method in API_METHODS
+            ]
+        for name, value in (headers or {}).items():
+            entries = [e for e in entries if e.sent("h", name.lower(), value)]
+        for name, value in (params or {}).items():
+            entries = [e for e in entries if e.sent("q", name, value)]
+        return entries
+
+    def call_count(
+        self,
+        n: str | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> int:
+        return len(self.calls(n, headers=headers, params=params))
+
+    def last_request(
+        self,
+        n: str | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> Entry:
+        """The newest journaled request (for session ``n``, with the matchers, if given)."""
+        __tracebackhide__ = True
+        calls = self.calls(n, headers=headers, params=params)
+        if not calls:
+            target = self._target(n, headers, params)
+            raise VerificationError(f"expected a request for {target}; {_listing(self.journal)}")
+        return calls[-1]
+
+    def assert_called(
+        self,
+        n: str | None = None,
+        times: int | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> None:
+        """Session ``n`` (or anything) was requested, with the matchers (``times`` times)."""
+        __tracebackhide__ = True
+        count = self.call_count(n, headers=headers, params=params)
+        if (times is None and count) or count == times:
+            return
+        expected = "at least 1 request" if times is None else f"exactly {times} request(s)"
+        besides = ""
+        if headers or params:
+            total = self.call_count(n)
+            besides = f" ({total} without the header and parameter matchers)"
+        raise VerificationError(
+            f"expected {expected} for {self._target(n, headers, params)}, received "
+            f"{count}{besides}; {_listing(self.journal)}"
+        )
+
+    def assert_called_once(
+        self,
+        n: str | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> None:
+        __tracebackhide__ = True
+        self.assert_called(n, times=1, headers=headers, params=params)
+
+    def assert_not_called(
+        self,
+        n: str | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> None:
+        __tracebackhide__ = True
+        self.assert_called(n, times=0, headers=headers, params=params)
+
+    def assert_no_requests(self) -> None:
+        """Nothing at all reached the mock in this test (no path, no method, no session)."""
+        __tracebackhide__ = True
+        entries = self.journal
+        if entries:
+            raise VerificationError(f"expected no request at all; {_listing(entries)}")
+
+    def assert_all_scripts_used(self) -> None:
+        """Every step of every script minted in this test was answered (like respx's
+        ``assert_all_called``): a script of three 429s met by one call fails it."""
+        __tracebackhide__ = True
+        left = self._scripts_left()
+        if not left:
+            return
+        lines = "\n".join(
+            f"  session n={short_id(n)}: {len(steps)} step(s) left: "
+            + ", ".join(_step_text(s) for s in steps)
+            for n, steps in left.items()
+        )
+        raise VerificationError(
+            f"expected every scripted step to be used; {len(left)} session(s) have steps "
+            f"left:\n{lines}\n{_listing(self.journal)}"
+        )
+
+    def _target(
+        self, n: str | None, headers: Mapping[str, str] | None, params: Mapping[str, str] | None
+    ) -> str:
+        target = "any request" if n is None else f"session n={short_id(n)}"
+        if headers:
+            shown = ", ".join(_shown_header(k, v, self._is_key) for k, v in headers.items())
+            target += f" with headers {{{shown}}}"
+        if params:
+            pairs = (shown_param(k, v, self._is_key) for k, v in params.items())
+            target += " with params {" + ", ".join(f"{k}={v}" for k, v in pairs) + "}"
+        return target

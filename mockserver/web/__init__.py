@@ -1,0 +1,1 @@
+"""The Flask app: /e through WSGI, the control API, the dashboard, the guard, the proxy."""

@@ -1,0 +1,123 @@
+"""The optional access log: one line per request in the common log format, keys masked.
+
+``--access-log`` turns it on; lines go to the ``mockserver.access`` logger at INFO. The query
+shows ``n`` and plain parameter names; every other value (an API key) and every name that
+might be a key is masked, the control token's ``?token=`` wholly, and the line is cut at
+:data:`MAX_TARGET_CHARS`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import parse_qsl
+
+from ..store.journal import shown_param, shown_path
+from .guard import TOKEN_PARAM
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+log = logging.getLogger("mockserver.access")
+
+MAX_TARGET_CHARS: Final = 1000
+CUT: Final = "…(cut)"
+
+
+def request_target(environ: WSGIEnvironment, is_key: Callable[[str], bool]) -> str:
+    """The path and query of a request as the log shows them: values masked, length bounded."""
+    path = shown_path(environ.get("PATH_INFO", ""), is_key)
+    query: str = environ.get("QUERY_STRING", "")
+    if query:
+        pairs = parse_qsl(query[: MAX_TARGET_CHARS * 4], keep_blank_values=True)
+        shown = "&".join(f"{k}={v}" for k, v in (_shown(k, v, is_key) for k, v in pairs))
+        path = f"{path}?{shown}"
+    return path if len(path) <= MAX_TARGET_CHARS else path[:MAX_TARGET_CHARS] + CUT
+
+
+def _shown(name: str, value: str, is_key: Callable[[str], bool]) -> tuple[str, str]:
+    if name == TOKEN_PARAM:  # the control token (the dashboard's link): not one character of it
+        return name, "…"
+    return shown_param(name, value, is_key)
+
+
+def log_line(
+    environ: WSGIEnvironment, status: str, size: int, is_key: Callable[[str], bool]
+) -> str:
+    """The common log format: ``host - - [time] "request" status bytes``."""
+    stamp = time.strftime("%d/%b/%Y:%H:%M:%S %z")
+    request = (
+        f"{environ.get('REQUEST_METHOD', '-')} {request_target(environ, is_key)} "
+        f"{environ.get('SERVER_PROTOCOL', '-')}"
+    ).replace('"', "%22")
+    remote = environ.get("REMOTE_ADDR") or "-"
+    return f'{remote} - - [{stamp}] "{request}" {status.split(" ")[0]} {size or "-"}'
+
+
+def log_request(
+    method: str,
+    url: bytes,
+    version: str,
+    peer: tuple[str, int] | None,
+    status: str,
+    size: int,
+    is_key: Callable[[str], bool],
+) -> None:
+    """Log a request the server parsed itself (no WSGI environ was built for it)."""
+    path, _, query = url.partition(b"?")
+    environ = {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": path.decode("latin-1"),
+        "QUERY_STRING": query.decode("latin-1"),
+        "SERVER_PROTOCOL": f"HTTP/{version}",
+        "REMOTE_ADDR": peer[0] if peer else "-",
+    }
+    log.info("%s", log_line(environ, status, size, is_key))
+
+
+class _Counted:
+    """The response body, counted as it is sent; the line is logged when it is closed."""
+
+    def __init__(self, body: Iterable[bytes], done: Any) -> None:
+        self.body = body
+        self.done = done
+        self.size = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.body:
+            self.size += len(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self.done(self.size)
+
+
+class AccessLog:
+    """Log one line per request to ``mockserver.access``."""
+
+    def __init__(self, app: WSGIApplication, is_key: Callable[[str], bool]) -> None:
+        self.app = app
+        self.is_key = is_key
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        status = ["-"]
+
+        def start(code: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            status[0] = code
+            return start_response(code, headers, exc_info)
+
+        try:
+            body = self.app(environ, start)
+        except BaseException:  # e.g. a scripted reset: the client got no answer
+            log.info("%s", log_line(environ, "000", 0, self.is_key))
+            raise
+        return _Counted(
+            body, lambda size: log.info("%s", log_line(environ, status[0], size, self.is_key))
+        )

@@ -1,0 +1,157 @@
+"""The Flask app of the mock: ``/e``, the control API and error handling, built per settings."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from flask import Flask, Response, current_app, request
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
+
+from verdict_contract.core.spec import ENDPOINT_PATH
+
+from ..explain import handle, journal_elsewhere
+from ..model.answer import Answer, error_answer, not_allowed, status_line
+from ..model.sessions import SpecError
+from ..settings import Settings
+from ..state import MockState
+from ..store.backend import StateUnavailable
+from .accesslog import AccessLog
+from .control import control
+from .fastpath import ExplainMiddleware
+from .faults import FaultMiddleware
+from .glue import EXTENSION, error_response, state_of, to_response
+from .limits import RequestLimits
+from .proxy import PROXY_EXTENSION, ValidatingProxy
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+_NOT_FOUND = f"no such endpoint; the API is GET {ENDPOINT_PATH}?n=<session id>"
+_CONTROL_PREFIX = "/_mock"
+
+
+def _http_error(error: HTTPException) -> Response:
+    status = error.code or 400
+    if isinstance(error, MethodNotAllowed):
+        allowed = ", ".join(sorted(error.valid_methods or ()))  # werkzeug's order varies
+        return _journaled(not_allowed(request.method, allowed))
+    if status == 404:
+        return _journaled(error_answer(404, "not_found", _not_found(request.path)))
+    if status >= 500:  # never answer 5xx to a request, however malformed
+        status = 400
+    return error_response(
+        status, error.name.lower().replace(" ", "_"), error.description or error.name
+    )
+
+
+def _not_found(path: str) -> str:
+    """What a 404 says: the API's one endpoint, or under ``/_mock`` the control API's own (read
+    from the app's routes), with the closest to a misspelt path by its name or its view's
+    (``/_mock/journal`` is the ``journal`` view's ``/_mock/requests``)."""
+    if path != _CONTROL_PREFIX and not path.startswith(_CONTROL_PREFIX + "/"):
+        return _NOT_FOUND
+    routes: dict[str, set[str]] = {}
+    names: dict[str, str] = {}  # a route's last segment, and its view's name: the route
+    for rule in current_app.url_map.iter_rules():
+        if rule.rule.startswith(_CONTROL_PREFIX + "/") and rule.endpoint != "static":
+            routes.setdefault(rule.rule, set()).update(rule.methods or ())
+            names.setdefault(rule.rule.rstrip("/").rpartition("/")[2], rule.rule)
+            names.setdefault(rule.endpoint.rpartition(".")[2], rule.rule)
+    if not routes:
+        return f"{_NOT_FOUND}; the control API under {_CONTROL_PREFIX}/ is off (--no-control)"
+    listed = ", ".join(
+        f"{'|'.join(sorted(methods - {'HEAD', 'OPTIONS'}))} {rule}"
+        for rule, methods in sorted(routes.items())
+    )
+    asked = path[len(_CONTROL_PREFIX) + 1 :].strip("/")[:100].lower()
+    close = difflib.get_close_matches(asked, list(names), n=1) if asked else []
+    hint = f"did you mean {names[close[0]]}? " if close else ""
+    return f"no such control endpoint; {hint}the control API is: {listed}"
+
+
+def _journaled(answer: Answer) -> Response:
+    """A 404 or 405 answered to a request the API does not take, journaled unless control's."""
+    path = request.path
+    if path != _CONTROL_PREFIX and not path.startswith(_CONTROL_PREFIX + "/"):
+        headers = list(request.headers.items())
+        journal_elsewhere(state_of(), request.method, path, request.query_string, headers, answer)
+    return to_response(answer)
+
+
+def _unexpected_error(error: Exception) -> Response:
+    if isinstance(error, SpecError):  # a request the mock cannot honour: said, not logged
+        return error_response(422, "invalid_session", str(error))
+    if isinstance(error, StateUnavailable):  # --state did not answer: said, and retried later
+        return error_response(503, "state_unavailable", str(error), [("Retry-After", "1")])
+    current_app.logger.exception("unexpected error answering %s", request.path)
+    return error_response(400, "bad_request", "the request could not be processed")
+
+
+def explain_view() -> Response:
+    """``/e`` as a Flask view: what answers when the app runs without the fast path."""
+    headers = list(request.headers.items())
+    authorization = request.headers.get("Authorization")
+    answer = handle(state_of(), request.method, request.query_string, authorization, headers)
+    response = to_response(answer)
+    response.headers["Vary"] = "Authorization"
+    return response
+
+
+def standard_status(status: str) -> str:
+    """A status with its standard phrase: werkzeug's ``"409 CONFLICT"`` as ``"409 Conflict"``.
+
+    The phrase is http.HTTPStatus's, as in every answer the mock frames itself (``/e``, limits,
+    the proxy); a status that does not start with a code is left as it is.
+    """
+    code = status[:3]
+    if not code.isdigit() or status[3:4] not in ("", " "):
+        return status
+    return status_line(int(code))
+
+
+class StandardReasons:
+    """Give every answer of the app the standard reason phrase, whichever server writes it."""
+
+    def __init__(self, app: WSGIApplication) -> None:
+        self.app = app
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            return start_response(standard_status(status), headers, exc_info)
+
+        return self.app(environ, start)
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    """Build the mock app for ``settings`` (the defaults serve the demo sessions)."""
+    settings = settings or Settings()
+    # Named after this module (an import name Flask can locate, not the working directory) and
+    # with no static route: nothing of the disk is served, only the dashboard's own assets, which
+    # dashboard.py reads from the package (issue 27: Flask("mockserver") served ./static/).
+    app = Flask(__name__, static_folder=None)
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body  # a chunked body, cut as it is read
+    state = MockState(settings)
+    app.extensions[EXTENSION] = state
+    # GET and HEAD are answered by ExplainMiddleware; the route gives other methods their 405.
+    app.add_url_rule(
+        ENDPOINT_PATH, "explain", explain_view, methods=["GET"], provide_automatic_options=False
+    )
+    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(Exception, _unexpected_error)
+    if settings.control:
+        app.register_blueprint(control)
+    explain: ExplainMiddleware | ValidatingProxy = ExplainMiddleware(app.wsgi_app, state)
+    if settings.proxy_to is not None:  # /e goes to the real service instead (proxy.py)
+        explain = app.extensions[PROXY_EXTENSION] = ValidatingProxy(app.wsgi_app, state)
+    # Outermost: faults act on the connection whichever layer produced them.
+    app.wsgi_app = FaultMiddleware(explain)  # type: ignore[method-assign]
+    # Limits hold whatever server serves the app; the access log sees every answer.
+    app.wsgi_app = RequestLimits(app.wsgi_app, settings.max_body)  # type: ignore[method-assign]
+    # werkzeug upper-cases reason phrases ("404 NOT FOUND"): one spelling whoever answered.
+    app.wsgi_app = StandardReasons(app.wsgi_app)  # type: ignore[method-assign]
+    if settings.access_log:
+        app.wsgi_app = AccessLog(app.wsgi_app, state.key_ok)  # type: ignore[method-assign]
+    return app

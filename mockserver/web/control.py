@@ -1,0 +1,168 @@
+"""The control API under ``/_mock/``: mint sessions, read the journal, reset, health.
+
+It is for the developers and tests that drive the mock; ``--no-control`` turns it off.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from verdict_contract.core.resources import bundled_openapi
+from verdict_contract.core.spec import SCHEMA_VERSION
+
+from ..model.answer import NO_STORE
+from ..model.scripts import ScriptStoreFull
+from ..model.sessions import Session, SpecError, parse_spec
+from ..settings import DEFAULT_API_KEY
+from .dashboard import dashboard
+from .glue import error_response, state_of
+from .guard import guard_control
+from .proxy import PROXY_EXTENSION
+
+control = Blueprint("control", __name__, url_prefix="/_mock")
+control.add_url_rule("/", "dashboard", dashboard, methods=["GET"])
+
+
+def _to_dashboard() -> Response:
+    """``/_mock`` without its slash: a JSON 308 to the dashboard, not werkzeug's HTML one."""
+    response = jsonify(
+        error={"code": "moved", "message": "the dashboard is at /_mock/ (with a slash)"}
+    )
+    response.status_code = 308
+    response.headers["Location"] = "/_mock/"
+    return response
+
+
+control.add_url_rule("", "to_dashboard", _to_dashboard, strict_slashes=False)
+control.before_request(guard_control)  # Host, Origin and token: every control route, see guard.py
+
+
+def _iso(moment: float | None) -> str | None:
+    return None if moment is None else datetime.fromtimestamp(moment, UTC).isoformat()
+
+
+def describe_session(session: Session) -> dict[str, Any]:
+    state = state_of()
+    collected = session.collected_at
+    lifetime = state.settings.session_lifetime
+    recorded = session.spec.recorded  # a recorded session is described by what it replays
+    body = recorded.decoded() if recorded else state.generator.verdict(session.id, session.spec)
+    return {
+        "n": session.id,
+        "url": session.url,
+        "verdict": body.get("verdict"),
+        "conclusive": body.get("conclusive"),
+        "collected_at": _iso(collected),
+        "expires_at": _iso(None if collected is None else collected + lifetime),
+        "script": [step.to_json() for step in session.spec.script],
+        "always": session.spec.always.to_json() if session.spec.always else None,
+    }
+
+
+@control.after_request
+def _no_store(response: Response) -> Response:
+    # Control answers describe mutable state: never cache them. An empty answer has no type.
+    response.headers["Cache-Control"] = NO_STORE
+    if response.status_code == 204:
+        response.headers.pop("Content-Type", None)
+    return response
+
+
+@control.post("/sessions")
+def mint() -> tuple[Response, int] | Response:
+    if request.content_length and not request.is_json:  # get_json would see no JSON at all
+        sent = request.headers.get("Content-Type")
+        return error_response(
+            400,
+            "bad_request",
+            "the body is read as JSON only with the header Content-Type: application/json; "
+            + ("the header is missing" if sent is None else f"received {sent[:100]!r}"),
+        )
+    try:
+        raw = request.get_json(silent=True) if request.content_length else {}
+    except RecursionError:  # absurdly deep JSON
+        raw = None
+    if raw is None:
+        return error_response(400, "bad_request", "the body must be a JSON object (or empty)")
+    try:
+        spec = parse_spec(raw, "request")
+        if spec.always is not None:
+            raise SpecError("request.always is for named sessions; use script for minted ones")
+        session = state_of().mint(spec)
+    except SpecError as exc:
+        return error_response(422, "invalid_session", str(exc))
+    except ScriptStoreFull as exc:
+        return error_response(409, "script_store_full", str(exc))
+    return jsonify(describe_session(session)), 201
+
+
+@control.get("/sessions")
+def named() -> Response:
+    return jsonify([describe_session(s) for s in state_of().named.values()])
+
+
+@control.get("/requests")
+def journal() -> Response:
+    return jsonify([entry.to_json() for entry in state_of().entries()])
+
+
+@control.delete("/requests")
+def clear_journal() -> tuple[str, int]:
+    state_of().clear_journal()
+    return "", 204
+
+
+@control.post("/reset")
+def reset() -> tuple[str, int]:
+    state_of().reset()
+    return "", 204
+
+
+MAX_ADVANCE_SECONDS = 86_400.0
+"""The most one call moves the clock: a day, far past any session's lifetime."""
+
+
+@control.post("/clock")
+def advance_clock() -> tuple[Response, int] | Response:
+    """Move the mock's clock forward, as ``VerdictMock.advance`` does: sessions age at once."""
+    raw = request.get_json(silent=True)
+    seconds = raw.get("advance") if isinstance(raw, dict) else None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        return error_response(
+            422, "invalid_clock", 'send {"advance": SECONDS}, a number of seconds >= 0'
+        )
+    if not 0 <= seconds <= MAX_ADVANCE_SECONDS:
+        return error_response(
+            422,
+            "invalid_clock",
+            f"advance: received {seconds}; documented: 0 to {MAX_ADVANCE_SECONDS:g} seconds",
+        )
+    state = state_of()
+    state.advance(float(seconds))
+    return jsonify(skew=state.skew)
+
+
+@control.get("/health")
+def health() -> Response:
+    state = state_of()
+    proxy = current_app.extensions.get(PROXY_EXTENSION)
+    return jsonify(
+        status="ok",
+        schema=SCHEMA_VERSION,
+        rate_limit=str(state.limiter.limit),
+        session_lifetime=state.settings.session_lifetime,
+        journal_entries=state.backend.journal_length(),
+        script_bytes=state.scripts.size,
+        default_key=DEFAULT_API_KEY if DEFAULT_API_KEY in state.api_keys else None,
+        scenario_problem=state.scenario_problem,
+        state=state.backend.label,
+        **({"proxy": proxy.stats.to_json()} if proxy is not None else {}),
+    )
+
+
+@control.get("/openapi.json")
+def openapi() -> Response:
+    return jsonify(bundled_openapi())

@@ -1,0 +1,29 @@
+"""Flask glue shared by the app and the control API: the app's state, answers as responses."""
+
+from __future__ import annotations
+
+from flask import Flask, Response, current_app
+
+from ..model.answer import JSON, Answer, Headers, error_answer
+from ..state import MockState
+
+EXTENSION = "verdict_mock"
+"""Where a mock app keeps its :class:`MockState` (``app.extensions``)."""
+
+
+def state_of(app: Flask | None = None) -> MockState:
+    """Return the state a mock app (by default the current one) owns."""
+    state: MockState = (app or current_app).extensions[EXTENSION]
+    return state
+
+
+def to_response(answer: Answer) -> Response:
+    """The Flask response for an answer (Content-Length set unless the answer sets it)."""
+    response = Response(answer.body, answer.status, content_type=JSON)
+    for name, value in answer.headers:
+        response.headers[name] = value
+    return response
+
+
+def error_response(status: int, code: str, message: str, headers: Headers = ()) -> Response:
+    return to_response(error_answer(status, code, message, headers=headers))

@@ -1,0 +1,198 @@
+"""The control API's guard: the checks that keep a web page from driving a local mock.
+
+A page the developer visits can reach ``127.0.0.1`` from their browser: with a simple cross-site
+``POST`` (CSRF), or with a name of its own that resolves to ``127.0.0.1`` (DNS rebinding). So
+every call to the ``control`` blueprint (see :func:`guard_control`, its ``before_request``)
+passes three checks, in this order, each refusing with the documented JSON error shape:
+
+1. ``Host``: when bound to loopback (or given ``--allowed-host``), only loopback names and the
+   allowed names: 421.
+2. ``Origin``: absent (``curl``, scripts) or the mock's own: else 403.
+3. the control token, when one is set: ``X-Mock-Token: <token>`` on every call, or the
+   dashboard's cookie: else 401 (for a browser, a page saying how to open the dashboard, or
+   that the ``?token=`` it opened it with is not the mock's).
+
+The dashboard's cookie: ``GET /_mock/?token=<token>`` (the one link a person opens) sets it and
+redirects to ``/_mock/``, so the token leaves the address bar, the history and any bookmark, and a
+reload or a new tab keeps working. The cookie holds an HMAC of the token, never the token; it is
+``HttpOnly`` (no script reads it) and ``SameSite=Strict`` (no other site's page sends it). A call
+that changes state with the cookie alone must also carry the mock's own ``Origin``, which a
+browser sends on every such ``fetch``: the cookie never stands in for the token of a non-browser.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Final
+
+from flask import Response, request
+
+from verdict_contract.core.hosts import is_loopback
+from verdict_contract.core.redact import Secret
+
+from ..settings import Settings, env_var
+from .dashboard import token_page
+from .glue import error_response, state_of
+
+TOKEN_HEADER: Final = "X-Mock-Token"  # noqa: S105 - a header name, not a secret
+TOKEN_PARAM: Final = "token"  # noqa: S105 - a parameter name
+DASHBOARD_PATH: Final = "/_mock/"
+"""The one page that also takes the token from its query, so a browser can open it."""
+COOKIE_PREFIX: Final = "verdict_mock_dashboard"
+COOKIE_MAX_AGE: Final = 30 * 24 * 3600
+"""A bookmark keeps working for a month after the last visit with the token."""
+_COOKIE_PURPOSE: Final = b"verdict-mock dashboard cookie, v1"
+
+LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
+
+
+def host_name(host_header: str) -> str:
+    """The name part of a ``Host`` header: ``[::1]:8080`` -> ``[::1]``, ``a:80`` -> ``a``."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    name, colon, port = host.rpartition(":")
+    return name if colon and port.isdigit() else host
+
+
+def host_allowed(host_header: str, settings: Settings) -> bool:
+    """The Host check: anything goes unless bound to loopback or given allowed names."""
+    if not settings.allowed_hosts and not is_loopback(settings.host):
+        return True
+    name = host_name(host_header)
+    return is_loopback(name) or name.rstrip(".") in settings.allowed_hosts
+
+
+def origin_allowed(origin: str | None, host_header: str) -> bool:
+    """No ``Origin`` (not a browser) or the mock's own; ``null`` and every other site are not."""
+    if origin is None:
+        return True
+    return origin.strip().lower() in (
+        f"http://{host_header.lower()}",
+        f"https://{host_header.lower()}",
+    )
+
+
+def cookie_name(host_header: str) -> str:
+    """The cookie's name, per port: cookies ignore ports, and two mocks may run side by side."""
+    _, colon, port = host_header.strip().rpartition(":")
+    return f"{COOKIE_PREFIX}_{port if colon and port.isdigit() else 'default'}"
+
+
+def cookie_value(token: Secret) -> str:
+    """What the cookie holds: an HMAC of the token (it opens the dashboard, it is not the token)."""
+    return hmac.new(token.reveal().encode(), _COOKIE_PURPOSE, hashlib.sha256).hexdigest()
+
+
+def _matches(sent: str | None, expected: str) -> bool:
+    """Constant-time comparison of what was sent with what is expected."""
+    return hmac.compare_digest((sent or "").encode("utf-8", "surrogateescape"), expected.encode())
+
+
+def token_sent(settings: Settings) -> bool:
+    """Whether this request carries the control token in its header (compared in constant time)."""
+    if settings.control_token is None:
+        return True
+    return _matches(request.headers.get(TOKEN_HEADER), settings.control_token.reveal())
+
+
+def _cookie_sent(token: Secret) -> bool:
+    sent = request.cookies.get(cookie_name(request.headers.get("Host", "")))
+    return _matches(sent, cookie_value(token))
+
+
+def _open_dashboard(token: Secret) -> Response:
+    """``GET /_mock/?token=<token>``: set the cookie, then show ``/_mock/`` without the query."""
+    response = Response(status=303, headers={"Location": DASHBOARD_PATH})
+    response.set_cookie(
+        cookie_name(request.headers.get("Host", "")),
+        cookie_value(token),
+        max_age=COOKIE_MAX_AGE,
+        path=DASHBOARD_PATH,
+        secure=request.is_secure,
+        httponly=True,
+        samesite="Strict",
+    )
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+def _token_refused(wrong_query: bool = False) -> Response:
+    """401: for a browser the page that says how to open the dashboard, else the JSON error.
+
+    ``wrong_query``: the dashboard was opened with a ``?token=`` that is not the mock's; the
+    answer says the token was wrong, never what it was.
+    """
+    if "text/html" in request.headers.get("Accept", ""):
+        response = token_page(wrong=wrong_query)
+        response.status_code = 401
+        return response
+    if wrong_query:
+        return error_response(
+            401,
+            "control_token_required",
+            f"the token in {DASHBOARD_PATH}?{TOKEN_PARAM}= is not this mock's control token; "
+            f"use the one it was started with (--control-token or {env_var('control_token')})",
+        )
+    return error_response(
+        401,
+        "control_token_required",
+        f"the control API needs the token set with --control-token, in the {TOKEN_HEADER} "
+        f"header (a browser: open {DASHBOARD_PATH}?token=<token> once)",
+    )
+
+
+def _check_token(settings: Settings) -> Response | None:
+    """The token check of :func:`guard_control`: None lets the call through."""
+    token = settings.control_token
+    if token is None or token_sent(settings):
+        return None
+    page = request.method in ("GET", "HEAD") and request.path == DASHBOARD_PATH
+    if page and TOKEN_PARAM in request.args:
+        if _matches(request.args[TOKEN_PARAM], token.reveal()):
+            return _open_dashboard(token)
+        return _token_refused(wrong_query=True)
+    if _cookie_sent(token):
+        if request.method in ("GET", "HEAD") or request.headers.get("Origin") is not None:
+            return None  # the Origin, when present, was checked to be the mock's own
+        return error_response(
+            403,
+            "origin_required",
+            "a call that changes state with the dashboard's cookie must carry the mock's own "
+            f"Origin (a browser sends it); scripts send the {TOKEN_HEADER} header instead",
+        )
+    return _token_refused()
+
+
+def guard_control() -> Response | None:
+    """``before_request`` of the control blueprint: None lets the call through."""
+    settings = state_of().settings
+    host = request.headers.get("Host", "")
+    if not host_allowed(host, settings):
+        names = ", ".join((*LOOPBACK_NAMES, *settings.allowed_hosts))
+        return error_response(
+            421,
+            "misdirected_request",
+            f"the control API answers to the hosts {names} (more with --allowed-host); "
+            f"received Host {host_name(host)[:100]!r}",
+        )
+    if not origin_allowed(request.headers.get("Origin"), host):
+        return error_response(
+            403,
+            "cross_origin_refused",
+            "the control API refuses calls from web pages of other origins; "
+            f"received Origin {request.headers.get('Origin', '')[:100]!r}",
+        )
+    return _check_token(settings)
+
+
+def exposure_warning(settings: Settings) -> str | None:
+    """The warning for a control API open to the network with no token, or None."""
+    if not settings.control or settings.control_token is not None or is_loopback(settings.host):
+        return None
+    return (
+        f"WARNING: the control API (/_mock/) is reachable from the network on {settings.host} "
+        "with no token: anyone who can reach this port can mint sessions and read the journal. "
+        f"Set --control-token (or {env_var('control_token')}), or pass --no-control."
+    )
