@@ -22,10 +22,11 @@ from urllib.parse import quote
 
 import httpx
 
-from .leaks import error_body_advisories
-from .pace import Pace
 from verdict_contract.core.redact import Secret
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
+
+from .leaks import error_body_advisories
+from .pace import Pace
 
 KEY = object()
 """Placeholder for "send the configured key" wherever a query or header value is built."""

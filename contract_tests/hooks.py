@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from verdict_contract.core.redact import Redactor
+
 from . import config as target
 from .gate import FAILED, Gate, decide
 from .report import (
@@ -26,7 +28,6 @@ from .report import (
     SuiteReport,
 )
 from .requested import collects_suite
-from verdict_contract.core.redact import Redactor
 
 REDACTOR = pytest.StashKey[Redactor]()
 REPORT = pytest.StashKey[SuiteReport]()

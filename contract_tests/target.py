@@ -10,9 +10,10 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
+
 from .client import ExplainClient
 from .config import SuiteConfig
-from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
 
 
 class MockProvider(Protocol):

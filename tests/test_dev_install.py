@@ -12,9 +12,9 @@ from tests.installs import ROOT
 
 def test_the_install_is_a_tree_of_links_to_the_sources() -> None:
     tree = f"build/__editable__.verdict_contract-{version('verdict-contract')}-py3-none-any"
-    installed = ROOT / tree / "verdict_contract" / "mockserver" / "app.py"
+    installed = ROOT / tree / "verdict_contract" / "mockserver" / "web" / "app.py"
     assert installed.is_symlink(), "install with the README's second command (editable_mode=strict)"
-    assert installed.resolve() == ROOT / "mockserver" / "app.py"
+    assert installed.resolve() == ROOT / "mockserver" / "web" / "app.py"
 
 
 def test_python_m_from_the_checkout_imports_the_whole_package() -> None:

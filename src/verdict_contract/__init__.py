@@ -10,6 +10,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from verdict_contract.mockserver.factory import VerdictProvider as VerdictProvider
+    from verdict_contract.mockserver.factory import make_verdict as make_verdict
+
     from .core.errors import InvalidVerdictError as InvalidVerdictError
     from .core.errors import ScenarioError as ScenarioError
     from .core.errors import SettingsError as SettingsError
@@ -28,8 +31,6 @@ if TYPE_CHECKING:
     from .core.validator import unknown_properties as unknown_properties
     from .core.validator import validate_verdict as validate_verdict
     from .core.violations import Violation as Violation
-    from verdict_contract.mockserver.factory import VerdictProvider as VerdictProvider
-    from verdict_contract.mockserver.factory import make_verdict as make_verdict
 
 _EXPORTS = {
     "InvalidVerdictError": "verdict_contract.core.errors",

@@ -23,7 +23,6 @@ import pytest
 from .core.spec import VERDICTS
 
 if TYPE_CHECKING:
-    from .core.spec import VerdictKind
     from verdict_contract.mockserver import Settings
     from verdict_contract.mockserver.factory import MakeVerdict
     from verdict_contract.mockserver.testing.mocks import (
@@ -31,6 +30,8 @@ if TYPE_CHECKING:
         RespxVerdictMock,
         VerdictMock,
     )
+
+    from .core.spec import VerdictKind
 
 MARKER = "verdict_mock"
 SEED_OPTION = "--verdict-seed"

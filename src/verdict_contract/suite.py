@@ -30,9 +30,10 @@ class BundledMock:
 
     @contextmanager
     def serve(self, rate_limit: str | None = None) -> Iterator[str]:
-        from .core.rates import RateLimit
         from verdict_contract.mockserver.settings import Settings
         from verdict_contract.mockserver.testing.mocks import live_mock
+
+        from .core.rates import RateLimit
 
         settings = Settings(port=0)
         if rate_limit is not None:

@@ -12,9 +12,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .core.errors import VerificationError as VerificationError
-    from .core.types import Verdict as Verdict
-    from .core.types import VerdictKind as VerdictKind
     from verdict_contract.mockserver.factory import MakeVerdict as MakeVerdict
     from verdict_contract.mockserver.settings import Settings as Settings
     from verdict_contract.mockserver.store.journal import Entry as JournalEntry
@@ -25,6 +22,10 @@ if TYPE_CHECKING:
     from verdict_contract.mockserver.testing.mocks import ScriptStep as ScriptStep
     from verdict_contract.mockserver.testing.mocks import VerdictMock as VerdictMock
     from verdict_contract.mockserver.testing.mocks import reply as reply
+
+    from .core.errors import VerificationError as VerificationError
+    from .core.types import Verdict as Verdict
+    from .core.types import VerdictKind as VerdictKind
 
 _EXPORTS = {  # public name: (module, name there)
     "JournalEntry": ("verdict_contract.mockserver.store.journal", "Entry"),

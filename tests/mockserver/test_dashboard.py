@@ -51,7 +51,7 @@ def test_the_page_fetches_nothing_from_elsewhere(page: httpx.Response) -> None:
 
 
 def test_the_script_never_parses_data_as_html() -> None:
-    script = (files("verdict_contract.mockserver") / "static" / "dashboard.js").read_text()
+    script = (files("verdict_contract.mockserver.web") / "static" / "dashboard.js").read_text()
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert sink not in script
     assert "textContent" in script
@@ -73,7 +73,7 @@ def test_health_has_no_proxy_counters_without_a_proxy() -> None:
 
 
 def test_the_script_asks_only_its_own_origin() -> None:
-    script = (files("verdict_contract.mockserver") / "static" / "dashboard.js").read_text()
+    script = (files("verdict_contract.mockserver.web") / "static" / "dashboard.js").read_text()
     assert script.count("fetch(") == 1  # one place sends requests, adding the token header
     called = re.findall(r"""(?:json|act)\(\s*["']([^"']*)["']""", script)
     assert set(called) == {"requests", "health", "sessions", "reset"}  # relative to /_mock/
