@@ -229,7 +229,7 @@ def pytest_runtest_makereport(
             if cleaned != text:
                 report.longrepr = cleaned
         report.sections = [(name, redactor.text(content)) for name, content in report.sections]
-        report.user_properties = [
+        report.user_properties[:] = [
             (name, redactor.text(str(value))) for name, value in report.user_properties
         ]
     return report

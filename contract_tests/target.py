@@ -22,9 +22,11 @@ class MockProvider(Protocol):
     @property
     def default_api_key(self) -> str:
         """The key a mock accepts when none is configured."""
+        ...
 
     def serve(self, rate_limit: str | None = None) -> AbstractContextManager[str]:
         """Serve a mock on 127.0.0.1 for the block; yields its base URL."""
+        ...
 
 
 @dataclass

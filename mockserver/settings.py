@@ -403,9 +403,9 @@ _SENDABLE_KEY = re.compile(r"[!-~]([ -~]*[!-~])?")
 
 
 @cache
-def _kinds() -> dict[str, tuple[type, bool]]:
+def _kinds() -> dict[str, tuple[Any, bool]]:
     """Each setting's type and whether it may be None, read from the annotations."""
-    kinds: dict[str, tuple[type, bool]] = {}
+    kinds: dict[str, tuple[Any, bool]] = {}
     for name, hint in get_type_hints(Settings).items():
         optional = isinstance(hint, UnionType) and type(None) in get_args(hint)
         (kind,) = [a for a in get_args(hint) if a is not type(None)] if optional else [hint]

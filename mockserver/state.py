@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from verdict_contract.core.spec import VERDICTS
+from verdict_contract.core.spec import VERDICTS, VerdictKind
 
 from .model.generate import VerdictGenerator
 from .model.scenario import (
@@ -54,7 +54,7 @@ def _any_session(session_id: str) -> Session:
     """The session ``--accept-any-session`` serves for an unknown id (``<verdict>-...`` picks
     the verdict)."""
     kind = session_id.partition("-")[0]
-    verdict = next((v for v in VERDICTS if v == kind), None)
+    verdict: VerdictKind | None = next((v for v in VERDICTS if v == kind), None)
     return Session(session_id, SessionSpec(verdict=verdict), None)
 
 

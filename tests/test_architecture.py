@@ -71,7 +71,10 @@ def _resolves(name: str) -> bool:
 
 def _mapped_root(package: str) -> str:
     """The mapped folder's package a package belongs to (the longest package-dir prefix)."""
-    return max((p for p in SETUPTOOLS["package-dir"] if f"{package}.".startswith(f"{p}.")), key=len)
+    mapped: str = max(
+        (p for p in SETUPTOOLS["package-dir"] if f"{package}.".startswith(f"{p}.")), key=len
+    )
+    return mapped
 
 
 def _import_problems(path: Path) -> list[str]:
@@ -84,6 +87,8 @@ def _import_problems(path: Path) -> list[str]:
     entry_file = path.name.startswith("test_") or path.name == "conftest.py"
     problems = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
         targets: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.level:
             base = package.split(".")[: len(package.split(".")) - node.level + 1]

@@ -42,7 +42,6 @@ FAULTS: Final = _LIMITS.faults
 
 MAX_DELAY_MS: Final = _LIMITS.max_delay_ms
 MAX_AGE_SECONDS: Final = _LIMITS.max_age_seconds
-MAX_SCRIPT_STEPS: Final = _LIMITS.max_steps
 """Bounds that keep a spec representable (dates) and the per-process script store small."""
 
 

@@ -1,6 +1,6 @@
 """One request on a connection of the mock's own server, and the phase it is in.
 
-The connection (:mod:`.asyncserver`) parses, keeps the order and the flow control; each request
+The connection (:mod:`.connection`) parses, keeps the order and the flow control; each request
 is a :class:`RequestCycle` that moves through :class:`Phase` by :meth:`RequestCycle.to`, which
 refuses a move the table does not list. So "a request behind a delay", "an answer owed while the
 client is not reading" or "a refusal after the answers before it" are phases of cycles in the

@@ -24,7 +24,6 @@ from .wire import bound_socket
 
 WORKER_MARK: Final = "_VERDICT_MOCK_WORKER_OF"
 """Set in a worker's environment (the parent's pid): it serves instead of starting workers."""
-START_TIMEOUT: Final = 30.0
 
 
 def is_worker() -> bool:

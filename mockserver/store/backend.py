@@ -123,6 +123,7 @@ class StateBackend(Protocol):
 
     def offset(self) -> float:
         """Seconds the mock's clock is ahead of the real one."""
+        ...
 
     def advance(self, seconds: float) -> None: ...
 
@@ -132,6 +133,7 @@ class StateBackend(Protocol):
 
     def next_mint(self) -> int:
         """Count a minted session; its number since the last reset."""
+        ...
 
     def load_script(self, session_id: str, steps: tuple[Step, ...]) -> None: ...
 
@@ -155,9 +157,11 @@ class SharedBackend(StateBackend, Protocol):
 
     def decide(self, call: SharedCall) -> Facts:
         """For blocking servers (waitress, Flask, in-process); raises StateUnavailable."""
+        ...
 
     async def decide_async(self, call: SharedCall) -> Facts:
         """On the event loop, in one round trip; raises StateUnavailable."""
+        ...
 
     async def close_async(self) -> None:
         """Close the running loop's connections (before the loop closes)."""

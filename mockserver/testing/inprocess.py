@@ -48,7 +48,7 @@ class InProcessApp:
     def __init__(self, app: Flask) -> None:
         # Faults act on sockets; in-process, their marks are read instead. The request limits and
         # access log above them guard a socket server, so in-process calls start below them too.
-        wsgi = app.wsgi_app
+        wsgi: Any = app.wsgi_app
         while not isinstance(wsgi, FaultMiddleware) and hasattr(wsgi, "app"):
             wsgi = wsgi.app
         self._wsgi: Any = wsgi.app if isinstance(wsgi, FaultMiddleware) else app.wsgi_app

@@ -13,9 +13,6 @@ from contextlib import contextmanager
 
 import pytest
 
-NAME = __name__
-"""The plugin's name, as ``-p`` takes it."""
-
 pytest_plugins = ["verdict_contract.contract_tests.hooks"]
 
 

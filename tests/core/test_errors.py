@@ -42,3 +42,8 @@ def test_the_mock_and_the_factory_raise_members_of_the_one_hierarchy() -> None:
         Settings(rate_limit=5)  # type: ignore[arg-type]
     with respx_mock() as mock, pytest.raises(VerificationError):
         mock.assert_called_once("nobody")
+
+
+def test_the_written_out_all_matches_the_lazy_exports() -> None:
+    """``__all__`` is a literal list for type checkers; it names what ``__getattr__`` serves."""
+    assert verdict_contract.__all__ == sorted(verdict_contract._EXPORTS)

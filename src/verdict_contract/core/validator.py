@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import fastjsonschema
 from jsonschema import Draft202012Validator
@@ -57,7 +57,7 @@ def _schema_violations(body: object, reported: set[str]) -> list[Violation]:
     if _conforms(body):
         return []
     violations = []
-    errors = list(_schema_validator().iter_errors(body))
+    errors = list(_schema_validator().iter_errors(cast(Any, body)))
     # A field of the wrong type (a null, say) is reported once, by its type error: the
     # cross-field constraints that read it would only restate the same mistake elsewhere.
     mistyped = any(e.validator in ("type", "required", "enum") for e in errors)
