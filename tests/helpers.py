@@ -61,7 +61,14 @@ class FakeClock:
         self.now += seconds
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, step: float = 0.02) -> bool:
+READY_DEADLINE = 120.0
+"""How long a test waits for something to become ready (a child's banner, a port, a reload):
+generous, so a loaded machine is slow rather than red; a ready thing ends the wait at once."""
+
+
+def wait_until(
+    predicate: Callable[[], bool], timeout: float = READY_DEADLINE, step: float = 0.02
+) -> bool:
     """Poll ``predicate`` until it holds or ``timeout`` seconds pass; return its last value."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -114,7 +121,7 @@ def clean_environ(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def read_line(proc: subprocess.Popen[str], timeout: float) -> str | None:
+def read_line(proc: subprocess.Popen[str], timeout: float = READY_DEADLINE) -> str | None:
     """Read one line of the child's stdout, or None if none comes within ``timeout`` seconds."""
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], timeout)

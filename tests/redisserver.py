@@ -56,7 +56,7 @@ class RedisServer:
                 return False
 
         try:
-            assert wait_until(answers, timeout=10), "redis-server did not start"
+            assert wait_until(answers), "redis-server did not start"
         finally:
             client.close()
 

@@ -191,8 +191,9 @@ def test_suite_against_a_separately_started_verdict_mock(pytester: pytest.Pytest
         text=True,
     )
     try:
-        banner = read_line(server, timeout=15)  # printed once the port is bound
-        assert banner is not None, "verdict-mock printed no banner within 15 s"
+        # Printed once the port is bound; a generous deadline, for a loaded machine.
+        banner = read_line(server)
+        assert banner is not None, "verdict-mock printed no banner within 120 s"
         match = re.search(r"on (http://127\.0\.0\.1:\d+)$", banner.strip())
         assert match is not None, banner
         base_url = match.group(1)

@@ -78,7 +78,7 @@ def mock_process(*flags: str) -> Iterator[tuple[subprocess.Popen[str], int]]:
         env=clean_environ(),
     )
     try:
-        line = read_line(proc, timeout=20)
+        line = read_line(proc)
         assert line is not None, "the mock did not start"
         match = re.search(r":(\d+)$", line.strip())
         assert match is not None, line

@@ -432,9 +432,9 @@ def test_python_m_mockserver_serves_the_demo(tmp_path: Path, stderr_file: Path) 
         base = f"http://127.0.0.1:{port}"
 
         # stop waiting early if the child exits: the assertion below then says why
-        assert wait_until(lambda: proc.poll() is not None or _answers(base), timeout=10, step=0.1)
+        assert wait_until(lambda: proc.poll() is not None or _answers(base), step=0.1)
         assert proc.poll() is None, stderr_file.read_text()
-        first = read_line(proc, timeout=5)
+        first = read_line(proc)
         assert first == f"verdict-mock serving the Explain API on {base}\n"
         response = httpx.get(
             f"{base}/e", params={"n": "demo-contradicted"}, headers=bearer(DEFAULT_API_KEY)
@@ -449,14 +449,14 @@ def test_python_m_mockserver_serves_the_demo(tmp_path: Path, stderr_file: Path) 
 def test_banner_shows_the_bound_port_for_port_0(tmp_path: Path, stderr_file: Path) -> None:
     proc = _start(["--port", "0"], stderr_file, tmp_path)
     try:
-        first = read_line(proc, timeout=10)
+        first = read_line(proc)
         assert first is not None, stderr_file.read_text()
         match = re.search(r"http://127\.0\.0\.1:(\d+)$", first.strip())
         assert match is not None, first
         port = int(match.group(1))
         assert port > 0
         # the port shown is the one that answers
-        assert wait_until(lambda: _answers(f"http://127.0.0.1:{port}"), timeout=10, step=0.1)
+        assert wait_until(lambda: _answers(f"http://127.0.0.1:{port}"), step=0.1)
     finally:
         stop_process(proc)
 
@@ -496,7 +496,7 @@ def test_sighup_reloads_the_scenario(tmp_path: Path, stderr_file: Path) -> None:
     scenario.write_text("sessions:\n  aaaa: {verdict: refused}\n")
     proc = _start(["--port", "0", "--scenario", str(scenario)], stderr_file, tmp_path)
     try:
-        first = read_line(proc, timeout=10)
+        first = read_line(proc)
         assert first is not None, stderr_file.read_text()
         base = first.strip().rsplit(" ", 1)[-1]
         stamp = scenario.stat()
@@ -508,11 +508,11 @@ def test_sighup_reloads_the_scenario(tmp_path: Path, stderr_file: Path) -> None:
             answer = httpx.get(f"{base}/_mock/sessions", timeout=2).json()
             return [s["n"] for s in answer if not s["n"].startswith("demo-")]
 
-        assert wait_until(lambda: named() == ["aaaa"], timeout=10, step=0.1)
+        assert wait_until(lambda: named() == ["aaaa"], step=0.1)
         time.sleep(1.5)  # a poll of the watcher passes, and must not reload
         assert named() == ["aaaa"]
         proc.send_signal(signal.SIGHUP)
-        assert wait_until(lambda: named() == ["bbbb"], timeout=10, step=0.1)
+        assert wait_until(lambda: named() == ["bbbb"], step=0.1)
     finally:
         stop_process(proc)
 

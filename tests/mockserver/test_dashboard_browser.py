@@ -63,7 +63,7 @@ def mock() -> Iterator[BackgroundServer]:
 
 
 def until(browser: Any, check: Callable[[], Any], what: str) -> None:
-    assert wait_until(check, timeout=10), (
+    assert wait_until(check), (
         f"{what}; the page shows:\n{browser.find_element(By.TAG_NAME, 'body').text[:2000]}"
     )
 

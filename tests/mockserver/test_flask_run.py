@@ -38,7 +38,7 @@ def test_flask_run_supports_every_control_call(tmp_path: Path) -> None:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        assert wait_until(lambda: proc.poll() is not None or _answers(base), timeout=15, step=0.1)
+        assert wait_until(lambda: proc.poll() is not None or _answers(base), step=0.1)
         with httpx.Client(base_url=base, timeout=10) as http:
             minted = http.post("/_mock/sessions", json={"verdict": "refused", "script": [503]})
             assert minted.status_code == 201

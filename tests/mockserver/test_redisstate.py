@@ -99,7 +99,7 @@ def start_mocks(count: int, state: str, tmp_path: Path, *extra: str) -> Mocks:
     bases = []
     try:
         for index, process in enumerate(processes):
-            first = read_line(process, timeout=30) or ""
+            first = read_line(process) or ""
             match = re.search(r"(http://127\.0\.0\.1:\d+)$", first.strip())
             assert match, (tmp_path / f"mock{index}.err").read_text()
             bases.append(match.group(1))
@@ -442,7 +442,7 @@ def test_workers_share_one_port_and_one_state(tmp_path: Path) -> None:
                 env=clean_environ(),
             )
         try:
-            first = read_line(parent, timeout=30) or ""
+            first = read_line(parent) or ""
             match = re.search(r"(http://127\.0\.0\.1:\d+)$", first.strip())
             assert match, (tmp_path / "err").read_text()
             lines = _lines_until(parent, "workers:  2 processes", timeout=20)
