@@ -15,6 +15,7 @@ import pytest
 
 from verdict_contract.core.envvars import parse_bool
 from verdict_contract.core.hosts import is_loopback
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret
 
 ENV = {
@@ -183,7 +184,7 @@ class SuiteConfig:
     require_every_kind: bool = False
     fail_on_advisory: bool = False
     ca_bundle: str | None = None
-    max_rate: tuple[int, float] | None = None  # N requests per SECONDS, for the whole run
+    max_rate: RateLimit | None = None  # N requests per SECONDS, for the whole run
 
     def shown(self) -> list[str]:
         """The options of this run as a report shows them (never the key)."""
@@ -204,7 +205,7 @@ class SuiteConfig:
             f"{flag('wait_budget')} {self.wait_budget:g}",
         ]
         if self.max_rate is not None:
-            shown.append(f"{flag('max_rate')} {self.max_rate[0]}/{self.max_rate[1]:g}")
+            shown.append(f"{flag('max_rate')} {self.max_rate}")
         if self.ca_bundle:
             shown.append(f"{flag('ca_bundle')} {self.ca_bundle}")
         for name in ("check_key_in_url", "allow_partial", "require_every_kind", "fail_on_advisory"):
@@ -272,18 +273,18 @@ def _check_transport(url: str, allow_insecure: bool) -> None:
         )
 
 
-def _max_rate(config: pytest.Config) -> tuple[int, float] | None:
+def _max_rate(config: pytest.Config) -> RateLimit | None:
+    """The pace, read as the mock reads ``--rate-limit`` (core/rates.py): a window always given."""
     raw = _option(config, "max_rate")
     if raw is None:
         return None
-    count, _, seconds = raw.partition("/")
     try:
-        rate = (int(count), float(seconds or "1"))
-    except ValueError:
-        rate = (0, 0.0)
-    if not (rate[0] > 0 and 0 < rate[1] < float("inf")):
+        rate = RateLimit.parse(raw)
+    except ValueError as error:
+        raise pytest.UsageError(f"{flag('max_rate')}: {error}") from None
+    if not rate.budget:
         raise pytest.UsageError(
-            f"{flag('max_rate')} {raw!r} must look like N/SECONDS with both above 0 (e.g. 10/1)"
+            f"{flag('max_rate')} {raw!r}: N must be above 0 (e.g. 10/1); leave it out for no pace"
         )
     return rate
 

@@ -40,7 +40,8 @@ def contract_target(request: pytest.FixtureRequest) -> Iterator[Target]:
             base_url, mock = config.base_url, config.mock_target
             key = config.api_key or Secret(provider.default_api_key)
         workers = worker_count(request.config)
-        pace = Pace.of(*config.max_rate, workers) if config.max_rate is not None else None
+        rate = config.max_rate
+        pace = Pace.of(rate.budget, rate.window, workers) if rate is not None else None
         client = ExplainClient(
             base_url,
             key,

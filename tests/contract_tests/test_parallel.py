@@ -70,13 +70,23 @@ def test_a_pace_is_split_across_workers(monkeypatch: pytest.MonkeyPatch) -> None
     assert slept[1] > slept[0]  # the third waits for the second's turn too
 
 
-@pytest.mark.parametrize("value", ["ten/1", "0/1", "5/0", "5/-1"])
-def test_a_bad_max_rate_is_one_line(pytester: pytest.Pytester, value: str) -> None:
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("ten/1", "is not of the form REQUESTS/SECONDS"),
+        ("0/1", "N must be above 0"),
+        ("5/0", "the window must be a number of seconds above 0"),
+        ("5/-1", "the window must be a number of seconds above 0"),
+        # The mock's --rate-limit refuses a bare count too: one reader, one answer.
+        ("10", "needs its window: REQUESTS/SECONDS, e.g. 10/1*"),
+    ],
+)
+def test_a_bad_max_rate_is_one_line(pytester: pytest.Pytester, value: str, said: str) -> None:
     result = pytester.runpytest_subprocess(
         "--pyargs", "verdict_contract.contract_tests", "--verdict-max-rate", value
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: --verdict-max-rate {value!r} must look like N/SECONDS*"])
+    result.stderr.fnmatch_lines([f"ERROR: --verdict-max-rate*{value!r}*{said}*"])
 
 
 def test_a_pytest_started_from_a_worker_shares_nothing_with_its_siblings(
