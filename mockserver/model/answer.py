@@ -6,11 +6,16 @@ Every non-200 answer is ``{"error": {"code": ..., "message": ...}}`` as JSON, ne
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from http import HTTPStatus
 from typing import Final
+
+from verdict_contract.core.errors import SpecError, StateUnavailable
+
+log = logging.getLogger("mockserver")
 
 JSON = "application/json"
 NO_STORE = "no-store"
@@ -75,3 +80,18 @@ def error_answer(
     return Answer(
         status, error_body(code, message), [("Cache-Control", NO_STORE), *headers], outcome or code
     )
+
+
+def failure_answer(exc: Exception, doing: str) -> Answer:
+    """The answer to a request whose handling raised ``exc``: never a 5xx of the mock's own.
+
+    The one mapping from an exception to its answer, for every path that answers a request (the
+    async server's ``/e``, the WSGI fast path, the Flask app, the proxy). ``doing`` names the
+    work in the log line an unexpected error leaves (``"answering GET /e"``).
+    """
+    if isinstance(exc, SpecError):  # a request the mock cannot honour: said, not logged
+        return error_answer(422, "invalid_session", str(exc))
+    if isinstance(exc, StateUnavailable):  # --state did not answer: said, and retried later
+        return error_answer(503, "state_unavailable", str(exc), headers=[("Retry-After", "1")])
+    log.error("unexpected error %s", doing, exc_info=exc)
+    return error_answer(400, "bad_request", "the request could not be processed")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Final, Protocol, cast
 
 import httptools
 
-from verdict_contract.core.spec import ENDPOINT_PATH
+from verdict_contract.core.spec import API_METHODS, ENDPOINT_PATH, is_api_call
 
 from ..explain import (
     Decision,
@@ -32,8 +32,7 @@ from ..explain import (
     journal_elsewhere,
     record,
 )
-from ..model.answer import Answer, error_answer, not_allowed, status_line
-from ..model.sessions import SpecError
+from ..model.answer import Answer, error_answer, failure_answer, not_allowed, status_line
 from ..state import MockState
 from ..web.accesslog import log_request
 from ..web.limits import MAX_HEADER_BYTES
@@ -331,7 +330,7 @@ class HttpConnection(asyncio.Protocol):
                     query = query.partition(b"#")[0]
                 self._serve_explain(cycle, request, query)
             else:  # as the app's own 405, without the trip to a worker thread
-                answer = not_allowed(request.method, "GET, HEAD")
+                answer = not_allowed(request.method, ", ".join(API_METHODS))
                 if self.server.state is not None:  # journaled as the app journals it
                     query = url.partition(b"?")[2].partition(b"#")[0]
                     journal_elsewhere(
@@ -484,11 +483,7 @@ class HttpConnection(asyncio.Protocol):
             cycle.keep_alive = False
             self._send(cycle, error_answer(400, "bad_request", "the URL is not valid"), vary=False)
             return
-        if (
-            server.hot
-            and environ["PATH_INFO"] == ENDPOINT_PATH
-            and request.method in ("GET", "HEAD")
-        ):
+        if server.hot and is_api_call(request.method, environ["PATH_INFO"]):
             # /e spelled otherwise (absolute-form, /%65): on the loop too, or a delay holds a thread
             self._serve_explain(cycle, request, environ["QUERY_STRING"].encode("latin-1"))
             return
@@ -614,8 +609,5 @@ _METHODS: Final = {m.encode(): m for m in ("GET", "HEAD", "POST", "PUT", "DELETE
 
 
 def _failure(exc: Exception) -> Answer:
-    """The answer to a request to ``/e`` that could not be decided: a 4xx, never a 5xx."""
-    if isinstance(exc, SpecError):  # e.g. a scenario session whose overrides cannot be served
-        return error_answer(422, "invalid_session", str(exc))
-    log.error("unexpected error answering GET %s", ENDPOINT_PATH, exc_info=exc)
-    return error_answer(400, "bad_request", "the request could not be processed")
+    """The answer to a request to ``/e`` that could not be decided (model/answer.py decides)."""
+    return failure_answer(exc, f"answering GET {ENDPOINT_PATH}")

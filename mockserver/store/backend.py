@@ -23,6 +23,8 @@ from functools import lru_cache
 from typing import Final, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
+from verdict_contract.core.errors import StateUnavailable as StateUnavailable
+
 from ..model.scripts import ScriptBook
 from ..model.sessions import Step
 from ..model.steps import Outcome
@@ -75,15 +77,6 @@ def _masked(url: str) -> str:
     user = parts.username or ""
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"{user}:…@{host}"))
-
-
-class StateUnavailable(Exception):
-    """The shared state did not answer in time: the request gets a 503 naming it."""
-
-    def __init__(self, label: str, reason: str) -> None:
-        super().__init__(f"the mock's shared state ({label}) did not answer: {reason}")
-        self.label = label
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)

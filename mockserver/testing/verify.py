@@ -16,7 +16,7 @@ from typing import Final
 
 from verdict_contract.core.errors import VerificationError
 from verdict_contract.core.redact import mask
-from verdict_contract.core.spec import ENDPOINT_PATH
+from verdict_contract.core.spec import is_api_call
 
 from ..model.sessions import Step
 from ..store.journal import Entry, cut, mask_authorization, shown_param
@@ -29,7 +29,6 @@ _LISTED: Final = 20
 """Requests listed in a message, newest last; older ones are counted."""
 _SECRET_WORDS: Final = ("auth", "key", "token", "secret", "cookie", "session", "password")
 
-API_METHODS: Final = ("GET", "HEAD")
 """A session's calls: requests of these methods to ``/e`` with its id."""
 
 
@@ -105,11 +104,7 @@ class JournalChecks:
         """
         entries = self.journal
         if n is not None:
-            entries = [
-                e
-                for e in entries
-                if e.n == n and e.path == ENDPOINT_PATH and e.method in API_METHODS
-            ]
+            entries = [e for e in entries if e.n == n and is_api_call(e.method, e.path)]
         for name, value in (headers or {}).items():
             entries = [e for e in entries if e.sent("h", name.lower(), value)]
         for name, value in (params or {}).items():

@@ -12,11 +12,9 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from verdict_contract.core.spec import ENDPOINT_PATH
 
 from ..explain import handle, journal_elsewhere
-from ..model.answer import Answer, error_answer, not_allowed, status_line
-from ..model.sessions import SpecError
+from ..model.answer import Answer, error_answer, failure_answer, not_allowed, status_line
 from ..settings import Settings
 from ..state import MockState
-from ..store.backend import StateUnavailable
 from .accesslog import AccessLog
 from .control import control
 from .fastpath import ExplainMiddleware
@@ -81,12 +79,7 @@ def _journaled(answer: Answer) -> Response:
 
 
 def _unexpected_error(error: Exception) -> Response:
-    if isinstance(error, SpecError):  # a request the mock cannot honour: said, not logged
-        return error_response(422, "invalid_session", str(error))
-    if isinstance(error, StateUnavailable):  # --state did not answer: said, and retried later
-        return error_response(503, "state_unavailable", str(error), [("Retry-After", "1")])
-    current_app.logger.exception("unexpected error answering %s", request.path)
-    return error_response(400, "bad_request", "the request could not be processed")
+    return to_response(failure_answer(error, f"answering {request.method} {request.path}"))
 
 
 def explain_view() -> Response:

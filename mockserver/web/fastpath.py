@@ -11,11 +11,10 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from verdict_contract.core.spec import ENDPOINT_PATH
+from verdict_contract.core.spec import ENDPOINT_PATH, is_api_call
 
 from ..explain import handle
-from ..model.answer import error_answer, explain_headers, status_line
-from ..model.sessions import SpecError
+from ..model.answer import explain_headers, failure_answer, status_line
 from ..state import MockState
 
 if TYPE_CHECKING:
@@ -42,17 +41,14 @@ class ExplainMiddleware:
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method = environ["REQUEST_METHOD"]
-        if environ.get("PATH_INFO") != ENDPOINT_PATH or method not in ("GET", "HEAD"):
+        if not is_api_call(method, environ.get("PATH_INFO", "")):
             return self.app(environ, start_response)
         # PEP 3333 hands the raw query over as latin-1 text; this restores its bytes.
         query = environ.get("QUERY_STRING", "").encode("latin-1")
         try:
             authorization = environ.get("HTTP_AUTHORIZATION")
             answer = handle(self.state, method, query, authorization, _headers(environ))
-        except SpecError as exc:  # e.g. a scenario session whose overrides cannot be served
-            answer = error_answer(422, "invalid_session", str(exc))
-        except Exception:  # never a 5xx for a request, however it fails
-            log.exception("unexpected error answering GET %s", ENDPOINT_PATH)
-            answer = error_answer(400, "bad_request", "the request could not be processed")
+        except Exception as exc:  # never a 5xx of the mock's own, however it fails
+            answer = failure_answer(exc, f"answering {method} {ENDPOINT_PATH}")
         start_response(status_line(answer.status), explain_headers(answer))
         return [b"" if method == "HEAD" else answer.body]

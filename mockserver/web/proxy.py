@@ -23,14 +23,14 @@ import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import httpx
 
 from verdict_contract.core.redact import mask
-from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, STATUSES
+from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, STATUSES, is_api_call
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import Violation, describe
 
@@ -41,6 +41,7 @@ from ..model.answer import (
     Answer,
     Headers,
     error_answer,
+    failure_answer,
     status_line,
 )
 from ..model.sessions import MAX_SESSION_ID_LENGTH
@@ -233,7 +234,7 @@ class ValidatingProxy:
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method = environ["REQUEST_METHOD"]
-        if environ.get("PATH_INFO") != ENDPOINT_PATH or method not in ("GET", "HEAD"):
+        if not is_api_call(method, environ.get("PATH_INFO", "")):
             return self.app(environ, start_response)
         started = time.perf_counter()
         query = environ.get("QUERY_STRING", "").encode("latin-1")
@@ -241,9 +242,10 @@ class ValidatingProxy:
         authorization = environ.get("HTTP_AUTHORIZATION")
         try:
             answer, violations = self.answer(method, query, pairs, authorization, environ)
-        except Exception:  # never a 5xx of our own for a request, however it fails (as fastpath)
-            log.exception("unexpected error proxying GET %s", ENDPOINT_PATH)
-            answer, violations = _error(400, "bad_request", "the request could not be proxied"), []
+        except Exception as exc:  # never a 5xx of our own for a request, however it fails
+            failed = failure_answer(exc, f"proxying {method} {ENDPOINT_PATH}")
+            answer = replace(failed, headers=[("Content-Type", JSON), *failed.headers])
+            violations = []
         self.state.journal.record(
             method=method,
             path=ENDPOINT_PATH,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from jsonschema import Draft202012Validator
 
 from verdict_contract import RULES
@@ -18,6 +19,7 @@ from verdict_contract.core.spec import (
     TIERS,
     VERDICTS,
     family_of,
+    is_api_call,
 )
 
 
@@ -109,3 +111,19 @@ def test_signal_id_pattern_matches_the_code() -> None:
     (entry,) = _tagged("signal_id_dot_namespaced")
     pattern = entry["properties"]["signals"]["items"]["properties"]["id"]["pattern"]
     assert pattern == SIGNAL_ID_PATTERN
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "expected"),
+    [
+        ("GET", "/e", True),
+        ("HEAD", "/e", True),
+        ("POST", "/e", False),  # /e, but answered 405
+        ("get", "/e", False),  # methods are case-sensitive (RFC 9110 §9.1)
+        ("GET", "/e/", False),
+        ("GET", "/E", False),
+        ("GET", "/_mock/e", False),
+    ],
+)
+def test_the_api_call_is_recognised_in_one_place(method: str, path: str, expected: bool) -> None:
+    assert is_api_call(method, path) is expected

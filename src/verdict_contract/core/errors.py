@@ -28,5 +28,14 @@ class SettingsError(VerdictContractError, ValueError):
     """A mock setting that would make every later request fail, refused at construction."""
 
 
+class StateUnavailable(VerdictContractError):
+    """The mock's shared state (``--state``) did not answer in time: a 503 that names it."""
+
+    def __init__(self, label: str, reason: str) -> None:
+        super().__init__(f"the mock's shared state ({label}) did not answer: {reason}")
+        self.label = label
+        self.reason = reason
+
+
 class VerificationError(VerdictContractError, AssertionError):
     """A journal check (``assert_called_once`` and friends) that did not hold."""

@@ -68,6 +68,14 @@ SESSION_LIFETIME_SECONDS: Final = 15 * 60
 ENDPOINT_PATH: Final = "/e"
 SESSION_PARAM: Final = "n"
 """§4: ``GET {base_url}/e?n=<session id>``."""
+API_METHODS: Final = ("GET", "HEAD")
+"""What ``/e`` answers: GET, and HEAD as HTTP defines it (RFC 9110 §9.3.2); others get 405."""
+
+
+def is_api_call(method: str, path: str) -> bool:
+    """Whether a request is the Explain API's own call (``GET``/``HEAD /e``): the one test of it."""
+    return path == ENDPOINT_PATH and method in API_METHODS
+
 
 STATUSES: Final[tuple[int, ...]] = (200, 401, 404, 429)
 """§7: the statuses the service answers with."""
