@@ -132,7 +132,7 @@ class _BoundedLoader(yaml.SafeLoader):
 
 def _refusal(problem: str, event: yaml.Event) -> ComposerError:
     """A refusal of the document, placed as PyYAML places its own errors."""
-    return ComposerError(None, None, problem, cast("Mark | None", event.start_mark))
+    return ComposerError(None, None, problem, cast(Mark | None, event.start_mark))
 
 
 def compose(text: str) -> yaml.Node | None:
