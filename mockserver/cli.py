@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -27,6 +28,7 @@ from .settings import (
     options,
     shown_default,
 )
+from .state import MockState
 from .store.backend import StateUnavailable
 from .web.app import create_app
 from .web.glue import state_of
@@ -207,6 +209,19 @@ def banner(
     return "\n".join(lines)
 
 
+def watch_scenario(path: Path, state: MockState) -> ScenarioWatcher:
+    """Reload the scenario when it changes or on SIGHUP, on the watcher's thread.
+
+    The handler only asks: it runs on the main thread, the event loop's, which a slow parse
+    would stall.
+    """
+    watcher = ScenarioWatcher(path, state.apply, report=state.report_scenario)
+    watcher.start()
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, lambda *_: watcher.request_reload())
+    return watcher
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -233,10 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
         )
     if settings.scenario is not None:
-        watcher = ScenarioWatcher(settings.scenario, state.apply, report=state.report_scenario)
-        watcher.start()
-        if hasattr(signal, "SIGHUP"):
-            signal.signal(signal.SIGHUP, lambda *_: watcher.reload())
+        watch_scenario(settings.scenario, state)
     try:
         server = make_server(app, settings.host, settings.port, settings.threads)
     except OSError as exc:  # e.g. the port is taken

@@ -26,6 +26,7 @@ import yaml
 from verdict_contract.core.errors import ScenarioError as ScenarioError
 from verdict_contract.core.rates import RateLimit
 
+from . import scenariofile
 from .sessions import (
     Session,
     SessionSpec,
@@ -69,7 +70,7 @@ def line_and_column(text: str, where: Where) -> tuple[int, int] | None:
     The nearest enclosing value found, when the path goes further than the file (a missing key).
     """
     try:
-        node = yaml.compose(text)
+        node = scenariofile.compose(text)
     except yaml.YAMLError:
         return None
     if node is None:
@@ -115,6 +116,14 @@ def parse_scenario(raw: object, loaded_at: float) -> Scenario:
     raw = cast(Mapping[str, Any], raw)
     keys = raw.get("api_keys")
     limit = raw.get("rate_limit")
+    if limit is True:
+        raise _ProblemAt(
+            "rate_limit: true (as YAML reads on, yes and true) is not a rate: "
+            "write REQUESTS/SECONDS (e.g. 600/60), or off",
+            ("rate_limit",),
+        )
+    if limit is False:  # YAML 1.1 reads a bare `off` (or `no`) as false
+        limit = "off"
     try:
         rate_limit = RateLimit.parse(str(limit)) if limit is not None else None
     except ValueError as exc:
@@ -130,34 +139,21 @@ def parse_scenario(raw: object, loaded_at: float) -> Scenario:
     return Scenario(named_sessions(specs, loaded_at), tuple(keys) if keys else None, rate_limit)
 
 
-def _syntax_error(path: Path, exc: Exception) -> ScenarioError:
-    """A file that does not parse, said with its line and column when the parser knows them."""
-    kind = "JSON" if path.suffix == ".json" else "YAML"
-    if isinstance(exc, json.JSONDecodeError):
-        return ScenarioError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}")
-    mark = getattr(exc, "problem_mark", None)
-    if isinstance(exc, yaml.MarkedYAMLError) and mark is not None:
-        said = " ".join(filter(None, (exc.context, exc.problem)))
-        return ScenarioError(f"{path}:{mark.line + 1}:{mark.column + 1}: not valid {kind}: {said}")
-    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return ScenarioError(f"{path}: not valid {kind}: {first}")
-
-
 def load_scenario(path: Path) -> Scenario:
     """Read and validate a scenario file (YAML, or JSON by its suffix).
 
     A problem is one line, ``FILE:LINE:COLUMN: what`` when the place is known (as compilers
-    say it, so an editor can jump there).
+    say it, so an editor can jump there). The file is untrusted: see :mod:`.scenariofile`.
     """
     text = ""
     try:
-        text = path.read_text(encoding="utf-8")
-        raw = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        text = scenariofile.read_text(path)  # a regular file, bounded
+        raw = scenariofile.decode(path, text)  # its aliases bounded as they are composed
         return parse_scenario(raw, time.time())
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise _syntax_error(path, exc) from None
+        raise scenariofile.syntax_error(path, exc) from None
+    except RecursionError:  # JSON nested deeper than the schema check can walk
+        raise ScenarioError(f"{path}: nested too deep") from None
     except _ProblemAt as exc:
         place = line_and_column(text, exc.where)
         where = f"{path}:{place[0]}:{place[1]}" if place else str(path)
@@ -174,6 +170,8 @@ class ScenarioWatcher:
 
     An invalid edit is logged and ignored, so the server keeps the last good scenario; ``report``
     hears of it too (the problem, or None once a version is applied), for ``/_mock/health``.
+    Reading and parsing happen on the watcher's own thread, never on the server's event loop:
+    SIGHUP only asks for a reload (:meth:`request_reload`); the result is swapped in whole.
     """
 
     path: Path
@@ -181,6 +179,8 @@ class ScenarioWatcher:
     interval: float = 1.0
     report: Callable[[str | None], None] = lambda problem: None
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _wake: threading.Event = field(default_factory=threading.Event, init=False)
+    _due: threading.Event = field(default_factory=threading.Event, init=False)
     _seen: tuple[float, int] | None = field(default=None, init=False)
 
     def _stamp(self) -> tuple[float, int] | None:
@@ -207,9 +207,21 @@ class ScenarioWatcher:
         self._seen = self._stamp()
         threading.Thread(target=self._run, name="scenario-watcher", daemon=True).start()
 
+    def request_reload(self) -> None:
+        """Have the watcher's thread reload the file soon; returns at once (safe in a signal
+        handler, which runs on the thread of the server's event loop)."""
+        self._due.set()
+        self._wake.set()
+
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            if self._stamp() != self._seen:
+        while True:
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            due = self._due.is_set()
+            self._due.clear()
+            if due or self._stamp() != self._seen:
                 try:
                     self.reload()
                 except Exception:  # keep watching whatever one reload did
@@ -217,3 +229,4 @@ class ScenarioWatcher:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()

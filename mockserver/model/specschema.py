@@ -11,6 +11,7 @@ not integers (jsonschema's default would take ``1.0``).
 from __future__ import annotations
 
 import json
+import reprlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -85,19 +86,43 @@ def _where(base: str, path: Iterable[str | int]) -> str:
     return where
 
 
+def _short_repr() -> reprlib.Repr:
+    """A repr that writes a value only as far as a message shows it (a value may be huge)."""
+    short = reprlib.Repr()  # keyword arguments only from Python 3.12
+    short.maxlevel, short.maxdict, short.maxlist = 3, 8, 8
+    short.maxstring = short.maxother = 60
+    return short
+
+
+_SHORT: Final = _short_repr()
+
+MAX_VALIDATOR_MESSAGE: Final = 300
+"""A validator's own sentence holds the whole value: it is cut there."""
+
+
+def _json_head(instance: object, length: int) -> str:
+    """The first ``length`` characters of ``instance`` as JSON, encoding no more than that."""
+    head = ""
+    for chunk in json.JSONEncoder(default=str).iterencode(instance):
+        head += chunk
+        if len(head) >= length:
+            break
+    return head[:length]
+
+
 def _message(error: ValidationError, base: str) -> str:
     node = error.schema if isinstance(error.schema, dict) else {}
     template = node.get("x-messages", {}).get(error.validator) or node.get("x-message")
     where = _where(base, error.absolute_path)
     if template is None:  # a place the schema words no message for: the validator's own
-        return f"{where or 'the top level'}: {error.message}"
+        return f"{where or 'the top level'}: {error.message[:MAX_VALIDATOR_MESSAGE]}"
     instance = error.instance
     known = sorted(node.get("properties", {}))
     facts = limits()
     return str(template).format(
         where=where,
-        got=repr(instance)[:100],
-        got_json=json.dumps(instance, default=str)[:60],
+        got=_SHORT.repr(instance)[:100],
+        got_json=_json_head(instance, 60),
         unknown=sorted(map(str, set(instance) - set(known))) if isinstance(instance, dict) else [],
         known=known,
         verdicts=list(VERDICTS),

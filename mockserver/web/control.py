@@ -20,7 +20,7 @@ from ..settings import DEFAULT_API_KEY
 from .dashboard import dashboard
 from .glue import error_response, state_of
 from .guard import guard_control
-from .proxy import PROXY_EXTENSION
+from .proxy import PROXY_EXTENSION, ValidatingProxy
 
 control = Blueprint("control", __name__, url_prefix="/_mock")
 control.add_url_rule("/", "dashboard", dashboard, methods=["GET"])
@@ -145,6 +145,14 @@ def advance_clock() -> tuple[Response, int] | Response:
     return jsonify(skew=state.skew)
 
 
+def _proxy_health(proxy: ValidatingProxy) -> dict[str, object]:
+    """The proxy's counters, and why the recording on disk lacks sessions (if it is made)."""
+    shown = proxy.stats.to_json()
+    if proxy.recorder is not None:
+        shown["record_problem"] = proxy.recorder.problem
+    return shown
+
+
 @control.get("/health")
 def health() -> Response:
     state = state_of()
@@ -159,7 +167,7 @@ def health() -> Response:
         default_key=DEFAULT_API_KEY if DEFAULT_API_KEY in state.api_keys else None,
         scenario_problem=state.scenario_problem,
         state=state.backend.label,
-        **({"proxy": proxy.stats.to_json()} if proxy is not None else {}),
+        **({"proxy": _proxy_health(proxy)} if proxy is not None else {}),
     )
 
 

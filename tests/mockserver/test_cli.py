@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -612,3 +613,38 @@ def test_the_readmes_proxy_line_starts(
     monkeypatch.delenv("VERDICT_MOCK_UPSTREAM_KEY")
     monkeypatch.setenv("VERDICT_MOCK_PROXY_TO", "https://staging.example")
     assert "proxying" in _banner_of_main(["--proxy-strict"], capsys)
+
+
+def test_a_record_folder_that_does_not_exist_is_a_one_line_usage_error(
+    no_serving: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = tmp_path / "absent" / "staging.yaml"
+    with pytest.raises(SystemExit) as exited:
+        main(["--proxy-to", "https://staging.example", "--record", str(record)])
+    assert exited.value.code == 2
+    line = _one_line_error(capsys)
+    assert line.endswith(f"--record: its folder {record.parent} does not exist")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_as_the_scenario_is_a_one_line_usage_error_at_once(
+    no_serving: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "team.yaml"
+    os.mkfifo(fifo)
+    exits: list[object] = []
+
+    def start() -> None:
+        try:
+            main(["--scenario", str(fifo)])
+        except SystemExit as exc:
+            exits.append(exc.code)
+
+    thread = threading.Thread(target=start, daemon=True)
+    thread.start()
+    thread.join(30)  # a FIFO opened for reading would wait for a writer forever
+    assert not thread.is_alive(), "main() hangs on a FIFO"
+    assert exits == [2]
+    assert _one_line_error(capsys).endswith(
+        f"{fifo}: not a regular file (a FIFO); a scenario is a YAML or JSON file"
+    )

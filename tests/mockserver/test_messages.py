@@ -110,7 +110,8 @@ def test_a_rejected_scenario_edit_shows_in_health_with_line_and_column(tmp_path:
             assert wait_until(
                 lambda: "not valid YAML" in (httpx.get(health).json()["scenario_problem"] or "")
             )
-            assert httpx.get(health).json()["scenario_problem"].startswith(f"{path}:3:1: ")
+            problem = httpx.get(health).json()["scenario_problem"]
+            assert problem.startswith(f"{path}:2:20: ")  # the [ left open, not the line after
 
             _touch(path, "sessions:\n  gamma: {verdict: refused}\n", 3)  # fixed: the problem goes
             assert wait_until(lambda: httpx.get(health).json()["scenario_problem"] is None)

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.helpers import bearer, running
+from verdict_contract.core.errors import SettingsError
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.recorded import Recorded, parse_recorded
 from verdict_contract.mockserver.model.scenario import ScenarioError, load_scenario, parse_scenario
 from verdict_contract.mockserver.model.sessions import SpecError, parse_spec
+from verdict_contract.mockserver.settings import DEFAULT_API_KEY
 from verdict_contract.mockserver.web.recorder import (
     MAX_RECORDED_SESSIONS,
     Recorder,
@@ -86,12 +96,109 @@ def test_the_recording_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert MAX_RECORDED_SESSIONS > 2
 
 
-def test_an_unwritable_recording_is_logged(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("where", "problem"),
+    [
+        ("missing-folder/r.yaml", "its folder {folder} does not exist"),
+        ("a-file/r.yaml", "{folder} is not a folder"),
+        ("a-folder", "{path} is a folder, not a file"),
+    ],
+)
+def test_a_recording_that_cannot_be_written_is_refused_at_start(
+    tmp_path: Path, where: str, problem: str
 ) -> None:
-    recorder = Recorder(tmp_path / "missing-folder" / "r.yaml")
-    recorder.observe("a", 200, b"{}")
-    assert "cannot write the recording" in caplog.text
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "a-folder").mkdir()
+    path = tmp_path / where
+    with pytest.raises(SettingsError) as caught:
+        Recorder(path)
+    assert str(caught.value) == "--record: " + problem.format(folder=path.parent, path=path)
+
+
+def test_a_read_only_folder_is_refused_at_start(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        if os.access(folder, os.W_OK):  # root writes anywhere: a mode is no test of it
+            pytest.skip("this user can write a read-only folder")
+        with pytest.raises(SettingsError, match=r"^--record: cannot write in .*ro: Permission"):
+            Recorder(folder / "r.yaml")
+    finally:
+        folder.chmod(0o700)
+
+
+class _DiskFull:
+    """``os.fsync`` of a disk that fills up after ``room`` successful syncs."""
+
+    def __init__(self, room: int) -> None:
+        self.room = room
+
+    def __call__(self, fd: int) -> None:
+        if self.room <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= 1
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_a_full_disk_leaves_the_previous_complete_recording(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    suffix: str,
+) -> None:
+    recorder = Recorder(tmp_path / f"r{suffix}")
+    for n in range(5):
+        recorder.observe(f"s{n}", 200, b'{"n": %d}' % n)
+    before = recorder.path.read_bytes()
+    assert recorder.problem is None
+    monkeypatch.setattr(os, "fsync", _DiskFull(room=0))
+    for n in range(5, 60):
+        recorder.observe(f"s{n}", 200, b'{"n": %d}' % n)
+    assert recorder.path.read_bytes() == before  # the last complete file, whole
+    assert len(load_scenario(recorder.path).sessions) == 5
+    assert [p.name for p in tmp_path.iterdir()] == [f"r{suffix}"]  # no temporary file left
+    errors = [r.getMessage() for r in caplog.records if r.name == "mockserver.recorder"]
+    assert len(errors) == 1, errors  # said once, not once per session
+    assert "No space left on device" in errors[0]
+    assert "keeps the 5 sessions written before" in errors[0]
+    assert recorder.problem == errors[0]
+    monkeypatch.undo()  # room again: the next session writes every one seen
+    recorder.observe("s60", 200, b"{}")
+    assert len(load_scenario(recorder.path).sessions) == 61
+    assert recorder.problem is None
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs (root only), unmounted after."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.decode(errors='replace')}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_a_really_full_disk_leaves_a_loadable_recording(small_disk: Path, suffix: str) -> None:
+    recorder = Recorder(small_disk / f"r{suffix}")
+    body = b'{"pad": "%s"}' % (b"x" * 700)
+    for n in range(200):  # about 150 KiB: more than the disk holds
+        recorder.observe(f"session-{n}", 200, body)
+    assert recorder.problem is not None
+    kept = load_scenario(recorder.path).sessions  # complete, whatever was cut
+    assert 5 < len(kept) < 200
+    assert all(s.spec.recorded == Recorded(200, body) for s in kept.values())
 
 
 @settings(
@@ -127,17 +234,43 @@ def test_a_recorded_session_is_described_by_its_body(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("suffix", [".yaml", ".json"])
-def test_each_new_session_is_appended_not_the_file_rewritten(tmp_path: Path, suffix: str) -> None:
+def test_each_new_session_replaces_the_file_whole(tmp_path: Path, suffix: str) -> None:
     recorder = Recorder(tmp_path / f"r{suffix}")
     recorder.observe("first", 404, b'{"error": 1}')
-    before, inode = recorder.path.read_bytes(), recorder.path.stat().st_ino
-    kept = before[: -len(b"\n}}\n")] if suffix == ".json" else before  # JSON: all but the end
     for n in range(50):
         recorder.observe(f"s{n}", 200, b"{}")
-        assert recorder.path.read_bytes().startswith(kept)
-        assert recorder.path.stat().st_ino == inode  # written in place, not replaced whole
-    recorder.observe("first", 200, b'{"found": true}')  # a 404 that became a 200: appended too
-    assert recorder.path.read_bytes().startswith(kept)
+        assert len(load_scenario(recorder.path).sessions) == n + 2  # complete after each
+    recorder.observe("first", 200, b'{"found": true}')  # a 404 that became a 200: in its place
     sessions = load_scenario(recorder.path).sessions
+    assert list(sessions)[:2] == ["first", "s0"]
     assert len(sessions) == 51
     assert sessions["first"].spec.recorded == Recorded(200, b'{"found": true}')
+
+
+def test_a_failed_write_shows_in_health(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    record = tmp_path / "r.yaml"
+    upstream = create_app(Settings(rate_limit=RateLimit.parse("off")))
+    with running(upstream) as real:
+        proxy = create_app(Settings(proxy_to=real.base_url, record=record))
+        with running(proxy) as server, httpx.Client(base_url=server.base_url, timeout=10) as http:
+
+            def fetch(n: str) -> None:
+                answer = http.get("/e", params={"n": n}, headers=bearer(DEFAULT_API_KEY))
+                assert answer.status_code == 200
+
+            fetch("demo-refused")
+            assert http.get("/_mock/health").json()["proxy"]["record_problem"] is None
+            monkeypatch.setattr(os, "fsync", _DiskFull(room=0))
+            fetch("demo-disputed")
+            problem = http.get("/_mock/health").json()["proxy"]["record_problem"]
+            assert problem.startswith(f"cannot write the recording to {record}: No space left")
+            monkeypatch.undo()
+            fetch("demo-insufficient")
+            assert http.get("/_mock/health").json()["proxy"]["record_problem"] is None
+    assert set(load_scenario(record).sessions) == {
+        "demo-refused",
+        "demo-disputed",
+        "demo-insufficient",
+    }

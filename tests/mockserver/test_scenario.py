@@ -6,14 +6,19 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterator
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.helpers import KEY, bearer, wait_until
+from tests.helpers import KEY, bearer, running, wait_until
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.cli import watch_scenario
+from verdict_contract.mockserver.model import scenariofile
 from verdict_contract.mockserver.model.scenario import (
     DEMO_SESSIONS,
     Scenario,
@@ -23,6 +28,7 @@ from verdict_contract.mockserver.model.scenario import (
     load_scenario,
     parse_scenario,
 )
+from verdict_contract.mockserver.model.scenariofile import MAX_SCENARIO_BYTES
 from verdict_contract.mockserver.model.sessions import SessionSpec, Step
 from verdict_contract.mockserver.web.glue import state_of
 
@@ -332,7 +338,7 @@ def test_watched_app_serves_the_edit_and_survives_a_bad_one(
         ),
         ("disputed.yaml", "sessions:\n  a:\n    verdict: disputed\n    conclusive: true\n", "3:5"),
         ("rate.yaml", "sessions: {}\nrate_limit: fast\n", "2:13"),
-        ("broken.yaml", "sessions:\n  a: {verdict: [refused\n", "3:1"),
+        ("broken.yaml", "sessions:\n  a: {verdict: [refused\n", "2:16"),  # the unclosed [
         ("broken.json", '{\n  "sessions": {\n    "a": }\n}', "3:10"),
         ("schema.json", '{\n  "sessions": {\n    "a": {"verdict": "nope"}\n  }\n}', "3:22"),
     ],
@@ -344,3 +350,250 @@ def test_a_problem_names_its_line_and_column(
     with pytest.raises(ScenarioError) as caught:
         load_scenario(path)
     assert str(caught.value).startswith(f"{path}:{place}: "), str(caught.value)
+
+
+# --- untrusted files: kinds, sizes, alias bombs, reloads off the event loop -------------------
+
+
+def _alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """A "billion laughs": each level a list of ``width`` aliases of the one below."""
+    lines = [
+        "sessions:",
+        "  bomb:",
+        "    allow_invalid:",
+        f"      - &l0 [{', '.join(['lol'] * width)}]",
+    ]
+    for level in range(1, levels):
+        lines.append(f"      - &l{level} [{', '.join([f'*l{level - 1}'] * width)}]")
+    return "\n".join(lines) + "\n"
+
+
+def _in_thread(call: Callable[[], object], deadline: float = 60.0) -> BaseException | None:
+    """Run ``call`` in a daemon thread: the exception it raised (None if none); fail if it hangs."""
+    caught: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:
+            caught.append(exc)
+        else:
+            caught.append(None)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(deadline)
+    assert not thread.is_alive(), f"still running after {deadline} s: it hangs"
+    return caught[0]
+
+
+def test_an_alias_bomb_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
+    path = _write(tmp_path / "bomb.yaml", _alias_bomb())
+    assert path.stat().st_size < 1024  # a small file that expands to 9**9 strings
+    error = _in_thread(lambda: load_scenario(path))
+    assert isinstance(error, ScenarioError)
+    message = str(error)
+    assert message.startswith(f"{path}:"), message
+    assert "aliases" in message
+    assert len(message) < 500
+    assert "\n" not in message
+
+
+def test_an_alias_that_contains_itself_is_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path / "loop.yaml", "sessions:\n  a: {fields: &x {k: [*x]}}\n")
+    error = _in_thread(lambda: load_scenario(path))
+    assert isinstance(error, ScenarioError)
+    assert "itself" in str(error)
+
+
+def test_aliases_within_the_bound_still_load(tmp_path: Path) -> None:
+    text = "sessions:\n  a: &s {verdict: refused}\n  b: *s\n  c: *s\n"
+    assert set(load_scenario(_write(tmp_path / "ok.yaml", text)).sessions) == {"a", "b", "c"}
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [("deep.yaml", "[" * 5000 + "]" * 5000), ("deep.json", "[" * 50000 + "]" * 50000)],
+)
+def test_a_deeply_nested_file_is_refused(tmp_path: Path, name: str, text: str) -> None:
+    path = _write(tmp_path / name, text)
+    error = _in_thread(lambda: load_scenario(path))
+    assert isinstance(error, ScenarioError), error
+    assert "deep" in str(error)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "team.yaml"
+    os.mkfifo(fifo)
+    error = _in_thread(lambda: load_scenario(fifo), deadline=30.0)
+    assert isinstance(error, ScenarioError)
+    assert str(error) == f"{fifo}: not a regular file (a FIFO); a scenario is a YAML or JSON file"
+
+
+@pytest.mark.parametrize(("target", "kind"), [("/dev/zero", "a device"), (".", "a directory")])
+def test_a_device_or_a_folder_is_refused(tmp_path: Path, target: str, kind: str) -> None:
+    path = Path(target) if target.startswith("/") else tmp_path
+    if not path.exists():
+        pytest.skip(f"no {target} here")
+    error = _in_thread(lambda: load_scenario(path), deadline=30.0)
+    assert isinstance(error, ScenarioError)
+    assert f"not a regular file ({kind})" in str(error)
+
+
+def test_a_file_over_the_size_cap_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert MAX_SCENARIO_BYTES == 16 * 1024 * 1024
+    monkeypatch.setattr(scenariofile, "MAX_SCENARIO_BYTES", 1024)
+    fits = _write(tmp_path / "fits.yaml", "sessions: {}\n" + "#" * (1024 - 14) + "\n")
+    assert fits.stat().st_size == 1024
+    assert load_scenario(fits).sessions == {}
+    path = _write(tmp_path / "big.yaml", "sessions: {}\n" + "#" * 2000 + "\n")
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert str(caught.value) == f"{path}: larger than 1024 bytes, the most a scenario file may hold"
+
+
+@pytest.fixture
+def slow_parse(
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[threading.Event, threading.Event, list[str]]]:
+    """Make each parse of a scenario wait for the test: (started, release, threads it ran on)."""
+    started, release, threads = threading.Event(), threading.Event(), []
+    real = scenariofile.decode
+
+    def slow(path: Path, text: str) -> object:
+        threads.append(threading.current_thread().name)
+        started.set()
+        if threading.current_thread() is not threading.main_thread():  # never block the loop's
+            release.wait(30)
+        return real(path, text)
+
+    monkeypatch.setattr(scenariofile, "decode", slow)
+    yield started, release, threads
+    release.set()
+
+
+def test_e_answers_over_http_while_a_reload_is_parsed(
+    scenario_file: Path, slow_parse: tuple[threading.Event, threading.Event, list[str]]
+) -> None:
+    started, release, threads = slow_parse
+    app = create_app(Settings(scenario=scenario_file, server="async"))
+    started.clear()
+    threads.clear()
+    state = state_of(app)
+    watcher = ScenarioWatcher(scenario_file, state.apply, interval=0.02)
+    headers = bearer("verdict-mock-local-key")
+    with running(app, server="async") as server:
+        watcher.start()
+        try:
+            _write(scenario_file, "sessions:\n  beta: {verdict: refused}\n", stamp=BASE_NS + 10**9)
+            assert started.wait(30)
+            # the parse is held: /e answers from the previous scenario meanwhile
+            answer = httpx.get(f"{server.base_url}/e?n=alpha", headers=headers, timeout=10)
+            assert answer.status_code == 200
+            release.set()
+            assert wait_until(
+                lambda: (
+                    httpx.get(
+                        f"{server.base_url}/e?n=beta", headers=headers, timeout=10
+                    ).status_code
+                    == 200
+                ),
+                timeout=30,
+            )
+        finally:
+            watcher.stop()
+    assert threads == ["scenario-watcher"]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")
+def test_sighup_asks_the_watcher_and_never_parses_on_the_signalled_thread(
+    scenario_file: Path, slow_parse: tuple[threading.Event, threading.Event, list[str]]
+) -> None:
+    started, release, threads = slow_parse
+    app = create_app(Settings(scenario=scenario_file))
+    started.clear()
+    threads.clear()
+    headers = bearer("verdict-mock-local-key")
+    with running(app, server="async") as server:
+        watcher = watch_scenario(scenario_file, state_of(app))
+        try:
+            _write(scenario_file, "sessions:\n  beta: {verdict: refused}\n")
+            os.kill(os.getpid(), signal.SIGHUP)  # its handler runs on this, the main, thread
+            assert started.wait(30)
+            answer = httpx.get(f"{server.base_url}/e?n=alpha", headers=headers, timeout=10)
+            assert answer.status_code == 200
+            release.set()
+            assert wait_until(
+                lambda: (
+                    httpx.get(
+                        f"{server.base_url}/e?n=beta", headers=headers, timeout=10
+                    ).status_code
+                    == 200
+                ),
+                timeout=30,
+            )
+        finally:
+            watcher.stop()
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    assert threads == ["scenario-watcher"]
+
+
+def test_aliases_may_double_a_file_but_not_more(tmp_path: Path) -> None:
+    big = "x" * (scenariofile.MIN_EXPANDED // 3)
+    fits = f"sessions:\n  a: {{fields: {{note: &s {big}}}}}\n  b: {{fields: {{note: *s}}}}\n"
+    assert set(load_scenario(_write(tmp_path / "fits.yaml", fits)).sessions) == {"a", "b"}
+    over = fits + "  c: {fields: {note: *s}}\n  d: {fields: {note: *s}}\n"
+    with pytest.raises(ScenarioError, match=r"over\.yaml:4:\d+: not valid YAML: the document"):
+        load_scenario(_write(tmp_path / "over.yaml", over))
+
+
+# --- YAML's own readings ----------------------------------------------------------------------
+
+
+def test_rate_limit_off_in_yaml_turns_the_limit_off(tmp_path: Path) -> None:
+    for text in ("rate_limit: off\n", "rate_limit: 'off'\n", "rate_limit: no\n"):
+        scenario = load_scenario(_write(tmp_path / "off.yaml", text))
+        assert scenario.rate_limit == RateLimit(0, 1.0), text
+
+
+@pytest.mark.parametrize("value", ["on", "true", "yes"])
+def test_rate_limit_on_says_to_write_a_rate(tmp_path: Path, value: str) -> None:
+    path = _write(tmp_path / "on.yaml", f"sessions: {{}}\nrate_limit: {value}\n")
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert str(caught.value) == (
+        f"{path}:2:13: rate_limit: true (as YAML reads on, yes and true) is not a rate: "
+        "write REQUESTS/SECONDS (e.g. 600/60), or off"
+    )
+
+
+# --- where a YAML error is --------------------------------------------------------------------
+
+
+def test_a_yaml_error_names_the_line_of_the_mistake_and_where_the_parser_stopped(
+    tmp_path: Path,
+) -> None:
+    text = (
+        "rate_limit: 5/1\n"
+        "sessions:\n"
+        "  a: {verdict: refused\n"  # line 3: the { is never closed (the first problem)
+        "  b: {verdict: disputed}\n"  # line 4: where the parser notices
+        "  c: [unclosed\n"  # line 5: a second problem
+    )
+    path = _write(tmp_path / "two.yaml", text)
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert str(caught.value) == (
+        f"{path}:3:6: not valid YAML: while parsing a flow mapping (from here): "
+        "expected ',' or '}', but got ':' at 4:4"
+    )
+
+
+def test_a_yaml_error_on_its_own_line_is_named_there(tmp_path: Path) -> None:
+    path = _write(tmp_path / "tab.yaml", "sessions:\n  a: {}\n\tb: {}\n")
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert str(caught.value).startswith(f"{path}:3:1: not valid YAML: ")

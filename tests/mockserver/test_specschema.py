@@ -65,3 +65,30 @@ def test_a_delay_with_another_key_is_worded_as_a_step() -> None:
     assert problem is not None
     assert problem.startswith("sessions.a.always must be one of the statuses")
     assert problem.endswith('got {"delay_ms": 5, "x": 1}')
+
+
+class _Counted:
+    """A value that counts how often it is written out as text (``default=str`` of JSON)."""
+
+    written = 0
+
+    def __str__(self) -> str:
+        _Counted.written += 1
+        return "counted"
+
+
+@pytest.mark.parametrize(
+    ("raw", "got"),
+    [
+        ({"sessions": {"a": {"always": [_Counted()] * 100_000}}}, "got ["),  # {got_json}
+        ({"rate_limit": ["x" * 1000] * 1000}, "rate limit ["),  # {got}
+        ({"sessions": {"a": {"script": "s" * 1_000_000}}}, "sessions.a.script"),  # validator's
+    ],
+)
+def test_a_huge_value_is_cut_in_its_message(raw: object, got: str) -> None:
+    _Counted.written = 0
+    problem = first_problem(raw)
+    assert problem is not None
+    assert got in problem
+    assert len(problem) < 1000, len(problem)
+    assert _Counted.written < 100  # written out as far as the message shows, not whole

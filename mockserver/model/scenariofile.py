@@ -1,0 +1,190 @@
+"""Reading a scenario file without trusting it: bounded before anything is built from it.
+
+A scenario comes from a path anyone may point at a FIFO, a device or a folder, and a small YAML
+file can name a huge value through aliases (a "billion laughs": nine levels of nine aliases are
+387 million strings in 500 bytes). So the file is read only when it is a regular file, at most
+:data:`MAX_SCENARIO_BYTES` of it, and its YAML is refused while it is composed once its aliases
+would expand it past :func:`expansion_limit` or it nests past :data:`MAX_DEPTH`: before any
+Python value, schema check or message is made of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Final, cast
+
+import yaml
+from yaml.composer import ComposerError
+from yaml.error import Mark
+from yaml.events import AliasEvent, NodeEvent, ScalarEvent
+
+from verdict_contract.core.errors import ScenarioError
+
+MAX_SCENARIO_BYTES: Final = 16 * 1024 * 1024
+"""The largest scenario file read, in bytes (docs/servers.md, bounds)."""
+
+MIN_EXPANDED: Final = 1024 * 1024
+"""What aliases may expand any YAML scenario to: nodes plus scalar characters (see below)."""
+
+
+def expansion_limit(text: str) -> int:
+    """The most nodes plus scalar characters ``text`` may hold once its aliases are expanded.
+
+    Twice its own length, or :data:`MIN_EXPANDED`: a file without aliases never reaches it (a
+    node takes a character of the file at least, so does a scalar's each), so the bound only
+    refuses what aliases multiply, and a small file stays small.
+    """
+    return max(MIN_EXPANDED, 2 * len(text))
+
+
+MAX_DEPTH: Final = 64
+"""The deepest nesting of lists and mappings (a scenario needs a handful)."""
+
+_KINDS: Final = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(mode: int) -> ScenarioError | None:
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+    return ScenarioError(f"not a regular file ({kind}); a scenario is a YAML or JSON file")
+
+
+def read_text(path: Path) -> str:
+    """The text of ``path``: a regular file of at most :data:`MAX_SCENARIO_BYTES`, as UTF-8.
+
+    A refusal is a ScenarioError without the path (the caller names the file).
+
+    Checked before it is opened, and again on what was opened (the path may have been swapped
+    in between); opened non-blocking, so even a FIFO swapped in never waits for a writer.
+    """
+    limit = MAX_SCENARIO_BYTES
+    try:
+        refused = _not_regular(os.stat(path).st_mode)
+        if refused is not None:
+            raise refused
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+        with os.fdopen(os.open(path, flags), "rb") as file:
+            refused = _not_regular(os.fstat(file.fileno()).st_mode)
+            if refused is not None:
+                raise refused
+            data = file.read(limit + 1)
+    except OSError as exc:
+        raise ScenarioError(f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise ScenarioError(f"larger than {limit} bytes, the most a scenario file may hold")
+    return data.decode("utf-8")
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """A SafeLoader that counts what the document expands to while composing it.
+
+    Each node counts 1 and each scalar its characters too; an alias counts all of what its
+    anchor holds, as every reader of the value (the schema check, a message) would walk it.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._expanded = 0
+        self._limit = expansion_limit(stream)
+        self._depth = 0
+        self._sizes: dict[str, int] = {}  # an anchor's expanded size, once it is composed
+
+    def _count(self, weight: int, event: yaml.Event) -> None:
+        self._expanded += weight
+        if self._expanded > self._limit:
+            raise _refusal(
+                f"the document expands to more than {self._limit} nodes and characters through "
+                "its aliases (*name); write the values out, or use fewer aliases",
+                event,
+            )
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, AliasEvent):
+            anchor = str(event.anchor)
+            if anchor in self.anchors and anchor not in self._sizes:
+                raise _refusal(
+                    f"the alias *{anchor} is inside its own anchor: it holds itself", event
+                )
+            self._count(self._sizes.get(anchor, 0), event)
+            return super().compose_node(parent, index)
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise _refusal(f"nested more than {MAX_DEPTH} deep", event)
+        before = self._expanded
+        self._count(1 + (len(event.value) if isinstance(event, ScalarEvent) else 0), event)
+        node = super().compose_node(parent, index)
+        self._depth -= 1
+        if isinstance(event, NodeEvent) and event.anchor is not None:
+            self._sizes[str(event.anchor)] = self._expanded - before
+        return node
+
+
+def _refusal(problem: str, event: yaml.Event) -> ComposerError:
+    """A refusal of the document, placed as PyYAML places its own errors."""
+    return ComposerError(None, None, problem, cast(Mark | None, event.start_mark))
+
+
+def compose(text: str) -> yaml.Node | None:
+    """The YAML node tree of ``text``, bounded as :func:`decode` is."""
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
+def decode(path: Path, text: str) -> object:
+    """The data of a scenario's text: JSON by the file's suffix, else bounded YAML.
+
+    Raises what the parser raises; a nesting too deep for Python as ScenarioError.
+    """
+    try:
+        if path.suffix == ".json":
+            return json.loads(text)
+        loader = _BoundedLoader(text)
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
+    except RecursionError:  # JSON has no depth bound of its own
+        raise ScenarioError("nested too deep") from None
+
+
+def syntax_error(path: Path, exc: Exception) -> ScenarioError:
+    """A file that does not parse, said with its line and column when the parser knows them.
+
+    PyYAML names two places: where the construct it was reading began (an unclosed ``{``, a
+    quote) and where it gave up, often the next line. The message starts with the first, where
+    the mistake is, and names the other.
+    """
+    kind = "JSON" if path.suffix == ".json" else "YAML"
+    if isinstance(exc, json.JSONDecodeError):
+        return ScenarioError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}")
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        problem, context = exc.problem_mark, exc.context_mark  # 0-based, both
+        said = str(exc.problem)
+        first = problem
+        if exc.context and context is not None:
+            if (context.line, context.column) < (problem.line, problem.column):
+                first = context
+                said = (
+                    f"{exc.context} (from here): {said} at {problem.line + 1}:{problem.column + 1}"
+                )
+            else:
+                said = f"{exc.context}: {said}"
+        return ScenarioError(
+            f"{path}:{first.line + 1}:{first.column + 1}: not valid {kind}: {said}"
+        )
+    first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return ScenarioError(f"{path}: not valid {kind}: {first_line}")
