@@ -128,7 +128,8 @@ def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
         "check_key_in_url",
         "also check that a key outside the Authorization header (query "
         "string, X-API-Key) is refused: this sends the real key in a URL, where it lands in "
-        "access logs; use it against a mock or with a throwaway key (variable: 1)",
+        "access logs; use it only with a throwaway key (without it, a mock is checked with its own "
+        "public key, a live target not at all) (variable: 1)",
         action="store_true",
         default=None,
     )

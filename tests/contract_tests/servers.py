@@ -23,7 +23,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
@@ -67,10 +67,11 @@ KNOWN_IDS = "verdict.known_ids"
 
 @dataclass
 class Traffic:
-    """What a served variant answered: calls of /e per session id, and statuses."""
+    """What a served variant answered: calls of /e per session id, statuses, request targets."""
 
     calls: Counter[str]
     statuses: Counter[int]
+    targets: list[str] = field(default_factory=list)  # each request line's target, as sent
 
 
 @dataclass
@@ -131,6 +132,8 @@ def _wrap(app: Any, variant: Variant, ids: list[str], traffic: Traffic) -> Any:
             if request.path == "/e":
                 traffic.calls[request.args.get("n", "")] += 1
             traffic.statuses[answer.status_code] += 1
+            query = environ.get("QUERY_STRING", "")
+            traffic.targets.append(environ.get("PATH_INFO", "") + (f"?{query}" if query else ""))
         return answer(environ, start_response)
 
     return wsgi
