@@ -9,6 +9,7 @@ the contract suite against it in live mode, over real HTTP (or https with a priv
 
 from __future__ import annotations
 
+import base64
 import codecs
 import functools
 import gzip
@@ -447,6 +448,45 @@ def _debug_header(request: Request, response: Response) -> None:
         response.headers["X-Debug-Auth"] = token[:12]
 
 
+def _key_in_every_answer(request: Request, response: Response) -> None:
+    """A gateway that passes its own upstream credential back on every answer, to anyone."""
+    response.headers["X-Upstream-Authorization"] = f"Bearer {KEY}"
+
+
+def _token_after_64_kib(request: Request, response: Response) -> None:
+    """A 401 whose body quotes the token it was sent, after 70 KB of other text."""
+    if response.status_code == 401:
+        token = request.headers.get("Authorization", "").partition(" ")[2]
+        response.set_data(json.dumps({"detail": "x" * 70_000, "token": token}))
+
+
+def _token_in_reason(request: Request, response: Response) -> None:
+    """A 401 whose status line says which token it refused."""
+    token = request.headers.get("Authorization", "").partition(" ")[2]
+    if response.status_code == 401 and token:
+        response.status = f"401 Unknown key {token}"
+
+
+def _credential_base64_in_a_header(request: Request, response: Response) -> None:
+    """A debugging header with the whole Authorization value, base64-encoded ("Bearer key")."""
+    value = request.headers.get("Authorization", "")
+    if value:
+        response.headers["X-Debug-Auth"] = base64.b64encode(value.encode()).decode()
+
+
+def _token_base64url_in_the_body(request: Request, response: Response) -> None:
+    """A 401 that hands back the token base64url-encoded, inside a JSON "trace"."""
+    token = request.headers.get("Authorization", "").partition(" ")[2]
+    if response.status_code == 401 and token:
+        trace = base64.urlsafe_b64encode(json.dumps({"t": token}).encode()).decode()
+        response.set_data(json.dumps({"error": "invalid api key", "trace": trace}))
+
+
+def _base64_request_id(request: Request, response: Response) -> None:
+    """A random base64 request id on every answer: no credential in it."""
+    response.headers["X-Request-Id"] = base64.b64encode(uuid.uuid4().bytes * 2).decode()
+
+
 def _key_ending_on_401(request: Request, response: Response) -> None:
     """A 401 that names the key by its last 4 characters only: that is no leak."""
     if response.status_code == 401:
@@ -618,6 +658,21 @@ BROKEN: dict[str, Variant] = {
     "a debugging header with part of the key": Variant(
         alter=_debug_header, fails=("test_credential_is_never_reflected",)
     ),
+    "the key in every answer": Variant(
+        alter=_key_in_every_answer, fails=("test_credential_is_never_reflected",)
+    ),
+    "a 401 quoting the token after 64 KiB": Variant(
+        alter=_token_after_64_kib, fails=("test_credential_is_never_reflected",)
+    ),
+    "the token in the reason phrase": Variant(
+        alter=_token_in_reason, fails=("test_credential_is_never_reflected",)
+    ),
+    "the credential base64-encoded in a header": Variant(
+        alter=_credential_base64_in_a_header, fails=("test_credential_is_never_reflected",)
+    ),
+    "the token base64url-encoded in a 401 body": Variant(
+        alter=_token_base64url_in_the_body, fails=("test_credential_is_never_reflected",)
+    ),
     "case-insensitive session lookup": Variant(
         before=_lookup_by(lambda sent, n: sent.lower() == n.lower()),
         fails=("test_near_miss_session_id_is_not_found",),
@@ -673,6 +728,7 @@ CONFORMING: dict[str, Variant] = {
         before=_catch_all(MOCK_LOOKALIKE)
     ),
     "a 401 naming the key's last 4 characters": Variant(alter=_key_ending_on_401),
+    "a base64 request id on every answer": Variant(alter=_base64_request_id),
     "every verdict kind": Variant(sessions=EVERY_KIND, args=("--verdict-require-every-kind",)),
     "the probe meets a 429 without Retry-After": Variant(
         alter=_no_retry_after, rate_limit="15/1", args=("--verdict-probe-rate-limit", "30")

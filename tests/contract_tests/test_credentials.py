@@ -10,7 +10,16 @@ from urllib.parse import quote, unquote_plus
 
 import pytest
 
-from tests.contract_tests.servers import CONTROLLED, SUITE, Variant, serve
+from tests.contract_tests.servers import (
+    BROKEN,
+    CONFORMING,
+    CONTROLLED,
+    KEY,
+    SUITE,
+    Variant,
+    run_suite,
+    serve,
+)
 
 REAL_KEY = "sk-live-verdict-9f8e7d6c5b4a3210"
 """A key exported as VERDICT_API_KEY, as a pipeline would: it must stay in the header."""
@@ -47,3 +56,39 @@ def test_a_live_target_gets_no_key_in_a_url_without_the_opt_in(pytester: pytest.
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert _in_a_target(REAL_KEY, running.traffic.targets) == []
     result.stdout.fnmatch_lines(["SKIPPED *opt-in: pass --verdict-check-key-in-url*"])
+
+
+@pytest.mark.parametrize(
+    ("name", "where"),
+    [
+        (
+            "the key in every answer",
+            "header x-upstream-authorization holds the whole key (so does an answer to a call "
+            "without any credential)",
+        ),
+        ("a 401 quoting the token after 64 KiB", "body holds the whole key"),
+        ("the token in the reason phrase", "the reason phrase holds the whole key"),
+        ("the credential base64-encoded in a header", "header x-debug-auth holds the key base64"),
+        ("the token base64url-encoded in a 401 body", "body holds the key base64-encoded"),
+    ],
+)
+def test_a_credential_shown_anywhere_is_a_breach(
+    pytester: pytest.Pytester, name: str, where: str
+) -> None:
+    result, _ = run_suite(pytester, BROKEN[name], "-rf")
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, output
+    result.stdout.fnmatch_lines([f"*reflects the caller's credential (*{where}*"])
+    for start in range(len(KEY) - 7):  # the report names the place, never 8 characters of it
+        assert KEY[start : start + 8] not in output
+
+
+@pytest.mark.parametrize(
+    "name", ["a base64 request id on every answer", "a 401 naming the key's last 4 characters"]
+)
+def test_a_service_that_keeps_its_credential_stays_green(
+    pytester: pytest.Pytester, name: str
+) -> None:
+    result, _ = run_suite(pytester, CONFORMING[name], "-rA")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["PASSED *test_credential_is_never_reflected*"])
