@@ -25,6 +25,15 @@ import httpx
 from verdict_contract.core.redact import Secret
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
+from .bounds import (
+    DEFAULT_CALL_TIMEOUT,
+    MAX_ANSWER_BYTES,
+    CallFailed,
+    CallTooSlow,
+    Deadline,
+    bounded_client,
+    fetch,
+)
 from .leaks import error_body_advisories
 from .pace import Pace
 
@@ -126,23 +135,38 @@ def _signed_by_the_mock(response: httpx.Response) -> bool:
     )
 
 
-def reach(base_url: str, timeout: float, ca_bundle: str | None = None) -> tuple[bool, str | None]:
+def reach(
+    base_url: str,
+    timeout: float,
+    ca_bundle: str | None = None,
+    call_timeout: float = DEFAULT_CALL_TIMEOUT,
+) -> tuple[bool, str | None]:
     """Reach the target once: (is it the bundled mock?, why it cannot be reached).
 
     Any HTTP answer means the target is up. The mock is told by its signature: its health
     answer's fields, and a 404 for a made-up path beside it (a gateway that answers 200 to
-    every path is a live service, not a mock).
+    every path is a live service, not a mock). Each call is bounded as the run's are: an
+    answer over the size cap is no mock's; one that takes longer than ``call_timeout`` in all
+    is no answer.
     """
+    deadline = Deadline(call_timeout)
     try:
-        with httpx.Client(base_url=base_url, timeout=timeout, verify=verify(ca_bundle)) as http:
-            health = http.get("/_mock/health")
+        with bounded_client(base_url, timeout, verify(ca_bundle), deadline) as http:
+            health = fetch(
+                http, http.build_request("GET", "/_mock/health"), deadline, MAX_ANSWER_BYTES
+            )
             mock = _signed_by_the_mock(health)
             if mock:
-                mock = http.get(f"/_mock/verdict-contract-{uuid.uuid4().hex}").status_code == 404
+                made_up = http.build_request("GET", f"/_mock/verdict-contract-{uuid.uuid4().hex}")
+                mock = fetch(http, made_up, deadline, MAX_ANSWER_BYTES).status_code == 404
     except httpx.TransportError as exc:
         return False, transport_cause(exc, timeout)
     except httpx.HTTPError as exc:
         return False, f"{type(exc).__name__}: {exc}"
+    except CallFailed as exc:
+        if isinstance(exc, CallTooSlow):
+            return False, str(exc)
+        return False, None  # a body no mock sends: up, and a live service
     return mock, None
 
 
@@ -240,18 +264,24 @@ class ExplainClient:
     ca_bundle: str | None = None
     pace: Pace | None = None
     workers: int = 1  # processes sharing the key's rate limit (xdist workers)
+    call_timeout: float = DEFAULT_CALL_TIMEOUT  # the most one call takes in all
+    max_bytes: int = MAX_ANSWER_BYTES  # the most an answer holds after decoding
     sent: list[Sent] = field(default_factory=list, repr=False)
     advisories: list[str] = field(default_factory=list, repr=False)
     """What this client saw that breaks no clause but a reviewer wants to know (deduplicated)."""
     _http: httpx.Client = field(init=False, repr=False)
+    _deadline: Deadline = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._http = httpx.Client(
-            base_url=self.base_url,
-            timeout=self.timeout,
-            follow_redirects=False,
-            verify=verify(self.ca_bundle),
+        self._deadline = Deadline(self.call_timeout)
+        self._http = bounded_client(
+            self.base_url, self.timeout, verify(self.ca_bundle), self._deadline
         )
+
+    def _fetch(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One call, bounded in time in all and in decoded bytes (:mod:`.bounds`)."""
+        request = self._http.build_request(method, path, **kwargs)
+        return fetch(self._http, request, self._deadline, self.max_bytes)
 
     def advise(self, text: str) -> None:
         if text not in self.advisories:
@@ -344,8 +374,10 @@ class ExplainClient:
         if self.pace is not None:
             self.pace.wait()
         try:
-            response = self._http.request(method, ENDPOINT_PATH, params=query, headers=sent_headers)
-            response.read()
+            response = self._fetch(method, ENDPOINT_PATH, params=query, headers=sent_headers)
+        except CallFailed as exc:  # the target's answer, too large or too slow: this call fails
+            self.sent.append(Sent(method, shown_url, tuple(shown_headers)))
+            raise BrokenAnswer(str(exc)) from None
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadTimeout) as exc:
             raise TargetUnreachable(
                 f"{self.base_url}: {transport_cause(exc, self.timeout)}"
@@ -362,7 +394,7 @@ class ExplainClient:
 
     def mint(self, **spec: Any) -> str:
         """Mint a session through the mock's control API; returns its id."""
-        response = self._http.post("/_mock/sessions", json=spec)
+        response = self._fetch("POST", "/_mock/sessions", json=spec)
         if response.status_code != 201:
             raise RuntimeError(f"the mock refused to mint {spec}: {response.text}")
         session_id: str = response.json()["n"]
@@ -370,12 +402,12 @@ class ExplainClient:
 
     def advance_mock_clock(self, seconds: float) -> None:
         """Age every session of a mock target at once, through its control API (no sleeping)."""
-        response = self._http.post("/_mock/clock", json={"advance": seconds})
+        response = self._fetch("POST", "/_mock/clock", json={"advance": seconds})
         if response.status_code != 200:
             raise RuntimeError(f"the mock refused to move its clock: {response.text}")
 
     def mock_health(self) -> dict[str, Any]:
-        health: dict[str, Any] = self._http.get("/_mock/health").json()
+        health: dict[str, Any] = self._fetch("GET", "/_mock/health").json()
         return health
 
     def close(self) -> None:

@@ -18,6 +18,8 @@ from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret
 
+from .bounds import DEFAULT_CALL_TIMEOUT
+
 ENV = {
     "api_key": "VERDICT_API_KEY",
     "session_id": "VERDICT_SESSION_IDS",
@@ -25,6 +27,7 @@ ENV = {
     "session_factory": "VERDICT_SESSION_FACTORY",
     "probe_rate_limit": "VERDICT_PROBE_RATE_LIMIT",
     "request_timeout": "VERDICT_REQUEST_TIMEOUT",
+    "call_timeout": "VERDICT_CALL_TIMEOUT",
     "allow_insecure_http": "VERDICT_ALLOW_INSECURE_HTTP",
     "check_key_in_url": "VERDICT_CHECK_KEY_IN_URL",
     "wait_budget": "VERDICT_WAIT_BUDGET",
@@ -105,6 +108,12 @@ def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
         metavar="SECONDS",
     )
     add(
+        "call_timeout",
+        "the most one call may take in all (connect, headers, every read of the body), default "
+        f"{DEFAULT_CALL_TIMEOUT:g} or the request timeout if longer; past it, that call fails",
+        metavar="SECONDS",
+    )
+    add(
         "wait_budget",
         "the most time the whole run waits on 429 answers (Retry-After or "
         f"backoff), default {DEFAULT_WAIT_BUDGET:g}; past it checks end as throttled",
@@ -120,7 +129,8 @@ def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
         "check_key_in_url",
         "also check that a key outside the Authorization header (query "
         "string, X-API-Key) is refused: this sends the real key in a URL, where it lands in "
-        "access logs; use it against a mock or with a throwaway key (variable: 1)",
+        "access logs; use it only with a throwaway key (without it, a mock is checked with its own "
+        "public key, a live target not at all) (variable: 1)",
         action="store_true",
         default=None,
     )
@@ -177,6 +187,7 @@ class SuiteConfig:
     probe_rate_limit: int | None
     request_timeout: float
     wait_budget: float = DEFAULT_WAIT_BUDGET
+    call_timeout: float = DEFAULT_CALL_TIMEOUT
     check_key_in_url: bool = False
     report: str | None = None
     mock_target: bool = False  # the URL answers the mock's control API
@@ -202,6 +213,7 @@ class SuiteConfig:
             shown.append(f"{flag('probe_rate_limit')} {self.probe_rate_limit}")
         shown += [
             f"{flag('request_timeout')} {self.request_timeout:g}",
+            f"{flag('call_timeout')} {self.call_timeout:g}",
             f"{flag('wait_budget')} {self.wait_budget:g}",
         ]
         if self.max_rate is not None:
@@ -333,6 +345,7 @@ def load_config(config: pytest.Config) -> SuiteConfig:
     factory = _option(config, "session_factory")
     timeout = _number(config, "request_timeout", float) or DEFAULT_TIMEOUT
     budget = _number(config, "wait_budget", float) or DEFAULT_WAIT_BUDGET
+    call_timeout = _number(config, "call_timeout", float) or max(DEFAULT_CALL_TIMEOUT, timeout)
     probe = _number(config, "probe_rate_limit", int)
     check_key_in_url = _bool(config, "check_key_in_url")
     loaded_factory = _load_factory(factory) if factory else None
@@ -346,7 +359,7 @@ def load_config(config: pytest.Config) -> SuiteConfig:
         # Here, not at the top: the hooks import this module in every pytest run.
         from .client import reach
 
-        mock_target, unreachable = reach(base_url, timeout, ca_bundle)
+        mock_target, unreachable = reach(base_url, timeout, ca_bundle, call_timeout)
         if unreachable is not None:
             raise pytest.UsageError(f"cannot reach the target {base_url}: {unreachable}")
         if kind != "auto":
@@ -365,6 +378,7 @@ def load_config(config: pytest.Config) -> SuiteConfig:
         probe_rate_limit=int(probe) if probe is not None else None,
         request_timeout=timeout,
         wait_budget=budget,
+        call_timeout=call_timeout,
         check_key_in_url=check_key_in_url,
         report=_option(config, "report"),
         mock_target=mock_target,

@@ -50,6 +50,7 @@ def contract_target(request: pytest.FixtureRequest) -> Iterator[Target]:
             ca_bundle=config.ca_bundle,
             pace=pace,
             workers=workers,
+            call_timeout=config.call_timeout,
         )
         stack.callback(client.close)
         yield Target(base_url, client, config, mock, bundled=config.base_url is None)

@@ -1,13 +1,15 @@
 """What an answer gives away: the caller's credential (a breach), stack traces, internal addresses.
 
-A service that reflects the key it was sent, whole or in part, in a body or a header breaks §5
-(the key is a server-side secret): whoever logs or shows that answer holds the key. A stack
+A service that reflects the key it was sent, whole or in part, in a body, a header or the reason
+phrase, as it is or base64-encoded, breaks §5 (the key is a server-side secret): whoever logs or
+shows that answer holds the key. So does one that gives the key to every caller. A stack
 trace or a private address in an error body breaks no clause, but a reviewer wants to see it:
 those are advisories, listed on their own and failing a run only on request.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 
 import httpx
@@ -17,7 +19,8 @@ MIN_FRAGMENT = 8
 MIN_KEY = 6
 """Keys shorter than this cannot be told from ordinary text; they are not looked for."""
 SCANNED = 65536
-"""Only the first this many characters of a body are searched (bodies are small)."""
+"""Only the first this many characters of an error body are searched for advisories; a
+credential is looked for in the whole body (which the client caps at 1 MiB)."""
 
 STACK_TRACE = re.compile(
     r"Traceback \(most recent call last\)"  # Python
@@ -36,26 +39,58 @@ INTERNAL_ADDRESS = re.compile(
 )
 
 
-def longest_fragment(text: str, key: str, known: str = "") -> int:
-    """The longest run of ``key``'s characters in ``text`` that ``known`` does not hold too.
+def _excused(run: str, key: str, known: str) -> bool:
+    """A run the service says whatever the credential (its name in ``Server``, its own words)
+    is its text, not a reflection: when shorter than half the key. Half the key or more, in
+    every answer, is the key given to every caller."""
+    return 2 * len(run) < len(key) and run in known
 
-    ``known`` is what the service says whatever the credential (its name in ``Server``, its
-    own words): a run found there too is the service's text, not a reflection.
+
+def longest_fragment(text: str, key: str, known: str = "") -> int:
+    """The longest run of ``key``'s characters in ``text`` that is not the service's own text.
+
+    ``known`` is what the service says whatever the credential: see :func:`_excused`.
     """
     shortest = MIN_FRAGMENT if len(key) >= MIN_FRAGMENT else len(key)
     best = 0
     for start in range(len(key) - shortest + 1):
         length = shortest
         while start + length <= len(key) and key[start : start + length] in text:
-            if length > best and key[start : start + length] not in known:
+            if length > best and not _excused(key[start : start + length], key, known):
                 best = length
             length += 1
     return best
 
 
+def base64_forms(secret: str) -> list[str]:
+    """What base64 (standard or URL-safe) of any text holding ``secret`` contains, whatever
+    comes before or after it: ``secret`` alone, ``Bearer secret``, ``user:secret``, a JSON.
+
+    The encoding depends on where the secret starts modulo 3 bytes; at each of the three
+    alignments, the characters made of the secret's bits alone are kept.
+    """
+    raw = secret.encode()
+    forms: list[str] = []
+    for offset in range(3):
+        start = (4 * offset + 2) // 3  # characters holding bits of what comes before
+        end = (offset + len(raw)) * 8 // 6  # the last whole character of the secret's bits
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            core = encode(b"\0" * offset + raw).decode("ascii")[start:end]
+            if len(core) >= MIN_KEY and core not in forms:
+                forms.append(core)
+    return forms
+
+
+def _places(response: httpx.Response) -> list[tuple[str, str]]:
+    """Where an answer can show a credential: each header, the reason phrase, the whole body."""
+    places = [(f"header {name}", value) for name, value in response.headers.items()]
+    places.append(("the reason phrase", response.reason_phrase))
+    places.append(("body", response.text))
+    return places
+
+
 def _text(response: httpx.Response) -> str:
-    headers = "\n".join(f"{name}: {value}" for name, value in response.headers.items())
-    return f"{headers}\n{response.text[:SCANNED]}"
+    return "\n".join(text for _, text in _places(response))
 
 
 def reflection(
@@ -66,22 +101,30 @@ def reflection(
 ) -> str | None:
     """Where ``response`` reflects ``key`` (or the whole credential ``sent``); None if nowhere.
 
-    ``baseline`` is an answer to a call without any credential: what it holds is the
-    service's own text. The answer never quotes the key: it says where, and how much of it.
+    ``baseline`` is an answer to a call without any credential: short runs it holds too are
+    the service's own text (:func:`_excused`). The whole key, or its base64, is never
+    excused: an answer to no credential that holds it gives the key to anyone. The answer
+    never quotes the key: it says where, and how much of it.
     """
     if len(key) < MIN_KEY:
         return None
     known = _text(baseline) if baseline is not None else ""
-    places = [(f"header {name}", value) for name, value in response.headers.items()]
-    places.append(("body", response.text[:SCANNED]))
+    encoded = base64_forms(key)
+    encoded_sent = base64_forms(sent) if sent and len(sent) >= MIN_KEY else []
     found = []
-    for where, text in places:
+    for where, text in _places(response):
         length = longest_fragment(text, key, known)
         if length:
             whole = "the whole key" if length == len(key) else f"{length} characters of the key"
-            found.append(f"{where} holds {whole}")
+            everyone = " (so does an answer to a call without any credential)"
+            shared = length == len(key) and key in known
+            found.append(f"{where} holds {whole}{everyone if shared else ''}")
+        elif any(form in text for form in encoded):
+            found.append(f"{where} holds the key base64-encoded")
         elif sent and len(sent) >= MIN_KEY and sent in text and sent not in known:
             found.append(f"{where} holds the credential it was sent")
+        elif any(form in text for form in encoded_sent):
+            found.append(f"{where} holds the credential it was sent, base64-encoded")
     return "; ".join(found) or None
 
 

@@ -3,8 +3,11 @@
 The real key travels only in the ``Authorization`` header. Checks that need a wrong key use
 decoys that never equal it; near-miss decoys are built from the real key, the way a careless
 comparison (a prefix match, a case-insensitive or trimming compare) would let them through,
-and are sent in the same header only. The checks that put the real key elsewhere (a query
-parameter, another header) need ``--verdict-check-key-in-url``, except against a mock.
+and are sent in the same header only. The checks that put a key elsewhere (a query parameter,
+another header, where access logs keep it) never use the configured key unless the user opts in
+with ``--verdict-check-key-in-url`` (and a throwaway key). Against a mock they run with the
+mock's own public local key (its health names it), or a decoy when it accepts none: a mock
+behind a proxy is configured with the exported key, which must not land in the proxy's log.
 """
 
 from __future__ import annotations
@@ -113,12 +116,20 @@ def test_auth_comes_before_lookup(contract_target: Target, unknown_session: str)
     )
 
 
-def _needs_opt_in(contract_target: Target) -> None:
-    if not (contract_target.mock or contract_target.config.check_key_in_url):
+def _key_outside_the_header(contract_target: Target) -> str | object:
+    """The key a check sends outside the ``Authorization`` header: never the configured one
+    unless the user opted in; the mock's public key, or a decoy, against a mock."""
+    if contract_target.config.check_key_in_url:
+        return KEY  # the user's choice, made with a throwaway key
+    if not contract_target.mock:
         pytest.skip(
             f"opt-in: pass {flag('check_key_in_url')} to send the real key outside the "
             "Authorization header (it lands in access logs: use a throwaway key)"
         )
+    public = contract_target.client.mock_health().get("default_key")
+    if isinstance(public, str) and public:
+        return public  # published by the mock itself: no secret
+    return decoy(contract_target.client.api_key.reveal())
 
 
 @pytest.mark.clause("§5.1")
@@ -126,9 +137,9 @@ def _needs_opt_in(contract_target: Target) -> None:
 def test_key_in_the_query_does_not_authorise(
     contract_target: Target, any_session: str, where: str
 ) -> None:
-    _needs_opt_in(contract_target)
+    key = _key_outside_the_header(contract_target)
     response = contract_target.client.request(
-        params=[("n", any_session), (where, KEY)], authorization=None
+        params=[("n", any_session), (where, key)], authorization=None
     )
     assert response.status_code == 401, (
         f"key sent as query parameter {where!r}: received {response.status_code}; "
@@ -140,9 +151,9 @@ def test_key_in_the_query_does_not_authorise(
 def test_key_in_another_header_does_not_authorise(
     contract_target: Target, any_session: str
 ) -> None:
-    _needs_opt_in(contract_target)
+    key = _key_outside_the_header(contract_target)
     response = contract_target.client.request(
-        params=[("n", any_session)], authorization=None, headers={"X-API-Key": KEY}
+        params=[("n", any_session)], authorization=None, headers={"X-API-Key": key}
     )
     assert response.status_code == 401, (
         f"key sent as X-API-Key: received {response.status_code}; documented: 401"

@@ -9,7 +9,9 @@ the contract suite against it in live mode, over real HTTP (or https with a priv
 
 from __future__ import annotations
 
+import base64
 import codecs
+import functools
 import gzip
 import itertools
 import json
@@ -18,10 +20,11 @@ import ssl
 import threading
 import time
 import uuid
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
@@ -65,10 +68,11 @@ KNOWN_IDS = "verdict.known_ids"
 
 @dataclass
 class Traffic:
-    """What a served variant answered: calls of /e per session id, and statuses."""
+    """What a served variant answered: calls of /e per session id, statuses, request targets."""
 
     calls: Counter[str]
     statuses: Counter[int]
+    targets: list[str] = field(default_factory=list)  # each request line's target, as sent
 
 
 @dataclass
@@ -129,6 +133,8 @@ def _wrap(app: Any, variant: Variant, ids: list[str], traffic: Traffic) -> Any:
             if request.path == "/e":
                 traffic.calls[request.args.get("n", "")] += 1
             traffic.statuses[answer.status_code] += 1
+            query = environ.get("QUERY_STRING", "")
+            traffic.targets.append(environ.get("PATH_INFO", "") + (f"?{query}" if query else ""))
         return answer(environ, start_response)
 
     return wsgi
@@ -160,6 +166,19 @@ def serve(variant: Variant, key: str = KEY) -> Iterator[Running]:
 @contextmanager
 def serve_tls(variant: Variant, context: ssl.SSLContext, key: str = KEY) -> Iterator[Running]:
     """``variant`` over https with ``context`` (a certificate of a private CA), on 127.0.0.1."""
+    with serve_streaming(variant, key, context) as running:
+        yield running
+
+
+@contextmanager
+def serve_streaming(
+    variant: Variant, key: str = KEY, context: ssl.SSLContext | None = None
+) -> Iterator[Running]:
+    """``variant`` under werkzeug's threaded server, which streams a body as it is made.
+
+    The mock's own server reads a whole WSGI body before it writes; a hostile answer (an
+    endless stream, a drip) needs one that sends each piece as it comes.
+    """
     app, ids, expired = _app(variant, key)
     traffic = Traffic(Counter(), Counter())
     server = make_server(
@@ -167,8 +186,9 @@ def serve_tls(variant: Variant, context: ssl.SSLContext, key: str = KEY) -> Iter
     )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    scheme = "https" if context is not None else "http"
     try:
-        yield Running(f"https://127.0.0.1:{server.server_port}", ids, expired, key, traffic)
+        yield Running(f"{scheme}://127.0.0.1:{server.server_port}", ids, expired, key, traffic)
     finally:
         server.shutdown()
         thread.join(timeout=10)
@@ -428,6 +448,45 @@ def _debug_header(request: Request, response: Response) -> None:
         response.headers["X-Debug-Auth"] = token[:12]
 
 
+def _key_in_every_answer(request: Request, response: Response) -> None:
+    """A gateway that passes its own upstream credential back on every answer, to anyone."""
+    response.headers["X-Upstream-Authorization"] = f"Bearer {KEY}"
+
+
+def _token_after_64_kib(request: Request, response: Response) -> None:
+    """A 401 whose body quotes the token it was sent, after 70 KB of other text."""
+    if response.status_code == 401:
+        token = request.headers.get("Authorization", "").partition(" ")[2]
+        response.set_data(json.dumps({"detail": "x" * 70_000, "token": token}))
+
+
+def _token_in_reason(request: Request, response: Response) -> None:
+    """A 401 whose status line says which token it refused."""
+    token = request.headers.get("Authorization", "").partition(" ")[2]
+    if response.status_code == 401 and token:
+        response.status = f"401 Unknown key {token}"
+
+
+def _credential_base64_in_a_header(request: Request, response: Response) -> None:
+    """A debugging header with the whole Authorization value, base64-encoded ("Bearer key")."""
+    value = request.headers.get("Authorization", "")
+    if value:
+        response.headers["X-Debug-Auth"] = base64.b64encode(value.encode()).decode()
+
+
+def _token_base64url_in_the_body(request: Request, response: Response) -> None:
+    """A 401 that hands back the token base64url-encoded, inside a JSON "trace"."""
+    token = request.headers.get("Authorization", "").partition(" ")[2]
+    if response.status_code == 401 and token:
+        trace = base64.urlsafe_b64encode(json.dumps({"t": token}).encode()).decode()
+        response.set_data(json.dumps({"error": "invalid api key", "trace": trace}))
+
+
+def _base64_request_id(request: Request, response: Response) -> None:
+    """A random base64 request id on every answer: no credential in it."""
+    response.headers["X-Request-Id"] = base64.b64encode(uuid.uuid4().bytes * 2).decode()
+
+
 def _key_ending_on_401(request: Request, response: Response) -> None:
     """A 401 that names the key by its last 4 characters only: that is no leak."""
     if response.status_code == 401:
@@ -599,6 +658,21 @@ BROKEN: dict[str, Variant] = {
     "a debugging header with part of the key": Variant(
         alter=_debug_header, fails=("test_credential_is_never_reflected",)
     ),
+    "the key in every answer": Variant(
+        alter=_key_in_every_answer, fails=("test_credential_is_never_reflected",)
+    ),
+    "a 401 quoting the token after 64 KiB": Variant(
+        alter=_token_after_64_kib, fails=("test_credential_is_never_reflected",)
+    ),
+    "the token in the reason phrase": Variant(
+        alter=_token_in_reason, fails=("test_credential_is_never_reflected",)
+    ),
+    "the credential base64-encoded in a header": Variant(
+        alter=_credential_base64_in_a_header, fails=("test_credential_is_never_reflected",)
+    ),
+    "the token base64url-encoded in a 401 body": Variant(
+        alter=_token_base64url_in_the_body, fails=("test_credential_is_never_reflected",)
+    ),
     "case-insensitive session lookup": Variant(
         before=_lookup_by(lambda sent, n: sent.lower() == n.lower()),
         fails=("test_near_miss_session_id_is_not_found",),
@@ -654,6 +728,7 @@ CONFORMING: dict[str, Variant] = {
         before=_catch_all(MOCK_LOOKALIKE)
     ),
     "a 401 naming the key's last 4 characters": Variant(alter=_key_ending_on_401),
+    "a base64 request id on every answer": Variant(alter=_base64_request_id),
     "every verdict kind": Variant(sessions=EVERY_KIND, args=("--verdict-require-every-kind",)),
     "the probe meets a 429 without Retry-After": Variant(
         alter=_no_retry_after, rate_limit="15/1", args=("--verdict-probe-rate-limit", "30")
@@ -768,3 +843,165 @@ def _hang_after(calls: int, seconds: float) -> Callable[[Request], Response | No
 def hangs_mid_run(calls: int, seconds: float) -> Variant:
     """Answers ``calls`` calls of ``/e``, then takes ``seconds`` over each answer."""
     return Variant(before=_hang_after(calls, seconds))
+
+
+@dataclass
+class Sent:
+    """How much of a hostile answer's body a server wrote before its client hung up."""
+
+    chunks: int = 0
+    port: int = 0  # where a raw hostile server listens
+
+
+CHUNK = b"\0" * 65536
+ATTACK_CHUNKS = 1024
+"""A hostile body is at most 1,024 chunks of 64 KiB (64 MiB): 64 times the suite's cap."""
+
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    """64 MiB of zeros, gzip-compressed to about 64 KiB."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    parts = [compressor.compress(CHUNK) for _ in range(ATTACK_CHUNKS)]
+    return b"".join([*parts, compressor.flush()])
+
+
+def _zeros(sent: Sent, pause: float = 0.0, chunk: bytes = CHUNK) -> Iterator[bytes]:
+    for _ in range(ATTACK_CHUNKS if not pause else 2000):  # bounded, whatever the client does
+        sent.chunks += 1
+        yield chunk
+        if pause:
+            time.sleep(pause)
+
+
+def hostile_answers(sent: Sent, drip: float = 0.05) -> dict[str, Callable[[], Response]]:
+    """The answers of a hostile staging, by attack; ``sent`` counts what each one wrote."""
+    json_type = "application/json"
+
+    def huge_length() -> Response:
+        answer = Response(_zeros(sent), 200, content_type=json_type, direct_passthrough=True)
+        answer.headers["Content-Length"] = str(8 << 30)  # 8 GiB announced
+        return answer
+
+    def endless_chunked() -> Response:
+        return Response(_zeros(sent), 200, content_type=json_type, direct_passthrough=True)
+
+    def bomb() -> Response:
+        sent.chunks += 1
+        answer = Response(gzip_bomb(), 200, content_type=json_type)
+        answer.headers["Content-Encoding"] = "gzip"
+        return answer
+
+    def slow_drip() -> Response:
+        body = _zeros(sent, pause=drip, chunk=b" ")
+        answer = Response(body, 200, content_type=json_type, direct_passthrough=True)
+        answer.headers["Content-Length"] = "2000"
+        return answer
+
+    return {
+        "huge Content-Length": huge_length,
+        "endless chunked stream": endless_chunked,
+        "gzip bomb": bomb,
+        "slow drip": slow_drip,
+    }
+
+
+def hostile_for_first_session(answer: Callable[[], Response]) -> Variant:
+    """A service whose answer to the first fresh session (only) is ``answer()``."""
+
+    def before(request: Request) -> Response | None:
+        known = _known(request)
+        first = request.path == "/e" and bool(known) and request.args.get("n") == known[0]
+        if first and request.headers.get("Authorization") == f"Bearer {KEY}":
+            return answer()
+        return None
+
+    return Variant(before=before)
+
+
+def _head(*headers: str) -> bytes:
+    lines = ["HTTP/1.1 200 OK", "Content-Type: application/json", *headers, "", ""]
+    return "\r\n".join(lines).encode()
+
+
+_FRAME = b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK)  # one chunk of a chunked body, made once
+
+
+def raw_attacks() -> dict[str, Callable[[], Iterator[bytes]]]:
+    """Each attack as the pieces a raw server writes (the same objects again: no allocation)."""
+
+    def huge_length() -> Iterator[bytes]:
+        yield _head(f"Content-Length: {8 << 30}")
+        yield from itertools.repeat(CHUNK, ATTACK_CHUNKS)
+
+    def endless_chunked() -> Iterator[bytes]:
+        yield _head("Transfer-Encoding: chunked")
+        yield from itertools.repeat(_FRAME, ATTACK_CHUNKS)
+
+    def bomb() -> Iterator[bytes]:
+        yield _head("Content-Encoding: gzip", f"Content-Length: {len(gzip_bomb())}")
+        yield gzip_bomb()
+
+    def slow_drip() -> Iterator[bytes]:
+        yield _head("Content-Length: 2000")
+        yield from itertools.repeat(b" ", 2000)
+
+    def dripped_headers() -> Iterator[bytes]:
+        yield from (bytes([byte]) for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 4000)
+
+    return {
+        "huge Content-Length": huge_length,
+        "endless chunked stream": endless_chunked,
+        "gzip bomb": bomb,
+        "slow drip": slow_drip,
+        "dripped headers": dripped_headers,
+    }
+
+
+@contextmanager
+def raw_server(pieces: Callable[[], Iterator[bytes]], pause: float = 0.0) -> Iterator[Sent]:
+    """Answers each connection in turn with ``pieces()``, ``pause`` seconds after each.
+
+    ``Sent.chunks`` counts the pieces written; a client that hangs up ends its answer. The
+    pieces are bounded, so every answer ends on its own.
+    """
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.settimeout(0.05)
+    sent = Sent(port=listener.getsockname()[1])
+    stop = threading.Event()
+
+    def answer(connection: socket.socket) -> None:
+        with connection:
+            connection.recv(65536)
+            for piece in pieces():
+                if stop.is_set():
+                    return
+                try:
+                    connection.sendall(piece)
+                except OSError:
+                    return
+                sent.chunks += 1
+                if pause:
+                    time.sleep(pause)
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            connection.settimeout(10)
+            answer(connection)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield sent
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        listener.close()

@@ -1,0 +1,116 @@
+"""A hostile staging cannot exhaust the suite: each call is bounded in decoded bytes and in time.
+
+Every attack is a real local server: an 8 GiB ``Content-Length``, an endless chunked stream, a
+gzip bomb, a body dripped byte by byte, headers dripped byte by byte. Each bounded loop on the
+server side stops on its own (64 MiB, or 2,000 drips) if the client does not hang up first.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from tests.contract_tests.servers import (
+    CONFORMING,
+    KEY,
+    Sent,
+    gzip_bomb,
+    hostile_answers,
+    hostile_for_first_session,
+    raw_attacks,
+    raw_server,
+    serve,
+    serve_streaming,
+)
+from verdict_contract.contract_tests.bounds import MAX_ANSWER_BYTES
+from verdict_contract.contract_tests.client import BrokenAnswer, ExplainClient
+from verdict_contract.core.redact import Secret
+
+ATTACKS = list(hostile_answers(Sent()))
+EXPECTED = {
+    "huge Content-Length": "the answer announced 8589934592 bytes (Content-Length), over the "
+    "1 MiB cap",
+    "endless chunked stream": "the answer exceeded 1 MiB after decoding",
+    "gzip bomb": "the answer exceeded 1 MiB after decoding",
+    "slow drip": "the call took longer than 1 s in all",
+    "dripped headers": "the call took longer than 1 s in all",
+}
+CALL_TIMEOUT = 1.0  # a drip lasts 100 s or more unless the client hangs up
+
+
+@pytest.mark.parametrize("attack", list(raw_attacks()))
+def test_a_hostile_answer_fails_its_call_and_memory_stays_bounded(attack: str) -> None:
+    """Each attack ends its call with one line; the client never holds much more than the cap.
+
+    The server writes the same few objects again and again, so the memory traced is the
+    client's. A read timeout (5 s) never fires on a drip of one byte per 0.05 s: only the
+    call's deadline ends it.
+    """
+    gzip_bomb()  # made (and cached) before memory is measured
+    pause = 0.05 if "drip" in attack else 0.0
+    with raw_server(raw_attacks()[attack], pause) as sent:
+        client = ExplainClient(
+            f"http://127.0.0.1:{sent.port}", Secret(KEY), timeout=5, call_timeout=CALL_TIMEOUT
+        )
+        tracemalloc.start()
+        try:
+            with pytest.raises(BrokenAnswer) as caught:
+                client.explain("any")
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        client.close()
+        written = sent.chunks
+    assert str(caught.value) == EXPECTED[attack]
+    assert peak < 3 * MAX_ANSWER_BYTES, f"{peak} bytes held"
+    if attack != "gzip bomb":  # written at once: its bound is the decoding, measured above
+        assert written < 1000  # every other attack has 1,024 pieces or more: it was cut short
+    assert client.sent[-1].status is None  # recorded for its replay, without an answer
+
+
+@pytest.mark.parametrize("name", ["extra fields", "gzip-compressed verdicts"])
+def test_the_cap_is_exact_after_decoding(name: str) -> None:
+    """An answer of exactly the cap is read whole; one byte more is refused (decoded size)."""
+    with serve(CONFORMING[name]) as running:
+        probe = ExplainClient(running.base_url, Secret(KEY))
+        size = len(probe.explain(running.session_ids[0]).content)
+        probe.close()
+        exact = ExplainClient(running.base_url, Secret(KEY), max_bytes=size)
+        whole = exact.explain(running.session_ids[0])
+        exact.close()
+        under = ExplainClient(running.base_url, Secret(KEY), max_bytes=size - 1)
+        over = rf"over the {size - 1} bytes cap$|^the answer exceeded {size - 1} bytes after"
+        with pytest.raises(BrokenAnswer, match=over):
+            under.explain(running.session_ids[0])
+        under.close()
+    assert whole.json()["schema"] == 7
+    assert "content-encoding" not in whole.headers  # the kept answer is the decoded one
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_a_hostile_staging_fails_the_session_and_the_run_writes_its_report(
+    pytester: pytest.Pytester, tmp_path: Path, attack: str
+) -> None:
+    report = tmp_path / "report.md"
+    junit = tmp_path / "junit.xml"
+    variant = hostile_for_first_session(hostile_answers(Sent())[attack])
+    with serve_streaming(variant) as running:
+        result = pytester.runpytest_inprocess(
+            *running.suite_args(
+                "--verdict-call-timeout",
+                str(CALL_TIMEOUT),
+                f"--verdict-report={report}",
+                f"--junitxml={junit}",
+            )
+        )
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, output
+    assert "Traceback" not in output
+    bad, good = running.session_ids
+    result.stdout.fnmatch_lines([f"*session {bad!r}: {EXPECTED[attack]}*"])
+    assert f"session {good!r}" not in output  # the other session was read and kept the contract
+    assert EXPECTED[attack] in report.read_text()
+    assert EXPECTED[attack] in junit.read_text()
+    assert "--verdict-call-timeout 1" in report.read_text()
