@@ -1,0 +1,40 @@
+"""Canaries: each private name of a library the code leans on, still there in the pinned range.
+
+Each has no public equivalent (said beside its use), so ``pyproject.toml`` bounds the library
+from above; a release that moves the name turns its canary red before any user meets it.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import httpcore
+import httpx
+import pytest
+import responses
+import respx
+from _pytest import junitxml
+
+
+def test_httpx_transports_keep_their_httpcore_pool() -> None:
+    """contract_tests/bounds.py gives the pool a network backend httpx takes no option for."""
+    transport = httpx.HTTPTransport()
+    assert isinstance(transport._pool, httpcore.ConnectionPool)
+    assert "network_backend" in inspect.signature(httpcore.ConnectionPool).parameters
+
+
+def test_respx_resolves_async_requests_in_aresolve() -> None:
+    """mockserver/testing/mocks.py tells an async client's call by respx's frame name."""
+    assert callable(respx.MockRouter.aresolve)
+    assert "aresolve" in inspect.getsource(respx.MockRouter.async_handler)
+
+
+def test_responses_keeps_the_real_adapter_send() -> None:
+    """mockserver/testing/mocks.py tells whether another responses mock is already started."""
+    assert callable(responses._real_send)
+
+
+def test_pytest_keeps_the_junit_writer_in_its_stash() -> None:
+    """contract_tests/hooks.py adds the run's properties and the gate's case to JUnit."""
+    assert isinstance(junitxml.xml_key, pytest.StashKey)
+    assert hasattr(junitxml.LogXML, "add_global_property")
