@@ -9,14 +9,15 @@ import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import pytest
 
-from verdict_contract.core.envvars import parse_bool
 from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret
+from verdict_contract.core.values import parse_bool, positive_int, seconds
 
 from .bounds import DEFAULT_CALL_TIMEOUT
 
@@ -49,6 +50,9 @@ TARGET_KINDS = ("auto", "mock", "live")
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_WAIT_BUDGET = 60.0
+
+
+T = TypeVar("T")
 
 
 def flag(name: str) -> str:
@@ -247,15 +251,13 @@ def _bool(config: pytest.Config, name: str) -> bool:
         raise pytest.UsageError(f"{flag(name)} / {ENV[name]}: {exc}") from None
 
 
-def _number(config: pytest.Config, name: str, kind: type[float] | type[int]) -> float | None:
+def _read(config: pytest.Config, name: str, read: Callable[[str], T]) -> T | None:
+    """An option's value through its reader (core/values.py), or None when not given."""
     raw = _option(config, name)
     try:
-        value = kind(raw) if raw is not None else None
-    except ValueError:
-        raise pytest.UsageError(f"{flag(name)}: {raw!r} is not a number") from None
-    if value is not None and not value > 0:
-        raise pytest.UsageError(f"{flag(name)} must be positive")
-    return value
+        return read(raw) if raw is not None else None
+    except ValueError as exc:
+        raise pytest.UsageError(f"{flag(name)}: {exc}") from None
 
 
 def _base_url(config: pytest.Config) -> str | None:
@@ -343,10 +345,10 @@ def load_config(config: pytest.Config) -> SuiteConfig:
     key = _option(config, "api_key")
     ids = _option(config, "session_id") or ""
     factory = _option(config, "session_factory")
-    timeout = _number(config, "request_timeout", float) or DEFAULT_TIMEOUT
-    budget = _number(config, "wait_budget", float) or DEFAULT_WAIT_BUDGET
-    call_timeout = _number(config, "call_timeout", float) or max(DEFAULT_CALL_TIMEOUT, timeout)
-    probe = _number(config, "probe_rate_limit", int)
+    timeout = _read(config, "request_timeout", seconds) or DEFAULT_TIMEOUT
+    budget = _read(config, "wait_budget", seconds) or DEFAULT_WAIT_BUDGET
+    call_timeout = _read(config, "call_timeout", seconds) or max(DEFAULT_CALL_TIMEOUT, timeout)
+    probe = _read(config, "probe_rate_limit", positive_int)
     check_key_in_url = _bool(config, "check_key_in_url")
     loaded_factory = _load_factory(factory) if factory else None
     ca_bundle = _ca_bundle(config)
@@ -375,7 +377,7 @@ def load_config(config: pytest.Config) -> SuiteConfig:
         session_ids=tuple(i.strip() for i in ids.split(",") if i.strip()),
         expired_session_id=_option(config, "expired_session_id"),
         session_factory=loaded_factory,
-        probe_rate_limit=int(probe) if probe is not None else None,
+        probe_rate_limit=probe,
         request_timeout=timeout,
         wait_budget=budget,
         call_timeout=call_timeout,

@@ -19,11 +19,16 @@ from types import UnionType
 from typing import TYPE_CHECKING, Any, Final, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
-from verdict_contract.core.envvars import parse_bool
 from verdict_contract.core.errors import SettingsError
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret, mask
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
+from verdict_contract.core.values import (
+    parse_bool,
+    port,
+    positive_int,
+    seconds,
+)
 
 from .model.generate import DEFAULT_SEED
 from .store.backend import StateURL
@@ -77,46 +82,6 @@ def _setting(
     return field(default=default, metadata={"option": option})
 
 
-def _int(raw: str) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{raw!r} is not a whole number") from None
-
-
-def _number(raw: str) -> float:
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError(f"{raw!r} is not a number") from None
-
-
-def _positive_int(raw: str) -> int:
-    value = _int(raw)
-    if value < 1:
-        raise ValueError(f"{raw!r}: must be at least 1")
-    return value
-
-
-def _port(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise ValueError(
-            f"{raw!r} is not a port: a whole number from 0 to 65535 (0 picks a free one)"
-        )
-    return value
-
-
-def _seconds(raw: str) -> float:
-    value = _number(raw)
-    if not value > 0:
-        raise ValueError(f"{raw!r}: must be a positive number of seconds")
-    return value
-
-
 def _level(raw: str) -> str:
     if raw.lower() not in LOG_LEVELS:
         raise ValueError(f"{raw!r} is not one of {', '.join(LOG_LEVELS)}")
@@ -163,8 +128,8 @@ class Settings:
     """Everything a mock server is configured by (the defaults serve the demo sessions)."""
 
     host: str = _setting("127.0.0.1", "address to bind", str, "HOST")
-    port: int = _setting(8080, "port (0 picks a free one)", _port, "PORT")
-    threads: int = _setting(8, "worker threads", _positive_int, "N")
+    port: int = _setting(8080, "port (0 picks a free one)", port, "PORT")
+    threads: int = _setting(8, "worker threads", positive_int, "N")
     api_keys: tuple[str, ...] = _setting((DEFAULT_API_KEY,), "accepted API key", _key, "KEY")
     seed: str = _setting(DEFAULT_SEED, "seed of the generated verdicts", str, "SEED")
     secret: str = _setting(
@@ -180,10 +145,10 @@ class Settings:
         "N/SECONDS",
     )
     session_lifetime: float = _setting(
-        float(SESSION_LIFETIME_SECONDS), "session lifetime", _seconds, "SECONDS"
+        float(SESSION_LIFETIME_SECONDS), "session lifetime", seconds, "SECONDS"
     )
     log_level: str = _setting("info", f"log level ({', '.join(LOG_LEVELS)})", _level, "LEVEL")
-    journal_size: int = _setting(1000, "requests kept in the journal", _positive_int, "N")
+    journal_size: int = _setting(1000, "requests kept in the journal", positive_int, "N")
     accept_any_session: bool = _setting(False, "serve a verdict for every unknown id (hides 404s)")
     control: bool = _setting(True, "the /_mock/ control API")
     demo_sessions: bool = _setting(True, "the demo-* sessions")
@@ -201,7 +166,7 @@ class Settings:
         False, "answer 502 when the upstream breaks the contract", needs="proxy_to"
     )
     proxy_timeout: float = _setting(
-        10.0, "longest wait for the upstream, then 504", _seconds, "SECONDS"
+        10.0, "longest wait for the upstream, then 504", seconds, "SECONDS"
     )
     record: Path | None = _setting(
         None, "write the proxied sessions to this scenario file", Path, "FILE", needs="proxy_to"
@@ -213,12 +178,12 @@ class Settings:
         (), "Host name the control API answers besides loopback names", _host_name, "NAME"
     )
     max_body: int = _setting(
-        1024 * 1024, "largest request body accepted, in bytes (413 beyond)", _positive_int, "BYTES"
+        1024 * 1024, "largest request body accepted, in bytes (413 beyond)", positive_int, "BYTES"
     )
     max_connections: int = _setting(
         1000,
         "connections the async server holds at once (more are answered 503 and closed)",
-        _positive_int,
+        positive_int,
         "N",
     )
     access_log: bool = _setting(
@@ -237,7 +202,7 @@ class Settings:
     workers: int = _setting(
         1,
         "processes sharing the port (SO_REUSEPORT); more than 1 needs --state",
-        _positive_int,
+        positive_int,
         "N",
     )
 

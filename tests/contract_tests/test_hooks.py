@@ -41,7 +41,12 @@ def _one_line_usage_error(result: pytest.RunResult, expected: str) -> None:
         (["--verdict-session-factory", "no_such_module_x:f"], "ModuleNotFoundError"),
         (["--verdict-session-factory", "os.path"], "must look like module:callable"),
         (["--verdict-request-timeout", "soon"], "is not a number"),
-        (["--verdict-probe-rate-limit", "0"], "must be positive"),
+        # Read as the mock reads --threads and --idle-timeout (core/values.py): the same words.
+        (
+            ["--verdict-probe-rate-limit", "0"],
+            "--verdict-probe-rate-limit: '0': must be at least 1",
+        ),
+        (["--verdict-request-timeout", "0"], "'0': must be a positive number of seconds"),
     ],
 )
 def test_configuration_mistake_is_one_line(
