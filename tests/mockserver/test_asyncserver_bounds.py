@@ -320,6 +320,40 @@ def test_the_query_of_a_request_without_a_key_is_not_parsed_whole(
         assert max(parsed) == len(query)
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "kib", "status"),
+    [
+        ("POST", "/e", 255, 405),  # answered on the loop
+        ("PUT", "/e", 255, 405),
+        ("DELETE", "/e", 255, 405),
+        ("HEAD", "/e", 255, 401),
+        # answered by the app (whose URL parser takes 64 KiB), journaled as sent elsewhere
+        ("POST", "/nowhere", 60, 404),
+    ],
+)
+def test_no_method_parses_more_than_4_kib_of_a_keyless_query(
+    monkeypatch: pytest.MonkeyPatch, method: str, path: str, kib: int, status: int
+) -> None:
+    from verdict_contract.mockserver import explain
+
+    parsed: list[int] = []
+    parse = explain.parse_query
+
+    def counting(query: bytes) -> list[tuple[str, str]] | None:
+        parsed.append(len(query))
+        return parse(query)
+
+    monkeypatch.setattr(explain, "parse_query", counting)
+    query = ("n=demo-refused&" + "&".join(f"p{i}=v" for i in range(40_000)))[: kib * 1024]
+    settings = Settings(api_keys=(KEY,), rate_limit=OPEN)
+    with running(create_app(settings), server="async") as background:
+        head = f"{method} {path}?{query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        answer = raw_request(background.effective_port, head.encode())
+        assert split(answer)[0] == status
+        assert parsed, "the journal read none of the query"
+        assert max(parsed) <= explain.MAX_UNAUTHORIZED_QUERY
+
+
 # --- the journal against a web page ------------------------------------------------------------
 
 
