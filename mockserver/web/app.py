@@ -17,7 +17,7 @@ from ..model.sessions import SpecError
 from ..settings import Settings
 from ..state import MockState
 from ..store.backend import StateUnavailable
-from .accesslog import AccessLog
+from .accesslog import AccessLog, printable
 from .control import control
 from .fastpath import ExplainMiddleware
 from .faults import FaultMiddleware
@@ -85,7 +85,7 @@ def _unexpected_error(error: Exception) -> Response:
         return error_response(422, "invalid_session", str(error))
     if isinstance(error, StateUnavailable):  # --state did not answer: said, and retried later
         return error_response(503, "state_unavailable", str(error), [("Retry-After", "1")])
-    current_app.logger.exception("unexpected error answering %s", request.path)
+    current_app.logger.exception("unexpected error answering %s", printable(request.path))
     return error_response(400, "bad_request", "the request could not be processed")
 
 
