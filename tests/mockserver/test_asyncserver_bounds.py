@@ -148,7 +148,7 @@ def test_a_connection_whose_answers_do_not_drain_is_aborted(tmp_path: Path) -> N
         assert wait_until(lambda: on_loop(server, lambda: len(server.connections)) == 1)
 
         def paused() -> list[bool]:
-            return on_loop(server, lambda: [c.writing_paused for c in server.connections])
+            return on_loop(server, lambda: [c.flow.write_paused for c in server.connections])
 
         assert wait_until(lambda: paused() == [True]), "the client's answers did not pile up"
         # close() would wait for a drain that never comes; abort() frees it after the timeout
@@ -281,6 +281,28 @@ def test_http_client_sending_a_body_over_the_limit_reads_the_413() -> None:
         connection = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=10)
         try:  # http.client sends the whole body before it reads: the server must let it
             connection.request("POST", "/_mock/sessions", body=b"x" * (4 * 1024 * 1024))
+            response = connection.getresponse()
+            status, body = response.status, response.read()
+        finally:
+            connection.close()
+    assert status == 413
+    assert json.loads(body)["error"]["code"] == "request_entity_too_large"
+
+
+def test_http_client_sending_a_body_far_past_the_old_byte_drain_reads_the_413() -> None:
+    # The drain after a refusal is bounded by time alone (as nginx's lingering_time): 64 MiB,
+    # four times the 16 MiB at which it used to reset, is read, discarded, and the 413 read.
+    # The drain is made generous here so that a slow machine still sends it all in time.
+    size, piece = 64 * 1024 * 1024, b"x" * (1024 * 1024)
+    with serving(Settings(max_body=1024 * 1024), drain_seconds=120.0) as server:
+        connection = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=30)
+        try:
+            connection.request(
+                "POST",
+                "/_mock/sessions",
+                body=iter([piece] * (size // len(piece))),
+                headers={"Content-Length": str(size), "Content-Type": "application/json"},
+            )
             response = connection.getresponse()
             status, body = response.status, response.read()
         finally:
