@@ -460,7 +460,9 @@ def journal_elsewhere(
     authorization = next(
         (as_text(v) for k, v in headers if as_text(k).lower() == "authorization"), None
     )
-    pairs = parse_query(query_string)
+    # Anyone can send these, with any method: without a key, only the query's start is read.
+    keyed = authorized(state, authorization) is not None
+    pairs = parse_query(query_string) if keyed else _query_start(query_string)
     generation = state.journal.generation
     journal(
         state,

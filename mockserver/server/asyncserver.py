@@ -41,7 +41,6 @@ from ..settings import Settings
 from ..state import MockState
 from ..web.glue import EXTENSION
 from ..web.proxy import PROXY_EXTENSION, ValidatingProxy
-from .connection import DRAIN_BYTES as DRAIN_BYTES
 from .connection import DRAIN_SECONDS as DRAIN_SECONDS
 from .connection import IDLE_TIMEOUT as IDLE_TIMEOUT
 from .connection import MAX_HEAD_BYTES as MAX_HEAD_BYTES
@@ -81,6 +80,7 @@ class AsyncServer:
         port: int,
         threads: int,
         idle_timeout: float = IDLE_TIMEOUT,
+        drain_seconds: float = DRAIN_SECONDS,
     ) -> None:
         self.app = app
         found = app.extensions.get(EXTENSION) if isinstance(app, Flask) else None
@@ -91,6 +91,7 @@ class AsyncServer:
         self.max_connections = settings.max_connections
         self.access_log = settings.access_log
         self.idle_timeout = idle_timeout
+        self.drain_seconds = drain_seconds
         self.heads = Heads()
         self.connections: set[HttpConnection] = set()
         _room_for(self.max_connections)

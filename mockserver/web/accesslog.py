@@ -3,7 +3,9 @@
 ``--access-log`` turns it on; lines go to the ``mockserver.access`` logger at INFO. The query
 shows ``n`` and plain parameter names; every other value (an API key) and every name that
 might be a key is masked, the control token's ``?token=`` wholly, and the line is cut at
-:data:`MAX_TARGET_CHARS`.
+:data:`MAX_TARGET_CHARS`. Every control character a client sent (C0, DEL, C1; decoded from
+``%1b`` or not) is written escaped, as ``\\x1b``: a log read in a terminal cannot be made to
+retitle or clear it. :func:`printable` does the same for any other line quoting a request.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ log = logging.getLogger("mockserver.access")
 
 MAX_TARGET_CHARS: Final = 1000
 CUT: Final = "…(cut)"
+# C0, DEL and C1 as \xNN, and the backslash too, so that a "\x1b" sent as text stays apart.
+_ESCAPED: Final = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x5C, *range(0x7F, 0xA0))}
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character (and the backslash) escaped, for a log line."""
+    return text.translate(_ESCAPED)
 
 
 def request_target(environ: WSGIEnvironment, is_key: Callable[[str], bool]) -> str:
@@ -53,7 +62,8 @@ def log_line(
         f"{environ.get('SERVER_PROTOCOL', '-')}"
     ).replace('"', "%22")
     remote = environ.get("REMOTE_ADDR") or "-"
-    return f'{remote} - - [{stamp}] "{request}" {status.split(" ")[0]} {size or "-"}'
+    line = f'{remote} - - [{stamp}] "{request}" {status.split(" ")[0]} {size or "-"}'
+    return printable(line)
 
 
 def log_request(

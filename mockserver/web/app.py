@@ -15,7 +15,7 @@ from ..explain import handle, journal_elsewhere
 from ..model.answer import Answer, error_answer, failure_answer, not_allowed, status_line
 from ..settings import Settings
 from ..state import MockState
-from .accesslog import AccessLog
+from .accesslog import AccessLog, printable
 from .control import control
 from .fastpath import ExplainMiddleware
 from .faults import FaultMiddleware
@@ -79,7 +79,8 @@ def _journaled(answer: Answer) -> Response:
 
 
 def _unexpected_error(error: Exception) -> Response:
-    return to_response(failure_answer(error, f"answering {request.method} {request.path}"))
+    doing = f"answering {request.method} {printable(request.path)}"  # a path, escaped for logs
+    return to_response(failure_answer(error, doing))
 
 
 def explain_view() -> Response:

@@ -46,6 +46,7 @@ from ..model.answer import (
 )
 from ..model.sessions import MAX_SESSION_ID_LENGTH
 from ..state import MockState
+from .accesslog import printable
 from .recorder import Recorder
 
 if TYPE_CHECKING:
@@ -378,8 +379,9 @@ class ValidatingProxy:
         self.stats.count(len(violations))
         session_id = _session_id(pairs)
         shown = mask(session_id) if session_id and self.is_key(session_id) else session_id
+        shown = None if shown is None else printable(shown)  # the client's: no terminal escapes
         for violation in violations:
-            log.warning("upstream breach (n=%s): %s", shown, one_line(violation))
+            log.warning("upstream breach (n=%s): %s", shown, printable(one_line(violation)))
         if self.recorder is not None and session_id is not None and method == "GET":
             if _is_json(upstream.body):  # a cut or malformed body is not the session's answer
                 self.recorder.observe(session_id, upstream.status, upstream.body)

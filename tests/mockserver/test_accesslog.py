@@ -82,3 +82,24 @@ def test_a_key_sent_in_the_path_is_masked_in_the_log_and_the_journal(
     assert KEY.replace("-", "%2D")[:-4] not in text
     assert paths == [f"/e/…{KEY[-4:]}", f"/…{KEY[-4:]}/e", "/e/not-a-key"]
     assert f"GET /e/…{KEY[-4:]}?n=demo-refused HTTP/1.1" in _lines(caplog)[0]
+
+
+TERMINAL_ATTACK = "%1b]0;PWNED%07%1b[2J%c2%9b%7f"  # retitle, bell, clear; a C1 CSI (UTF-8), DEL
+
+
+@pytest.mark.parametrize("server_name", ["async", "waitress"])
+@pytest.mark.parametrize("path", ["/e", "/%1b[2Jnope"])
+def test_control_characters_sent_are_escaped_in_the_log(
+    caplog: pytest.LogCaptureFixture, path: str, server_name: str
+) -> None:
+    caplog.set_level(logging.INFO, logger="mockserver.access")
+    app = create_app(Settings(api_keys=(KEY,), access_log=True))
+    with running(app, server=server_name) as server:
+        port = int(server.base_url.rsplit(":", 1)[1])
+        target = f"{path}?n={TERMINAL_ATTACK}"
+        raw_request(port, f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        assert wait_until(lambda: len(_lines(caplog)) == 1)
+    (line,) = _lines(caplog)
+    assert not re.search(r"[\x00-\x1f\x7f-\x9f]", line), repr(line)
+    assert "n=\\x1b]0;PWNED\\x07\\x1b[2J\\x9b\\x7f " in line
+    assert CLF.match(line)

@@ -27,6 +27,7 @@ from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.sessions import Step
 from verdict_contract.mockserver.server.asyncserver import (
+    DRAIN_SECONDS,
     IDLE_TIMEOUT,
     MAX_TARGET_BYTES,
     AsyncServer,
@@ -345,13 +346,24 @@ def test_what_the_server_refuses_is_json_and_closes(
     ],
 )
 def test_a_head_that_never_ends_is_cut_not_kept(server: BackgroundServer, start: bytes) -> None:
+    # httptools keeps a header until its line ends: past MAX_HEAD_BYTES the request is refused,
+    # and what follows is discarded (the drain), so the client that stops sending reads a 431.
+    answer = raw_request(server.effective_port, start + b"a" * (2 * 1024 * 1024), timeout=30)
+    assert split(answer)[0] == 431
+
+
+def test_the_drain_after_a_refusal_ends_by_time_however_fast_the_client_sends() -> None:
+    cap = 16 * 1024 * 1024 * 1024  # the test's own bound: never reached if the drain ends
     sent = 0
-    with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
-        sock.sendall(start)
+    with (
+        serving(Settings(), drain_seconds=0.1) as server,
+        socket.create_connection(("127.0.0.1", server.effective_port), timeout=30) as sock,
+    ):
+        sock.sendall(b"GET /e HTTP/1.1\r\nX-Long: ")
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            while sent < 64 * 1024 * 1024:  # httptools keeps a header until its line ends
+            while sent < cap:
                 sent += sock.send(b"a" * 65536)
-    assert sent < 64 * 1024 * 1024, "the server read 64 MB of one header and never closed"
+    assert sent < cap, "the server kept reading after the drain"
 
 
 def test_an_upgrade_is_not_made_the_request_is_answered_once(server: BackgroundServer) -> None:
@@ -418,9 +430,12 @@ def test_the_idle_clock_starts_at_the_answer_not_at_the_request() -> None:
 
 
 @contextmanager
-def serving(settings: Settings, idle_timeout: float = IDLE_TIMEOUT) -> Iterator[AsyncServer]:
-    """An AsyncServer of the mock on a thread (as BackgroundServer, with its own idle timeout)."""
-    server = AsyncServer(create_app(settings), "127.0.0.1", 0, 2, idle_timeout=idle_timeout)
+def serving(
+    settings: Settings, idle_timeout: float = IDLE_TIMEOUT, drain_seconds: float = DRAIN_SECONDS
+) -> Iterator[AsyncServer]:
+    """An AsyncServer of the mock on a thread (as BackgroundServer, with its own timeouts)."""
+    app = create_app(settings)
+    server = AsyncServer(app, "127.0.0.1", 0, 2, idle_timeout, drain_seconds)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

@@ -148,7 +148,7 @@ def test_a_connection_whose_answers_do_not_drain_is_aborted(tmp_path: Path) -> N
         assert wait_until(lambda: on_loop(server, lambda: len(server.connections)) == 1)
 
         def paused() -> list[bool]:
-            return on_loop(server, lambda: [c.writing_paused for c in server.connections])
+            return on_loop(server, lambda: [c.flow.write_paused for c in server.connections])
 
         assert wait_until(lambda: paused() == [True]), "the client's answers did not pile up"
         # close() would wait for a drain that never comes; abort() frees it after the timeout
@@ -289,6 +289,28 @@ def test_http_client_sending_a_body_over_the_limit_reads_the_413() -> None:
     assert json.loads(body)["error"]["code"] == "request_entity_too_large"
 
 
+def test_http_client_sending_a_body_far_past_the_old_byte_drain_reads_the_413() -> None:
+    # The drain after a refusal is bounded by time alone (as nginx's lingering_time): 64 MiB,
+    # four times the 16 MiB at which it used to reset, is read, discarded, and the 413 read.
+    # The drain is made generous here so that a slow machine still sends it all in time.
+    size, piece = 64 * 1024 * 1024, b"x" * (1024 * 1024)
+    with serving(Settings(max_body=1024 * 1024), drain_seconds=120.0) as server:
+        connection = http.client.HTTPConnection("127.0.0.1", server.effective_port, timeout=30)
+        try:
+            connection.request(
+                "POST",
+                "/_mock/sessions",
+                body=iter([piece] * (size // len(piece))),
+                headers={"Content-Length": str(size), "Content-Type": "application/json"},
+            )
+            response = connection.getresponse()
+            status, body = response.status, response.read()
+        finally:
+            connection.close()
+    assert status == 413
+    assert json.loads(body)["error"]["code"] == "request_entity_too_large"
+
+
 # --- the key before the query ------------------------------------------------------------------
 
 
@@ -318,6 +340,40 @@ def test_the_query_of_a_request_without_a_key_is_not_parsed_whole(
         assert max(parsed, default=0) <= explain.MAX_UNAUTHORIZED_QUERY
         assert status(f"Authorization: Bearer {KEY}\r\n".encode()) == 200  # a key: parsed whole
         assert max(parsed) == len(query)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kib", "status"),
+    [
+        ("POST", "/e", 255, 405),  # answered on the loop
+        ("PUT", "/e", 255, 405),
+        ("DELETE", "/e", 255, 405),
+        ("HEAD", "/e", 255, 401),
+        # answered by the app (whose URL parser takes 64 KiB), journaled as sent elsewhere
+        ("POST", "/nowhere", 60, 404),
+    ],
+)
+def test_no_method_parses_more_than_4_kib_of_a_keyless_query(
+    monkeypatch: pytest.MonkeyPatch, method: str, path: str, kib: int, status: int
+) -> None:
+    from verdict_contract.mockserver import explain
+
+    parsed: list[int] = []
+    parse = explain.parse_query
+
+    def counting(query: bytes) -> list[tuple[str, str]] | None:
+        parsed.append(len(query))
+        return parse(query)
+
+    monkeypatch.setattr(explain, "parse_query", counting)
+    query = ("n=demo-refused&" + "&".join(f"p{i}=v" for i in range(40_000)))[: kib * 1024]
+    settings = Settings(api_keys=(KEY,), rate_limit=OPEN)
+    with running(create_app(settings), server="async") as background:
+        head = f"{method} {path}?{query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        answer = raw_request(background.effective_port, head.encode())
+        assert split(answer)[0] == status
+        assert parsed, "the journal read none of the query"
+        assert max(parsed) <= explain.MAX_UNAUTHORIZED_QUERY
 
 
 # --- the journal against a web page ------------------------------------------------------------

@@ -382,3 +382,20 @@ def test_a_cut_or_malformed_answer_is_not_recorded(
     assert set(load_scenario(record).sessions) == {"demo-contradicted"}
     assert proxy.get(malformed).status_code == 200  # the session's real answer, this time
     assert set(load_scenario(record).sessions) == {"demo-contradicted", malformed}
+
+
+def test_a_session_id_with_control_characters_is_logged_escaped(
+    proxy_to: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from flask import Flask
+
+    broken = Flask("broken-upstream")
+    broken.add_url_rule("/e", "e", lambda: ("not json\x1b[2J", 200))
+    with running(broken) as upstream, caplog.at_level(logging.WARNING, logger="mockserver.proxy"):
+        proxy = proxy_to(upstream.base_url)
+        assert proxy.get("\x1b]0;PWNED\x07\x1b[2J\u009b").status_code == 200
+    breaches = [r.getMessage() for r in caplog.records if "upstream breach" in r.getMessage()]
+    assert breaches  # the log did speak
+    for line in breaches:
+        assert "(n=\\x1b]0;PWNED\\x07\\x1b[2J\\x9b)" in line
+        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in line), repr(line)

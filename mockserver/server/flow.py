@@ -1,0 +1,190 @@
+"""Flow control and the closing of one connection of the mock's own server.
+
+In the spirit of uvicorn's ``protocols/http/flow_control.py``: :class:`FlowControl` holds
+whether the server reads (``read_paused``) and whether the client reads (``write_paused``), and
+the connection's :class:`Closing` state, moved only by named transitions (:meth:`~FlowControl.end`,
+:meth:`~FlowControl.linger`, :meth:`~FlowControl.close`, :meth:`~FlowControl.abort`,
+:meth:`~FlowControl.lost`) that the table :data:`MOVES` allows. The connection
+(:mod:`.connection`) asks it questions (may a request be read? may an answer be written?)
+instead of combining flags.
+
+After a refusal the connection lingers (RFC 9112 §9.6, nginx's ``lingering_close``): the answer
+is written, the write side shut, and what the client still sends is read and discarded, whatever
+its size, for at most the drain's seconds; so a client busy sending a large body reads the
+refusal instead of a reset. Nothing read while lingering is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Callable
+from typing import Final, Protocol
+
+from .wire import reset_on_close
+
+
+class Closing(enum.Enum):
+    """Where a connection is on its way to closed."""
+
+    OPEN = "open"  # requests are read and answered
+    ENDING = "ending"  # no further request is read; closed once the answers owed are written
+    LINGERING = "lingering"  # a refusal is written; what the client sends is discarded, then closed
+    CLOSED = "closed"  # closed: what was written is still sent
+    ABORTED = "aborted"  # cut: what the client has not taken is dropped
+
+
+OPEN: Final = Closing.OPEN
+ENDING: Final = Closing.ENDING
+LINGERING: Final = Closing.LINGERING
+CLOSED: Final = Closing.CLOSED
+ABORTED: Final = Closing.ABORTED
+
+MOVES: Final[dict[Closing, frozenset[Closing]]] = {
+    OPEN: frozenset({ENDING, LINGERING, CLOSED, ABORTED}),
+    ENDING: frozenset({LINGERING, CLOSED, ABORTED}),
+    LINGERING: frozenset({CLOSED, ABORTED}),
+    CLOSED: frozenset({ABORTED}),  # a server stopping drops what a closing connection still owes
+    ABORTED: frozenset(),
+}
+_WRITING: Final = frozenset({OPEN, ENDING})
+_GONE: Final = frozenset({CLOSED, ABORTED})
+
+
+class ClosingError(RuntimeError):
+    """A move between closing states that :data:`MOVES` does not list: a bug in the server."""
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    """What flow control needs of the event loop (a test passes one whose time it moves)."""
+
+    def time(self) -> float: ...
+
+    def call_later(self, delay: float, callback: Callable[[], object]) -> Timer: ...
+
+
+class FlowControl:
+    """One connection's reading, its client's reading, and its closing state."""
+
+    __slots__ = (
+        "_clock",
+        "_drain",
+        "paused_at",
+        "read_paused",
+        "state",
+        "transport",
+        "write_paused",
+    )
+
+    def __init__(self, transport: asyncio.Transport, clock: Clock) -> None:
+        self.transport = transport
+        self._clock = clock
+        self.state = OPEN
+        self.read_paused = False  # the server does not read (transport.pause_reading)
+        self.write_paused = False  # the client does not read what is written (pause_writing)
+        self.paused_at = 0.0  # when the client stopped reading
+        self._drain: Timer | None = None
+
+    # -- questions ----------------------------------------------------------------------------
+    @property
+    def reads_requests(self) -> bool:
+        """Whether a further request may be read."""
+        return self.state is OPEN
+
+    @property
+    def writes(self) -> bool:
+        """Whether an answer owed may still be written (lingering has written its last)."""
+        return self.state in _WRITING
+
+    @property
+    def answers(self) -> bool:
+        """Whether an answer may be written now: the connection writes and the client reads."""
+        return self.state in _WRITING and not self.write_paused
+
+    @property
+    def lingering(self) -> bool:
+        return self.state is LINGERING
+
+    @property
+    def gone(self) -> bool:
+        return self.state in _GONE
+
+    # -- reading --------------------------------------------------------------------------------
+    def read(self, wanted: bool) -> None:
+        """Read from the client or not (once closing, nothing of the choice is left to make)."""
+        if self.state not in _WRITING or wanted != self.read_paused:
+            return
+        self.read_paused = not wanted
+        if wanted:
+            self.transport.resume_reading()
+        else:
+            self.transport.pause_reading()
+
+    # -- the client's reading -----------------------------------------------------------------
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self.paused_at = self._clock.time()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+
+    # -- closing --------------------------------------------------------------------------------
+    def end(self) -> None:
+        """Read no further request; the answers owed are still written (then :meth:`close`)."""
+        if self.state is OPEN:
+            self._move(ENDING)
+
+    def linger(self, data: bytes, seconds: float) -> None:
+        """Write a closing answer, shut the write side, and discard what the client still
+        sends for at most ``seconds`` (then abort; the client's EOF closes it sooner)."""
+        self._move(LINGERING)
+        transport = self.transport
+        transport.write(data)
+        if transport.can_write_eof():
+            transport.write_eof()
+        if self.read_paused:
+            self.read_paused = False
+            transport.resume_reading()
+        self._drain = self._clock.call_later(seconds, self.abort)
+
+    def close(self) -> None:
+        """Close once what was written is sent."""
+        if self.state in _GONE:
+            return
+        self._move(CLOSED)
+        self._stop_drain()
+        self.transport.close()
+
+    def abort(self) -> None:
+        """Close at once, dropping what the client never took."""
+        if self.state is ABORTED:
+            return
+        self._move(ABORTED)
+        self._stop_drain()
+        self.transport.abort()
+
+    def reset(self) -> None:
+        """Abort with a TCP reset (``SO_LINGER`` 0): the client gets no further byte."""
+        if self.state is not ABORTED:
+            reset_on_close(self.transport)
+        self.abort()
+
+    def lost(self) -> None:
+        """The transport is gone (``connection_lost``): closed, if it was not already."""
+        self._stop_drain()
+        if self.state not in _GONE:
+            self._move(CLOSED)
+
+    def _move(self, state: Closing) -> None:
+        if state not in MOVES[self.state]:
+            raise ClosingError(f"a connection cannot go from {self.state.name} to {state.name}")
+        self.state = state
+
+    def _stop_drain(self) -> None:
+        if self._drain is not None:
+            self._drain.cancel()
+            self._drain = None

@@ -1,0 +1,280 @@
+"""How one request of the mock's own server is answered, once its turn has come.
+
+:class:`Responder` answers the request at the head of a connection's pipeline
+(:mod:`.connection`): a refusal (then the connection lingers), ``GET``/``HEAD /e`` on the loop
+from :func:`.explain.decide` (a scripted delay waited out with ``call_later``, a fault enacted:
+a TCP reset, a cut body), ``/e`` with another method as the app's 405, and anything else by the
+app on a worker thread. When an answer waited on is written, the connection takes its next turn
+(:meth:`Turn.advance`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Final, Protocol
+
+import httptools
+
+from verdict_contract.core.spec import API_METHODS, ENDPOINT_PATH, is_api_call
+
+from ..explain import Decision, decide, decide_shared, journal_elsewhere, record
+from ..model.answer import Answer, error_answer, failure_answer, not_allowed, status_line
+from ..state import MockState
+from ..web.accesslog import log_request
+from .cycle import DECIDING, DELAYED, DONE, WRITING, RequestCycle
+from .flow import FlowControl
+from .wire import Heads, peer_closed
+from .wsgibridge import call_app, environ_for
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
+
+    from .wsgibridge import Reply, Request
+
+log = logging.getLogger("mockserver.server")
+
+_HOT_PREFIX: Final = ENDPOINT_PATH.encode() + b"?"
+_HOT_PATH: Final = ENDPOINT_PATH.encode()
+_HASH: Final = ord("#")  # bytes find an int by memchr; a one-byte bytes costs ten times more
+
+
+class Server(Protocol):
+    """What answering needs of the server (:class:`.asyncserver.AsyncServer`)."""
+
+    app: WSGIApplication
+    state: MockState | None
+    hot: bool  # /e answered on the loop
+    drain_seconds: float
+    access_log: bool
+    heads: Heads
+    address: tuple[str, int]
+    pool: ThreadPoolExecutor
+    loop: asyncio.AbstractEventLoop
+    tasks: set[asyncio.Task[Decision]]  # a shared state's decisions under way
+
+
+class Turn(Protocol):
+    """What answering needs of the connection whose turn it is."""
+
+    flow: FlowControl
+
+    def rested(self) -> None:
+        """An answer waited on is ready: the idle clock starts again."""
+        ...
+
+    def advance(self) -> None:
+        """An answer waited on is written: answer the next request."""
+        ...
+
+    def close(self) -> None: ...
+
+    def reset(self) -> None: ...
+
+
+class Responder:
+    """Answers one connection's requests, one at a time, in the order it starts them."""
+
+    __slots__ = ("_timer", "server", "turn")
+
+    def __init__(self, server: Server, turn: Turn) -> None:
+        self.server = server
+        self.turn = turn
+        self._timer: asyncio.TimerHandle | None = None  # the scripted delay waited out
+
+    def cancel(self) -> None:
+        """The connection gave up: a delay under way is not waited out."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def start(self, cycle: RequestCycle) -> None:
+        """Begin answering the request at the head of the pipeline."""
+        if cycle.refusal is not None:
+            cycle.to(WRITING)
+            data = self.server.heads.answer(cycle.refusal, False, True, False)[0]
+            self.turn.flow.linger(data, self.server.drain_seconds)
+            cycle.to(DONE)
+            return
+        request = cycle.request
+        assert request is not None
+        url = request.url
+        if self.server.hot and (url == _HOT_PATH or url.startswith(_HOT_PREFIX)):
+            if request.method in API_METHODS:
+                query = url[len(_HOT_PREFIX) :] if len(url) > len(_HOT_PATH) else b""
+                if _HASH in query:  # a fragment is not part of the query (a client sends none)
+                    query = query.partition(b"#")[0]
+                self._explain(cycle, request, query)
+            else:  # as the app's own 405, without the trip to a worker thread
+                answer = not_allowed(request.method, ", ".join(API_METHODS))
+                if self.server.state is not None:  # journaled as the app journals it
+                    query = url.partition(b"?")[2].partition(b"#")[0]
+                    journal_elsewhere(
+                        self.server.state,
+                        request.method,
+                        ENDPOINT_PATH,
+                        query,
+                        request.headers,
+                        answer,
+                    )
+                self.send(cycle, answer, vary=False)
+        else:
+            self._app(cycle, request)
+
+    # -- answering /e on the loop -----------------------------------------------------------
+    def _explain(self, cycle: RequestCycle, request: Request, query: bytes) -> None:
+        authorization = cycle.authorization
+        state = self.server.state
+        assert state is not None  # the hot path is on for the mock's own app only
+        if state.shared is not None:  # --state: the shared store decides (one round trip)
+            cycle.to(DECIDING)
+            task = self.server.loop.create_task(
+                decide_shared(state, request.method, query, authorization)
+            )
+            self.server.tasks.add(task)
+            task.add_done_callback(lambda done: self._shared_decided(cycle, done))
+            return
+        try:
+            decision = decide(state, request.method, query, authorization, request.headers)
+        except Exception as exc:  # never a 5xx for a request, however it fails
+            self.send(cycle, _failure(exc))
+            return
+        if not self._held(cycle, decision):
+            record(state, decision)
+            self.send(cycle, decision.answer)
+
+    def _held(self, cycle: RequestCycle, decision: Decision) -> bool:
+        """Whether the answer waits out its scripted delay on the loop (sent by ``_delayed``)."""
+        if not decision.answer.delay:
+            return False
+        cycle.to(DELAYED)
+        cycle.decision = decision
+        self._timer = self.server.loop.call_later(
+            decision.answer.delay, self._delayed, cycle, decision
+        )
+        return True
+
+    def _shared_decided(self, cycle: RequestCycle, done: asyncio.Task[Decision]) -> None:
+        """A shared state's decision (journaled already): sent now, or after its delay."""
+        self.server.tasks.discard(done)
+        if done.cancelled() or cycle.phase is not DECIDING or not self.turn.flow.writes:
+            return  # the server stopped, or the client left, meanwhile
+        self.turn.rested()
+        try:
+            decision = done.result()
+        except Exception as exc:  # never a 5xx for a request, however it fails
+            answer = _failure(exc)
+        else:
+            if self._held(cycle, decision):
+                return
+            answer = decision.answer
+        self.send(cycle, answer)
+        self.turn.advance()
+
+    def _delayed(self, cycle: RequestCycle, decision: Decision) -> None:
+        if cycle.phase is not DELAYED:
+            return  # given up: the client left (journaled then)
+        # The loop's timers have millisecond grain and may fire a little early: wait it out.
+        left = decision.started + decision.answer.delay - time.perf_counter()
+        if left > 0:
+            self._timer = self.server.loop.call_later(left, self._delayed, cycle, decision)
+            return
+        self._timer = None
+        self.turn.rested()
+        assert self.server.state is not None
+        # A client that closed its side meanwhile (reading was paused: a peek tells) is
+        # journaled as disconnected; the answer is still written, in case it only half-closed.
+        gone = self._client_gone()
+        record(self.server.state, decision, fault="disconnected" if gone else None)
+        self.send(cycle, decision.answer)
+        self.turn.advance()
+
+    def send(self, cycle: RequestCycle, answer: Answer, vary: bool = True) -> None:
+        """Write an answer to ``/e``, enacting its fault."""
+        request = cycle.request
+        assert request is not None
+        cycle.to(WRITING)
+        if answer.fault == "reset":
+            self._log(request, "000", 0)
+            cycle.to(DONE)
+            self.turn.reset()
+            return
+        close = not cycle.keep_alive or answer.fault == "truncated"
+        data, sent = self.server.heads.answer(answer, request.method == "HEAD", close, vary)
+        self.turn.flow.transport.write(data)
+        cycle.to(DONE)
+        if self.server.access_log:
+            self._log(request, status_line(answer.status), sent)
+        if close:
+            self.turn.close()
+
+    # -- answering through the app ----------------------------------------------------------
+    def _app(self, cycle: RequestCycle, request: Request) -> None:
+        server = self.server
+        try:
+            environ = environ_for(
+                request, server.address, self.turn.flow.transport.get_extra_info("peername")
+            )
+        except httptools.HttpParserInvalidURLError:
+            cycle.keep_alive = False
+            self.send(cycle, error_answer(400, "bad_request", "the URL is not valid"), vary=False)
+            return
+        if server.hot and is_api_call(request.method, environ["PATH_INFO"]):
+            # /e spelled otherwise (absolute-form, /%65): on the loop too, or a delay holds a thread
+            self._explain(cycle, request, environ["QUERY_STRING"].encode("latin-1"))
+            return
+        cycle.to(DECIDING)
+
+        def answered(done: Future[Reply]) -> None:  # on the worker thread
+            with contextlib.suppress(RuntimeError):  # the server stopped meanwhile
+                server.loop.call_soon_threadsafe(self._app_answered, cycle, done)
+
+        server.pool.submit(call_app, server.app, environ).add_done_callback(answered)
+
+    def _app_answered(self, cycle: RequestCycle, done: Future[Reply]) -> None:
+        if cycle.phase is not DECIDING or not self.turn.flow.writes:
+            return  # the connection is gone
+        self.turn.rested()
+        request = cycle.request
+        assert request is not None
+        try:
+            reply = done.result()
+        except ConnectionResetError:  # the app asked for a reset (faults.FaultMiddleware)
+            cycle.to(DONE)
+            self.turn.reset()
+            return
+        except Exception as exc:  # never a 5xx: the app's own handlers answered what they could
+            cycle.to(WRITING)
+            cycle.keep_alive = False
+            answer = failure_answer(exc, f"answering {request.method}")
+            self.turn.flow.transport.write(self.server.heads.answer(answer, False, True, False)[0])
+            cycle.to(DONE)
+            self.turn.close()
+            return
+        cycle.to(WRITING)
+        data, close = self.server.heads.reply(reply, request.method, cycle.keep_alive)
+        self.turn.flow.transport.write(data)
+        cycle.to(DONE)
+        if close:
+            self.turn.close()
+        self.turn.advance()
+
+    def _client_gone(self) -> bool:
+        flow = self.turn.flow
+        return flow.gone or peer_closed(flow.transport)
+
+    def _log(self, request: Request, status: str, size: int) -> None:
+        if not self.server.access_log:
+            return
+        peer = self.turn.flow.transport.get_extra_info("peername")
+        state = self.server.state
+        is_key = state.key_ok if state is not None else (lambda _: False)
+        log_request(request.method, request.url, request.version, peer, status, size, is_key)
+
+
+def _failure(exc: Exception) -> Answer:
+    """The answer to a request to ``/e`` that could not be decided (model/answer.py decides)."""
+    return failure_answer(exc, f"answering GET {ENDPOINT_PATH}")

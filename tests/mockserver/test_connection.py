@@ -1,0 +1,137 @@
+"""mockserver.server.connection driven through a fake transport and a fake loop.
+
+No socket and no sleep (uvicorn's protocol tests): the test feeds bytes with
+``data_received``, reads what was written, and moves the loop's clock itself. What only the
+kernel shows (a reset, a full socket) stays in the real-socket tests of test_asyncserver*.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tests.helpers import KEY
+from tests.mockserver.fakes import FakeServer, connect, fake_server
+from tests.mockserver.test_asyncserver import split
+from verdict_contract.core.rates import RateLimit
+from verdict_contract.mockserver import Settings
+from verdict_contract.mockserver.server.connection import IDLE_TIMEOUT
+from verdict_contract.mockserver.server.flow import Closing
+
+AUTH = f"Authorization: Bearer {KEY}\r\n".encode()
+
+
+def get(n: str) -> bytes:
+    return f"GET /e?n={n} HTTP/1.1\r\nHost: x\r\n".encode() + AUTH + b"\r\n"
+
+
+def answers(data: bytes) -> list[tuple[int, bytes]]:
+    """Status and body of each answer written (each carries a Content-Length)."""
+    found = []
+    while data:
+        status, headers, rest = split(data)
+        length = int(headers["content-length"])
+        found.append((status, rest[:length]))
+        data = rest[length:]
+    return found
+
+
+@pytest.fixture
+def server() -> FakeServer:
+    return fake_server(Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off")))
+
+
+def test_a_request_is_answered_and_journaled(server: FakeServer) -> None:
+    connection, transport = connect(server)
+    connection.data_received(get("demo-refused"))
+    ((status, body),) = answers(transport.take())
+    assert status == 200
+    assert json.loads(body)["verdict"] == "refused"
+    assert [e.status for e in server.state.journal.entries()] == [200]
+    assert not transport.is_closing()
+    assert connection.pipeline == type(connection.pipeline)()  # nothing left waiting
+
+
+def test_pipelined_requests_wait_while_the_client_does_not_read_then_come_in_order(
+    server: FakeServer,
+) -> None:
+    connection, transport = connect(server)
+    connection.pause_writing()  # the client stopped reading its answers
+    assert transport.read_paused  # ... so nothing more is read either
+    connection.data_received(get("demo-refused") + get("no-such-id") + get("demo-contradicted"))
+    assert transport.take() == b""  # nothing is answered while the client does not read
+    assert len(connection.pipeline) == 3
+    connection.resume_writing()
+    written = answers(transport.take())
+    assert [status for status, _ in written] == [200, 404, 200]
+    assert json.loads(written[0][1])["verdict"] == "refused"
+    assert json.loads(written[2][1])["verdict"] == "contradicted"
+    assert not transport.read_paused
+    assert not connection.pipeline
+
+
+def test_an_idle_connection_is_closed_by_the_sweep_and_not_before(server: FakeServer) -> None:
+    connection, transport = connect(server)
+    connection.data_received(b"GET /e HTTP/1.1\r\nHost: x\r\n")  # and never the end of its head
+    server.loop.run_later(IDLE_TIMEOUT - 1)
+    connection.sweep(server.loop.time(), IDLE_TIMEOUT)
+    assert not transport.is_closing()
+    server.loop.run_later(2)
+    connection.sweep(server.loop.time(), IDLE_TIMEOUT)
+    assert transport.closed
+    assert connection.flow.state is Closing.CLOSED
+
+
+def test_a_client_that_stops_reading_is_cut_by_the_sweep(server: FakeServer) -> None:
+    connection, transport = connect(server)
+    connection.pause_writing()
+    connection.data_received(get("demo-refused"))
+    server.loop.run_later(IDLE_TIMEOUT + 1)
+    connection.sweep(server.loop.time(), IDLE_TIMEOUT)
+    assert transport.aborted  # its answers will never drain: dropped
+    assert not connection.pipeline
+
+
+def test_a_refusal_lingers_discards_any_size_and_ends_with_the_drain(server: FakeServer) -> None:
+    connection, transport = connect(server)
+    connection.data_received(
+        b"POST /_mock/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 268435456\r\n\r\n"
+    )
+    ((status, body),) = answers(transport.take())
+    assert status == 413
+    assert json.loads(body)["error"]["code"] == "request_entity_too_large"
+    assert transport.eof_written
+    assert connection.flow.state is Closing.LINGERING
+    piece = b"x" * (1024 * 1024)
+    references = sys.getrefcount(piece)
+    for _ in range(256):  # 256 MiB of the body still sent: read and discarded, whatever its size
+        connection.data_received(piece)
+    assert sys.getrefcount(piece) == references  # nothing of it was kept
+    assert not transport.is_closing()
+    assert transport.take() == b""
+    server.loop.run_later(server.drain_seconds + 0.1)
+    assert transport.aborted
+
+
+def test_the_clients_eof_while_lingering_lets_the_transport_close(server: FakeServer) -> None:
+    connection, transport = connect(server)
+    connection.data_received(b"GET /e HTTP/2.0\r\nHost: x\r\n\r\n")
+    assert split(transport.take())[0] == 400
+    assert connection.eof_received() is False  # False: the transport closes itself
+    connection.connection_lost(None)
+    assert connection.flow.state is Closing.CLOSED
+    assert server.loop.pending == []  # the drain's timer went with it
+    assert server.connections == set()
+    assert server.open == 0
+
+
+def test_a_connection_past_the_bound_is_answered_503_and_lingers(server: FakeServer) -> None:
+    server.max_connections = 1
+    first, _ = connect(server)
+    second, transport = connect(server)
+    assert split(transport.take())[0] == 503
+    assert second.flow.state is Closing.LINGERING
+    assert first.flow.state is Closing.OPEN
+    assert server.open == 1
