@@ -113,8 +113,8 @@ def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
     )
     add(
         "call_timeout",
-        "the most one call may take in all (connect, headers, every read of the body), default "
-        f"{DEFAULT_CALL_TIMEOUT:g} or the request timeout if longer; past it, that call fails",
+        f"the most one call may take in all, default {DEFAULT_CALL_TIMEOUT:g} (or the request "
+        "timeout if longer)",
         metavar="SECONDS",
     )
     add(
@@ -131,10 +131,8 @@ def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
     )
     add(
         "check_key_in_url",
-        "also check that a key outside the Authorization header (query "
-        "string, X-API-Key) is refused: this sends the real key in a URL, where it lands in "
-        "access logs; use it only with a throwaway key (without it, a mock is checked with its own "
-        "public key, a live target not at all) (variable: 1)",
+        "also check a live target refuses the key in a URL: sends the key there, so use a "
+        "throwaway key (variable: 1)",
         action="store_true",
         default=None,
     )

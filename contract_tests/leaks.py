@@ -41,9 +41,10 @@ INTERNAL_ADDRESS = re.compile(
 
 def _excused(run: str, key: str, known: str) -> bool:
     """A run the service says whatever the credential (its name in ``Server``, its own words)
-    is its text, not a reflection: when shorter than half the key. Half the key or more, in
-    every answer, is the key given to every caller."""
-    return 2 * len(run) < len(key) and run in known
+    is its text, not a reflection, however long: the mock's public key ``verdict-mock-local-key``
+    shares 12 characters with its ``Server: verdict-mock``. The whole key is never excused: in
+    every answer, it is the key given to every caller."""
+    return len(run) < len(key) and run in known
 
 
 def longest_fragment(text: str, key: str, known: str = "") -> int:
@@ -101,7 +102,7 @@ def reflection(
 ) -> str | None:
     """Where ``response`` reflects ``key`` (or the whole credential ``sent``); None if nowhere.
 
-    ``baseline`` is an answer to a call without any credential: short runs it holds too are
+    ``baseline`` is an answer to a call without any credential: runs it holds too are
     the service's own text (:func:`_excused`). The whole key, or its base64, is never
     excused: an answer to no credential that holds it gives the key to anyone. The answer
     never quotes the key: it says where, and how much of it.

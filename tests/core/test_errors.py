@@ -46,4 +46,5 @@ def test_the_mock_and_the_factory_raise_members_of_the_one_hierarchy() -> None:
 
 def test_the_written_out_all_matches_the_lazy_exports() -> None:
     """``__all__`` is a literal list for type checkers; it names what ``__getattr__`` serves."""
-    assert verdict_contract.__all__ == sorted(verdict_contract._EXPORTS)
+    assert sorted(verdict_contract.__all__) == sorted(verdict_contract._EXPORTS)
+    assert len(set(verdict_contract.__all__)) == len(verdict_contract.__all__)
