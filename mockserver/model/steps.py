@@ -77,7 +77,8 @@ def outcome(answer: Answer | str) -> Outcome:
         return Outcome(None, "scripted", answer)
     fault = answer.fault
     status = None if fault == "reset" else answer.status
-    return Outcome(status, "scripted" if fault else answer.outcome, fault)
+    # tuple.__new__: a NamedTuple's own __new__ is a Python call, dear for every request
+    return tuple.__new__(Outcome, (status, "scripted" if fault else answer.outcome, fault))
 
 
 def encode_step(step: Step) -> str:

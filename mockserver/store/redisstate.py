@@ -236,7 +236,7 @@ class RedisBackend:
                     again = await self._pipeline([batch[i] for i in lost])
                     for index, reply in zip(lost, again, strict=True):
                         replies[index] = reply
-        except Exception as exc:
+        except Exception as exc:  # whatever a broken store causes: a 503
             failed = self._unavailable(exc)
             for _, future in batch:
                 if not future.done():
@@ -249,7 +249,7 @@ class RedisBackend:
                 if isinstance(reply, Exception):
                     raise reply
                 future.set_result(self._facts(reply))
-            except Exception as exc:
+            except Exception as exc:  # a reply of the wrong shape: a 503
                 future.set_exception(self._unavailable(exc))
 
     async def _pipeline(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> list[Any]:
@@ -281,7 +281,7 @@ class RedisBackend:
             yield
         except (StateUnavailable, ScriptStoreFull):
             raise
-        except Exception as exc:
+        except Exception as exc:  # a garbled reply raises anything
             raise self._unavailable(exc) from None
 
     # -- the control API (worker threads) -----------------------------------------------------
