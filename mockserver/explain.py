@@ -13,39 +13,28 @@ import hmac
 import math
 import time
 from dataclasses import dataclass, replace
-from functools import lru_cache, partial
-from urllib.parse import parse_qsl
+from functools import lru_cache
 
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
+from .journaling import MAX_UNAUTHORIZED_QUERY as MAX_UNAUTHORIZED_QUERY
+from .journaling import journal as journal
+from .journaling import journal_elsewhere as journal_elsewhere
+from .journaling import journaled_args, query_start
+from .journaling import parse_query as parse_query
 from .model.answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer
 from .model.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from .model.steps import decode_step, outcome
 from .model.steps import scripted as scripted_answer
-from .state import MockState, key_in
-from .store.backend import (
-    Facts,
-    SharedCall,
-    StateUnavailable,
-    entry_head,
-    entry_tail,
-)
-from .store.journal import (
-    CUT,
-    RawHeaders,
-    Shown,
-    as_text,
-    entry_parts,
-    make_entry,
-    shown_args,
-    shown_path,
-)
+from .state import MockState
+from .state import authorized as authorized
+from .state import bearer_token as bearer_token
+from .store.backend import Facts, SharedCall, StateUnavailable
+from .store.journal import RawHeaders, entry_head, entry_tail, make_parts
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
 
-MAX_UNAUTHORIZED_QUERY = 4096
-"""Bytes of the query of a request with no valid key that are parsed (to journal ``n``)."""
 _NOT_FOUND = "unknown session id, or the session expired"
 # Answers that never change, built once (an Answer is immutable: its headers are never mutated).
 _UNAUTHORIZED = error_answer(
@@ -56,27 +45,6 @@ _UNAUTHORIZED = error_answer(
 )
 _UNKNOWN = error_answer(404, "session_not_found", _NOT_FOUND, "unknown")
 _EXPIRED = error_answer(404, "session_not_found", _NOT_FOUND, "expired")
-
-
-def bearer_token(header: str | None) -> str | None:
-    if header is None:
-        return None
-    scheme, _, token = header.strip().partition(" ")
-    token = token.strip()
-    return token if scheme.lower() == "bearer" and token else None
-
-
-def parse_query(query_string: bytes) -> list[tuple[str, str]] | None:
-    """The query's pairs, or None if it is not UTF-8 (werkzeug would keep ``%FF`` as text)."""
-    try:
-        text = query_string.decode("utf-8")
-        if text and "&" not in text and "%" not in text and "+" not in text:
-            # One pair with nothing to unquote (``n=<id>``, every load test): as parse_qsl.
-            name, _, value = text.partition("=")
-            return [(name, value)]
-        return parse_qsl(text, keep_blank_values=True, errors="strict")
-    except (UnicodeDecodeError, ValueError):
-        return None
 
 
 def _bad_session_id(values: list[str] | None) -> str | None:
@@ -93,12 +61,6 @@ def _bad_session_id(values: list[str] | None) -> str | None:
     if len(value) > MAX_SESSION_ID_LENGTH:
         return f"the session id is longer than {MAX_SESSION_ID_LENGTH} characters"
     return None
-
-
-def authorized(state: MockState, authorization: str | None) -> str | None:
-    """The request's key if the mock accepts it (compared in constant time), else None."""
-    key = bearer_token(authorization)
-    return key if key is not None and state.key_ok(key) else None
 
 
 def _explain(state: MockState, key: str, pairs: list[tuple[str, str]] | None) -> Answer:
@@ -209,19 +171,6 @@ class Decision:
     journaled: bool = False  # a shared state journals a request as it decides it
 
 
-def _query_start(query_string: bytes) -> list[tuple[str, str]] | None:
-    """The pairs of at most :data:`MAX_UNAUTHORIZED_QUERY` bytes of a query, and a note of the
-    rest (named :data:`.journal.CUT`)."""
-    if len(query_string) <= MAX_UNAUTHORIZED_QUERY:
-        return parse_query(query_string)
-    start = query_string[:MAX_UNAUTHORIZED_QUERY].rpartition(b"&")[0]
-    pairs = parse_query(start)
-    if pairs is not None:
-        unread = len(query_string) - len(start)
-        pairs.append((CUT, f"{unread} bytes not read (no valid key)"))
-    return pairs
-
-
 def decide(
     state: MockState,
     method: str,
@@ -244,7 +193,7 @@ def decide(
     key = authorized(state, authorization)  # before any work that grows with the request
     if key is None:
         # Anyone can send these: only the query's first bytes are read, for the journal.
-        pairs = _query_start(query_string)
+        pairs = query_start(query_string)
         answer = _UNAUTHORIZED
     else:
         pairs = parse_query(query_string)
@@ -295,7 +244,7 @@ class _Pending:
     ) -> _Pending:
         started = time.perf_counter()
         key = authorized(state, authorization)  # before any work that grows with the request
-        pairs = _query_start(query_string) if key is None else parse_query(query_string)
+        pairs = query_start(query_string) if key is None else parse_query(query_string)
         limit = state.limiter.limit
         counted, found, session = "", None, None
         local: Answer | None = _UNAUTHORIZED
@@ -314,14 +263,16 @@ class _Pending:
                 _EXPIRED_TAIL,
                 entry_tail(outcome(_normal(session, body))),
             ]
-        entry = make_entry(
-            method=method,
-            path=ENDPOINT_PATH,
-            args=_journaled_args(pairs, query_string),
-            authorization=authorization,
-            status=None,
-            outcome="",
-            is_key=state.key_ok,
+        entry = make_parts(
+            {
+                "method": method,
+                "path": ENDPOINT_PATH,
+                "args": journaled_args(pairs, query_string),
+                "authorization": authorization,
+                "status": None,
+                "outcome": "",
+                "is_key": state.key_ok,
+            }
         )
         call = SharedCall(
             now=time.time(),
@@ -332,6 +283,7 @@ class _Pending:
             collected_at=None if session is None else session.collected_at,
             lifetime=state.settings.session_lifetime,
             local_stands=bool(tails[1]) and session is not None,
+            untrusted=key is None,
             entry=entry_head(entry),
             tails=(tails[0], tails[1], tails[2], tails[3]),
         )
@@ -403,81 +355,3 @@ def handle(
         state.delay(decision.answer.delay)  # in-process transports replace this (inprocess.py)
     record(state, decision)
     return decision.answer
-
-
-_CACHED_QUERY = 512  # longer queries are shown afresh: the cache stays small in bytes
-
-
-@lru_cache(maxsize=1024)  # a load test sends one query again and again
-def _shown(query_string: bytes, keys: tuple[bytes, ...]) -> Shown | None:
-    pairs = parse_query(query_string)
-    return None if pairs is None else shown_args(pairs, partial(key_in, keys))
-
-
-def journal(
-    state: MockState,
-    method: str,
-    pairs: list[tuple[str, str]] | None,
-    query_string: bytes,
-    authorization: str | None,
-    answer: Answer | str,
-    generation: int,
-    latency_ms: float | None = None,
-    *,
-    headers: RawHeaders = (),
-    path: str = ENDPOINT_PATH,
-) -> None:
-    """Journal what the client got: an answer, or a fault (reset, truncated...) or timeout.
-
-    ``path`` is another than ``/e`` for a request to a wrong path, journaled so that a check
-    can say what was sent instead (:func:`journal_elsewhere`).
-    """
-    status, said, fault = outcome(answer)
-    shown = None
-    if pairs is not None and len(query_string) <= _CACHED_QUERY:
-        shown = _shown(query_string, state.key_bytes)
-    if shown is None:
-        shown = shown_args(_journaled_args(pairs, query_string), state.key_ok)
-    parts = entry_parts(
-        method, path, authorization, status, said, shown, headers, latency_ms, fault
-    )
-    state.journal.add(parts, generation)
-
-
-def journal_elsewhere(
-    state: MockState,
-    method: str,
-    path: str,
-    query_string: bytes,
-    headers: RawHeaders,
-    answer: Answer,
-) -> None:
-    """Journal a request the API does not take (a wrong path, or ``/e`` with a wrong method).
-
-    A client that gets 404 or 405 sent something: a check that says "no request at all" would
-    send its author looking in the wrong place. The entry is bounded like any other.
-    """
-    authorization = next(
-        (as_text(v) for k, v in headers if as_text(k).lower() == "authorization"), None
-    )
-    # Anyone can send these, with any method: without a key, only the query's start is read.
-    keyed = authorized(state, authorization) is not None
-    pairs = parse_query(query_string) if keyed else _query_start(query_string)
-    generation = state.journal.generation
-    journal(
-        state,
-        method,
-        pairs,
-        query_string,
-        authorization,
-        answer,
-        generation,
-        headers=headers,
-        path=shown_path(path, state.key_ok),
-    )
-
-
-def _journaled_args(
-    pairs: list[tuple[str, str]] | None, query_string: bytes
-) -> list[tuple[str, str]]:
-    return pairs if pairs is not None else [("?", query_string.decode("latin-1"))]

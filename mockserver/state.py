@@ -250,3 +250,17 @@ class MockState:
         elif spec.script:
             self.backend.load_script(session.id, spec.script)
         return session
+
+
+def bearer_token(header: str | None) -> str | None:
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def authorized(state: MockState, authorization: str | None) -> str | None:
+    """The request's key if the mock accepts it (compared in constant time), else None."""
+    key = bearer_token(authorization)
+    return key if key is not None and state.key_ok(key) else None

@@ -32,6 +32,25 @@ class ScriptStoreFull(Exception):
     """A script would pass :data:`MAX_SCRIPT_BYTES`; the message says what to do."""
 
 
+ADMITS_LUA: Final = "held - freed + needed <= capacity"
+"""The bound's rule as the shared store runs it (redisstate.py): :func:`admits`, word for word."""
+
+
+def admits(held: int, freed: int, needed: int, capacity: int) -> bool:
+    """Whether a script of ``needed`` bytes fits, replacing one of ``freed`` bytes, while the
+    store holds ``held``: the one rule of both stores (the shared one runs :data:`ADMITS_LUA`)."""
+    return held - freed + needed <= capacity
+
+
+def store_full(held: int, needed: int, capacity: int) -> ScriptStoreFull:
+    """The refusal of a script that does not fit, as both stores word it (a 409 at mint)."""
+    return ScriptStoreFull(
+        f"the mock holds {held} bytes of scripts and this one needs {needed}; "
+        f"it keeps at most {capacity} (steps are freed as they are answered): "
+        "POST /_mock/reset, or mint with shorter scripts"
+    )
+
+
 @dataclass
 class ScriptBook:
     capacity: int = field(default_factory=lambda: MAX_SCRIPT_BYTES)  # read when made
@@ -59,14 +78,10 @@ class ScriptBook:
         with self._lock:
             old = self._scripts.pop(session_id, None)
             freed = script_bytes(old) if old else 0
-            if not force and self._bytes - freed + needed > self.capacity:
+            if not force and not admits(self._bytes, freed, needed, self.capacity):
                 if old:
                     self._scripts[session_id] = old
-                raise ScriptStoreFull(
-                    f"the mock holds {self._bytes} bytes of scripts and this one needs {needed}; "
-                    f"it keeps at most {self.capacity} (steps are freed as they are answered): "
-                    "POST /_mock/reset, or mint with shorter scripts"
-                )
+                raise store_full(self._bytes, needed, self.capacity)
             self._bytes -= freed
             self._minted.discard(session_id)
             if steps:

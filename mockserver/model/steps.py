@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from http import HTTPStatus
+from typing import NamedTuple
 
 from .answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer
 from .faults import fault_answer
@@ -27,8 +28,13 @@ _STEP_HEADERS: dict[int, list[tuple[str, str]]] = {
     401: [("WWW-Authenticate", "Bearer")],
 }
 
-Outcome = tuple[int | None, str, str | None]
-"""How the journal reads an answer: its status (None: no status line), outcome and fault."""
+
+class Outcome(NamedTuple):
+    """How the journal reads an answer."""
+
+    status: int | None  # None: the client got no status line
+    outcome: str
+    fault: str | None
 
 
 def _generic_error(status: int) -> tuple[str, str]:
@@ -68,10 +74,11 @@ def _answer(step: Step, body: bytes) -> Answer | None:
 def outcome(answer: Answer | str) -> Outcome:
     """The journal's reading of an answer, or of a fault named by a string (``"timeout"``)."""
     if isinstance(answer, str):
-        return None, "scripted", answer
+        return Outcome(None, "scripted", answer)
     fault = answer.fault
     status = None if fault == "reset" else answer.status
-    return status, "scripted" if fault else answer.outcome, fault
+    # tuple.__new__: a NamedTuple's own __new__ is a Python call, dear for every request
+    return tuple.__new__(Outcome, (status, "scripted" if fault else answer.outcome, fault))
 
 
 def encode_step(step: Step) -> str:

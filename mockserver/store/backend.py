@@ -15,11 +15,9 @@ as one mock.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Final, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -27,8 +25,7 @@ from verdict_contract.core.errors import StateUnavailable as StateUnavailable
 
 from ..model.scripts import ScriptBook
 from ..model.sessions import Step
-from ..model.steps import Outcome
-from .journal import Entry, Journal
+from .journal import Entry, EntryParts, Journal
 from .ratelimit import RateLimiter
 
 MEMORY: Final = "memory"
@@ -83,9 +80,9 @@ def _masked(url: str) -> str:
 class SharedCall:
     """One request to ``/e`` as the shared state sees it: what to count, take, check, journal.
 
-    ``tails`` are the journal's endings (see :func:`entry_tail`) of the answers the store may
-    pick: rate-limited, the local answer (a 401, 400 or 404 decided before the call, or the
-    session's ``always`` step), expired, served.
+    ``tails`` are the journal's endings (see :func:`.journal.entry_tail`) of the answers the
+    store may pick: rate-limited, the local answer (a 401, 400 or 404 decided before the call,
+    or the session's ``always`` step), expired, served.
     """
 
     now: float  # this host's wall clock; the store adds the shared offset
@@ -96,7 +93,8 @@ class SharedCall:
     collected_at: float | None
     lifetime: float
     local_stands: bool  # the local answer stands unless a scripted step replaces it
-    entry: str  # the journal entry up to its answer's fields (see :func:`entry_head`)
+    untrusted: bool  # no valid key: journaled in the ring (see journal.untrusted)
+    entry: str  # the journal entry up to its answer's fields (see journal.entry_head)
     tails: tuple[str, str, str, str]
 
 
@@ -132,6 +130,13 @@ class StateBackend(Protocol):
 
     def load_named(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
         """Give named sessions their scripts (a shared store: unless already given)."""
+
+    def script_bytes(self) -> int:
+        """Bytes of scripts held now, as :func:`.scripts.script_bytes` counts them."""
+        ...
+
+    def record(self, parts: EntryParts, generation: int) -> None:
+        """Journal a request decided apart from ``/e``'s (a wrong path or method)."""
 
     def entries(self) -> list[Entry]: ...
 
@@ -201,6 +206,12 @@ class MemoryBackend:
         for session_id, steps in scripts.items():  # the scenario's total was checked when read
             self.scripts.load(session_id, steps, force=True)
 
+    def script_bytes(self) -> int:
+        return self.scripts.size
+
+    def record(self, parts: EntryParts, generation: int) -> None:
+        self.journal.add(parts, generation)
+
     def entries(self) -> list[Entry]:
         return self.journal.entries()
 
@@ -222,22 +233,3 @@ class MemoryBackend:
 
     def close(self) -> None:
         """Nothing to release."""
-
-
-# A shared journal stores an entry as a JSON array: the request's fields (the head, built
-# before the store decides), then the answer's (the tail, the one the store picked).
-def entry_head(entry: Entry) -> str:
-    """The entry's JSON array up to its answer's fields, ending with a comma."""
-    fields = [entry.time, entry.method, entry.path, entry.n, entry.query, entry.authorization]
-    return json.dumps([*fields, entry.latency_ms], ensure_ascii=False)[:-1] + ","
-
-
-@lru_cache(maxsize=256)  # a handful of outcomes, built for every request to /e
-def entry_tail(outcome: Outcome) -> str:
-    """The end of an entry's JSON array: status, outcome, fault."""
-    return json.dumps(list(outcome))[1:]
-
-
-def decode_entry(text: str) -> Entry:
-    at, method, path, n, query, authorization, latency, status, outcome, fault = json.loads(text)
-    return Entry(at, method, path, n, query, authorization, status, outcome, latency, fault)

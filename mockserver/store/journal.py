@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import json
 import re
 import secrets
 import threading
@@ -12,13 +13,14 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from typing import Any, Final, Required, TypedDict, Unpack
+from typing import Any, Final, NamedTuple, Required, TypedDict, Unpack
 from urllib.parse import unquote
 
 from verdict_contract.core.redact import mask
-from verdict_contract.core.spec import SESSION_PARAM
+from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
 from ..model.sessions import MAX_SESSION_ID_LENGTH
+from ..model.steps import Outcome
 
 MAX_PARAMS: Final = 20
 """Query parameters kept per entry; the rest are counted under :data:`CUT`."""
@@ -27,9 +29,9 @@ MAX_HEADERS: Final = 64
 """Request headers fingerprinted per entry (for :meth:`~.verify.JournalChecks.calls` matchers)."""
 MAX_PATH_CHARS: Final = 200
 """A path other than ``/e`` (a wrong one) is kept cut to this length."""
-FAILED_AUTH_KEPT: Final = 100
-"""Entries of requests refused for a missing or wrong key, kept in their own ring: any web page
-can send those (a ``no-cors`` fetch carries no Authorization), so they never evict the rest."""
+UNTRUSTED_KEPT: Final = 100
+"""Entries of requests any web page can send (no valid key, or a path or method the API does not
+take; see :func:`untrusted`), kept in a ring of their own, so they never evict the rest."""
 CUT: Final = "…(cut)"
 """The marker where the journal cut a value (or, as a query name, dropped parameters)."""
 
@@ -178,29 +180,58 @@ class Entry:
         return shown
 
 
-Parts = tuple[
-    float,
-    str,
-    str,
-    "str | None",
-    dict[str, list[str]],
-    "str | None",
-    "int | None",
-    str,
-    "float | None",
-    "str | None",
-    tuple[str, ...],
-    frozenset[bytes],
-]
-"""An :class:`Entry`'s fields in order, masked and bounded already: what the journal keeps.
+class EntryParts(NamedTuple):
+    """An :class:`Entry`'s fields, in its order, masked and bounded already: what a journal keeps.
 
-The journal keeps these tuples and builds the entries when they are read: building a frozen
-dataclass costs more than the rest of journaling a request, and most entries are never read.
-Nothing in them is a secret (:func:`entry_parts` masks and digests before they are kept).
-"""
+    A journal keeps these and builds the entries when they are read: building a frozen
+    dataclass costs more than the rest of journaling a request, and most entries are never read
+    (a named tuple is a tuple: no dearer to build). Nothing in them is a secret
+    (:func:`entry_parts` masks and digests before they are kept). A shared store keeps the first
+    ten fields, in this order, as a JSON array (:func:`entry_head`, :func:`decode_entry`).
+    """
 
-Kept = tuple[int, Parts]
-"""An entry's parts and the journal's generation when its request arrived."""
+    time: float
+    method: str
+    path: str
+    n: str | None
+    query: dict[str, list[str]]
+    authorization: str | None
+    status: int | None
+    outcome: str
+    latency_ms: float | None
+    fault: str | None
+    violations: tuple[str, ...]
+    fingerprints: frozenset[bytes]
+
+
+_new = tuple.__new__
+"""Builds a named tuple from a tuple of its fields in order: a NamedTuple's own ``__new__`` is
+a Python function, 0.2 µs more per request on the hot path (benchmarks/bench_connection.py)."""
+
+
+class Kept(NamedTuple):
+    """An entry's parts and the journal's generation when its request arrived."""
+
+    generation: int
+    parts: EntryParts
+
+
+def untrusted(method: str, path: str, status: int | None, outcome: str) -> bool:
+    """Whether any web page could have sent this request, so it goes to the bounded ring.
+
+    A ``no-cors`` fetch or a form reaches any path with any method but carries no
+    Authorization: what is not ``GET``/``HEAD /e``, or is refused with a 401 the mock decided
+    (not a scripted one), is such a request. Real entries (an accepted key's) are never evicted
+    by them.
+    """
+    return (
+        path != ENDPOINT_PATH
+        or method not in _API_METHODS
+        or (status == 401 and outcome != "scripted")
+    )
+
+
+_API_METHODS: Final = frozenset({"GET", "HEAD"})
 
 
 class EntryFields(TypedDict, total=False):
@@ -224,9 +255,9 @@ class EntryFields(TypedDict, total=False):
 class Journal:
     """Keeps the newest ``size`` entries; older ones fall off, so memory stays flat.
 
-    Requests refused with a non-scripted 401 go to a ring of their own
-    (:data:`FAILED_AUTH_KEPT` entries): a page flooding the mock with keyless requests
-    evicts only those. :meth:`entries` merges both rings in time order.
+    Requests any web page can send (:func:`untrusted`) go to a ring of their own
+    (:data:`UNTRUSTED_KEPT` entries): a page flooding the mock with keyless requests or
+    unknown paths evicts only those. :meth:`entries` merges both rings in time order.
 
     Each entry is bounded too (:data:`MAX_PARAMS` parameters, values masked or cut with
     :data:`CUT`), so the journal's size in bytes is bounded whatever the requests hold.
@@ -240,7 +271,7 @@ class Journal:
 
     def __post_init__(self) -> None:
         self._entries = deque(maxlen=self.size)
-        self._refused = deque(maxlen=FAILED_AUTH_KEPT)
+        self._refused = deque(maxlen=UNTRUSTED_KEPT)
 
     @property
     def generation(self) -> int:
@@ -256,19 +287,19 @@ class Journal:
         ``generation`` is :attr:`generation` when the request arrived: a request still in
         flight when the journal was cleared (a delay from an earlier test) is not journaled.
         """
-        self.add(_parts(fields), generation)
+        self.add(make_parts(fields), generation)
 
-    def add(self, parts: Parts, generation: int | None = None) -> None:
-        """Keep an entry's :data:`Parts` (from :func:`entry_parts`); see :meth:`record`.
+    def add(self, parts: EntryParts, generation: int | None = None) -> None:
+        """Keep an entry's :class:`EntryParts` (from :func:`entry_parts`); see :meth:`record`.
 
         No lock: a deque's append is atomic. An entry of an earlier generation (its request
         arrived before a ``clear()``) is kept with it and never read (:meth:`_current`).
         """
-        kept = (self._generation if generation is None else generation, parts)
-        refused = parts[6] == 401 and parts[7] != "scripted"
+        kept = _new(Kept, (self._generation if generation is None else generation, parts))
+        refused = untrusted(parts.method, parts.path, parts.status, parts.outcome)
         (self._refused if refused else self._entries).append(kept)
 
-    def _current(self) -> list[Parts]:
+    def _current(self) -> list[EntryParts]:
         """The parts of this generation's entries, oldest first (copies first: a deque copied
         whole is atomic, while iterating it races the appends)."""
         generation = self._generation
@@ -294,7 +325,7 @@ class Journal:
 
 
 def _time(kept: Kept) -> float:
-    return kept[1][0]
+    return kept.parts.time
 
 
 def entry_parts(
@@ -308,27 +339,31 @@ def entry_parts(
     latency_ms: float | None = None,
     fault: str | None = None,
     violations: tuple[str, ...] = (),
-) -> Parts:
-    """An entry's :data:`Parts`: ``shown`` is :func:`shown_args` of its query (masked), the
+) -> EntryParts:
+    """An entry's :class:`EntryParts`: ``shown`` is :func:`shown_args` of its query (masked), the
     Authorization header is masked, headers and parameters are kept as digests only."""
     n, query, params = shown
-    return (
-        time.time(),
-        method,
-        path if len(path) <= MAX_PATH_CHARS else cut(path, MAX_PATH_CHARS),
-        n,
-        query,
-        mask_authorization(authorization),
-        status,
-        outcome,
-        latency_ms,  # rounded when read (round() costs more than the rest of a field)
-        fault,
-        violations,
-        _header_prints(tuple(headers), authorization) | params,
+    return _new(
+        EntryParts,
+        (
+            time.time(),
+            method,
+            path if len(path) <= MAX_PATH_CHARS else cut(path, MAX_PATH_CHARS),
+            n,
+            query,
+            mask_authorization(authorization),
+            status,
+            outcome,
+            latency_ms,  # rounded when read (round() costs more than the rest of a field)
+            fault,
+            violations,
+            _header_prints(tuple(headers), authorization) | params,
+        ),
     )
 
 
-def _parts(fields: EntryFields) -> Parts:
+def make_parts(fields: EntryFields) -> EntryParts:
+    """An entry's parts from its fields (see :func:`make_entry`), not yet an :class:`Entry`."""
     shown = fields.get("shown")
     if shown is None:
         shown = shown_args(fields["args"], fields.get("is_key", _no_key))
@@ -346,12 +381,12 @@ def _parts(fields: EntryFields) -> Parts:
     )
 
 
-def _entry(parts: Parts) -> Entry:
-    """The entry of kept :data:`Parts`, its latency rounded to the microsecond."""
-    latency = parts[8]
+def _entry(parts: EntryParts) -> Entry:
+    """The entry of kept parts, its latency rounded to the microsecond."""
+    latency = parts.latency_ms
     if latency is None:
         return Entry(*parts)
-    return Entry(*parts[:8], round(latency, 3), *parts[9:])
+    return Entry(*parts._replace(latency_ms=round(latency, 3)))
 
 
 def _no_key(_: str) -> bool:
@@ -364,4 +399,28 @@ def make_entry(**fields: Unpack[EntryFields]) -> Entry:
     ``shown`` is :func:`shown_args` of ``args``, when the caller has it already (a load test
     sends one query again and again); the entries then share it, read-only.
     """
-    return _entry(_parts(fields))
+    return _entry(make_parts(fields))
+
+
+# A shared store keeps an entry as a JSON array of its first ten parts, in their order: the
+# request's (the head, built before the store decides), then the answer's (the tail, the one
+# the store picked; its latency is null: the store journals before the answer exists).
+def entry_head(parts: EntryParts) -> str:
+    """The entry's JSON array up to its answer's fields, ending with a comma."""
+    request = [parts.time, parts.method, parts.path, parts.n, parts.query, parts.authorization]
+    return json.dumps(request, ensure_ascii=False)[:-1] + ","
+
+
+@lru_cache(maxsize=256)  # a handful of outcomes, built for every request to /e
+def entry_tail(outcome: Outcome) -> str:
+    """The end of an entry's JSON array: status, outcome, latency (null), fault."""
+    return json.dumps([outcome.status, outcome.outcome, None, outcome.fault])[1:]
+
+
+def decode_entry(text: str) -> Entry:
+    """An entry a shared store kept (:func:`entry_head` and :func:`entry_tail` joined)."""
+    at, method, path, n, query, authorization, status, said, latency, fault = json.loads(text)
+    kept = EntryParts(
+        at, method, path, n, query, authorization, status, said, latency, fault, (), frozenset()
+    )
+    return _entry(kept)

@@ -25,146 +25,108 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import heapq
 import json
-import time
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Iterator, Mapping
+from typing import Any, Final, cast
 
 import redis
 import redis.asyncio
 import redis.asyncio.retry
 import redis.retry
+from redis._parsers import _AsyncHiredisParser, _HiredisParser  # its parser_class option
+from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError
+from redis.exceptions import InvalidResponse, NoScriptError
 
+from ..model import scripts as script_store
+from ..model.scripts import ScriptStoreFull, script_bytes, store_full
 from ..model.sessions import Step
-from ..model.steps import encode_step, outcome, scripted
-from .backend import (
-    Facts,
-    SharedCall,
-    StateUnavailable,
-    StateURL,
-    decode_entry,
-    entry_tail,
+from ..model.steps import Outcome, encode_step, outcome, scripted
+from .backend import Facts, SharedCall, StateUnavailable, StateURL
+from .journal import UNTRUSTED_KEPT, Entry, EntryParts, decode_entry, entry_head, entry_tail
+from .journal import untrusted as is_untrusted
+from .luascripts import (
+    APPEND,
+    DECIDE,
+    LOAD,
+    AppendArgs,
+    DecideArgs,
+    DecideKeys,
+    JournalKeys,
+    LoadArgs,
+    LoadKeys,
+    flat,
 )
-from .journal import Entry
 
 TIMEOUT: Final = 1.0
 """Seconds a call to Redis may take (connecting included) before the request gets a 503."""
 JOURNAL_BYTES: Final = 16 * 1024 * 1024
 """The shared journal's size in bytes, besides its ``--journal-size`` entries (oldest go)."""
-SCRIPT_CAPACITY: Final = 10_000
-"""Sessions with a script kept (oldest dropped first), as in memory (scripts.py)."""
-
-_KEYS: Final = ("clock", "limits", "scripts", "expired", "journal", "bytes", "order", "minted")
-_NAMED: Final = "named"  # the scenario whose named scripts were last loaded
-
-# KEYS: clock limits scripts expired journal bytes order
-# ARGV: now key budget window session collected lifetime local_stands entry
-#       tail_limited tail_local tail_expired tail_served max_entries max_bytes
-DECIDE: Final = """
-local now = tonumber(ARGV[1]) + tonumber(redis.call('GET', KEYS[1]) or '0')
-local wait = ''
-if ARGV[2] ~= '' then
-  local budget, window = tonumber(ARGV[3]), tonumber(ARGV[4])
-  local start, count = now, 0
-  local held = redis.call('HGET', KEYS[2], ARGV[2])
-  if held then
-    local s, c = string.match(held, '^(%S+) (%d+)$')
-    start, count = tonumber(s), tonumber(c)
-    if now - start >= window then start, count = now, 0 end
-  end
-  if count >= budget then
-    wait = string.format('%.17g', start + window - now)
-  else
-    redis.call('HSET', KEYS[2], ARGV[2], string.format('%.17g %d', start, count + 1))
-  end
-end
-local tail, step, expired = ARGV[11], '', 0
-if wait ~= '' then
-  tail = ARGV[10]
-elseif ARGV[5] ~= '' then
-  local own = ''
-  local held = redis.call('HGET', KEYS[3], ARGV[5])
-  if held then
-    local steps = cjson.decode(held)
-    local first = table.remove(steps, 1)
-    own, step = first[1], first[2]
-    if #steps == 0 then
-      redis.call('HDEL', KEYS[3], ARGV[5])
-      redis.call('ZREM', KEYS[7], ARGV[5])
-    else
-      redis.call('HSET', KEYS[3], ARGV[5], cjson.encode(steps))
-    end
-  end
-  if own ~= '' then
-    tail = own
-  elseif step ~= '' or ARGV[8] ~= '1' then
-    local marked = redis.call('SISMEMBER', KEYS[4], ARGV[5]) == 1
-    if marked or (ARGV[6] ~= '' and now - tonumber(ARGV[6]) >= tonumber(ARGV[7])) then
-      expired, tail = 1, ARGV[12]
-    else
-      tail = ARGV[13]
-    end
-  end
-end
-local entry = ARGV[9] .. tail
-redis.call('RPUSH', KEYS[5], entry)
-local bytes = redis.call('INCRBY', KEYS[6], #entry)
-local excess = redis.call('LLEN', KEYS[5]) - tonumber(ARGV[14])
-while excess > 0 or bytes > tonumber(ARGV[15]) do
-  local old = redis.call('LPOP', KEYS[5])
-  if not old then break end
-  bytes = redis.call('DECRBY', KEYS[6], #old)
-  excess = excess - 1
-end
-return {wait, step, expired}
-"""
-
-# KEYS: scripts order named [the rest: cleared first when ARGV[1] is 'reset']
-# ARGV: mode ('one', 'named' or 'reset') fingerprint capacity now, then session/steps pairs
-LOAD: Final = """
-if ARGV[1] == 'named' and redis.call('GET', KEYS[3]) == ARGV[2] then return 0 end
-if ARGV[1] == 'reset' then
-  for i = 1, #KEYS do redis.call('DEL', KEYS[i]) end
-end
-if ARGV[1] ~= 'one' then redis.call('SET', KEYS[3], ARGV[2]) end
-for i = 5, #ARGV, 2 do
-  if ARGV[i + 1] == '' then
-    redis.call('HDEL', KEYS[1], ARGV[i])
-    redis.call('ZREM', KEYS[2], ARGV[i])
-  else
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-    redis.call('ZADD', KEYS[2], tonumber(ARGV[4]), ARGV[i])
-  end
-end
-local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[3])
-if over > 0 then
-  for _, dropped in ipairs(redis.call('ZPOPMIN', KEYS[2], over)) do
-    redis.call('HDEL', KEYS[1], dropped)
-  end
-end
-return 1
-"""
-
-
+REPLY_SLACK: Final = 1024 * 1024
+"""A reply's bytes past what the journal may hold (its framing, the ring, a script)."""
+_ENTRY_FRAMING: Final = 32
+"""Bytes of RESP framing per journal entry in a reply (``$<length>\r\n...\r\n``), at most."""
+_MINTED: Final = "minted"
 _DECIDE_SHA: Final = hashlib.sha1(DECIDE.encode()).hexdigest()  # noqa: S324 - Redis names it so
 
 
 def _stored(steps: tuple[Step, ...]) -> str:
-    """A script as the store keeps it: per step, the journal's tail of its answer and itself."""
+    """A script as the store keeps it: per step, the journal's tail of its answer, the step and
+    its bytes (as :func:`.scripts.script_bytes` counts them: the store frees them as used)."""
     if not steps:
         return ""
     items = []
     for step in steps:
         answer = scripted(step, b"")  # status, outcome and fault do not depend on the body
         tail = entry_tail(outcome(answer)) if answer is not None else ""
-        items.append([tail, encode_step(step)])
+        items.append([tail, encode_step(step), script_bytes((step,))])
     return json.dumps(items, separators=(",", ":"))
 
 
 def _number(value: float | None) -> str:
     return "" if value is None else repr(float(value))
+
+
+class _BoundedReader:
+    """hiredis's reader, refusing a reply past ``limit`` bytes: a Redis speaking garbage (an
+    endless bulk string) costs the mock at most that much, not what fits in its timeout."""
+
+    def __init__(self, reader: Any, limit: int) -> None:
+        self._reader = reader
+        self._limit = limit
+        self._fed = 0  # since the last whole reply
+
+    def feed(self, data: Any, *span: int) -> None:
+        self._fed += span[1] if len(span) == 2 else len(data)
+        if self._fed > self._limit:
+            raise InvalidResponse(f"a reply longer than {self._limit} bytes")
+        self._reader.feed(data, *span)
+
+    def gets(self, *args: Any) -> Any:
+        reply = self._reader.gets(*args)
+        if reply is not NOT_ENOUGH_DATA:
+            self._fed = 0
+        return reply
+
+    def has_data(self) -> bool:
+        return bool(self._reader.has_data())
+
+
+def _bounded_parsers(limit: int) -> tuple[type[_HiredisParser], type[_AsyncHiredisParser]]:
+    """redis-py's hiredis parsers (its ``parser_class`` option), each reply bounded."""
+
+    class Bounded(_HiredisParser):
+        def on_connect(self, connection: Any, **kwargs: Any) -> None:
+            super().on_connect(connection, **kwargs)  # type: ignore[no-untyped-call]
+            self._reader = cast(Any, _BoundedReader(self._reader, limit))  # its reader's duck
+
+    class AsyncBounded(_AsyncHiredisParser):
+        def on_connect(self, connection: Any) -> None:
+            super().on_connect(connection)  # type: ignore[no-untyped-call]
+            self._reader = cast(Any, _BoundedReader(self._reader, limit))
+
+    return Bounded, AsyncBounded
 
 
 class RedisBackend:
@@ -175,19 +137,30 @@ class RedisBackend:
         self._url = str(url)
         digest = hashlib.sha256(f"verdict-mock:{secret}".encode()).hexdigest()[:20]
         self.prefix = f"verdict-mock:{{{digest}}}:"
-        self.keys = [self.prefix + name for name in _KEYS]
-        self._named_key = self.prefix + _NAMED
-        self._limits = (journal_size, JOURNAL_BYTES)
+        self.keys = DecideKeys(*(self.prefix + name for name in DecideKeys._fields))
+        keys = self.keys
+        self.journal_keys = JournalKeys(
+            keys.journal, keys.journal_bytes, keys.ring, keys.ring_bytes
+        )
+        self.load_keys = LoadKeys(keys.scripts, keys.script_bytes, self.prefix + "named")
+        self._minted_key = self.prefix + _MINTED
+        self._journal_size = journal_size
+        self.capacity = script_store.MAX_SCRIPT_BYTES  # read when made, as ScriptBook's
+        # the biggest reply: the journal as LRANGE returns it, its framing, the ring, a script
+        most = JOURNAL_BYTES + _ENTRY_FRAMING * journal_size + REPLY_SLACK
+        self.reply_bytes = most
+        sync_parser, async_parser = _bounded_parsers(most)
         options: dict[str, Any] = {
             "socket_timeout": TIMEOUT,
             "socket_connect_timeout": TIMEOUT,
             "decode_responses": True,
         }
         self.sync = redis.Redis.from_url(
-            self._url, retry=redis.retry.Retry(NoBackoff(), 0), **options
+            self._url, retry=redis.retry.Retry(NoBackoff(), 0), parser_class=sync_parser, **options
         )
-        self._options = options
+        self._options = {**options, "parser_class": async_parser}
         self._decide = self.sync.register_script(DECIDE)
+        self._append = self.sync.register_script(APPEND)
         self._load = self.sync.register_script(LOAD)
         self._async: redis.asyncio.Redis | None = None
         self._async_loop: asyncio.AbstractEventLoop | None = None
@@ -198,21 +171,27 @@ class RedisBackend:
         return f"RedisBackend({self.label!r})"
 
     # -- the hot path -------------------------------------------------------------------------
-    def _args(self, call: SharedCall) -> list[str]:
-        return [
-            repr(call.now),
-            call.key,
-            str(call.budget),
-            repr(call.window),
-            call.session,
-            _number(call.collected_at),
-            repr(call.lifetime),
-            "1" if call.local_stands else "",
-            call.entry,
-            *call.tails,
-            str(self._limits[0]),
-            str(self._limits[1]),
-        ]
+    def _args(self, call: SharedCall) -> DecideArgs:
+        limited, local, expired, served = call.tails
+        return DecideArgs(
+            now=repr(call.now),
+            counted=call.key,
+            budget=str(call.budget),
+            window=repr(call.window),
+            session=call.session,
+            collected_at=_number(call.collected_at),
+            lifetime=repr(call.lifetime),
+            local_stands="1" if call.local_stands else "",
+            untrusted="1" if call.untrusted else "",
+            entry_head=call.entry,
+            tail_limited=limited,
+            tail_local=local,
+            tail_expired=expired,
+            tail_served=served,
+            max_entries=str(self._journal_size),
+            max_bytes=str(JOURNAL_BYTES),
+            ring_entries=str(UNTRUSTED_KEPT),
+        )
 
     @staticmethod
     def _facts(reply: list[Any]) -> Facts:
@@ -220,11 +199,9 @@ class RedisBackend:
         return Facts(float(wait) if wait else None, step or None, bool(expired))
 
     def decide(self, call: SharedCall) -> Facts:
-        try:
-            reply = self._decide(keys=self.keys[:7], args=self._args(call))
-        except redis.RedisError as exc:
-            raise self._unavailable(exc) from None
-        return self._facts(reply)
+        keys, args = flat(self.keys, self._args(call))
+        with self._guard():
+            return self._facts(self._decide(keys=keys, args=args))
 
     async def decide_async(self, call: SharedCall) -> Facts:
         """One request's decision; the calls of one turn of the loop go as one pipeline."""
@@ -259,7 +236,7 @@ class RedisBackend:
                     again = await self._pipeline([batch[i] for i in lost])
                     for index, reply in zip(lost, again, strict=True):
                         replies[index] = reply
-        except (redis.RedisError, OSError, TimeoutError) as exc:
+        except Exception as exc:  # whatever a broken store causes: a 503
             failed = self._unavailable(exc)
             for _, future in batch:
                 if not future.done():
@@ -268,93 +245,151 @@ class RedisBackend:
         for (_, future), reply in zip(batch, replies, strict=True):
             if future.done():  # cancelled: the server is stopping
                 continue
-            if isinstance(reply, Exception):
-                future.set_exception(self._unavailable(reply))
-            else:
+            try:
+                if isinstance(reply, Exception):
+                    raise reply
                 future.set_result(self._facts(reply))
+            except Exception as exc:  # a reply of the wrong shape: a 503
+                future.set_exception(self._unavailable(exc))
 
     async def _pipeline(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> list[Any]:
         assert self._async is not None
         pipe = self._async.pipeline(transaction=False)
         for call, _ in batch:
-            pipe.evalsha(_DECIDE_SHA, 7, *self.keys[:7], *self._args(call))
+            keys, args = flat(self.keys, self._args(call))
+            pipe.evalsha(_DECIDE_SHA, len(keys), *keys, *args)
         replies: list[Any] = await pipe.execute(raise_on_error=False)
         return replies
 
     async def close_async(self) -> None:
         client, self._async, self._async_loop = self._async, None, None
         if client is not None:
-            with contextlib.suppress(redis.RedisError, OSError):
+            with contextlib.suppress(Exception):  # closing a broken connection: nothing to do
                 await client.aclose()
 
     def _unavailable(self, exc: BaseException) -> StateUnavailable:
+        if isinstance(exc, StateUnavailable):
+            return exc
         reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
         return StateUnavailable(self.label, reason.replace(self._url, self.label)[:200])
 
-    # -- the control API (worker threads) -----------------------------------------------------
-    def _call(self, name: str, *args: Any) -> Any:
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Any failure of a call to the store, or of reading its reply, as StateUnavailable:
+        a Redis down, slow or speaking garbage gets a 503 naming it, never another answer."""
         try:
-            return getattr(self.sync, name)(*args)
-        except redis.RedisError as exc:
+            yield
+        except (StateUnavailable, ScriptStoreFull):
+            raise
+        except Exception as exc:  # a garbled reply raises anything
             raise self._unavailable(exc) from None
 
+    # -- the control API (worker threads) -----------------------------------------------------
     def offset(self) -> float:
-        return float(self._call("get", self.keys[0]) or 0.0)
+        with self._guard():
+            return float(self.sync.get(self.keys.clock) or 0.0)
 
     def advance(self, seconds: float) -> None:
-        self._call("incrbyfloat", self.keys[0], seconds)
+        with self._guard():
+            self.sync.incrbyfloat(self.keys.clock, seconds)
 
     def expire(self, session_id: str) -> None:
-        self._call("sadd", self.keys[3], session_id)
+        with self._guard():
+            self.sync.sadd(self.keys.expired, session_id)
 
     def marked_expired(self, session_id: str) -> bool:
-        return bool(self._call("sismember", self.keys[3], session_id))
+        with self._guard():
+            return bool(self.sync.sismember(self.keys.expired, session_id))
 
     def next_mint(self) -> int:
-        return int(self._call("incr", self.keys[7]))
+        with self._guard():
+            return int(self.sync.incr(self._minted_key))
 
-    def _run_load(self, mode: str, fingerprint: str, scripts: Mapping[str, str]) -> None:
-        args: list[str] = [mode, fingerprint, str(SCRIPT_CAPACITY), repr(time.time())]
-        for session_id, stored in scripts.items():
-            args += [session_id, stored]
-        keys = [self.keys[2], self.keys[6], self._named_key]
+    def _run_load(
+        self, mode: str, fingerprint: str, scripts: Mapping[str, tuple[Step, ...]]
+    ) -> None:
+        extra: list[str] = []
+        needed = 0
+        for session_id, steps in scripts.items():
+            size = script_bytes(steps)
+            needed += size
+            extra += [session_id, _stored(steps), str(size)]
+        keys, args = flat(self.load_keys, LoadArgs(mode, fingerprint, str(self.capacity)), *extra)
         if mode == "reset":
-            keys += [k for k in self.keys if k not in keys]
-        try:
-            self._load(keys=keys, args=args)
-        except redis.RedisError as exc:
-            raise self._unavailable(exc) from None
+            keys += [k for k in (*self.keys, self._minted_key) if k not in keys]
+        with self._guard():
+            done, held = self._load(keys=keys, args=args)
+            held = int(held)
+        if not done:
+            raise store_full(held, needed, self.capacity)
 
     def load_script(self, session_id: str, steps: tuple[Step, ...]) -> None:
-        self._run_load("one", "", {session_id: _stored(steps)})
+        self._run_load("one", "", {session_id: steps})
 
     def load_named(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
-        stored = {sid: _stored(steps) for sid, steps in scripts.items()}
-        self._run_load("named", _fingerprint(stored), stored)
+        self._run_load("named", _fingerprint(scripts), scripts)
 
     def reset(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
-        stored = {sid: _stored(steps) for sid, steps in scripts.items()}
-        self._run_load("reset", _fingerprint(stored), stored)
+        self._run_load("reset", _fingerprint(scripts), scripts)
+
+    def script_bytes(self) -> int:
+        with self._guard():
+            return int(self.sync.get(self.keys.script_bytes) or 0)
+
+    def record(self, parts: EntryParts, generation: int) -> None:
+        """Journal an entry decided apart from ``/e`` (its latency as the store has it: null)."""
+        del generation  # a reset clears the store's journal at once: nothing is in flight
+        untrusted = is_untrusted(parts.method, parts.path, parts.status, parts.outcome)
+        tail = entry_tail(outcome_of(parts))
+        args = AppendArgs(
+            untrusted="1" if untrusted else "",
+            entry=entry_head(parts) + tail,
+            max_entries=str(self._journal_size),
+            max_bytes=str(JOURNAL_BYTES),
+            ring_entries=str(UNTRUSTED_KEPT),
+        )
+        keys, argv = flat(self.journal_keys, args)
+        with self._guard():
+            self._append(keys=keys, args=argv)
 
     def entries(self) -> list[Entry]:
-        return [decode_entry(text) for text in self._call("lrange", self.keys[4], 0, -1)]
+        """The journal and the ring, merged in time order (read in one transaction)."""
+        with self._guard():
+            pipe = self.sync.pipeline(transaction=True)
+            pipe.lrange(self.keys.journal, 0, -1)
+            pipe.lrange(self.keys.ring, 0, -1)
+            kept, ring = pipe.execute()
+            entries = [decode_entry(text) for text in kept]
+            if ring:
+                entries = list(heapq.merge(entries, map(decode_entry, ring), key=_entry_time))
+            return entries
 
     def clear_journal(self) -> None:
-        try:
-            self.sync.delete(self.keys[4], self.keys[5])  # one command: atomic
-        except redis.RedisError as exc:
-            raise self._unavailable(exc) from None
+        with self._guard():
+            int(self.sync.delete(*self.journal_keys))  # one command: atomic; a count, or broken
 
     def journal_length(self) -> int:
-        return int(self._call("llen", self.keys[4]))
+        with self._guard():
+            pipe = self.sync.pipeline(transaction=True)
+            pipe.llen(self.keys.journal)
+            pipe.llen(self.keys.ring)
+            return sum(int(length) for length in pipe.execute())
 
     def close(self) -> None:
         self.sync.close()
 
 
-def _fingerprint(stored: Mapping[str, str]) -> str:
+def _entry_time(entry: Entry) -> float:
+    return entry.time
+
+
+def outcome_of(parts: EntryParts) -> Outcome:
+    return Outcome(parts.status, parts.outcome, parts.fault)
+
+
+def _fingerprint(scripts: Mapping[str, tuple[Step, ...]]) -> str:
     """Which named scripts were loaded: a process that finds them loaded leaves them be."""
     digest = hashlib.sha256()
-    for session_id, text in sorted(stored.items()):
+    for session_id, text in sorted((sid, _stored(steps)) for sid, steps in scripts.items()):
         digest.update(f"{len(session_id)}:{session_id}{len(text)}:{text}".encode())
     return digest.hexdigest()

@@ -163,7 +163,7 @@ def health() -> Response:
         rate_limit=str(state.limiter.limit),
         session_lifetime=state.settings.session_lifetime,
         journal_entries=state.backend.journal_length(),
-        script_bytes=state.scripts.size,
+        script_bytes=state.backend.script_bytes(),
         default_key=DEFAULT_API_KEY if DEFAULT_API_KEY in state.api_keys else None,
         scenario_problem=state.scenario_problem,
         state=state.backend.label,

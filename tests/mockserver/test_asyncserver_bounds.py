@@ -43,7 +43,7 @@ from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.scenario import ScenarioError, load_scenario
 from verdict_contract.mockserver.model.scripts import STEP_BYTES
 from verdict_contract.mockserver.server.asyncserver import MAX_PIPELINED, AsyncServer
-from verdict_contract.mockserver.store.journal import FAILED_AUTH_KEPT
+from verdict_contract.mockserver.store.journal import UNTRUSTED_KEPT
 from verdict_contract.mockserver.web.glue import state_of
 
 if TYPE_CHECKING:
@@ -356,7 +356,7 @@ def test_the_query_of_a_request_without_a_key_is_not_parsed_whole(
 def test_no_method_parses_more_than_4_kib_of_a_keyless_query(
     monkeypatch: pytest.MonkeyPatch, method: str, path: str, kib: int, status: int
 ) -> None:
-    from verdict_contract.mockserver import explain
+    from verdict_contract.mockserver import explain, journaling
 
     parsed: list[int] = []
     parse = explain.parse_query
@@ -366,6 +366,7 @@ def test_no_method_parses_more_than_4_kib_of_a_keyless_query(
         return parse(query)
 
     monkeypatch.setattr(explain, "parse_query", counting)
+    monkeypatch.setattr(journaling, "parse_query", counting)  # journal_elsewhere's reader
     query = ("n=demo-refused&" + "&".join(f"p{i}=v" for i in range(40_000)))[: kib * 1024]
     settings = Settings(api_keys=(KEY,), rate_limit=OPEN)
     with running(create_app(settings), server="async") as background:
@@ -386,11 +387,11 @@ def test_requests_without_a_key_do_not_evict_the_journal() -> None:
         httpx.Client(base_url=background.base_url) as client,
     ):
         assert client.get("/e", params={"n": "demo-refused"}, headers=bearer()).status_code == 200
-        for _ in range(FAILED_AUTH_KEPT + 100):  # what no-cors fetches from any page can do
+        for _ in range(UNTRUSTED_KEPT + 100):  # what no-cors fetches from any page can do
             assert client.get("/e", params={"n": "demo-refused"}).status_code == 401
         entries = client.get("/_mock/requests").json()
         assert [e["status"] for e in entries].count(200) == 1  # the test's own request stays
-        assert [e["status"] for e in entries].count(401) == FAILED_AUTH_KEPT
+        assert [e["status"] for e in entries].count(401) == UNTRUSTED_KEPT
         for _ in range(60):  # requests with the key share the main ring: it does evict
             client.get("/e", params={"n": "unknown"}, headers=bearer())
         entries = client.get("/_mock/requests").json()

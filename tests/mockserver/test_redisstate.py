@@ -284,7 +284,7 @@ def _flood_journal(redis_url: str, big: bool, count: int = 300) -> tuple[list[by
             assert http.get("/e", params=params, headers=header).status_code < 500
         backend = mock.state.backend
         assert isinstance(backend, RedisBackend)
-        journal, counter = backend.keys[4:6]
+        journal, counter = backend.keys.journal, backend.keys.journal_bytes
     client = redis.Redis.from_url(redis_url)
     try:
         entries = cast(list[bytes], client.lrange(journal, 0, -1))

@@ -1,0 +1,205 @@
+"""The Lua scripts the shared state runs in Redis, and the one encoder of their KEYS and ARGV.
+
+A script's keys and arguments are named here once, as named tuples: Python builds ``KEYS`` and
+``ARGV`` from them (:func:`flat`), and each script starts by reading them into locals of the same
+names (:func:`preamble`: ``<name>_key`` for a key, ``<name>`` for an argument), so neither side
+addresses a slot by its number and the two orders cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+from ..model.scripts import ADMITS_LUA
+
+
+class JournalKeys(NamedTuple):
+    """Where entries go: the journal and the ring of untrusted requests, each with its bytes."""
+
+    journal: str
+    journal_bytes: str
+    ring: str
+    ring_bytes: str
+
+
+class DecideKeys(NamedTuple):
+    clock: str
+    limits: str
+    scripts: str
+    script_bytes: str
+    expired: str
+    journal: str
+    journal_bytes: str
+    ring: str
+    ring_bytes: str
+
+
+class DecideArgs(NamedTuple):
+    """One request to ``/e`` (a :class:`.backend.SharedCall`), as text for Redis."""
+
+    now: str
+    counted: str  # the API key's digest; "" when nothing is counted
+    budget: str
+    window: str
+    session: str
+    collected_at: str  # "" for a session with no collection time
+    lifetime: str
+    local_stands: str  # "1" or ""
+    untrusted: str  # "1": the entry goes to the ring (journal.untrusted)
+    entry_head: str
+    tail_limited: str
+    tail_local: str
+    tail_expired: str
+    tail_served: str
+    max_entries: str
+    max_bytes: str
+    ring_entries: str
+
+
+class AppendArgs(NamedTuple):
+    """One entry journaled apart from a decision (a wrong path or method)."""
+
+    untrusted: str
+    entry: str
+    max_entries: str
+    max_bytes: str
+    ring_entries: str
+
+
+class LoadKeys(NamedTuple):
+    scripts: str
+    script_bytes: str
+    named: str  # the fingerprint of the named scripts last loaded
+
+
+class LoadArgs(NamedTuple):
+    """How to load; ``(session, stored, bytes)`` triples follow (KEYS: the rest to reset)."""
+
+    mode: str  # "one" (a mint: bounded), "named" (unless loaded already) or "reset"
+    fingerprint: str
+    capacity: str
+
+
+def preamble(keys: type[tuple[str, ...]], args: type[tuple[str, ...]]) -> str:
+    """Lua reading KEYS and ARGV into locals named as the fields of ``keys`` and ``args``."""
+    key_names: tuple[str, ...] = getattr(keys, "_fields")  # noqa: B009 - a NamedTuple class
+    arg_names: tuple[str, ...] = getattr(args, "_fields")  # noqa: B009
+    lines = [f"local {name}_key = KEYS[{i}]" for i, name in enumerate(key_names, 1)]
+    lines += [f"local {name} = ARGV[{i}]" for i, name in enumerate(arg_names, 1)]
+    return "\n".join(lines) + "\n"
+
+
+def flat(keys: tuple[str, ...], args: tuple[str, ...], *extra: str) -> tuple[list[str], list[str]]:
+    """KEYS and ARGV of a named pair (``extra``: arguments past the named ones)."""
+    return list(keys), [*args, *extra]
+
+
+# Appends an entry to the journal, or to the ring when any web page could have sent it; the
+# oldest go past either's count or its bytes (a counter kept beside each list, in UTF-8 bytes).
+_JOURNAL: Final = """
+local function push(list, counter, entry, most)
+  redis.call('RPUSH', list, entry)
+  local bytes = redis.call('INCRBY', counter, #entry)
+  local excess = redis.call('LLEN', list) - most
+  while excess > 0 or bytes > tonumber(max_bytes) do
+    local old = redis.call('LPOP', list)
+    if not old then break end
+    bytes = redis.call('DECRBY', counter, #old)
+    excess = excess - 1
+  end
+end
+local function journal(entry)
+  if untrusted == '1' then
+    push(ring_key, ring_bytes_key, entry, tonumber(ring_entries))
+  else
+    push(journal_key, journal_bytes_key, entry, tonumber(max_entries))
+  end
+end
+"""
+
+DECIDE: Final = (
+    preamble(DecideKeys, DecideArgs)
+    + _JOURNAL
+    + """
+local at = tonumber(now) + tonumber(redis.call('GET', clock_key) or '0')
+local wait = ''
+if counted ~= '' then
+  local most, span = tonumber(budget), tonumber(window)
+  local start, count = at, 0
+  local held = redis.call('HGET', limits_key, counted)
+  if held then
+    local s, c = string.match(held, '^(%S+) (%d+)$')
+    start, count = tonumber(s), tonumber(c)
+    if at - start >= span then start, count = at, 0 end
+  end
+  if count >= most then
+    wait = string.format('%.17g', start + span - at)
+  else
+    redis.call('HSET', limits_key, counted, string.format('%.17g %d', start, count + 1))
+  end
+end
+local tail, step, expired = tail_local, '', 0
+if wait ~= '' then
+  tail = tail_limited
+elseif session ~= '' then
+  local own = ''
+  local held = redis.call('HGET', scripts_key, session)
+  if held then
+    local steps = cjson.decode(held)
+    local first = table.remove(steps, 1)
+    own, step = first[1], first[2]
+    redis.call('DECRBY', script_bytes_key, first[3])
+    if #steps == 0 then
+      redis.call('HDEL', scripts_key, session)
+    else
+      redis.call('HSET', scripts_key, session, cjson.encode(steps))
+    end
+  end
+  if own ~= '' then
+    tail = own
+  elseif step ~= '' or local_stands ~= '1' then
+    local marked = redis.call('SISMEMBER', expired_key, session) == 1
+    if marked or (collected_at ~= '' and at - tonumber(collected_at) >= tonumber(lifetime)) then
+      expired, tail = 1, tail_expired
+    else
+      tail = tail_served
+    end
+  end
+end
+journal(entry_head .. tail)
+return {wait, step, expired}
+"""
+)
+
+APPEND: Final = preamble(JournalKeys, AppendArgs) + _JOURNAL + "journal(entry)\nreturn 1\n"
+
+LOAD: Final = (
+    preamble(LoadKeys, LoadArgs)
+    + f"""
+if mode == 'named' and redis.call('GET', named_key) == fingerprint then return {{1, 0}} end
+if mode == 'reset' then
+  for i = 1, #KEYS do redis.call('DEL', KEYS[i]) end
+end
+if mode ~= 'one' then redis.call('SET', named_key, fingerprint) end
+capacity = tonumber(capacity)
+local held = tonumber(redis.call('GET', script_bytes_key) or '0')
+for i = {len(LoadArgs._fields) + 1}, #ARGV, 3 do
+  local session, stored, needed = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local freed = 0
+  local old = redis.call('HGET', scripts_key, session)
+  if old then
+    for _, kept in ipairs(cjson.decode(old)) do freed = freed + kept[3] end
+  end
+  -- the bound's one rule (scripts.admits): a mint that does not fit is refused, nothing dropped
+  if mode == 'one' and not ({ADMITS_LUA}) then return {{0, held}} end
+  held = held - freed + needed
+  if stored == '' then
+    redis.call('HDEL', scripts_key, session)
+  else
+    redis.call('HSET', scripts_key, session, stored)
+  end
+end
+redis.call('SET', script_bytes_key, held)
+return {{1, held}}
+"""
+)

@@ -1,0 +1,119 @@
+"""The shared state's KEYS and ARGV, and its journal entries, go through Redis field by field.
+
+Each field is set to a value of its own and read back by name on the other side: a slot read
+in the wrong place (a key for another, an argument one off) fails the field's test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import pytest
+import redis
+
+from tests.redisserver import redis_server
+from verdict_contract.mockserver.store.backend import StateURL
+from verdict_contract.mockserver.store.journal import EntryParts, decode_entry
+from verdict_contract.mockserver.store.luascripts import (
+    AppendArgs,
+    DecideArgs,
+    DecideKeys,
+    JournalKeys,
+    LoadArgs,
+    LoadKeys,
+    flat,
+    preamble,
+)
+from verdict_contract.mockserver.store.redisstate import RedisBackend
+
+PAIRS: list[tuple[type[Any], type[Any]]] = [
+    (DecideKeys, DecideArgs),
+    (JournalKeys, AppendArgs),
+    (LoadKeys, LoadArgs),
+]
+FIELDS = [
+    pytest.param(keys, args, kind, name, id=f"{args.__name__}.{kind}.{name}")
+    for keys, args in PAIRS
+    for kind, fields in (("key", keys._fields), ("arg", args._fields))
+    for name in fields
+]
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[redis.Redis]:
+    with redis_server() as server:
+        made = redis.Redis.from_url(server.url, decode_responses=True)
+        yield made
+        made.close()
+
+
+def _echo(keys: type[NamedTuple], args: type[NamedTuple]) -> str:
+    """The script's own preamble, then every local it read, in the fields' order."""
+    names = [f"{name}_key" for name in keys._fields] + list(args._fields)
+    return preamble(keys, args) + "return {" + ", ".join(names) + "}"
+
+
+@pytest.mark.parametrize(("keys", "args", "kind", "name"), FIELDS)
+def test_each_key_and_argument_reaches_the_script_under_its_name(
+    client: redis.Redis, keys: type[Any], args: type[Any], kind: str, name: str
+) -> None:
+    prefix = "{t}:"  # one slot, as the mock's keys
+    key_values = {field: f"{prefix}k-{field}" for field in keys._fields}
+    arg_values = {field: "" for field in args._fields}
+    marked = f"<{name}>"
+    if kind == "key":
+        key_values[name] = prefix + marked
+    else:
+        arg_values[name] = marked
+    keys_list, argv = flat(keys(**key_values), args(**arg_values))
+    echoed = client.eval(_echo(keys, args), len(keys_list), *keys_list, *argv)
+    seen = dict(zip([f"{f}_key" for f in keys._fields] + list(args._fields), echoed, strict=True))
+    where = f"{name}_key" if kind == "key" else name
+    assert [local for local, value in seen.items() if marked in value] == [where]
+
+
+ENTRY = EntryParts(
+    time=1234.5,
+    method="HEAD",
+    path="/e",
+    n="the-n",
+    query={"q": ["…4321"]},
+    authorization="Bearer …9876",
+    status=418,
+    outcome="the-outcome",
+    latency_ms=None,  # a shared store journals before the answer exists
+    fault="the-fault",
+    violations=(),
+    fingerprints=frozenset(),
+)
+SHARED_FIELDS = [name for name in EntryParts._fields if name not in ("violations", "fingerprints")]
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[RedisBackend]:
+    with redis_server() as server:
+        made = RedisBackend(StateURL.parse(server.url), "round-trip", 10)
+        yield made
+        made.close()
+
+
+@pytest.mark.parametrize("name", SHARED_FIELDS)
+def test_each_entry_field_comes_back_from_redis_in_its_place(
+    backend: RedisBackend, name: str
+) -> None:
+    backend.clear_journal()
+    backend.record(ENTRY, 0)
+    (entry,) = backend.entries()
+    assert getattr(entry, name) == getattr(ENTRY, name)
+    stored = backend.sync.lindex(backend.keys.journal, 0)
+    assert isinstance(stored, str)
+    assert decode_entry(stored) == entry
+
+
+def test_the_entry_and_its_parts_name_one_order() -> None:
+    from dataclasses import fields
+
+    from verdict_contract.mockserver.store.journal import Entry
+
+    assert EntryParts._fields == tuple(field.name for field in fields(Entry))

@@ -1,0 +1,194 @@
+"""A Redis that speaks garbage: the mock stays small and answers 503 naming its state.
+
+A TCP proxy stands between the mock and a real redis-server: it passes everything through
+until the test tells it to garble, and then answers each command with the garbage of the test
+(an endless bulk string, bytes that are not RESP, text that is not UTF-8, a reply of the wrong
+type). What it managed to send before the mock hung up is counted: that is what the mock read.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.redisserver import redis_server
+from verdict_contract.mockserver import Settings
+from verdict_contract.mockserver.store import redisstate
+from verdict_contract.mockserver.store.backend import StateURL
+from verdict_contract.mockserver.testing.mocks import live_mock
+
+KEY = "garbage-test-key-0001"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+ENDLESS_CAP = 128 * 1024 * 1024
+"""The most the proxy sends of an endless bulk string (so a test that fails still ends)."""
+CHUNK = b"x" * 65536
+
+GARBAGE = {
+    "endless bulk string": b"$2000000000\r\n",  # followed by CHUNKs until the mock hangs up
+    "not RESP": b"?what is this\r\n",
+    "not UTF-8": b"$2\r\n\xff\xfe\r\n",
+    "wrong type": b"*1\r\n:7\r\n",  # an array, where every command of the mock has another
+}
+
+
+@dataclass
+class GarbleProxy:
+    """A proxy to redis-server on 127.0.0.1; with ``garbage`` set, it answers that instead."""
+
+    upstream: int
+    garbage: bytes | None = None
+    sent: int = 0  # garbage bytes the mock took before it hung up (the most of all connections)
+    garbled: threading.Event = field(default_factory=threading.Event)  # a garbling has ended
+    _listener: socket.socket = field(init=False)
+    _stopping: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.2)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
+
+    def _accept(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        upstream = socket.create_connection(("127.0.0.1", self.upstream), timeout=10)
+        threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
+        client.settimeout(10)
+        with client, upstream:
+            while chunk := _recv(client):
+                garbage = self.garbage
+                if garbage is None:
+                    upstream.sendall(chunk)
+                elif not self._garble(client, garbage):
+                    return
+
+    def _garble(self, client: socket.socket, garbage: bytes) -> bool:
+        """Answer with garbage; False once the mock hung up."""
+        sent = 0
+        try:
+            client.sendall(garbage)
+            sent += len(garbage)
+            if garbage == GARBAGE["endless bulk string"]:
+                while sent < ENDLESS_CAP:
+                    client.sendall(CHUNK)
+                    sent += len(CHUNK)
+        except OSError:
+            return False
+        finally:
+            self.sent = max(self.sent, sent)
+            self.garbled.set()
+        return True
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._listener.close()
+
+
+def _recv(sock: socket.socket) -> bytes:
+    try:
+        return sock.recv(65536)
+    except OSError:
+        return b""
+
+
+def _pump(source: socket.socket, target: socket.socket) -> None:
+    with source:
+        while chunk := _recv(source):
+            try:
+                target.sendall(chunk)
+            except OSError:
+                return
+
+
+@pytest.fixture(scope="module")
+def redis_port() -> Iterator[int]:
+    with redis_server() as server:
+        yield server.port
+
+
+@pytest.fixture
+def proxy(redis_port: int) -> Iterator[GarbleProxy]:
+    started = GarbleProxy(redis_port)
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def http(proxy: GarbleProxy, monkeypatch: pytest.MonkeyPatch) -> Iterator[httpx.Client]:
+    # a small journal: the biggest reply the mock takes is about a MiB (REPLY_SLACK) past it
+    monkeypatch.setattr(redisstate, "JOURNAL_BYTES", 64 * 1024)
+    settings = Settings(
+        port=0, state=StateURL.parse(proxy.url), secret="garbage", api_keys=(KEY,), journal_size=10
+    )
+    with live_mock(settings) as mock, httpx.Client(base_url=mock.base_url, timeout=60) as client:
+        assert client.post("/_mock/reset").status_code == 204
+        yield client
+
+
+CONTROL_CALLS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "journal": ("GET", "/_mock/requests", {}),
+    "health": ("GET", "/_mock/health", {}),
+    "mint": ("POST", "/_mock/sessions", {"json": {"script": [503]}}),
+    "clock": ("POST", "/_mock/clock", {"json": {"advance": 1}}),
+    "reset": ("POST", "/_mock/reset", {}),
+    "clear": ("DELETE", "/_mock/requests", {}),
+}
+
+
+def _is_state_unavailable(response: httpx.Response, proxy: GarbleProxy) -> None:
+    assert response.status_code == 503, response.text
+    error = response.json()["error"]
+    assert error["code"] == "state_unavailable"
+    assert proxy.url in error["message"]  # names the backend
+    assert response.headers["Retry-After"] == "1"
+
+
+@pytest.mark.parametrize("garbage", GARBAGE.values(), ids=GARBAGE.keys())
+@pytest.mark.parametrize("call", CONTROL_CALLS.values(), ids=CONTROL_CALLS.keys())
+def test_a_control_call_on_a_garbage_speaking_redis_answers_503(
+    http: httpx.Client, proxy: GarbleProxy, call: tuple[str, str, dict[str, Any]], garbage: bytes
+) -> None:
+    method, path, kwargs = call
+    proxy.garbage = garbage
+    _is_state_unavailable(http.request(method, path, **kwargs), proxy)
+    proxy.garbage = None  # Redis speaks again: so does the mock
+    assert http.request(method, path, **kwargs).status_code < 300
+
+
+@pytest.mark.parametrize("garbage", GARBAGE.values(), ids=GARBAGE.keys())
+def test_e_on_a_garbage_speaking_redis_answers_503(
+    http: httpx.Client, proxy: GarbleProxy, garbage: bytes
+) -> None:
+    proxy.garbage = garbage
+    _is_state_unavailable(http.get("/e", params={"n": "demo-contradicted"}, headers=AUTH), proxy)
+    proxy.garbage = None
+    assert http.get("/e", params={"n": "demo-contradicted"}, headers=AUTH).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/_mock/requests", "/e"])
+def test_an_endless_reply_is_read_no_further_than_the_reply_bound(
+    http: httpx.Client, proxy: GarbleProxy, path: str
+) -> None:
+    proxy.garbage = GARBAGE["endless bulk string"]
+    answer = http.get(path, params={"n": "demo-contradicted"}, headers=AUTH)
+    _is_state_unavailable(answer, proxy)
+    assert proxy.garbled.wait(60)  # the mock hung up (or the proxy sent all it may)
+    # the bound (about 1 MiB here) and what the kernel's socket buffers held: far from the cap
+    assert 0 < proxy.sent < 32 * 1024 * 1024
