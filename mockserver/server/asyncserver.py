@@ -34,13 +34,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from flask import Flask
-
 from ..explain import Decision
 from ..settings import Settings
 from ..state import MockState
-from ..web.glue import EXTENSION
-from ..web.proxy import PROXY_EXTENSION, ValidatingProxy
+from ..web.app import parts_of
+from ..web.proxy import ValidatingProxy
 from .connection import DRAIN_SECONDS as DRAIN_SECONDS
 from .connection import IDLE_TIMEOUT as IDLE_TIMEOUT
 from .connection import MAX_HEAD_BYTES as MAX_HEAD_BYTES
@@ -83,10 +81,10 @@ class AsyncServer:
         drain_seconds: float = DRAIN_SECONDS,
     ) -> None:
         self.app = app
-        found = app.extensions.get(EXTENSION) if isinstance(app, Flask) else None
-        self.state: MockState | None = found  # None: any WSGI app, every request to it
-        settings = found.settings if found is not None else Settings()
-        self.hot = found is not None and settings.proxy_to is None  # proxied: /e is the app's
+        parts = parts_of(app)
+        self.state: MockState | None = parts.state if parts else None  # None: any WSGI app
+        settings = parts.state.settings if parts else Settings()
+        self.hot = parts is not None and settings.proxy_to is None  # proxied: /e is the app's
         self.max_body = settings.max_body
         self.max_connections = settings.max_connections
         self.access_log = settings.access_log
@@ -100,8 +98,7 @@ class AsyncServer:
         self.sock = _bind(host, port, reuse_port=settings.workers > 1)
         self.address: tuple[str, int] = self.sock.getsockname()[:2]
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="verdict-mock-app")
-        proxy = app.extensions.get(PROXY_EXTENSION) if isinstance(app, Flask) else None
-        self._proxy: ValidatingProxy | None = proxy
+        self._proxy: ValidatingProxy | None = parts.proxy if parts else None
         self.loop = new_loop()
         self._stop = asyncio.Event()
         self._sweeper: asyncio.TimerHandle | None = None

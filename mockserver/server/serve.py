@@ -15,10 +15,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from flask import Flask
 from waitress.server import create_server
 
-from ..web.glue import EXTENSION
+from ..web.app import parts_of
 from .asyncserver import AsyncServer
 
 log = logging.getLogger("mockserver.serve")
@@ -76,8 +75,8 @@ class WaitressServer:
 
 def default_server(app: Any) -> str:
     """The server a mock app's settings name; ``async`` for any other WSGI app."""
-    state = app.extensions.get(EXTENSION) if isinstance(app, Flask) else None
-    return "async" if state is None else str(state.settings.server)
+    parts = parts_of(app)
+    return "async" if parts is None else str(parts.state.settings.server)
 
 
 def make_server(app: Any, host: str, port: int, threads: int, server: str | None = None) -> Server:

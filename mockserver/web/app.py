@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
@@ -149,3 +149,21 @@ def create_app(settings: Settings | None = None) -> Flask:
     if settings.access_log:
         app.wsgi_app = AccessLog(app.wsgi_app, state.key_ok)  # type: ignore[method-assign]
     return app
+
+
+class MockParts(NamedTuple):
+    """What a server needs of a mock app: its state, and its proxy when ``/e`` is proxied."""
+
+    state: MockState
+    proxy: ValidatingProxy | None
+
+
+def parts_of(app: object) -> MockParts | None:
+    """The parts of a mock app built by :func:`create_app`; None for any other WSGI app.
+
+    The one reader of where the app keeps them (``app.extensions``), so the servers above need
+    not know Flask's attribute.
+    """
+    if not isinstance(app, Flask) or EXTENSION not in app.extensions:
+        return None
+    return MockParts(app.extensions[EXTENSION], app.extensions.get(PROXY_EXTENSION))
