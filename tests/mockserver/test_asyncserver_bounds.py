@@ -314,19 +314,26 @@ def test_http_client_sending_a_body_far_past_the_old_byte_drain_reads_the_413() 
 # --- the key before the query ------------------------------------------------------------------
 
 
-def test_the_query_of_a_request_without_a_key_is_not_parsed_whole(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from verdict_contract.mockserver import explain
+@pytest.fixture
+def parsed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The length of every query the mock parses, as /e's decision and the journal read them."""
+    from verdict_contract.mockserver import explain, journaling
 
-    parsed: list[int] = []
+    lengths: list[int] = []
     parse = explain.parse_query
 
     def counting(query: bytes) -> list[tuple[str, str]] | None:
-        parsed.append(len(query))
+        lengths.append(len(query))
         return parse(query)
 
     monkeypatch.setattr(explain, "parse_query", counting)
+    monkeypatch.setattr(journaling, "parse_query", counting)  # journal_elsewhere's reader
+    return lengths
+
+
+def test_the_query_of_a_request_without_a_key_is_not_parsed_whole(parsed: list[int]) -> None:
+    from verdict_contract.mockserver import explain
+
     query = "n=demo-refused&" + "&".join(f"p{i}=v" for i in range(40_000))  # ~300 KB: 240 KB
     query = query[: 240 * 1024]
     settings = Settings(api_keys=(KEY,), rate_limit=OPEN)
@@ -354,19 +361,10 @@ def test_the_query_of_a_request_without_a_key_is_not_parsed_whole(
     ],
 )
 def test_no_method_parses_more_than_4_kib_of_a_keyless_query(
-    monkeypatch: pytest.MonkeyPatch, method: str, path: str, kib: int, status: int
+    parsed: list[int], method: str, path: str, kib: int, status: int
 ) -> None:
-    from verdict_contract.mockserver import explain, journaling
+    from verdict_contract.mockserver import explain
 
-    parsed: list[int] = []
-    parse = explain.parse_query
-
-    def counting(query: bytes) -> list[tuple[str, str]] | None:
-        parsed.append(len(query))
-        return parse(query)
-
-    monkeypatch.setattr(explain, "parse_query", counting)
-    monkeypatch.setattr(journaling, "parse_query", counting)  # journal_elsewhere's reader
     query = ("n=demo-refused&" + "&".join(f"p{i}=v" for i in range(40_000)))[: kib * 1024]
     settings = Settings(api_keys=(KEY,), rate_limit=OPEN)
     with running(create_app(settings), server="async") as background:
