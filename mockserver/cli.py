@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import shlex
@@ -12,7 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+from urllib.error import HTTPError
 from urllib.parse import quote
+from urllib.request import urlopen
 
 from verdict_contract.core.redact import mask
 
@@ -222,6 +225,45 @@ def watch_scenario(path: Path, state: MockState) -> ScenarioWatcher:
     return watcher
 
 
+PROBE_SECONDS = 1.0
+"""How long the probe of a taken port waits for an answer (a program that never answers HTTP)."""
+
+
+def _is_verdict_mock(base_url: str) -> bool:
+    """Whether a verdict-mock answers at ``base_url``: any answer of its, by its Server header."""
+    server: str | None
+    try:
+        with urlopen(f"{base_url}/_mock/health", timeout=PROBE_SECONDS) as answer:  # noqa: S310
+            server = answer.headers.get("Server")
+    except HTTPError as refused:  # --no-control (404), a control token (401): a mock's all the same
+        server = refused.headers.get("Server")
+    except (OSError, ValueError):  # no HTTP there, or no answer in time
+        return False
+    return server == "verdict-mock"
+
+
+def _cannot_listen(settings: Settings, exc: OSError) -> int:
+    """Say in one line (and one hint) why the port cannot be had; the usage would bury it."""
+    where = f"{settings.host}:{settings.port}"
+    if exc.errno != errno.EADDRINUSE:
+        print(
+            f"verdict-mock: error: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr
+        )
+        return 2
+    wildcard = settings.host in ("", "0.0.0.0", "::")  # noqa: S104 - read, not bound
+    host = "127.0.0.1" if wildcard else settings.host
+    base_url = f"http://{host if ':' not in host else f'[{host}]'}:{settings.port}"
+    if _is_verdict_mock(base_url):
+        problem = f"a verdict-mock already answers there ({base_url}/)"
+        hint = "use that one, or start this one with --port 0 for a free port (the banner shows it)"
+    else:
+        problem = "the port is in use by another program"
+        hint = "stop it, or pick another --port; --port 0 takes a free one (the banner shows it)"
+    print(f"verdict-mock: error: cannot listen on {where}: {problem}", file=sys.stderr)
+    print(f"hint: {hint}", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -252,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server = make_server(app, settings.host, settings.port, settings.threads)
     except OSError as exc:  # e.g. the port is taken
-        parser.error(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}")
+        return _cannot_listen(settings, exc)
     base_url = f"http://{host}:{server.effective_port}"
     print(banner(settings, base_url, state.api_keys, tuple(state.named)), flush=True)
     serve_forever(server)

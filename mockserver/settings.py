@@ -182,7 +182,7 @@ class Settings:
     )
     max_connections: int = _setting(
         1000,
-        "connections the async server holds at once (more are answered 503 and closed)",
+        "connections held at once (more get 503 and are closed; under waitress they wait)",
         positive_int,
         "N",
     )

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,3 +126,81 @@ def test_help_after_a_double_dash_goes_to_pytest(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr("verdict_contract.cli.run_suite", record)
     assert main(["check", "https://x.example", "--", "--help"]) == 0
     assert seen == [["--base-url", "https://x.example", "--", "--help"]]
+
+
+# --- messages that say what to do (issue 32, item 3), through the real command ----------------
+
+
+def _command(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "verdict_contract.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _mock_answer(n: str, headers: dict[str, str]) -> str:
+    """The body the mock answers to ``GET /e?n=...``, as a client would capture it."""
+    from verdict_contract.mockserver import Settings, create_app
+
+    app = create_app(Settings(api_keys=("a-key-for-the-test-0001",)))
+    return app.test_client().get("/e", query_string={"n": n}, headers=headers).get_data(True)
+
+
+@pytest.mark.parametrize(
+    ("n", "headers", "said"),
+    [
+        (
+            "no-such-session",
+            {"Authorization": "Bearer a-key-for-the-test-0001"},
+            "404 session_not_found",
+        ),
+        ("demo-refused", {}, "401 unauthorized"),
+    ],
+)
+def test_validate_names_an_error_answer_instead_of_listing_missing_fields(
+    tmp_path: Path, n: str, headers: dict[str, str], said: str
+) -> None:
+    path = tmp_path / "answer.json"
+    path.write_text(_mock_answer(n, headers))
+    done = _command("validate", str(path))
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1, done.stdout
+    assert lines[0].startswith(
+        f"{path}: this is an error answer ({said}), not a verdict; the service said: "
+    )
+    assert "required property" not in done.stdout
+    assert "a-key-for-the-test-0001" not in done.stdout + done.stderr
+
+
+def test_validate_judges_a_verdict_with_an_error_field_as_a_verdict(tmp_path: Path) -> None:
+    body = contradicted()
+    body["error"] = {"code": "x", "message": "y"}
+    done = _command("validate", "--strict", _write(tmp_path, body))
+    assert "error answer" not in done.stdout  # a verdict's own extra field, reported as such
+    assert done.returncode == 1
+
+
+def test_help_lists_every_exit_code() -> None:
+    done = _command("--help")
+    assert done.returncode == 0
+    text = " ".join(done.stdout.split())
+    for code, meaning in [
+        ("0", "every given session was checked and every check passed"),
+        ("1", "a breach"),
+        ("4", "a usage error"),
+        ("10", "incomplete"),
+    ]:
+        assert re.search(rf"\b{code}\b[^.;]*{meaning}", text), (code, text)
+
+
+def test_check_help_lists_every_exit_code() -> None:
+    done = _command("check", "--help")
+    assert done.returncode == 0
+    text = " ".join(done.stdout.split())
+    for said in ["0 passed", "1 failed", "4 usage error", "10 incomplete"]:
+        assert said in text, (said, text)

@@ -38,6 +38,18 @@ class Answer:
     delay: float = 0.0  # seconds to wait before answering (a scripted delay step)
 
 
+def with_defaults(defaults: Headers, given: Headers) -> list[tuple[str, str]]:
+    """``defaults`` whose names ``given`` does not hold (in any case), then ``given``.
+
+    A scripted header replaces the mock's own of that name: sent beside it, a client would
+    read two Content-Types (or two Cache-Controls) and keep whichever its library keeps.
+    """
+    if not given:
+        return list(defaults)
+    named = {name.lower() for name, _ in given}
+    return [h for h in defaults if h[0].lower() not in named] + list(given)
+
+
 _REASONS = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
 
 
@@ -46,18 +58,20 @@ def status_line(status: int) -> str:
     return _REASONS.get(status) or f"{status} Unknown"
 
 
+_VARYING: Final = [("Content-Type", JSON), ("Vary", "Authorization")]
+_PLAIN: Final = [("Content-Type", JSON)]
+
+
 def explain_headers(answer: Answer, vary: bool = True) -> list[tuple[str, str]]:
     """The headers of an answer to ``/e``, in the order every server sends them.
 
     ``vary``: the answer depends on the key (every answer of ``GET /e``, not a 405 or 413).
     """
-    headers = (
-        [("Content-Type", JSON), ("Vary", "Authorization")] if vary else [("Content-Type", JSON)]
-    )
-    if not any(name == "Content-Length" for name, _ in answer.headers):
-        headers.append(("Content-Length", str(len(answer.body))))
-    headers.extend(answer.headers)
-    return headers
+    own = _VARYING if vary else _PLAIN
+    # A fault's cut body declares its own length (a script may not: it frames the connection).
+    if not any(name.lower() == "content-length" for name, _ in answer.headers):
+        own = [*own, ("Content-Length", str(len(answer.body)))]
+    return with_defaults(own, answer.headers)
 
 
 @lru_cache(maxsize=64)  # one answer per method: a flood of POSTs builds nothing
@@ -73,13 +87,15 @@ def error_body(code: str, message: str) -> bytes:
     return json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False).encode()
 
 
+_NO_STORE: Final = [("Cache-Control", NO_STORE)]
+
+
 def error_answer(
     status: int, code: str, message: str, outcome: str = "", headers: Headers = ()
 ) -> Answer:
     """An error answer; ``outcome`` defaults to ``code``, ``headers`` come after Cache-Control."""
-    return Answer(
-        status, error_body(code, message), [("Cache-Control", NO_STORE), *headers], outcome or code
-    )
+    headers = with_defaults(_NO_STORE, headers)
+    return Answer(status, error_body(code, message), headers, outcome or code)
 
 
 def failure_answer(exc: Exception, doing: str) -> Answer:

@@ -11,7 +11,7 @@ from functools import lru_cache
 from http import HTTPStatus
 from typing import NamedTuple
 
-from .answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer
+from .answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer, with_defaults
 from .faults import fault_answer
 from .sessions import Step, parse_step
 
@@ -63,7 +63,8 @@ def _answer(step: Step, body: bytes) -> Answer | None:
     if step.status is not None:  # headers None: the status's usual ones (Retry-After...)
         headers = _STEP_HEADERS.get(step.status, []) if step.headers is None else step.headers
         if 200 <= step.status < 300:  # the normal verdict, with the scripted status and headers
-            return Answer(step.status, body, [("Cache-Control", NO_STORE), *headers], "scripted")
+            headers = with_defaults([("Cache-Control", NO_STORE)], headers)
+            return Answer(step.status, body, headers, "scripted")
         code, message = _STEP_ERRORS.get(step.status) or _generic_error(step.status)
         return error_answer(step.status, code, message, "scripted", headers)
     if step.fault is not None:

@@ -92,7 +92,7 @@ class AsyncServer:
         self.drain_seconds = drain_seconds
         self.heads = Heads()
         self.connections: set[HttpConnection] = set()
-        _room_for(self.max_connections)
+        room_for(self.max_connections)
         self.open = 0  # connections counted against --max-connections
         self.tasks: set[asyncio.Task[Decision]] = set()  # shared-state decisions under way
         self.sock = _bind(host, port, reuse_port=settings.workers > 1)
@@ -166,7 +166,7 @@ class AsyncServer:
 _SPARE_FILES = 64  # listener, log files, worker sockets (a proxy's calls upstream)
 
 
-def _room_for(connections: int) -> None:
+def room_for(connections: int) -> None:
     """Raise the open-file limit so ``connections`` fit: a refused accept() would spin."""
     try:
         import resource

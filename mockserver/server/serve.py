@@ -17,10 +17,21 @@ from typing import Any, Protocol
 
 from waitress.server import create_server
 
+from ..settings import Settings
 from ..web.app import parts_of
-from .asyncserver import AsyncServer
+from .asyncserver import IDLE_TIMEOUT, AsyncServer, room_for
 
 log = logging.getLogger("mockserver.serve")
+
+WAITRESS_IDLE_SECONDS = int(IDLE_TIMEOUT)
+"""An idle waitress connection is closed after this (as the async server's); waitress's own is
+120 s, during which 100 idle sockets kept every other client out."""
+WAITRESS_CLEANUP_SECONDS = 5
+"""How often waitress looks for idle connections: one is closed within 35 s of its last byte."""
+WAITRESS_BODY_FACTOR = 2
+"""waitress reads a whole request before the app sees it, chunk framing counted: it refuses a
+body past twice ``--max-body`` itself (text/plain 413), as it arrives and never read to its end;
+the app refuses one past ``--max-body`` (JSON 413)."""
 
 
 class Server(Protocol):
@@ -41,6 +52,9 @@ class WaitressServer:
     """waitress, stoppable from another thread between two turns of its loop."""
 
     def __init__(self, app: Any, host: str, port: int, threads: int) -> None:
+        parts = parts_of(app)
+        settings = parts.state.settings if parts is not None else Settings()
+        room_for(settings.max_connections)
         self._server: Any = create_server(
             app,
             host=host,
@@ -48,6 +62,12 @@ class WaitressServer:
             threads=threads,
             ident="verdict-mock",
             clear_untrusted_proxy_headers=True,
+            # waitress's defaults let one client spool 1 GiB to disk before the app's 413, and
+            # 100 idle sockets hold every connection for 120 s (docs/servers.md: what remains)
+            max_request_body_size=WAITRESS_BODY_FACTOR * settings.max_body,
+            connection_limit=settings.max_connections,
+            channel_timeout=WAITRESS_IDLE_SECONDS,
+            cleanup_interval=WAITRESS_CLEANUP_SECONDS,
         )
         self._stopping = threading.Event()
 
@@ -61,7 +81,8 @@ class WaitressServer:
         sockets = getattr(server, "map", None) or server._map
         try:
             while not self._stopping.is_set():
-                server.asyncore.loop(timeout=0.05, map=sockets, count=1)
+                # poll: select() fails past 1024 descriptors, fewer than --max-connections may be
+                server.asyncore.loop(timeout=0.05, map=sockets, count=1, use_poll=True)
         finally:
             server.task_dispatcher.shutdown()
             server.asyncore.close_all(sockets, ignore_all=True)

@@ -332,7 +332,9 @@ def _any_method_response(pattern: re.Pattern[str], callback: Any) -> Any:
                 return True, ""
             return False, "URL does not match the verdict mock's base URL"
 
-    return AnyMethod("GET", pattern, callback=callback)
+    # content_type=None: the app's answer names its own; responses would add "text/plain"
+    # beside one whose name is not spelt "Content-Type" exactly (a scripted "content-type")
+    return AnyMethod("GET", pattern, callback=callback, content_type=None)
 
 
 @contextmanager

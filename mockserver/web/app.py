@@ -44,10 +44,29 @@ def _http_error(error: HTTPException) -> Response:
     )
 
 
+def _root() -> str:
+    """What ``GET /`` says: a newcomer's first request, so where the API and the dashboard are."""
+    api = f"nothing is served at /; the API is GET {ENDPOINT_PATH}?n=<session id> with "
+    api += "Authorization: Bearer <key>"
+    settings = state_of().settings
+    if not settings.control:
+        off = "are off (--no-control)"
+        return f"{api}; the dashboard and the control API under {_CONTROL_PREFIX}/ {off}"
+    dashboard = f"{_CONTROL_PREFIX}/"
+    if settings.control_token is not None:  # once; a cookie keeps it (docs/mock.md)
+        dashboard += "?token=<the control token>"
+    return (
+        f"{api}; the dashboard is {dashboard}, the control API under {_CONTROL_PREFIX}/ "
+        f"(GET {_CONTROL_PREFIX}/health)"
+    )
+
+
 def _not_found(path: str) -> str:
     """What a 404 says: the API's one endpoint, or under ``/_mock`` the control API's own (read
     from the app's routes), with the closest to a misspelt path by its name or its view's
-    (``/_mock/journal`` is the ``journal`` view's ``/_mock/requests``)."""
+    (``/_mock/journal`` is the ``journal`` view's ``/_mock/requests``); at ``/``, the dashboard."""
+    if path == "/":
+        return _root()
     if path != _CONTROL_PREFIX and not path.startswith(_CONTROL_PREFIX + "/"):
         return _NOT_FOUND
     routes: dict[str, set[str]] = {}

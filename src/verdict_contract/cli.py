@@ -21,6 +21,43 @@ def _read(source: str) -> str:
     return Path(source).read_text(encoding="utf-8")
 
 
+# The statuses of the codes the mock's error answers carry (docs/mock.md): the body names the
+# code only, and a newcomer knows the status ("404") better.
+_ERROR_STATUSES = {
+    "bad_request": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "session_not_found": 404,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "request_entity_too_large": 413,
+    "rate_limited": 429,
+    "internal_error": 500,
+    "unavailable": 503,
+    "state_unavailable": 503,
+}
+_SAID_CHARS = 200
+
+
+def _error_answer(body: object) -> str | None:
+    """``"404 session_not_found"`` for the documented error shape, else None.
+
+    ``{"error": {"code": ..., "message": ...}}`` with no verdict field: judged as a verdict, it
+    listed eight missing properties and never said that it was the answer to a failed request.
+    """
+    if not isinstance(body, dict) or "verdict" in body or "schema" in body:
+        return None
+    error = body.get("error")
+    if not isinstance(error, dict) or not isinstance(error.get("code"), str):
+        return None
+    code: str = error["code"][:_SAID_CHARS]
+    status = _ERROR_STATUSES.get(code)
+    named = code if status is None else f"{status} {code}"
+    message = error.get("message")
+    said = repr(message[:_SAID_CHARS]) if isinstance(message, str) else "no message"
+    return f"this is an error answer ({named}), not a verdict; the service said: {said}"
+
+
 def _validate(args: argparse.Namespace) -> int:
     try:
         body = json.loads(_read(args.file))
@@ -41,6 +78,10 @@ def _validate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    error = _error_answer(body)
+    if error is not None:  # said, not judged: no verdict to judge
+        print(f"{args.file}: {error}")
+        return 1
     violations = validate_verdict(body, strict=args.strict)
     for violation in violations:
         received = f" (received {violation.received})" if violation.received else ""
@@ -65,6 +106,20 @@ def _version() -> str:
         return f"verdict-contract {metadata.version('verdict-contract')}"
     except metadata.PackageNotFoundError:  # pragma: no cover - run from an uninstalled tree
         return "verdict-contract (not installed)"
+
+
+_EXIT_CODES = (
+    "0 when every given session was checked and every check passed; 1 on a breach, nothing "
+    "verified or an interrupted run; 4 on a usage error (a configuration mistake or an "
+    "unreachable target, said in one ERROR: line); 10 when incomplete (sessions or checks left "
+    "throttled; --verdict-allow-partial accepts that)"
+)
+"""As docs/suite.md's table has them; other codes are pytest's own."""
+_SHORT_EXIT_CODES = (
+    "0 passed, 1 failed (a breach, nothing verified, interrupted), 4 usage error, "
+    "10 incomplete (docs/suite.md)"
+)
+"""The same on the one line ``check --help`` has room for."""
 
 
 class _SuiteOptions:
@@ -94,7 +149,8 @@ def check_help() -> str:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="verdict-contract check [URL] [options] [pytest options]",
         description="Run the contract suite against the Explain API at URL; without a URL, "
-        "against the bundled mock. Options not listed here go to pytest (pytest --help).",
+        "against the bundled mock. Options not listed here go to pytest (pytest --help). "
+        f"Exit codes: {_SHORT_EXIT_CODES}.",
         epilog="e.g. VERDICT_API_KEY=... verdict-contract check https://staging.example "
         "--verdict-session-id ID",
     )
@@ -112,9 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="verdict-contract",
         description="Check Explain API verdicts against the schema-7 contract.",
-        epilog="check and run exit 0 when every given session was checked and every check "
-        "passed, 1 on a breach, nothing verified or an interrupted run, 10 when incomplete "
-        "(sessions or checks left throttled; --verdict-allow-partial accepts that).",
+        epilog=f"exit codes of check and run (docs/suite.md): {_EXIT_CODES}. validate exits 0 "
+        "when the body conforms, 1 when it does not (or is an error answer), 2 when it cannot "
+        "be read.",
     )
     parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True)

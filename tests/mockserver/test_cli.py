@@ -8,6 +8,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -648,3 +649,50 @@ def test_a_fifo_as_the_scenario_is_a_one_line_usage_error_at_once(
     assert _one_line_error(capsys).endswith(
         f"{fifo}: not a regular file (a FIFO); a scenario is a YAML or JSON file"
     )
+
+
+# --- a port in use (issue 32, item 3) ---------------------------------------------------------
+
+
+def _run_on_taken_port(port: int, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "verdict_contract.mockserver", "--port", str(port)],
+        capture_output=True,
+        text=True,
+        env=clean_environ(),
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_port_held_by_another_program_is_one_line_and_a_hint(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()  # it accepts, but never answers HTTP
+        port = holder.getsockname()[1]
+        done = _run_on_taken_port(port, tmp_path)
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2, done.stderr
+    assert lines[0] == (
+        f"verdict-mock: error: cannot listen on 127.0.0.1:{port}: the port is in use "
+        "by another program"
+    )
+    assert "--port 0" in lines[1]
+    assert "usage:" not in done.stderr
+
+
+def test_a_port_held_by_a_verdict_mock_says_so(tmp_path: Path) -> None:
+    """Even with its control API off: its 404 to /_mock/health names the server all the same."""
+    with running(create_app(Settings(api_keys=(KEY,), control=False))) as other:
+        port = other.effective_port
+        done = _run_on_taken_port(port, tmp_path)
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2, done.stderr
+    assert lines[0] == (
+        f"verdict-mock: error: cannot listen on 127.0.0.1:{port}: a verdict-mock "
+        f"already answers there (http://127.0.0.1:{port}/)"
+    )
+    assert "--port 0" in lines[1]

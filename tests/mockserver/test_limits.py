@@ -192,3 +192,39 @@ def test_a_mint_with_a_lone_surrogate_is_a_422(http: httpx.Client, text: str) ->
     served = http.get("/e", params={"n": minted.json()["n"]}, headers=bearer())
     assert served.status_code == 200
     assert served.json()["summary"] == "été"
+
+
+# --- one header bound for every path (issue 27.9) -----------------------------------------------
+
+
+def _many_headers(count: int) -> bytes:
+    # names of 6 bytes and values of 1: 7 bytes each as sent, 12 more as WSGI names them (HTTP_)
+    return b"".join(b"H%05d: v\r\n" % i for i in range(count))
+
+
+@pytest.mark.parametrize("kind", ["async", "waitress"])
+def test_many_small_headers_are_judged_alike_on_every_path(kind: str) -> None:
+    """7,000 headers of 7 bytes (49,000, under 64 KiB): /e and /_mock/health both read them."""
+    app = create_app(Settings(api_keys=(KEY,), server=kind))
+    headers = _many_headers(7_000)
+    with running(app) as background:
+        port = background.effective_port
+        answers = {
+            path: raw_request(
+                port,
+                b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                b"Authorization: Bearer " + KEY.encode() + b"\r\n" + headers + b"\r\n",
+            )
+            for path in (b"/e?n=demo-refused", b"/_mock/health")
+        }
+        over = raw_request(
+            port,
+            b"GET /_mock/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            + _many_headers(MAX_HEADER_BYTES // 7 + 1)
+            + b"\r\n",
+        )
+    assert {path: answer[:12] for path, answer in answers.items()} == {
+        b"/e?n=demo-refused": b"HTTP/1.1 200",
+        b"/_mock/health": b"HTTP/1.1 200",
+    }
+    assert over.startswith(b"HTTP/1.1 431"), over[:100]

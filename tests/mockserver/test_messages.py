@@ -150,3 +150,37 @@ def test_a_reload_keeps_the_scripts_of_unchanged_sessions(tmp_path: Path) -> Non
         assert [status("new"), status("new")] == [500, 200]
         assert http.post("/_mock/reset").status_code == 204  # reset restarts every script
         assert [status("same"), status("same"), status("same")] == [503, 503, 200]
+
+
+# --- GET / says where things are (issue 32, item 3) -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        (
+            Settings(api_keys=(KEY,)),
+            "nothing is served at /; the API is GET /e?n=<session id> with "
+            "Authorization: Bearer <key>; the dashboard is /_mock/, the control API under "
+            "/_mock/ (GET /_mock/health)",
+        ),
+        (
+            Settings(api_keys=(KEY,), control_token="t0ken-for-the-test"),
+            "nothing is served at /; the API is GET /e?n=<session id> with "
+            "Authorization: Bearer <key>; the dashboard is /_mock/?token=<the control token>, "
+            "the control API under /_mock/ (GET /_mock/health)",
+        ),
+        (
+            Settings(api_keys=(KEY,), control=False),
+            "nothing is served at /; the API is GET /e?n=<session id> with "
+            "Authorization: Bearer <key>; the dashboard and the control API under /_mock/ are "
+            "off (--no-control)",
+        ),
+    ],
+    ids=["control", "control-token", "no-control"],
+)
+def test_the_root_names_the_api_and_the_dashboard(settings: Settings, says: str) -> None:
+    with running(create_app(settings)) as server, httpx.Client(base_url=server.base_url) as http:
+        answer = http.get("/")
+    assert answer.status_code == 404
+    assert _error(answer, 404) == says

@@ -261,3 +261,59 @@ def test_responses_leaves_nothing_to_the_network(responses_requests: VerdictMock
         responses_requests.url("demo-refused"), headers=responses_requests.headers
     )
     assert answer.json()["verdict"] == "refused"
+
+
+Seen = tuple[int, list[str], list[str]]
+"""A status, then every Content-Type and every Cache-Control line of the answer."""
+
+
+def _content_types_httpx(mock: VerdictMock, n: str) -> Seen:
+    answer = httpx.get(mock.url(n), headers=mock.headers, timeout=5.0)
+    lines = answer.headers
+    return answer.status_code, lines.get_list("content-type"), lines.get_list("cache-control")
+
+
+def _content_types_requests(mock: VerdictMock, n: str) -> Seen:
+    answer = requests.get(mock.url(n), headers=mock.headers, timeout=5.0)
+    # the raw header lines: requests' own mapping would join two into one "a, b"
+    lines = answer.raw.headers
+    return answer.status_code, lines.getlist("content-type"), lines.getlist("cache-control")
+
+
+@pytest.mark.parametrize(
+    ("transport", "content_types"),
+    [
+        pytest.param(_live, _content_types_httpx, id="async-httpx"),
+        pytest.param(
+            lambda: live_mock(Settings(port=0, server="waitress")),
+            _content_types_httpx,
+            id="waitress-httpx",
+        ),
+        pytest.param(_live, _content_types_requests, id="async-requests"),
+        pytest.param(lambda: respx_mock(), _content_types_httpx, id="respx"),
+        pytest.param(lambda: responses_mock(), _content_types_requests, id="responses"),
+    ],
+)
+def test_a_scripted_content_type_replaces_the_default_one(
+    transport: Callable[[], AbstractContextManager[VerdictMock]],
+    content_types: Callable[[VerdictMock, str], Seen],
+) -> None:
+    """Exactly one Content-Type, the script's, whatever the case of its name (issue 27.9).
+
+    The same for Cache-Control: a scripted header replaces the default of that name.
+    """
+    with transport() as mock:
+        n = mock.mint(
+            script=[
+                reply(200, headers={"Content-Type": "application/vnd.verdict+json"}),
+                reply(503, headers={"content-type": "text/plain", "cache-control": "max-age=5"}),
+                reply(429, retry_after=3),
+            ]
+        )
+        seen = [content_types(mock, n) for _ in range(4)]
+    assert seen == [
+        (200, ["application/vnd.verdict+json"], ["no-store"]),
+        (503, ["text/plain"], ["max-age=5"]),
+        (429, ["application/json"], ["no-store"]),
+        (200, ["application/json"], ["private, max-age=86400, immutable"]),
+    ]
