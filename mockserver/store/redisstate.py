@@ -37,7 +37,7 @@ import redis.retry
 from redis._parsers import _AsyncHiredisParser, _HiredisParser  # its parser_class option
 from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.backoff import NoBackoff
-from redis.exceptions import InvalidResponse, NoScriptError
+from redis.exceptions import InvalidResponse, NoScriptError, OutOfMemoryError, ReadOnlyError
 
 from ..model import scripts as script_store
 from ..model.scripts import ScriptStoreFull, script_bytes, store_full
@@ -270,8 +270,21 @@ class RedisBackend:
     def _unavailable(self, exc: BaseException) -> StateUnavailable:
         if isinstance(exc, StateUnavailable):
             return exc
+        refused = _REFUSALS.get(type(exc))
+        if refused is not None:  # Redis answers, and refuses to be written: retrying is no use
+            code, reason = refused
+            return StateUnavailable(self.label, reason, code=code, retry=False)
         reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
         return StateUnavailable(self.label, reason.replace(self._url, self.label)[:200])
+
+    def writable(self) -> StateUnavailable | None:
+        """Whether Redis would run a write now, asked without writing (readiness)."""
+        try:
+            with self._guard():
+                self.sync.eval(PROBE, 0)
+        except StateUnavailable as exc:
+            return exc
+        return None
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -377,6 +390,21 @@ class RedisBackend:
 
     def close(self) -> None:
         self.sync.close()
+
+
+PROBE: Final = "#!lua\nreturn 1"
+"""A script that writes nothing but declares no ``no-writes`` flag: Redis refuses to run it as
+it would refuse :data:`.luascripts.DECIDE`'s writes (OOM when full under ``noeviction``, READONLY
+on a read-only replica, MISCONF when it cannot persist), so readiness asks without writing."""
+
+_REFUSALS: Final[dict[type[BaseException], tuple[str, str]]] = {
+    OutOfMemoryError: (
+        "state_full",
+        "Redis is full (used memory over maxmemory, with a noeviction policy)",
+    ),
+    ReadOnlyError: ("state_read_only", "Redis is a read-only replica"),
+}
+"""Redis's refusals to be written, each with the 503's code and its reason."""
 
 
 def _entry_time(entry: Entry) -> float:

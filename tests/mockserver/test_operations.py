@@ -1,0 +1,147 @@
+"""The mock as an operated service: probes, a store that refuses writes, stopping, one port.
+
+Each test runs real ``verdict-mock`` processes over real sockets; the shared-state tests run a
+real ``redis-server`` (full with ``maxmemory 1mb`` and ``noeviction``, a read-only replica,
+stopped), and the stopping tests send real signals.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from tests.helpers import clean_environ, free_port, read_line, stop_process, wait_until
+from tests.redisserver import RedisServer, redis_server
+
+KEY = "ops-test-key-000001"
+FOREIGN_HOST = "10.1.2.3:8080"  # a probe's Host: the pod's IP
+PROBES = ("/_mock/livez", "/_mock/readyz")
+
+
+@contextmanager
+def mock(*flags: str, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], httpx.Client]]:
+    """One ``verdict-mock`` on a free port, and a client of it (with the API key)."""
+    argv = [sys.executable, "-m", "verdict_contract.mockserver", "--port", "0", "--api-key", KEY]
+    with (tmp_path / "mock.err").open("w") as err:
+        process = subprocess.Popen(
+            [*argv, *flags], stdout=subprocess.PIPE, stderr=err, text=True, env=clean_environ()
+        )
+    try:
+        first = read_line(process) or ""
+        match = re.search(r"(http://127\.0\.0\.1:\d+)$", first.strip())
+        assert match, (tmp_path / "mock.err").read_text()
+        headers = {"Authorization": f"Bearer {KEY}"}
+        with httpx.Client(base_url=match.group(1), headers=headers, timeout=10) as client:
+            yield process, client
+    finally:
+        stop_process(process)
+
+
+# --- 1. health for machines --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("control", [True, False], ids=["control", "no-control"])
+def test_probes_answer_any_host_and_only_read(control: bool, tmp_path: Path) -> None:
+    flags = () if control else ("--no-control",)
+    with mock(*flags, tmp_path=tmp_path) as (_, client):
+        for path in PROBES:
+            answer = client.get(path, headers={"Host": FOREIGN_HOST})
+            assert answer.status_code == 200, answer.text
+            assert answer.headers["Cache-Control"] == "no-store"
+            assert client.head(path, headers={"Host": FOREIGN_HOST}).status_code == 200
+            for method in ("POST", "PUT", "DELETE"):
+                assert client.request(method, path).status_code == 405
+        assert client.get("/_mock/readyz").json()["status"] == "ready"
+        if control:  # the control API itself still refuses that Host
+            assert client.get("/_mock/health", headers={"Host": FOREIGN_HOST}).status_code == 421
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[RedisServer]:
+    with redis_server() as server:
+        yield server
+
+
+def _fill(client: redis.Redis) -> None:
+    """``maxmemory 1mb`` with ``noeviction``, then written until even one byte is refused."""
+    client.config_set("maxmemory", "1mb")
+    client.config_set("maxmemory-policy", "noeviction")
+    for size in (1000, 100, 1):
+        for index in range(5000):
+            try:
+                client.set(f"filler:{size}:{index}", "x" * size)
+            except redis.exceptions.OutOfMemoryError:
+                break
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        client.set("filler:last", "x")
+
+
+def _not_ready(client: httpx.Client, code: str) -> str:
+    answer = client.get("/_mock/readyz", headers={"Host": FOREIGN_HOST})
+    assert answer.status_code == 503, answer.text
+    body = answer.json()
+    assert body["status"] == "not_ready"
+    assert body["error"]["code"] == code
+    message: str = body["error"]["message"]
+    return message
+
+
+def _refused(client: httpx.Client, code: str, retry: bool) -> str:
+    answer = client.get("/e", params={"n": "demo-contradicted"})
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["code"] == code
+    assert ("Retry-After" in answer.headers) is retry
+    message: str = answer.json()["error"]["message"]
+    return message
+
+
+def test_readiness_and_503s_follow_a_full_redis(store: RedisServer, tmp_path: Path) -> None:
+    admin = redis.Redis(port=store.port)
+    with mock("--state", store.url, tmp_path=tmp_path) as (_, client):
+        assert client.get("/e", params={"n": "demo-contradicted"}).status_code == 200
+        assert client.get("/_mock/readyz").status_code == 200
+        try:
+            _fill(admin)
+            assert "full" in _not_ready(client, "state_full")
+            assert "retrying will not help" in _refused(client, "state_full", retry=False)
+            assert client.get("/_mock/livez").status_code == 200  # alive, only not ready
+        finally:
+            admin.flushall()
+            admin.config_set("maxmemory", "0")
+        assert client.get("/_mock/readyz").status_code == 200
+        assert client.get("/e", params={"n": "demo-contradicted"}).status_code == 200
+    admin.close()
+
+
+def test_readiness_and_503s_follow_a_read_only_replica(store: RedisServer, tmp_path: Path) -> None:
+    admin = redis.Redis(port=store.port)
+    with mock("--state", store.url, tmp_path=tmp_path) as (_, client):
+        assert client.get("/_mock/readyz").status_code == 200
+        try:
+            admin.replicaof("127.0.0.1", str(free_port()))  # a master that is not there
+            assert "read-only" in _not_ready(client, "state_read_only")
+            _refused(client, "state_read_only", retry=False)
+        finally:
+            admin.replicaof("NO", "ONE")
+        assert client.get("/_mock/readyz").status_code == 200
+        assert client.get("/e", params={"n": "demo-contradicted"}).status_code == 200
+    admin.close()
+
+
+def test_readiness_and_503s_follow_a_stopped_redis(tmp_path: Path) -> None:
+    with redis_server() as server, mock("--state", server.url, tmp_path=tmp_path) as (_, client):
+        assert client.get("/_mock/readyz").status_code == 200
+        server.stop()
+        _not_ready(client, "state_unavailable")
+        _refused(client, "state_unavailable", retry=True)
+        assert client.get("/_mock/livez").status_code == 200
+        server.start()
+        assert wait_until(lambda: client.get("/_mock/readyz").status_code == 200, timeout=10)
