@@ -8,6 +8,8 @@ stopped), and the stopping tests send real signals.
 from __future__ import annotations
 
 import re
+import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -145,3 +147,78 @@ def test_readiness_and_503s_follow_a_stopped_redis(tmp_path: Path) -> None:
         assert client.get("/_mock/livez").status_code == 200
         server.start()
         assert wait_until(lambda: client.get("/_mock/readyz").status_code == 200, timeout=10)
+
+
+# --- 2. graceful stops -------------------------------------------------------------------------
+
+DELAY_MS = 1500
+GRACE = 10.0  # generous: the process must exit well within it, and the test waits that long
+
+
+@contextmanager
+def started(argv: list[str], tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``verdict-mock ARGV`` (a single process or a ``--workers`` parent) and its base URL."""
+    command = [sys.executable, "-m", "verdict_contract.mockserver", "--api-key", KEY, *argv]
+    with (tmp_path / "started.err").open("w") as err:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=err, text=True, env=clean_environ()
+        )
+    try:
+        first = read_line(process) or ""
+        match = re.search(r"(http://127\.0\.0\.1:\d+)$", first.strip())
+        assert match, (tmp_path / "started.err").read_text()
+        yield process, match.group(1)
+    finally:
+        stop_process(process)
+
+
+def _refuses_connections(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def _answer_of(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["one process", "workers 2"])
+def test_sigterm_lets_a_delayed_answer_finish_then_exits(
+    workers: int, store: RedisServer, tmp_path: Path
+) -> None:
+    argv = ["--port", "0", "--state", store.url, "--grace-seconds", str(GRACE)]
+    argv += ["--workers", str(workers), "--secret", f"graceful-{workers}"]
+    with started(argv, tmp_path) as (process, base):
+        port = int(base.rpartition(":")[2])
+        headers = {"Authorization": f"Bearer {KEY}"}
+        with httpx.Client(base_url=base, headers=headers, timeout=10) as client:
+            assert wait_until(lambda: client.get("/_mock/readyz").status_code == 200, timeout=20)
+            minted = client.post("/_mock/sessions", json={"script": [{"delay_ms": DELAY_MS}]})
+            assert minted.status_code == 201, minted.text
+            session = minted.json()["n"]
+            waiting = socket.create_connection(("127.0.0.1", port), timeout=30)
+            request = f"GET /e?n={session} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+            waiting.sendall(request.encode() + b"\r\n")
+
+            def decided() -> bool:  # the shared journal holds it once decided: it waits now
+                entries = client.get("/_mock/requests").json()
+                return any(entry["n"] == session for entry in entries)
+
+            assert wait_until(decided, timeout=20)
+        process.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: _refuses_connections(port), timeout=20)
+        with waiting:
+            answer = _answer_of(waiting)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 "), answer[:200]
+        length = re.search(rb"(?i)\r\ncontent-length: (\d+)", head)
+        assert length is not None
+        assert int(length.group(1)) == len(body) > 0
+        assert b"\r\nconnection: close" in head.lower()  # it said it would not take another
+        assert process.wait(timeout=GRACE) == 0
