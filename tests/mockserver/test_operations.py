@@ -222,3 +222,54 @@ def test_sigterm_lets_a_delayed_answer_finish_then_exits(
         assert int(length.group(1)) == len(body) > 0
         assert b"\r\nconnection: close" in head.lower()  # it said it would not take another
         assert process.wait(timeout=GRACE) == 0
+
+
+# --- 3. one port, one mock ---------------------------------------------------------------------
+
+
+def _group(port: int, secret: str, state: str) -> list[str]:
+    command = [sys.executable, "-m", "verdict_contract.mockserver", "--api-key", KEY]
+    return [*command, "--port", str(port), "--state", state, "--workers", "2", "--secret", secret]
+
+
+def test_a_second_worker_group_refuses_a_port_another_holds(
+    store: RedisServer, tmp_path: Path
+) -> None:
+    port = free_port()
+    with started(_group(port, "first-group", store.url)[3:], tmp_path) as (first, base):
+        assert wait_until(lambda: httpx.get(f"{base}/_mock/livez").status_code == 200)
+        holders = {httpx.get(f"{base}/_mock/livez").json()["pid"] for _ in range(20)}
+        second = subprocess.run(
+            _group(port, "second-group", store.url),
+            capture_output=True,
+            text=True,
+            env=clean_environ(),
+            timeout=30,
+            check=False,
+        )
+        assert second.returncode == 2, second.stdout
+        assert second.stdout == ""  # no banner: it never served
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1, second.stderr
+        assert f"127.0.0.1:{port} is in use" in lines[0]
+        assert "a verdict-mock answers there" in lines[0]
+        assert any(f"pid {pid}" in lines[0] for pid in holders), (lines[0], holders)
+        assert first.poll() is None  # the first group serves on
+        assert httpx.get(f"{base}/_mock/readyz").status_code == 200
+
+
+def test_a_worker_group_names_no_holder_it_cannot_tell(store: RedisServer) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as other:  # listens, never answers
+        port = other.getsockname()[1]
+        done = subprocess.run(
+            _group(port, "lone-group", store.url),
+            capture_output=True,
+            text=True,
+            env=clean_environ(),
+            timeout=30,
+            check=False,
+        )
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert f"127.0.0.1:{port} is in use by another process" in line
+    assert "verdict-mock answers" not in line
