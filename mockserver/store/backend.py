@@ -168,6 +168,10 @@ class SharedBackend(StateBackend, Protocol):
     async def close_async(self) -> None:
         """Close the running loop's connections (before the loop closes)."""
 
+    def calls(self) -> tuple[int, int]:
+        """Round trips to the store so far, and how many of them failed (for the metrics)."""
+        ...
+
 
 @dataclass
 class MemoryBackend:

@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import heapq
 import json
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, cast
 
@@ -166,6 +167,11 @@ class RedisBackend:
         self._async_loop: asyncio.AbstractEventLoop | None = None
         self._batch: list[tuple[SharedCall, asyncio.Future[Facts]]] = []
         self._sending: set[asyncio.Task[None]] = set()
+        # Round trips and failures: on the loop as plain ints (one thread), on the control
+        # API's threads under a lock (never the hot path's).
+        self._trips = self._errors = 0
+        self._sync_trips = self._sync_errors = 0
+        self._count_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"RedisBackend({self.label!r})"
@@ -226,17 +232,20 @@ class RedisBackend:
 
     async def _run(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> None:
         """Send a batch: each call one EVALSHA in one pipeline (one round trip for all)."""
+        self._trips += 1
         try:
             async with asyncio.timeout(TIMEOUT):
                 replies = await self._pipeline(batch)
                 lost = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
                 if lost:  # Redis restarted and forgot the script: those calls did not run
+                    self._trips += 2
                     assert self._async is not None
                     await self._async.script_load(DECIDE)
                     again = await self._pipeline([batch[i] for i in lost])
                     for index, reply in zip(lost, again, strict=True):
                         replies[index] = reply
         except Exception as exc:  # whatever a broken store causes: a 503
+            self._errors += 1
             failed = self._unavailable(exc)
             for _, future in batch:
                 if not future.done():
@@ -249,7 +258,8 @@ class RedisBackend:
                 if isinstance(reply, Exception):
                     raise reply
                 future.set_result(self._facts(reply))
-            except Exception as exc:  # a reply of the wrong shape: a 503
+            except Exception as exc:  # a reply of the wrong shape, or refused (full): a 503
+                self._errors += 1
                 future.set_exception(self._unavailable(exc))
 
     async def _pipeline(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> list[Any]:
@@ -290,12 +300,22 @@ class RedisBackend:
     def _guard(self) -> Iterator[None]:
         """Any failure of a call to the store, or of reading its reply, as StateUnavailable:
         a Redis down, slow or speaking garbage gets a 503 naming it, never another answer."""
+        failed = False
         try:
             yield
         except (StateUnavailable, ScriptStoreFull):
             raise
         except Exception as exc:  # a garbled reply raises anything
+            failed = True
             raise self._unavailable(exc) from None
+        finally:
+            with self._count_lock:
+                self._sync_trips += 1
+                self._sync_errors += failed
+
+    def calls(self) -> tuple[int, int]:
+        with self._count_lock:
+            return self._trips + self._sync_trips, self._errors + self._sync_errors
 
     # -- the control API (worker threads) -----------------------------------------------------
     def offset(self) -> float:

@@ -21,6 +21,7 @@ from .fastpath import ExplainMiddleware
 from .faults import FaultMiddleware
 from .glue import EXTENSION, error_response, state_of, to_response
 from .limits import RequestLimits
+from .metrics import install_metrics
 from .probes import probes
 from .proxy import PROXY_EXTENSION, ValidatingProxy
 
@@ -137,6 +138,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected_error)
     app.register_blueprint(probes)  # any Host, --no-control too: read-only (probes.py)
+    install_metrics(app, state)  # the same: /_mock/metrics (metrics.py)
     if settings.control:
         app.register_blueprint(control)
     explain: ExplainMiddleware | ValidatingProxy = ExplainMiddleware(app.wsgi_app, state)

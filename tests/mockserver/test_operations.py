@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import clean_environ, free_port, read_line, stop_process, wait_until
 from tests.redisserver import RedisServer, redis_server
@@ -273,3 +274,57 @@ def test_a_worker_group_names_no_holder_it_cannot_tell(store: RedisServer) -> No
     (line,) = done.stderr.strip().splitlines()
     assert f"127.0.0.1:{port} is in use by another process" in line
     assert "verdict-mock answers" not in line
+
+
+# --- 4. metrics --------------------------------------------------------------------------------
+
+
+def _samples(client: httpx.Client) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    answer = client.get("/_mock/metrics", headers={"Host": FOREIGN_HOST})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert KEY not in answer.text
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(answer.text)
+        for sample in family.samples
+    }
+
+
+def _by_status(samples: dict[tuple[str, frozenset[tuple[str, str]]], float]) -> dict[str, float]:
+    counts: dict[str, float] = {}
+    for (name, labels), value in samples.items():
+        if name == "verdict_mock_requests_total":
+            status = dict(labels)["status"]
+            counts[status] = counts.get(status, 0) + value
+    return counts
+
+
+def test_metrics_count_answers_latency_and_bounds(tmp_path: Path) -> None:
+    with mock("--no-control", tmp_path=tmp_path) as (_, client):
+        for _ in range(3):
+            assert client.get("/e", params={"n": "demo-contradicted"}).status_code == 200
+        assert client.get("/e", params={"n": "nobody"}).status_code == 404
+        assert client.get("/e", params={"n": "x"}, headers={"Authorization": ""}).status_code == 401
+        samples = _samples(client)
+        assert _by_status(samples) == {"200": 3, "404": 1, "401": 1}
+        assert samples[("verdict_mock_request_seconds_count", frozenset())] == 5
+        assert samples[("verdict_mock_request_seconds_bucket", frozenset({("le", "+Inf")}))] == 5
+        assert samples[("verdict_mock_journal_entries", frozenset())] == 5
+        assert ("verdict_mock_script_bytes", frozenset()) in samples
+        assert _by_status(_samples(client)) == {"200": 3, "404": 1, "401": 1}  # read-only
+        assert client.post("/_mock/metrics").status_code == 405
+
+
+def test_metrics_count_state_store_round_trips_and_errors(tmp_path: Path) -> None:
+    with redis_server() as server, mock("--state", server.url, tmp_path=tmp_path) as (_, client):
+        for _ in range(3):
+            assert client.get("/e", params={"n": "demo-contradicted"}).status_code == 200
+        samples = _samples(client)
+        assert samples[("verdict_mock_state_round_trips_total", frozenset())] >= 3
+        assert samples[("verdict_mock_state_errors_total", frozenset())] == 0
+        server.stop()
+        assert client.get("/e", params={"n": "demo-contradicted"}).status_code == 503
+        samples = _samples(client)  # answered with the store down: its gauges left out
+        assert samples[("verdict_mock_state_errors_total", frozenset())] >= 1
+        assert _by_status(samples) == {"200": 3, "503": 1}
