@@ -22,7 +22,7 @@ from .journaling import journal as journal
 from .journaling import journal_elsewhere as journal_elsewhere
 from .journaling import journaled_args, query_start
 from .journaling import parse_query as parse_query
-from .model.answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer
+from .model.answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer, unavailable_answer
 from .model.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from .model.steps import decode_step, outcome
 from .model.steps import scripted as scripted_answer
@@ -304,9 +304,7 @@ class _Pending:
         return self._decided(answer)
 
     def unavailable(self, exc: StateUnavailable) -> Decision:
-        message = f"{exc}; the mock keeps running, retry later"
-        answer = error_answer(503, "state_unavailable", message, headers=[("Retry-After", "1")])
-        return self._decided(answer)
+        return self._decided(unavailable_answer(exc, "; the mock keeps running"))
 
     def _decided(self, answer: Answer) -> Decision:
         return Decision(

@@ -9,6 +9,7 @@ and the one it ``needs`` may come from a flag and a variable.
 
 from __future__ import annotations
 
+import math
 import re
 import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,12 +24,7 @@ from verdict_contract.core.errors import SettingsError
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret, mask
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
-from verdict_contract.core.values import (
-    parse_bool,
-    port,
-    positive_int,
-    seconds,
-)
+from verdict_contract.core.values import parse_bool, port, positive_int, seconds
 
 from .model.generate import DEFAULT_SEED
 from .store.backend import StateURL
@@ -205,6 +201,9 @@ class Settings:
         positive_int,
         "N",
     )
+    grace_seconds: float = _setting(
+        5.0, "on SIGTERM, how long requests under way may take to finish", seconds, "SECONDS"
+    )
 
     if TYPE_CHECKING:  # what Settings(...) takes: also a string as its variable reads it
 
@@ -238,6 +237,7 @@ class Settings:
             server: str = ...,
             state: StateURL | str = ...,
             workers: int | str = ...,
+            grace_seconds: float | str = ...,
         ) -> None: ...
 
     def __post_init__(self) -> None:
@@ -248,8 +248,8 @@ class Settings:
             raise SettingsError(
                 "threads, journal size, body limit and max connections must be at least 1"
             )
-        if not self.session_lifetime > 0:
-            raise SettingsError("the session lifetime must be a positive number of seconds")
+        if not (self.session_lifetime > 0 and 0 < self.grace_seconds < math.inf):
+            raise SettingsError("session lifetime and grace: each a positive number of seconds")
         for name, allowed in (("server", SERVERS), ("log_level", LOG_LEVELS)):
             if getattr(self, name) not in allowed:
                 raise SettingsError(

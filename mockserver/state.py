@@ -30,6 +30,7 @@ from .model.sessions import (
     SpecError,
     Step,
 )
+from .model.traffic import Traffic
 from .settings import Settings
 from .store.backend import MemoryBackend, SharedBackend, StateBackend
 from .store.journal import Entry, Journal
@@ -84,6 +85,8 @@ class MockState:
     """A store shared with other processes (``--state``); None: this process's memory."""
     _read: Callable[[str], Session | None] = field(init=False, repr=False)
     _bodies: dict[int, tuple[Session, bytes]] = field(default_factory=dict, init=False, repr=False)
+    traffic: Traffic = field(default_factory=Traffic, init=False, repr=False)
+    """What the async server answered, counted on its loop (``/_mock/metrics`` reads it)."""
     scenario_problem: str | None = field(default=None, init=False)
     """Why the last edit of the scenario file was rejected (None once one is applied)."""
 

@@ -107,7 +107,22 @@ def failure_answer(exc: Exception, doing: str) -> Answer:
     """
     if isinstance(exc, SpecError):  # a request the mock cannot honour: said, not logged
         return error_answer(422, "invalid_session", str(exc))
-    if isinstance(exc, StateUnavailable):  # --state did not answer: said, and retried later
-        return error_answer(503, "state_unavailable", str(exc), headers=[("Retry-After", "1")])
+    if isinstance(exc, StateUnavailable):  # --state did not answer, or refuses writes: said
+        return unavailable_answer(exc)
     log.error("unexpected error %s", doing, exc_info=exc)
     return error_answer(400, "bad_request", "the request could not be processed")
+
+
+def unavailable_answer(exc: StateUnavailable, during: str = "") -> Answer:
+    """503 for a shared state that failed: ``Retry-After`` only where retrying soon can help.
+
+    A store that timed out or is down may be back in a second; one that refuses writes (full
+    under ``noeviction``, a read-only replica) stays so until someone acts, so its code says
+    which, and no ``Retry-After`` invites a client to hammer it. ``during``: what the message
+    adds (the hot path: that the mock keeps running).
+    """
+    if exc.retry:
+        message = f"{exc}{during}; retry later"
+        return error_answer(503, exc.code, message, headers=[("Retry-After", "1")])
+    message = f"{exc}{during}; retrying will not help until the store takes writes again"
+    return error_answer(503, exc.code, message)

@@ -14,7 +14,9 @@ Flask app on a worker thread (:mod:`.wsgibridge`). What a WSGI server cannot do,
 Each connection is an :class:`.connection.HttpConnection` (parsing, the pipeline of request
 cycles, flow control, one client's bounds); this module holds the listener, the bound on
 connections (``--max-connections``: one more is answered 503 and closed), the idle sweep, and
-stopping (``stop()`` from any thread, or SIGINT/SIGTERM on the main thread).
+stopping: at once (``stop()`` from any thread, SIGINT on the main thread), or gracefully
+(SIGTERM: no connection is accepted, the requests read whole are answered, delays included,
+for up to ``--grace-seconds``, then whatever is left is cut; a second SIGTERM cuts at once).
 
 Limits hold before the app is called: a request line over :data:`MAX_TARGET_BYTES` is 414,
 headers over :data:`.limits.MAX_HEADER_BYTES` 431 (and a head or trailers still arriving past
@@ -90,6 +92,7 @@ class AsyncServer:
         self.access_log = settings.access_log
         self.idle_timeout = idle_timeout
         self.drain_seconds = drain_seconds
+        self.grace = settings.grace_seconds
         self.heads = Heads()
         self.connections: set[HttpConnection] = set()
         room_for(self.max_connections)
@@ -100,7 +103,8 @@ class AsyncServer:
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="verdict-mock-app")
         self._proxy: ValidatingProxy | None = parts.proxy if parts else None
         self.loop = new_loop()
-        self._stop = asyncio.Event()
+        self._stop = asyncio.Event()  # stop now
+        self._finish = asyncio.Event()  # SIGTERM: finish the requests under way first
         self._sweeper: asyncio.TimerHandle | None = None
 
     @property
@@ -111,8 +115,9 @@ class AsyncServer:
         """Serve on this thread until :meth:`stop` (or a signal, on the main thread)."""
         asyncio.set_event_loop(self.loop)
         signals = (signal.SIGINT, signal.SIGTERM) if _main_thread() else ()
-        for number in signals:  # on the loop, not as KeyboardInterrupt inside a callback
-            self.loop.add_signal_handler(number, self._stop.set)
+        if signals:  # on the loop, not as KeyboardInterrupt inside a callback
+            self.loop.add_signal_handler(signal.SIGINT, self._stop.set)
+            self.loop.add_signal_handler(signal.SIGTERM, self.stop_gracefully)
         try:
             self.loop.run_until_complete(self._serve())
         finally:
@@ -129,7 +134,13 @@ class AsyncServer:
         )
         self._sweep()
         try:
-            await self._stop.wait()
+            ending = [loop.create_task(event.wait()) for event in (self._stop, self._finish)]
+            await asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in ending:
+                waiter.cancel()
+            listener.close()  # from now on a new connection is refused
+            if not self._stop.is_set():
+                await self._let_finish()
         finally:
             if self._sweeper is not None:
                 self._sweeper.cancel()
@@ -148,6 +159,30 @@ class AsyncServer:
         """Stop serving (from any thread): the listener and every connection close."""
         with contextlib.suppress(RuntimeError):  # the loop is already closed
             self.loop.call_soon_threadsafe(self._stop.set)
+
+    def stop_gracefully(self) -> None:
+        """SIGTERM (on the loop): finish the requests under way; the second time, stop now."""
+        if self._finish.is_set():
+            self._stop.set()
+        self._finish.set()
+
+    async def _let_finish(self) -> None:
+        """Answer what was read whole, within the grace: idle connections close at once, busy
+        ones once their answers are written (each saying ``Connection: close``)."""
+        deadline = self.loop.time() + self.grace
+        for connection in list(self.connections):
+            connection.finish()
+        while self.connections and not self._stop.is_set():
+            left = deadline - self.loop.time()
+            if left <= 0:
+                log.warning(
+                    "the grace of %gs is over: %d connections cut",
+                    self.grace,
+                    len(self.connections),
+                )
+                return
+            with contextlib.suppress(TimeoutError):  # looked at again every 50 ms
+                await asyncio.wait_for(self._stop.wait(), min(left, 0.05))
 
     def close(self) -> None:
         """Release a server that was never run (its socket, loop and pool)."""

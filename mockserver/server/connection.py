@@ -201,6 +201,19 @@ class HttpConnection(asyncio.Protocol):
         self.flow.close()
         self._give_up()
 
+    def finish(self) -> None:
+        """The server stops: answer the requests read whole, each saying ``Connection: close``,
+        read nothing further, then close; a connection with none closes now."""
+        if not self.flow.writes:
+            return  # lingering (its drain timer ends it) or closed
+        if not self.pipeline:
+            self.close()  # idle, or a request still arriving: nothing is owed
+            return
+        for cycle in self.pipeline:
+            cycle.keep_alive = False
+        self.flow.end()
+        self._flow()
+
     def abort(self) -> None:
         """Close at once, dropping what the client never read."""
         self.flow.abort()

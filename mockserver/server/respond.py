@@ -78,11 +78,12 @@ class Turn(Protocol):
 class Responder:
     """Answers one connection's requests, one at a time, in the order it starts them."""
 
-    __slots__ = ("_timer", "server", "turn")
+    __slots__ = ("_timer", "server", "traffic", "turn")
 
     def __init__(self, server: Server, turn: Turn) -> None:
         self.server = server
         self.turn = turn
+        self.traffic = server.state.traffic if server.state is not None else None
         self._timer: asyncio.TimerHandle | None = None  # the scripted delay waited out
 
     def cancel(self) -> None:
@@ -109,6 +110,7 @@ class Responder:
                     query = query.partition(b"#")[0]
                 self._explain(cycle, request, query)
             else:  # as the app's own 405, without the trip to a worker thread
+                started = time.perf_counter()
                 answer = not_allowed(request.method, ", ".join(API_METHODS))
                 if self.server.state is not None:  # journaled as the app journals it
                     query = url.partition(b"?")[2].partition(b"#")[0]
@@ -120,7 +122,7 @@ class Responder:
                         request.headers,
                         answer,
                     )
-                self.send(cycle, answer, vary=False)
+                self.send(cycle, answer, started, vary=False)
         else:
             self._app(cycle, request)
 
@@ -140,11 +142,11 @@ class Responder:
         try:
             decision = decide(state, request.method, query, authorization, request.headers)
         except Exception as exc:  # never a 5xx for a request, however it fails
-            self.send(cycle, _failure(exc))
+            self.send(cycle, _failure(exc), time.perf_counter())
             return
         if not self._held(cycle, decision):
             record(state, decision)
-            self.send(cycle, decision.answer)
+            self.send(cycle, decision.answer, decision.started)
 
     def _held(self, cycle: RequestCycle, decision: Decision) -> bool:
         """Whether the answer waits out its scripted delay on the loop (sent by ``_delayed``)."""
@@ -166,12 +168,12 @@ class Responder:
         try:
             decision = done.result()
         except Exception as exc:  # never a 5xx for a request, however it fails
-            answer = _failure(exc)
+            answer, started = _failure(exc), time.perf_counter()
         else:
             if self._held(cycle, decision):
                 return
-            answer = decision.answer
-        self.send(cycle, answer)
+            answer, started = decision.answer, decision.started
+        self.send(cycle, answer, started)
         self.turn.advance()
 
     def _delayed(self, cycle: RequestCycle, decision: Decision) -> None:
@@ -189,14 +191,17 @@ class Responder:
         # journaled as disconnected; the answer is still written, in case it only half-closed.
         gone = self._client_gone()
         record(self.server.state, decision, fault="disconnected" if gone else None)
-        self.send(cycle, decision.answer)
+        self.send(cycle, decision.answer, decision.started)
         self.turn.advance()
 
-    def send(self, cycle: RequestCycle, answer: Answer, vary: bool = True) -> None:
-        """Write an answer to ``/e``, enacting its fault."""
+    def send(self, cycle: RequestCycle, answer: Answer, started: float, vary: bool = True) -> None:
+        """Write an answer to ``/e``, enacting its fault; counted (``started``: perf_counter
+        when its request was decided) for the metrics."""
         request = cycle.request
         assert request is not None
         cycle.to(Phase.WRITING)
+        if self.traffic is not None:
+            self.traffic.count(answer.status, answer.outcome, time.perf_counter() - started)
         if answer.fault == "reset":
             self._log(request, "000", 0)
             cycle.to(Phase.DONE)
@@ -220,7 +225,8 @@ class Responder:
             )
         except httptools.HttpParserInvalidURLError:
             cycle.keep_alive = False
-            self.send(cycle, error_answer(400, "bad_request", "the URL is not valid"), vary=False)
+            refusal = error_answer(400, "bad_request", "the URL is not valid")
+            self.send(cycle, refusal, time.perf_counter(), vary=False)
             return
         if server.hot and is_api_call(request.method, environ["PATH_INFO"]):
             # /e spelled otherwise (absolute-form, /%65): on the loop too, or a delay holds a thread

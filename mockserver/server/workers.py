@@ -1,11 +1,14 @@
 """``--workers N``: N mock processes on one port, started and watched by a small parent.
 
-The parent reserves the port (a socket bound with SO_REUSEPORT, never listening: with port 0
-the kernel picks it), starts N ``verdict-mock`` processes with the same flags on that port, waits
-until each has printed its banner (it listens by then), and then only watches: if one stops, it
-stops the others; Ctrl-C or SIGTERM stops them all. The kernel spreads connections among the
-processes. They share the per-call state through ``--state`` (settings.py refuses N > 1 without
-it), so they behave as one mock.
+The parent refuses a port another process holds (:mod:`.ports`: SO_REUSEPORT would let a
+second group share it), reserves the port (a socket bound with SO_REUSEPORT, never listening:
+with port 0 the kernel picks it), starts N ``verdict-mock`` processes with the same flags on
+that port, waits until each has printed its banner (it listens by then), and then only
+watches: if one stops, it stops the others; Ctrl-C or SIGTERM stops them all: SIGTERM is passed
+on to each, and the parent waits for them while they finish the requests under way
+(``--grace-seconds``, and a few seconds more), then kills what is left. The kernel spreads
+connections among the processes. They share the per-call state through ``--state``
+(settings.py refuses N > 1 without it), so they behave as one mock.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
 from ..settings import Settings
+from .ports import taken
 from .wire import bound_socket
 
 WORKER_MARK: Final = "_VERDICT_MOCK_WORKER_OF"
@@ -35,13 +40,18 @@ def reserve_port(host: str, port: int) -> socket.socket:
     return bound_socket(host, port, reuse_port=True)
 
 
-def _stop(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+_MARGIN: Final = 5.0
+"""Seconds a worker may take past its grace to stop (closing its loop and connections)."""
+
+
+def _stop(processes: Sequence[subprocess.Popen[bytes]], grace: float) -> None:
     for process in processes:
         if process.poll() is None:
-            process.terminate()
+            process.terminate()  # SIGTERM: each finishes what is under way, within the grace
+    deadline = time.monotonic() + grace + _MARGIN
     for process in processes:
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -52,6 +62,10 @@ def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int],
 
     ``banner(port)``: what to print once they all listen.
     """
+    refusal = taken(settings.host, settings.port)  # SO_REUSEPORT would share it: see ports.py
+    if refusal is not None:
+        print(f"verdict-mock: {refusal}", file=sys.stderr, flush=True)
+        return 2
     reserved = reserve_port(settings.host, settings.port)
     port = reserved.getsockname()[1]
     environ = {**os.environ, WORKER_MARK: str(os.getpid())}
@@ -85,4 +99,4 @@ def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int],
     finally:
         reserved.close()
         with contextlib.suppress(KeyboardInterrupt):
-            _stop(processes)
+            _stop(processes, settings.grace_seconds)

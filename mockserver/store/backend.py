@@ -147,6 +147,10 @@ class StateBackend(Protocol):
     def reset(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
         """Forget everything per-call; named sessions get ``scripts`` afresh."""
 
+    def writable(self) -> StateUnavailable | None:
+        """Why a write would fail now (full, read-only, down), or None: readiness, read-only."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -163,6 +167,10 @@ class SharedBackend(StateBackend, Protocol):
 
     async def close_async(self) -> None:
         """Close the running loop's connections (before the loop closes)."""
+
+    def calls(self) -> tuple[int, int]:
+        """Round trips to the store so far, and how many of them failed (for the metrics)."""
+        ...
 
 
 @dataclass
@@ -230,6 +238,9 @@ class MemoryBackend:
         self._expired.clear()
         self.limiter.reset()
         self.load_named(scripts)
+
+    def writable(self) -> StateUnavailable | None:
+        return None  # this process's memory: written as long as the process runs
 
     def close(self) -> None:
         """Nothing to release."""

@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import heapq
 import json
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, cast
 
@@ -37,7 +38,7 @@ import redis.retry
 from redis._parsers import _AsyncHiredisParser, _HiredisParser  # its parser_class option
 from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.backoff import NoBackoff
-from redis.exceptions import InvalidResponse, NoScriptError
+from redis.exceptions import InvalidResponse, NoScriptError, OutOfMemoryError, ReadOnlyError
 
 from ..model import scripts as script_store
 from ..model.scripts import ScriptStoreFull, script_bytes, store_full
@@ -166,6 +167,11 @@ class RedisBackend:
         self._async_loop: asyncio.AbstractEventLoop | None = None
         self._batch: list[tuple[SharedCall, asyncio.Future[Facts]]] = []
         self._sending: set[asyncio.Task[None]] = set()
+        # Round trips and failures: on the loop as plain ints (one thread), on the control
+        # API's threads under a lock (never the hot path's).
+        self._trips = self._errors = 0
+        self._sync_trips = self._sync_errors = 0
+        self._count_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"RedisBackend({self.label!r})"
@@ -226,17 +232,20 @@ class RedisBackend:
 
     async def _run(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> None:
         """Send a batch: each call one EVALSHA in one pipeline (one round trip for all)."""
+        self._trips += 1
         try:
             async with asyncio.timeout(TIMEOUT):
                 replies = await self._pipeline(batch)
                 lost = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
                 if lost:  # Redis restarted and forgot the script: those calls did not run
+                    self._trips += 2
                     assert self._async is not None
                     await self._async.script_load(DECIDE)
                     again = await self._pipeline([batch[i] for i in lost])
                     for index, reply in zip(lost, again, strict=True):
                         replies[index] = reply
         except Exception as exc:  # whatever a broken store causes: a 503
+            self._errors += 1
             failed = self._unavailable(exc)
             for _, future in batch:
                 if not future.done():
@@ -249,7 +258,8 @@ class RedisBackend:
                 if isinstance(reply, Exception):
                     raise reply
                 future.set_result(self._facts(reply))
-            except Exception as exc:  # a reply of the wrong shape: a 503
+            except Exception as exc:  # a reply of the wrong shape, or refused (full): a 503
+                self._errors += 1
                 future.set_exception(self._unavailable(exc))
 
     async def _pipeline(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> list[Any]:
@@ -270,19 +280,42 @@ class RedisBackend:
     def _unavailable(self, exc: BaseException) -> StateUnavailable:
         if isinstance(exc, StateUnavailable):
             return exc
+        refused = _REFUSALS.get(type(exc))
+        if refused is not None:  # Redis answers, and refuses to be written: retrying is no use
+            code, reason = refused
+            return StateUnavailable(self.label, reason, code=code, retry=False)
         reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
         return StateUnavailable(self.label, reason.replace(self._url, self.label)[:200])
+
+    def writable(self) -> StateUnavailable | None:
+        """Whether Redis would run a write now, asked without writing (readiness)."""
+        try:
+            with self._guard():
+                self.sync.eval(PROBE, 0)
+        except StateUnavailable as exc:
+            return exc
+        return None
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
         """Any failure of a call to the store, or of reading its reply, as StateUnavailable:
         a Redis down, slow or speaking garbage gets a 503 naming it, never another answer."""
+        failed = False
         try:
             yield
         except (StateUnavailable, ScriptStoreFull):
             raise
         except Exception as exc:  # a garbled reply raises anything
+            failed = True
             raise self._unavailable(exc) from None
+        finally:
+            with self._count_lock:
+                self._sync_trips += 1
+                self._sync_errors += failed
+
+    def calls(self) -> tuple[int, int]:
+        with self._count_lock:
+            return self._trips + self._sync_trips, self._errors + self._sync_errors
 
     # -- the control API (worker threads) -----------------------------------------------------
     def offset(self) -> float:
@@ -377,6 +410,21 @@ class RedisBackend:
 
     def close(self) -> None:
         self.sync.close()
+
+
+PROBE: Final = "#!lua\nreturn 1"
+"""A script that writes nothing but declares no ``no-writes`` flag: Redis refuses to run it as
+it would refuse :data:`.luascripts.DECIDE`'s writes (OOM when full under ``noeviction``, READONLY
+on a read-only replica, MISCONF when it cannot persist), so readiness asks without writing."""
+
+_REFUSALS: Final[dict[type[BaseException], tuple[str, str]]] = {
+    OutOfMemoryError: (
+        "state_full",
+        "Redis is full (used memory over maxmemory, with a noeviction policy)",
+    ),
+    ReadOnlyError: ("state_read_only", "Redis is a read-only replica"),
+}
+"""Redis's refusals to be written, each with the 503's code and its reason."""
 
 
 def _entry_time(entry: Entry) -> float:

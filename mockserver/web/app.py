@@ -21,6 +21,8 @@ from .fastpath import ExplainMiddleware
 from .faults import FaultMiddleware
 from .glue import EXTENSION, error_response, state_of, to_response
 from .limits import RequestLimits
+from .metrics import install_metrics
+from .probes import probes
 from .proxy import PROXY_EXTENSION, ValidatingProxy
 
 if TYPE_CHECKING:
@@ -72,7 +74,7 @@ def _not_found(path: str) -> str:
     routes: dict[str, set[str]] = {}
     names: dict[str, str] = {}  # a route's last segment, and its view's name: the route
     for rule in current_app.url_map.iter_rules():
-        if rule.rule.startswith(_CONTROL_PREFIX + "/") and rule.endpoint != "static":
+        if rule.rule.startswith(_CONTROL_PREFIX + "/") and rule.endpoint.startswith("control."):
             routes.setdefault(rule.rule, set()).update(rule.methods or ())
             names.setdefault(rule.rule.rstrip("/").rpartition("/")[2], rule.rule)
             names.setdefault(rule.endpoint.rpartition(".")[2], rule.rule)
@@ -154,6 +156,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     )
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected_error)
+    app.register_blueprint(probes)  # any Host, --no-control too: read-only (probes.py)
+    install_metrics(app, state)  # the same: /_mock/metrics (metrics.py)
     if settings.control:
         app.register_blueprint(control)
     explain: ExplainMiddleware | ValidatingProxy = ExplainMiddleware(app.wsgi_app, state)

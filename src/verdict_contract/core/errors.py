@@ -29,12 +29,22 @@ class SettingsError(VerdictContractError, ValueError):
 
 
 class StateUnavailable(VerdictContractError):
-    """The mock's shared state (``--state``) did not answer in time: a 503 that names it."""
+    """The mock's shared state (``--state``) did not answer in time, or refused to be written
+    (full, a read-only replica): a 503 that names it.
 
-    def __init__(self, label: str, reason: str) -> None:
-        super().__init__(f"the mock's shared state ({label}) did not answer: {reason}")
+    ``code`` is the error code the 503 carries; ``retry`` says whether retrying soon can help
+    (a store that timed out or is down: yes, with ``Retry-After``; one that refuses writes: no).
+    """
+
+    def __init__(
+        self, label: str, reason: str, code: str = "state_unavailable", retry: bool = True
+    ) -> None:
+        what = "did not answer" if retry else "refuses writes"
+        super().__init__(f"the mock's shared state ({label}) {what}: {reason}")
         self.label = label
         self.reason = reason
+        self.code = code
+        self.retry = retry
 
 
 class VerificationError(VerdictContractError, AssertionError):

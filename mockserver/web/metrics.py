@@ -1,0 +1,119 @@
+"""``/_mock/metrics``: the mock's counters in Prometheus' text format, from any Host, read-only.
+
+Like the probes (:mod:`.probes`), it stands outside the control API and its guard (a scraper
+sends the pod's IP as ``Host``), with ``--no-control`` too, and takes ``GET``/``HEAD`` only.
+prometheus-client writes the format; its metric objects are not used on the hot path: a
+collector reads the plain counters of :class:`.traffic.Traffic` and the store's when scraped.
+No key, session id or journal entry is shown: counts by status and outcome only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import accumulate
+from typing import Final
+
+from flask import Blueprint, Flask, Response, current_app
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from ..model.answer import NO_STORE
+from ..model.scripts import MAX_SCRIPT_BYTES
+from ..model.traffic import LATENCY_BOUNDS
+from ..state import MockState
+from ..store.backend import StateUnavailable
+
+METRICS_EXTENSION: Final = "verdict_mock_metrics"
+"""Where a mock app keeps its metrics registry (``app.extensions``)."""
+CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+"""The text format every Prometheus reads (the names here need none of 1.0.0's escaping)."""
+
+metrics = Blueprint("metrics", __name__, url_prefix="/_mock")
+
+
+class MockCollector(Collector):
+    """The mock's counters and bounds as Prometheus metrics, read when scraped."""
+
+    def __init__(self, state: MockState) -> None:
+        self.state = state
+
+    def collect(self) -> Iterator[Metric]:
+        state = self.state
+        traffic = state.traffic
+        answers, buckets = dict(traffic.answers), list(traffic.buckets)
+        requests = CounterMetricFamily(
+            "verdict_mock_requests",
+            "Requests to /e answered by the async server, by status and outcome",
+            labels=["status", "outcome"],
+        )
+        for (status, outcome), count in sorted(answers.items()):
+            requests.add_metric([str(status), outcome], count)
+        yield requests
+        cumulative = list(accumulate(buckets))
+        yield HistogramMetricFamily(
+            "verdict_mock_request_seconds",
+            "Seconds from a request to /e read whole to its answer written (delays included)",
+            buckets=[
+                *(
+                    (repr(bound), count)
+                    for bound, count in zip(LATENCY_BOUNDS, cumulative[:-1], strict=True)
+                ),
+                ("+Inf", cumulative[-1]),
+            ],
+            sum_value=traffic.latency_sum,
+        )
+        if state.shared is not None:
+            trips, errors = state.shared.calls()
+            yield CounterMetricFamily(
+                "verdict_mock_state_round_trips", "Round trips to the state store", value=trips
+            )
+            yield CounterMetricFamily(
+                "verdict_mock_state_errors",
+                "Round trips to the state store that failed (down, slow, full, read-only)",
+                value=errors,
+            )
+        yield from self._bounds()
+
+    def _bounds(self) -> Iterator[Metric]:
+        state = self.state
+        yield GaugeMetricFamily(
+            "verdict_mock_journal_limit",
+            "Entries the journal keeps",
+            value=state.settings.journal_size,
+        )
+        yield GaugeMetricFamily(
+            "verdict_mock_script_bytes_limit",
+            "Bytes of scripts the store holds at most",
+            value=MAX_SCRIPT_BYTES,
+        )
+        try:  # with --state, each is a round trip: left out while the store fails
+            entries, held = state.backend.journal_length(), state.backend.script_bytes()
+        except StateUnavailable:
+            return
+        yield GaugeMetricFamily(
+            "verdict_mock_journal_entries", "Entries in the journal", value=entries
+        )
+        yield GaugeMetricFamily("verdict_mock_script_bytes", "Bytes of scripts held", value=held)
+
+
+def install_metrics(app: Flask, state: MockState) -> None:
+    """Give the app ``/_mock/metrics`` and the registry it reads."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(MockCollector(state))
+    app.extensions[METRICS_EXTENSION] = registry
+    app.register_blueprint(metrics)
+
+
+@metrics.get("/metrics")
+def scrape() -> Response:
+    """The metrics as Prometheus reads them; nothing is changed by reading."""
+    registry: CollectorRegistry = current_app.extensions[METRICS_EXTENSION]
+    response = Response(generate_latest(registry), content_type=CONTENT_TYPE)
+    response.headers["Cache-Control"] = NO_STORE
+    return response

@@ -1,0 +1,330 @@
+"""The mock as an operated service: probes, a store that refuses writes, stopping, one port.
+
+Each test runs real ``verdict-mock`` processes over real sockets; the shared-state tests run a
+real ``redis-server`` (full with ``maxmemory 1mb`` and ``noeviction``, a read-only replica,
+stopped), and the stopping tests send real signals.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import clean_environ, free_port, read_line, stop_process, wait_until
+from tests.redisserver import RedisServer, redis_server
+
+KEY = "ops-test-key-000001"
+FOREIGN_HOST = "10.1.2.3:8080"  # a probe's Host: the pod's IP
+PROBES = ("/_mock/livez", "/_mock/readyz")
+
+
+@contextmanager
+def mock(*flags: str, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], httpx.Client]]:
+    """One ``verdict-mock`` on a free port, and a client of it (with the API key)."""
+    argv = [sys.executable, "-m", "verdict_contract.mockserver", "--port", "0", "--api-key", KEY]
+    with (tmp_path / "mock.err").open("w") as err:
+        process = subprocess.Popen(
+            [*argv, *flags], stdout=subprocess.PIPE, stderr=err, text=True, env=clean_environ()
+        )
+    try:
+        first = read_line(process) or ""
+        match = re.search(r"(http://127\.0\.0\.1:\d+)$", first.strip())
+        assert match, (tmp_path / "mock.err").read_text()
+        headers = {"Authorization": f"Bearer {KEY}"}
+        with httpx.Client(base_url=match.group(1), headers=headers, timeout=10) as client:
+            yield process, client
+    finally:
+        stop_process(process)
+
+
+# --- 1. health for machines --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("control", [True, False], ids=["control", "no-control"])
+def test_probes_answer_any_host_and_only_read(control: bool, tmp_path: Path) -> None:
+    flags = () if control else ("--no-control",)
+    with mock(*flags, tmp_path=tmp_path) as (_, client):
+        for path in PROBES:
+            answer = client.get(path, headers={"Host": FOREIGN_HOST})
+            assert answer.status_code == 200, answer.text
+            assert answer.headers["Cache-Control"] == "no-store"
+            assert client.head(path, headers={"Host": FOREIGN_HOST}).status_code == 200
+            for method in ("POST", "PUT", "DELETE"):
+                assert client.request(method, path).status_code == 405
+        assert client.get("/_mock/readyz").json()["status"] == "ready"
+        if control:  # the control API itself still refuses that Host
+            assert client.get("/_mock/health", headers={"Host": FOREIGN_HOST}).status_code == 421
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[RedisServer]:
+    with redis_server() as server:
+        yield server
+
+
+def _fill(client: redis.Redis) -> None:
+    """``maxmemory 1mb`` with ``noeviction``, then written until even one byte is refused."""
+    client.config_set("maxmemory", "1mb")
+    client.config_set("maxmemory-policy", "noeviction")
+    for size in (1000, 100, 1):
+        for index in range(5000):
+            try:
+                client.set(f"filler:{size}:{index}", "x" * size)
+            except redis.exceptions.OutOfMemoryError:
+                break
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        client.set("filler:last", "x")
+
+
+def _not_ready(client: httpx.Client, code: str) -> str:
+    answer = client.get("/_mock/readyz", headers={"Host": FOREIGN_HOST})
+    assert answer.status_code == 503, answer.text
+    body = answer.json()
+    assert body["status"] == "not_ready"
+    assert body["error"]["code"] == code
+    message: str = body["error"]["message"]
+    return message
+
+
+def _refused(client: httpx.Client, code: str, retry: bool) -> str:
+    answer = client.get("/e", params={"n": "demo-contradicted"})
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["code"] == code
+    assert ("Retry-After" in answer.headers) is retry
+    message: str = answer.json()["error"]["message"]
+    return message
+
+
+def test_readiness_and_503s_follow_a_full_redis(store: RedisServer, tmp_path: Path) -> None:
+    admin = redis.Redis(port=store.port)
+    with mock("--state", store.url, tmp_path=tmp_path) as (_, client):
+        assert client.get("/e", params={"n": "demo-contradicted"}).status_code == 200
+        assert client.get("/_mock/readyz").status_code == 200
+        try:
+            _fill(admin)
+            assert "full" in _not_ready(client, "state_full")
+            assert "retrying will not help" in _refused(client, "state_full", retry=False)
+            assert client.get("/_mock/livez").status_code == 200  # alive, only not ready
+        finally:
+            admin.flushall()
+            admin.config_set("maxmemory", "0")
+        assert client.get("/_mock/readyz").status_code == 200
+        assert client.get("/e", params={"n": "demo-contradicted"}).status_code == 200
+    admin.close()
+
+
+def test_readiness_and_503s_follow_a_read_only_replica(store: RedisServer, tmp_path: Path) -> None:
+    admin = redis.Redis(port=store.port)
+    with mock("--state", store.url, tmp_path=tmp_path) as (_, client):
+        assert client.get("/_mock/readyz").status_code == 200
+        try:
+            admin.replicaof("127.0.0.1", str(free_port()))  # a master that is not there
+            assert "read-only" in _not_ready(client, "state_read_only")
+            _refused(client, "state_read_only", retry=False)
+        finally:
+            admin.replicaof("NO", "ONE")
+        assert client.get("/_mock/readyz").status_code == 200
+        assert client.get("/e", params={"n": "demo-contradicted"}).status_code == 200
+    admin.close()
+
+
+def test_readiness_and_503s_follow_a_stopped_redis(tmp_path: Path) -> None:
+    with redis_server() as server, mock("--state", server.url, tmp_path=tmp_path) as (_, client):
+        assert client.get("/_mock/readyz").status_code == 200
+        server.stop()
+        _not_ready(client, "state_unavailable")
+        _refused(client, "state_unavailable", retry=True)
+        assert client.get("/_mock/livez").status_code == 200
+        server.start()
+        assert wait_until(lambda: client.get("/_mock/readyz").status_code == 200, timeout=10)
+
+
+# --- 2. graceful stops -------------------------------------------------------------------------
+
+DELAY_MS = 1500
+GRACE = 10.0  # generous: the process must exit well within it, and the test waits that long
+
+
+@contextmanager
+def started(argv: list[str], tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``verdict-mock ARGV`` (a single process or a ``--workers`` parent) and its base URL."""
+    command = [sys.executable, "-m", "verdict_contract.mockserver", "--api-key", KEY, *argv]
+    with (tmp_path / "started.err").open("w") as err:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=err, text=True, env=clean_environ()
+        )
+    try:
+        first = read_line(process) or ""
+        match = re.search(r"(http://127\.0\.0\.1:\d+)$", first.strip())
+        assert match, (tmp_path / "started.err").read_text()
+        yield process, match.group(1)
+    finally:
+        stop_process(process)
+
+
+def _refuses_connections(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def _answer_of(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["one process", "workers 2"])
+def test_sigterm_lets_a_delayed_answer_finish_then_exits(
+    workers: int, store: RedisServer, tmp_path: Path
+) -> None:
+    argv = ["--port", "0", "--state", store.url, "--grace-seconds", str(GRACE)]
+    argv += ["--workers", str(workers), "--secret", f"graceful-{workers}"]
+    with started(argv, tmp_path) as (process, base):
+        port = int(base.rpartition(":")[2])
+        headers = {"Authorization": f"Bearer {KEY}"}
+        with httpx.Client(base_url=base, headers=headers, timeout=10) as client:
+            assert wait_until(lambda: client.get("/_mock/readyz").status_code == 200, timeout=20)
+            minted = client.post("/_mock/sessions", json={"script": [{"delay_ms": DELAY_MS}]})
+            assert minted.status_code == 201, minted.text
+            session = minted.json()["n"]
+            waiting = socket.create_connection(("127.0.0.1", port), timeout=30)
+            request = f"GET /e?n={session} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+            waiting.sendall(request.encode() + b"\r\n")
+
+            def decided() -> bool:  # the shared journal holds it once decided: it waits now
+                entries = client.get("/_mock/requests").json()
+                return any(entry["n"] == session for entry in entries)
+
+            assert wait_until(decided, timeout=20)
+        process.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: _refuses_connections(port), timeout=20)
+        with waiting:
+            answer = _answer_of(waiting)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 "), answer[:200]
+        length = re.search(rb"(?i)\r\ncontent-length: (\d+)", head)
+        assert length is not None
+        assert int(length.group(1)) == len(body) > 0
+        assert b"\r\nconnection: close" in head.lower()  # it said it would not take another
+        assert process.wait(timeout=GRACE) == 0
+
+
+# --- 3. one port, one mock ---------------------------------------------------------------------
+
+
+def _group(port: int, secret: str, state: str) -> list[str]:
+    command = [sys.executable, "-m", "verdict_contract.mockserver", "--api-key", KEY]
+    return [*command, "--port", str(port), "--state", state, "--workers", "2", "--secret", secret]
+
+
+def test_a_second_worker_group_refuses_a_port_another_holds(
+    store: RedisServer, tmp_path: Path
+) -> None:
+    port = free_port()
+    with started(_group(port, "first-group", store.url)[3:], tmp_path) as (first, base):
+        assert wait_until(lambda: httpx.get(f"{base}/_mock/livez").status_code == 200)
+        holders = {httpx.get(f"{base}/_mock/livez").json()["pid"] for _ in range(20)}
+        second = subprocess.run(
+            _group(port, "second-group", store.url),
+            capture_output=True,
+            text=True,
+            env=clean_environ(),
+            timeout=30,
+            check=False,
+        )
+        assert second.returncode == 2, second.stdout
+        assert second.stdout == ""  # no banner: it never served
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1, second.stderr
+        assert f"127.0.0.1:{port} is in use" in lines[0]
+        assert "a verdict-mock answers there" in lines[0]
+        assert any(f"pid {pid}" in lines[0] for pid in holders), (lines[0], holders)
+        assert first.poll() is None  # the first group serves on
+        assert httpx.get(f"{base}/_mock/readyz").status_code == 200
+
+
+def test_a_worker_group_names_no_holder_it_cannot_tell(store: RedisServer) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as other:  # listens, never answers
+        port = other.getsockname()[1]
+        done = subprocess.run(
+            _group(port, "lone-group", store.url),
+            capture_output=True,
+            text=True,
+            env=clean_environ(),
+            timeout=30,
+            check=False,
+        )
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert f"127.0.0.1:{port} is in use by another process" in line
+    assert "verdict-mock answers" not in line
+
+
+# --- 4. metrics --------------------------------------------------------------------------------
+
+
+def _samples(client: httpx.Client) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    answer = client.get("/_mock/metrics", headers={"Host": FOREIGN_HOST})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert KEY not in answer.text
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(answer.text)
+        for sample in family.samples
+    }
+
+
+def _by_status(samples: dict[tuple[str, frozenset[tuple[str, str]]], float]) -> dict[str, float]:
+    counts: dict[str, float] = {}
+    for (name, labels), value in samples.items():
+        if name == "verdict_mock_requests_total":
+            status = dict(labels)["status"]
+            counts[status] = counts.get(status, 0) + value
+    return counts
+
+
+def test_metrics_count_answers_latency_and_bounds(tmp_path: Path) -> None:
+    with mock("--no-control", tmp_path=tmp_path) as (_, client):
+        for _ in range(3):
+            assert client.get("/e", params={"n": "demo-contradicted"}).status_code == 200
+        assert client.get("/e", params={"n": "nobody"}).status_code == 404
+        assert client.get("/e", params={"n": "x"}, headers={"Authorization": ""}).status_code == 401
+        samples = _samples(client)
+        assert _by_status(samples) == {"200": 3, "404": 1, "401": 1}
+        assert samples[("verdict_mock_request_seconds_count", frozenset())] == 5
+        assert samples[("verdict_mock_request_seconds_bucket", frozenset({("le", "+Inf")}))] == 5
+        assert samples[("verdict_mock_journal_entries", frozenset())] == 5
+        assert ("verdict_mock_script_bytes", frozenset()) in samples
+        assert _by_status(_samples(client)) == {"200": 3, "404": 1, "401": 1}  # read-only
+        assert client.post("/_mock/metrics").status_code == 405
+
+
+def test_metrics_count_state_store_round_trips_and_errors(tmp_path: Path) -> None:
+    with redis_server() as server, mock("--state", server.url, tmp_path=tmp_path) as (_, client):
+        for _ in range(3):
+            assert client.get("/e", params={"n": "demo-contradicted"}).status_code == 200
+        samples = _samples(client)
+        assert samples[("verdict_mock_state_round_trips_total", frozenset())] >= 3
+        assert samples[("verdict_mock_state_errors_total", frozenset())] == 0
+        server.stop()
+        assert client.get("/e", params={"n": "demo-contradicted"}).status_code == 503
+        samples = _samples(client)  # answered with the store down: its gauges left out
+        assert samples[("verdict_mock_state_errors_total", frozenset())] >= 1
+        assert _by_status(samples) == {"200": 3, "503": 1}
