@@ -30,7 +30,8 @@ from .state import MockState
 from .state import authorized as authorized
 from .state import bearer_token as bearer_token
 from .store.backend import Facts, SharedCall, StateUnavailable
-from .store.journal import RawHeaders, entry_head, entry_tail, make_parts
+from .store.journal import entry_head, entry_tail, make_parts
+from .store.shown import RawHeaders
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
@@ -257,14 +258,17 @@ class _Pending:
             local = looked if isinstance(looked, Answer) else None
             found = None if isinstance(looked, Answer) else looked
         tails = [_LIMITED_TAIL, "" if local is None else entry_tail(outcome(local)), "", ""]
+        served = None
         if found is not None:
             session, body = found
             always = session.spec.always
             standing = None if always is None else scripted_answer(always, body)
+            normal = outcome(_normal(session, body))
+            served = normal.served  # the body's facts, for the step that serves it (a 2xx)
             tails[1:] = [
                 "" if standing is None else entry_tail(outcome(standing)),
                 _EXPIRED_TAIL,
-                entry_tail(outcome(_normal(session, body))),
+                entry_tail(normal),
             ]
         entry = make_parts(
             {
@@ -287,7 +291,7 @@ class _Pending:
             lifetime=state.settings.session_lifetime,
             local_stands=bool(tails[1]) and session is not None,
             untrusted=key is None,
-            entry=entry_head(entry),
+            entry=entry_head(entry, served),
             tails=(tails[0], tails[1], tails[2], tails[3]),
         )
         return cls(method, query_string, pairs, authorization, started, local, found, call)

@@ -14,7 +14,8 @@ from verdict_contract.core.spec import ENDPOINT_PATH
 from .model.answer import Answer
 from .model.steps import outcome
 from .state import MockState, authorized, key_in
-from .store.journal import CUT, RawHeaders, Shown, as_text, entry_parts, shown_args, shown_path
+from .store.journal import entry_parts
+from .store.shown import CUT, RawHeaders, Shown, as_text, shown_args, shown_path
 
 MAX_UNAUTHORIZED_QUERY = 4096
 """Bytes of the query of a request with no valid key that are parsed (to journal ``n``)."""
@@ -60,15 +61,13 @@ def journal(
     ``path`` is another than ``/e`` for a request to a wrong path, journaled so that a check
     can say what was sent instead (:func:`journal_elsewhere`).
     """
-    status, said, fault = outcome(answer)
+    reading = outcome(answer)
     shown = None
     if pairs is not None and len(query_string) <= _CACHED_QUERY:
         shown = _shown(query_string, state.key_bytes)
     if shown is None:
         shown = shown_args(journaled_args(pairs, query_string), state.key_ok)
-    parts = entry_parts(
-        method, path, authorization, status, said, shown, headers, latency_ms, fault
-    )
+    parts = entry_parts(method, path, authorization, reading, shown, headers, latency_ms)
     if state.shared is None:
         state.journal.add(parts, generation)
     else:  # the shared journal (its ring, for what any web page can send)
@@ -77,7 +76,7 @@ def journal(
 
 def query_start(query_string: bytes) -> list[tuple[str, str]] | None:
     """The pairs of at most :data:`MAX_UNAUTHORIZED_QUERY` bytes of a query, and a note of the
-    rest (named :data:`.store.journal.CUT`)."""
+    rest (named :data:`.store.shown.CUT`)."""
     if len(query_string) <= MAX_UNAUTHORIZED_QUERY:
         return parse_query(query_string)
     start = query_string[:MAX_UNAUTHORIZED_QUERY].rpartition(b"&")[0]

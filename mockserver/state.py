@@ -9,6 +9,7 @@ from __future__ import annotations
 import hmac
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -33,6 +34,7 @@ from .model.sessions import (
 from .model.traffic import Traffic
 from .settings import Settings
 from .store.backend import MemoryBackend, SharedBackend, StateBackend
+from .store.habits import ClockMove
 from .store.journal import Entry, Journal
 from .store.ratelimit import RateLimiter
 from .store.redisstate import RedisBackend
@@ -63,6 +65,9 @@ def _sleep(seconds: float) -> None:
     time.sleep(seconds)  # looked up at each call, so tests may patch time.sleep
 
 
+CLOCK_MOVES_KEPT = 1000
+
+
 @dataclass
 class MockState:
     settings: Settings
@@ -89,6 +94,11 @@ class MockState:
     """What the async server answered, counted on its loop (``/_mock/metrics`` reads it)."""
     scenario_problem: str | None = field(default=None, init=False)
     """Why the last edit of the scenario file was rejected (None once one is applied)."""
+    clock_moves: deque[ClockMove] = field(
+        default_factory=lambda: deque(maxlen=CLOCK_MOVES_KEPT), init=False, repr=False
+    )
+    """This process's :meth:`advance` calls since the last reset: the journal's real times read
+    on the mock's clock (:func:`.habits.on_mock_clock`)."""
 
     def __post_init__(self) -> None:
         self.codec = SessionCodec(self.settings.signing_secret)
@@ -157,6 +167,7 @@ class MockState:
     def reset(self) -> None:
         """Forget journal, counters, scripts and clock changes; named sessions get their scripts."""
         with self._apply_lock:
+            self.clock_moves.clear()
             self.backend.reset(self._named_scripts())
             self._apply(self.scenario, fresh=True)
 
@@ -182,6 +193,7 @@ class MockState:
         if not seconds >= 0:
             raise ValueError(f"advance() takes seconds >= 0; got {seconds!r}")
         self.backend.advance(seconds)
+        self.clock_moves.append(ClockMove(time.time(), seconds))
 
     def expire(self, session_id: str) -> None:
         """Make one session answer 404 as expired from now on (until reset)."""

@@ -9,11 +9,12 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from http import HTTPStatus
-from typing import Final
+from typing import Final, Literal, NamedTuple
 
 from verdict_contract.core.errors import SpecError, StateUnavailable
+from verdict_contract.core.types import Verdict
 
 log = logging.getLogger("mockserver")
 
@@ -28,6 +29,52 @@ larger one (a big recorded body) is built per request, so the caches hold a few 
 whatever a scenario's bodies weigh, reloaded as often as it may be."""
 
 
+DecidedBy = Literal["script", "logic"]
+"""Who decided an answer: a scripted step (a status, a fault, a standing step) or the mock's
+own logic (the verdict, 401, 404, 429); a delay step only delays the logic's answer."""
+
+DOCUMENTED_FIELDS: Final = Verdict.__required_keys__
+"""The verdict body's top-level fields (spec §2.2); any other is an extra field."""
+
+
+class Served(NamedTuple):
+    """What a verdict body told the client (spec §2.2, §9.1): read once per answer object."""
+
+    verdict: str | None
+    conclusive: bool | None
+    schema: int | None
+    extra_fields: tuple[str, ...]
+
+
+def served(body: bytes) -> Served | None:
+    """The facts of a verdict body; None if it is not a JSON object (a recorded oddity)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    verdict, conclusive, schema = data.get("verdict"), data.get("conclusive"), data.get("schema")
+    return Served(
+        verdict if isinstance(verdict, str) else None,
+        conclusive if isinstance(conclusive, bool) else None,
+        schema if isinstance(schema, int) and not isinstance(schema, bool) else None,
+        tuple(sorted(set(data) - DOCUMENTED_FIELDS)),
+    )
+
+
+class Outcome(NamedTuple):
+    """How the journal reads an answer: what the client got, and who decided it."""
+
+    status: int | None  # None: the client got no status line
+    outcome: str
+    fault: str | None
+    decided_by: DecidedBy = "logic"
+    retry_after: str | None = None  # the Retry-After header, as sent
+    delay_ms: int | None = None  # a scripted delay waited out before the answer
+    served: Served | None = None  # the verdict body the client got whole (a 2xx, no fault)
+
+
 @dataclass(frozen=True)
 class Answer:
     status: int
@@ -36,6 +83,25 @@ class Answer:
     outcome: str = ""  # one word for the journal: verdict, unknown, expired, scripted, ...
     fault: str | None = None  # the connection fault it carries (faults.py), for the journal
     delay: float = 0.0  # seconds to wait before answering (a scripted delay step)
+
+    @cached_property
+    def reading(self) -> Outcome:
+        """The journal's reading of this answer: built once per answer object (answers of a
+        session are kept: a request reads this instead of parsing its body)."""
+        fault = self.fault
+        status = None if fault == "reset" else self.status
+        said = "scripted" if fault else self.outcome
+        retry_after = next((v for k, v in self.headers if k == "Retry-After"), None)
+        facts = served(self.body) if status and 200 <= status < 300 and not fault else None
+        return Outcome(
+            status,
+            said,
+            fault,
+            "script" if said == "scripted" else "logic",
+            retry_after,
+            round(self.delay * 1000) if self.delay else None,
+            facts,
+        )
 
 
 def with_defaults(defaults: Headers, given: Headers) -> list[tuple[str, str]]:

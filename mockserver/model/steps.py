@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from http import HTTPStatus
-from typing import NamedTuple
 
 from .answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer, with_defaults
+from .answer import Outcome as Outcome
 from .faults import fault_answer
 from .sessions import Step, parse_step
 
@@ -27,14 +27,6 @@ _STEP_HEADERS: dict[int, list[tuple[str, str]]] = {
     503: [("Retry-After", "1")],
     401: [("WWW-Authenticate", "Bearer")],
 }
-
-
-class Outcome(NamedTuple):
-    """How the journal reads an answer."""
-
-    status: int | None  # None: the client got no status line
-    outcome: str
-    fault: str | None
 
 
 def _generic_error(status: int) -> tuple[str, str]:
@@ -75,11 +67,14 @@ def _answer(step: Step, body: bytes) -> Answer | None:
 def outcome(answer: Answer | str) -> Outcome:
     """The journal's reading of an answer, or of a fault named by a string (``"timeout"``)."""
     if isinstance(answer, str):
-        return Outcome(None, "scripted", answer)
-    fault = answer.fault
-    status = None if fault == "reset" else answer.status
-    # tuple.__new__: a NamedTuple's own __new__ is a Python call, dear for every request
-    return tuple.__new__(Outcome, (status, "scripted" if fault else answer.outcome, fault))
+        return _fault_outcome(answer)
+    return answer.reading  # built once per answer object
+
+
+@lru_cache(maxsize=16)
+def _fault_outcome(fault: str) -> Outcome:
+    """A fault the client met before any answer: a scripted delay outlasting its timeout."""
+    return Outcome(None, "scripted", fault, "script")
 
 
 def encode_step(step: Step) -> str:

@@ -2,153 +2,34 @@
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import json
-import re
-import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Final, NamedTuple, Required, TypedDict, Unpack
-from urllib.parse import unquote
 
-from verdict_contract.core.redact import mask
-from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
+from verdict_contract.core.spec import ENDPOINT_PATH
 
-from ..model.sessions import MAX_SESSION_ID_LENGTH
+from ..model.answer import Served
 from ..model.steps import Outcome
+from .shown import (
+    MAX_PATH_CHARS,
+    RawHeaders,
+    Shown,
+    cut,
+    fingerprint,
+    header_prints,
+    mask_authorization,
+    shown_args,
+)
 
-MAX_PARAMS: Final = 20
-"""Query parameters kept per entry; the rest are counted under :data:`CUT`."""
-MAX_SCHEME_CHARS: Final = 20
-MAX_HEADERS: Final = 64
-"""Request headers fingerprinted per entry (for :meth:`~.verify.JournalChecks.calls` matchers)."""
-MAX_PATH_CHARS: Final = 200
-"""A path other than ``/e`` (a wrong one) is kept cut to this length."""
 UNTRUSTED_KEPT: Final = 100
 """Entries of requests any web page can send (no valid key, or a path or method the API does not
 take; see :func:`untrusted`), kept in a ring of their own, so they never evict the rest."""
-CUT: Final = "…(cut)"
-"""The marker where the journal cut a value (or, as a query name, dropped parameters)."""
-
-
-def cut(text: str, limit: int) -> str:
-    """``text`` if it fits in ``limit`` characters, else its start and :data:`CUT`."""
-    return text if len(text) <= limit else text[:limit] + CUT
-
-
-@lru_cache(maxsize=64)  # a load test sends one header again and again
-def mask_authorization(header: str | None) -> str | None:
-    """Keep the scheme of an Authorization header and mask its credentials."""
-    if header is None:
-        return None
-    scheme, _, credentials = header.strip().partition(" ")
-    if not credentials:
-        return mask(scheme) if scheme else ""
-    return f"{cut(scheme, MAX_SCHEME_CHARS)} {mask(credentials.strip())}"
-
-
-_PLAIN_NAME = re.compile(r"[a-z_]{1,20}")
-"""Query parameter names shown as they are; anything else might be a secret."""
-
-
-def shown_param(
-    name: str, value: str, is_key: Callable[[str], bool] = lambda _: False
-) -> tuple[str, str]:
-    """A query parameter as output shows it: ``n`` (cut), plain names; other values masked."""
-    if name == SESSION_PARAM:
-        return name, mask(value) if is_key(value) else cut(value, MAX_SESSION_ID_LENGTH)
-    # a key may arrive as a value (?api_key=...) or as a bare name (?<key>)
-    plain = _PLAIN_NAME.fullmatch(name) and not is_key(name)
-    return (name if plain else mask(name)), mask(value)
-
-
-def shown_path(path: str, is_key: Callable[[str], bool]) -> str:
-    """A request's path as output shows it: a segment that is an API key (as sent, or
-    percent-decoded) is masked; a client that put its key in the path gets a 404 for it."""
-    if not path.count("/") or not any(is_key(s) or is_key(unquote(s)) for s in path.split("/")):
-        return path
-    return "/".join(mask(s) if is_key(s) or is_key(unquote(s)) else s for s in path.split("/"))
-
-
-RawHeaders = Sequence[tuple[str, str]] | Sequence[tuple[bytes, bytes]]
-"""A request's headers as a server has them: text, or bytes as sent (decoded as latin-1)."""
-
-_KEYED: Final = hashlib.blake2b(key=secrets.token_bytes(16), digest_size=16)
-"""Keyed once per process; each digest starts from a copy (much cheaper than keying anew)."""
-
-
-def fingerprint(kind: str, name: str, value: str) -> bytes:
-    """A salted digest of one header (``kind`` ``h``, name lower-cased) or parameter (``q``).
-
-    Entries keep these instead of the values: a matcher can ask "was this header sent?"
-    (an Authorization included) while no journal, repr or message can show what was sent.
-    """
-    digest = _KEYED.copy()
-    digest.update(f"{kind}\0{name}\0{value}".encode("utf-8", "surrogateescape"))
-    return digest.digest()
-
-
-def as_text(value: str | bytes) -> str:
-    """A header name or value as text (bytes as sent are latin-1, as HTTP/1.1 has them)."""
-    return value if isinstance(value, str) else value.decode("latin-1")
-
-
-@lru_cache(maxsize=64)  # a load test sends the same headers again and again
-def _header_prints(
-    headers: tuple[tuple[str, str] | tuple[bytes, bytes], ...], authorization: str | None
-) -> frozenset[bytes]:
-    prints = {fingerprint("h", as_text(k).lower(), as_text(v)) for k, v in headers[:MAX_HEADERS]}
-    if authorization is not None:  # given apart by servers that read it apart
-        prints.add(fingerprint("h", "authorization", authorization))
-    return frozenset(prints)
-
-
-@lru_cache(maxsize=1024)  # and asks for the same few sessions
-def _cached_param_print(name: str, value: str) -> bytes:
-    return fingerprint("q", name, value)
-
-
-def _param_fingerprint(name: str, value: str) -> bytes:
-    """A parameter's fingerprint; cached for short ones only, so the cache stays small."""
-    if len(name) + len(value) <= MAX_SESSION_ID_LENGTH:
-        return _cached_param_print(name, value)
-    return fingerprint("q", name, value)
-
-
-Shown = tuple[str | None, dict[str, list[str]], frozenset[bytes]]
-"""How the journal shows a request's query: its ``n``, the other parameters (masked), and the
-fingerprints of the parameters kept (:func:`fingerprint`)."""
-
-
-def shown_args(args: Iterable[tuple[str, str]], is_key: Callable[[str], bool]) -> Shown:
-    """``n`` and the query as the journal shows them: bounded, every value but ``n`` masked."""
-    query: dict[str, list[str]] = {}
-    n = None
-    kept = dropped = 0
-    note = ""
-    prints: set[bytes] = set()
-    for name, value in args:
-        if name == CUT:  # what the server did not read (explain.py)
-            note = cut(value, 100)
-        elif name == SESSION_PARAM and n is None:
-            n = shown_param(name, value, is_key)[1]
-            prints.add(_param_fingerprint(name, value))
-        elif kept < MAX_PARAMS:
-            kept += 1
-            prints.add(_param_fingerprint(name, value))
-            first = name != SESSION_PARAM  # a repeated n is masked: it could be anything
-            shown, masked = shown_param(name, value, is_key) if first else (name, mask(value))
-            query.setdefault(shown, []).append(masked)
-        else:  # bounded: hostile query strings hold tens of thousands of parameters
-            dropped += 1
-    if dropped or note:
-        query[CUT] = [", ".join(t for t in (dropped and f"{dropped} more parameter(s)", note) if t)]
-    return n, query, frozenset(prints)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +47,15 @@ class Entry:
     latency_ms: float | None = None  # time to answer, as the mock or the proxy measured it
     fault: str | None = None
     """What the client got instead of a whole answer: reset, truncated, malformed or timeout."""
+    decided_by: str = "logic"
+    """``script`` if a scripted step decided the answer (a status, a fault, a standing step),
+    ``logic`` if the mock's own rules did (a delay step only delays the logic's answer)."""
+    verdict: str | None = None  # what the client was served whole (a 2xx verdict body)...
+    conclusive: bool | None = None
+    schema: int | None = None
+    extra_fields: tuple[str, ...] = ()  # ...and its top-level fields the spec does not list
+    retry_after: str | None = None  # the Retry-After header sent, as sent
+    delay_ms: int | None = None  # a scripted delay waited out before answering
     violations: tuple[str, ...] = ()  # contract breaches of a proxied answer (proxy.py)
     fingerprints: frozenset[bytes] = field(default=frozenset(), repr=False, compare=False)
     """Salted digests of the headers and parameters sent (:func:`fingerprint`), never shown."""
@@ -181,13 +71,15 @@ class Entry:
 
 
 class EntryParts(NamedTuple):
-    """An :class:`Entry`'s fields, in its order, masked and bounded already: what a journal keeps.
+    """An :class:`Entry`'s fields, masked and bounded already: what a journal keeps.
 
     A journal keeps these and builds the entries when they are read: building a frozen
     dataclass costs more than the rest of journaling a request, and most entries are never read
-    (a named tuple is a tuple: no dearer to build). Nothing in them is a secret
-    (:func:`entry_parts` masks and digests before they are kept). A shared store keeps the first
-    ten fields, in this order, as a JSON array (:func:`entry_head`, :func:`decode_entry`).
+    (a named tuple is a tuple: no dearer to build). The answer's fields stay the one
+    :class:`~.steps.Outcome` the answer object holds (``reading``), spread out when read.
+    Nothing in them is a secret (:func:`entry_parts` masks and digests before they are kept).
+    A shared store keeps the request's fields and the answer's as a JSON array
+    (:func:`entry_head`, :func:`entry_tail`, :func:`decode_entry`).
     """
 
     time: float
@@ -196,12 +88,22 @@ class EntryParts(NamedTuple):
     n: str | None
     query: dict[str, list[str]]
     authorization: str | None
-    status: int | None
-    outcome: str
+    reading: Outcome
     latency_ms: float | None
-    fault: str | None
     violations: tuple[str, ...]
     fingerprints: frozenset[bytes]
+
+    @property
+    def status(self) -> int | None:
+        return self.reading.status
+
+    @property
+    def outcome(self) -> str:
+        return self.reading.outcome
+
+    @property
+    def fault(self) -> str | None:
+        return self.reading.fault
 
 
 _new = tuple.__new__
@@ -296,7 +198,8 @@ class Journal:
         arrived before a ``clear()``) is kept with it and never read (:meth:`_current`).
         """
         kept = _new(Kept, (self._generation if generation is None else generation, parts))
-        refused = untrusted(parts.method, parts.path, parts.status, parts.outcome)
+        reading = parts.reading
+        refused = untrusted(parts.method, parts.path, reading.status, reading.outcome)
         (self._refused if refused else self._entries).append(kept)
 
     def _current(self) -> list[EntryParts]:
@@ -332,16 +235,15 @@ def entry_parts(
     method: str,
     path: str,
     authorization: str | None,
-    status: int | None,
-    outcome: str,
+    reading: Outcome,
     shown: Shown,
     headers: RawHeaders = (),
     latency_ms: float | None = None,
-    fault: str | None = None,
     violations: tuple[str, ...] = (),
 ) -> EntryParts:
     """An entry's :class:`EntryParts`: ``shown`` is :func:`shown_args` of its query (masked), the
-    Authorization header is masked, headers and parameters are kept as digests only."""
+    Authorization header is masked, headers and parameters are kept as digests only;
+    ``reading`` is the answer's (:func:`.steps.outcome`)."""
     n, query, params = shown
     return _new(
         EntryParts,
@@ -352,12 +254,10 @@ def entry_parts(
             n,
             query,
             mask_authorization(authorization),
-            status,
-            outcome,
+            reading,
             latency_ms,  # rounded when read (round() costs more than the rest of a field)
-            fault,
             violations,
-            _header_prints(tuple(headers), authorization) | params,
+            header_prints(tuple(headers), authorization) | params,
         ),
     )
 
@@ -367,26 +267,49 @@ def make_parts(fields: EntryFields) -> EntryParts:
     shown = fields.get("shown")
     if shown is None:
         shown = shown_args(fields["args"], fields.get("is_key", _no_key))
+    reading = Outcome(fields["status"], fields["outcome"], fields.get("fault"))
     return entry_parts(
         fields["method"],
         fields["path"],
         fields["authorization"],
-        fields["status"],
-        fields["outcome"],
+        reading,
         shown,
         fields.get("headers", ()),
         fields.get("latency_ms"),
-        fields.get("fault"),
         fields.get("violations", ()),
     )
 
 
+_NOTHING_SERVED: Final = Served(None, None, None, ())
+
+
 def _entry(parts: EntryParts) -> Entry:
-    """The entry of kept parts, its latency rounded to the microsecond."""
-    latency = parts.latency_ms
-    if latency is None:
-        return Entry(*parts)
-    return Entry(*parts._replace(latency_ms=round(latency, 3)))
+    """The entry of kept parts, the answer's reading spread out, its latency rounded to the
+    microsecond."""
+    at, method, path, n, query, authorization, reading, latency, violations, prints = parts
+    status, said, fault, decided_by, retry_after, delay_ms, facts = reading
+    verdict, conclusive, schema, extra = facts or _NOTHING_SERVED
+    return Entry(
+        at,
+        method,
+        path,
+        n,
+        query,
+        authorization,
+        status,
+        said,
+        None if latency is None else round(latency, 3),
+        fault,
+        decided_by,
+        verdict,
+        conclusive,
+        schema,
+        extra,
+        retry_after,
+        delay_ms,
+        violations,
+        prints,
+    )
 
 
 def _no_key(_: str) -> bool:
@@ -402,25 +325,44 @@ def make_entry(**fields: Unpack[EntryFields]) -> Entry:
     return _entry(make_parts(fields))
 
 
-# A shared store keeps an entry as a JSON array of its first ten parts, in their order: the
-# request's (the head, built before the store decides), then the answer's (the tail, the one
-# the store picked; its latency is null: the store journals before the answer exists).
-def entry_head(parts: EntryParts) -> str:
-    """The entry's JSON array up to its answer's fields, ending with a comma."""
-    request = [parts.time, parts.method, parts.path, parts.n, parts.query, parts.authorization]
+# A shared store keeps an entry as a JSON array: the request's fields and the facts of the
+# session's verdict body (the head, built before the store decides), then the answer's (the
+# tail, the one the store picked; its latency is null: the store journals before the answer
+# exists). A tail says whether its answer served that body: a scripted step's tail is built
+# once per script, without the session's body (redisstate.py).
+def entry_head(parts: EntryParts, body: Served | None = None) -> str:
+    """The entry's JSON array up to its answer's fields, ending with a comma; ``body``: the
+    facts of the verdict body the request's session would be served, if any."""
+    request = [
+        parts.time,
+        parts.method,
+        parts.path,
+        parts.n,
+        parts.query,
+        parts.authorization,
+        parts.reading.served if body is None else body,
+    ]
     return json.dumps(request, ensure_ascii=False)[:-1] + ","
 
 
 @lru_cache(maxsize=256)  # a handful of outcomes, built for every request to /e
 def entry_tail(outcome: Outcome) -> str:
-    """The end of an entry's JSON array: status, outcome, latency (null), fault."""
-    return json.dumps([outcome.status, outcome.outcome, None, outcome.fault])[1:]
+    """The end of an entry's JSON array: status, outcome, latency (null), fault, who decided,
+    Retry-After, the delay, and whether the answer served the session's verdict body."""
+    status, said, fault, decided_by, retry_after, delay_ms, _ = outcome
+    with_body = fault is None and status is not None and 200 <= status < 300
+    tail = [status, said, None, fault, decided_by, retry_after, delay_ms, with_body]
+    return json.dumps(tail)[1:]
 
 
 def decode_entry(text: str) -> Entry:
     """An entry a shared store kept (:func:`entry_head` and :func:`entry_tail` joined)."""
-    at, method, path, n, query, authorization, status, said, latency, fault = json.loads(text)
-    kept = EntryParts(
-        at, method, path, n, query, authorization, status, said, latency, fault, (), frozenset()
-    )
+    (at, method, path, n, query, authorization, body, status, said, latency, fault, decided_by,
+     retry_after, delay_ms, with_body) = json.loads(text)  # fmt: skip
+    facts = None
+    if with_body and body is not None:
+        verdict, conclusive, schema, extra = body
+        facts = Served(verdict, conclusive, schema, tuple(extra))
+    reading = Outcome(status, said, fault, decided_by, retry_after, delay_ms, facts)
+    kept = EntryParts(at, method, path, n, query, authorization, reading, latency, (), frozenset())
     return _entry(kept)

@@ -432,7 +432,7 @@ def _entry_time(entry: Entry) -> float:
 
 
 def outcome_of(parts: EntryParts) -> Outcome:
-    return Outcome(parts.status, parts.outcome, parts.fault)
+    return parts.reading
 
 
 def _fingerprint(scripts: Mapping[str, tuple[Step, ...]]) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl
 
-from ..store.journal import shown_param, shown_path
+from ..store.shown import shown_param, shown_path
 from .guard import TOKEN_PARAM
 
 if TYPE_CHECKING:

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
 MARKER = "verdict_mock"
 SEED_OPTION = "--verdict-seed"
+COVERAGE_OPTION = "--verdict-coverage"
+COVERAGE_JSON_OPTION = "--verdict-coverage-json"
+REQUIRE_OPTION = "--verdict-require-coverage"
+COVERAGE_PLUGIN = "verdict-coverage"
 SUITE_PLUGIN = "verdict_contract.suite"
 CHECK_SCRIPTS = "assert_all_scripts_used"
 """A ``verdict_mock`` marker argument, not a setting: check every script was used at teardown."""
@@ -52,6 +56,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "[ini: verdict_seed]",
     )
     parser.addini("verdict_seed", "seed of the mock's generated verdicts", default="")
+    group.addoption(
+        COVERAGE_OPTION,
+        action="store_true",
+        default=False,
+        help="after the run, print which of the spec's answers the tests met through the "
+        "verdict fixtures, and the client's habits (docs/plugin.md)",
+    )
+    group.addoption(
+        COVERAGE_JSON_OPTION,
+        metavar="PATH",
+        default=None,
+        help="write that coverage as JSON to PATH",
+    )
+    group.addoption(
+        REQUIRE_OPTION,
+        metavar="IDS",
+        default=None,
+        help="fail the run if a behaviour id of IDS (comma-separated, or all) was never met",
+    )
 
 
 def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
@@ -73,6 +96,21 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{MARKER}(**settings): the mock's Settings for this test, e.g. "
         '@pytest.mark.verdict_mock(rate_limit="2/60", api_keys=["k1"])',
     )
+    show = bool(config.getoption(COVERAGE_OPTION))
+    json_path = config.getoption(COVERAGE_JSON_OPTION)
+    require = config.getoption(REQUIRE_OPTION)
+    if show or json_path or require:  # its hooks join only the runs that ask for them
+        from verdict_contract.mockserver.testing.coverage import CoveragePlugin
+
+        plugin = CoveragePlugin(config, show, json_path, require)
+        config.pluginmanager.register(plugin, COVERAGE_PLUGIN)
+
+
+def _gathered(request: pytest.FixtureRequest, mock: VerdictMock) -> None:
+    """With ``--verdict-coverage``: this test's journal, counted at its teardown."""
+    plugin = request.config.pluginmanager.get_plugin(COVERAGE_PLUGIN)
+    if plugin is not None:
+        plugin.add(request.node.nodeid, mock)
 
 
 def _seed(config: pytest.Config) -> str | None:
@@ -205,6 +243,7 @@ def verdict_mock(
     mock = verdict_mock_servers.get(_settings_for(request, verdict_mock_settings))
     mock.reset()
     yield mock
+    _gathered(request, mock)
     _checked_at_teardown(request, mock)
 
 
@@ -218,6 +257,7 @@ def verdict_respx(
 
     with respx_mock(settings=_settings_for(request, verdict_mock_settings)) as mock:
         yield mock
+        _gathered(request, mock)
         _checked_at_teardown(request, mock)
 
 
@@ -231,6 +271,7 @@ def verdict_responses(
 
     with responses_mock(settings=_settings_for(request, verdict_mock_settings)) as mock:
         yield mock
+        _gathered(request, mock)
         _checked_at_teardown(request, mock)
 
 

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from tests.helpers import run_threads
 from verdict_contract.core.redact import mask
-from verdict_contract.mockserver.store.journal import (
+from verdict_contract.mockserver.store.journal import Journal
+from verdict_contract.mockserver.store.shown import (
     CUT,
     MAX_HEADERS,
     MAX_PARAMS,
-    Journal,
     mask_authorization,
 )
 

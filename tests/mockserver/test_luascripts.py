@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from tests.redisserver import redis_server
+from verdict_contract.mockserver.model.answer import Outcome, Served
 from verdict_contract.mockserver.store.backend import StateURL
 from verdict_contract.mockserver.store.journal import EntryParts, decode_entry
 from verdict_contract.mockserver.store.luascripts import (
@@ -73,6 +74,16 @@ def test_each_key_and_argument_reaches_the_script_under_its_name(
     assert [local for local, value in seen.items() if marked in value] == [where]
 
 
+SERVED = Served("refused", True, 8, ("extra",))
+READING = Outcome(
+    status=218,
+    outcome="the-outcome",
+    fault=None,
+    decided_by="script",
+    retry_after="7",
+    delay_ms=250,
+    served=SERVED,
+)
 ENTRY = EntryParts(
     time=1234.5,
     method="HEAD",
@@ -80,14 +91,17 @@ ENTRY = EntryParts(
     n="the-n",
     query={"q": ["…4321"]},
     authorization="Bearer …9876",
-    status=418,
-    outcome="the-outcome",
+    reading=READING,
     latency_ms=None,  # a shared store journals before the answer exists
-    fault="the-fault",
     violations=(),
     fingerprints=frozenset(),
 )
-SHARED_FIELDS = [name for name in EntryParts._fields if name not in ("violations", "fingerprints")]
+EXPECTED: dict[str, Any] = {
+    **{name: getattr(ENTRY, name) for name in ENTRY._fields if name != "reading"},
+    **{name: getattr(READING, name) for name in READING._fields if name != "served"},
+    **SERVED._asdict(),
+}
+SHARED_FIELDS = [name for name in EXPECTED if name not in ("violations", "fingerprints")]
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +119,7 @@ def test_each_entry_field_comes_back_from_redis_in_its_place(
     backend.clear_journal()
     backend.record(ENTRY, 0)
     (entry,) = backend.entries()
-    assert getattr(entry, name) == getattr(ENTRY, name)
+    assert getattr(entry, name) == EXPECTED[name]
     stored = backend.sync.lindex(backend.keys.journal, 0)
     assert isinstance(stored, str)
     assert decode_entry(stored) == entry
@@ -116,4 +130,6 @@ def test_the_entry_and_its_parts_name_one_order() -> None:
 
     from verdict_contract.mockserver.store.journal import Entry
 
-    assert EntryParts._fields == tuple(field.name for field in fields(Entry))
+    spread = set(EntryParts._fields) - {"reading"} | set(Outcome._fields) - {"served"}
+    assert {field.name for field in fields(Entry)} == spread | set(Served._fields)
+    assert set(EXPECTED) == {field.name for field in fields(Entry)}
