@@ -13,6 +13,7 @@ retried): the request gets a 503 and the next one tries again.
 from __future__ import annotations
 
 from typing import Any, Final, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
@@ -103,16 +104,19 @@ class Clients:
 
     def _sync_cluster(self) -> redis.cluster.RedisCluster:
         options: dict[str, Any] = parse_url(self._url)  # type: ignore[no-untyped-call]
-        if options.pop("db", 0) != 0:
-            raise ValueError("a Redis Cluster has database 0 only: end the URL with /0")
-        base = options.pop("connection_class", redis.Connection)
-        client = redis.cluster.RedisCluster(
+        if options.get("db", 0) != 0:
+            raise ClusterURLError(_NO_DB)
+        # It takes a connection class, not a parser class; rediss:// only picks the TLS class,
+        # which the URL would put back over ours.
+        base = options.get("connection_class", redis.Connection)
+        parts = urlsplit(self._url)
+        plain = urlunsplit(parts._replace(scheme="redis"))
+        return redis.cluster.RedisCluster.from_url(
+            plain,
             connection_class=_with_parser(base, self._sync_parser),
             retry=redis.retry.Retry(NoBackoff(), 0),
-            **options,
             **_OPTIONS,
         )
-        return client
 
     def make_async(self) -> AsyncClient:
         """A client for the running event loop (a client belongs to the loop that made it)."""
@@ -145,7 +149,19 @@ def _with_parser(base: type[redis.Connection], parser: type[_HiredisParser]) -> 
     return Bounded
 
 
+_NO_DB: Final = "a Redis Cluster has database 0 only: end the URL with /0"
+
+
+class ClusterURLError(ValueError):
+    """A state URL a Redis Cluster cannot take (said at start, as a wrong setting is)."""
+
+
 def _cluster_enabled(client: redis.Redis) -> bool:
     """Whether the server is a node of a Redis Cluster (``INFO cluster``)."""
-    info = client.info("cluster")
+    try:
+        info = client.info("cluster")
+    except redis.ResponseError as exc:  # SELECT of another database, refused by a cluster node
+        if "cluster mode" in str(exc):
+            raise ClusterURLError(_NO_DB) from None
+        raise
     return bool(int(info.get("cluster_enabled", 0)))
