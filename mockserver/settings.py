@@ -193,8 +193,8 @@ class Settings:
     )
     state: StateURL = _setting(
         StateURL("memory"),
-        "where limiter, journal, scripts and clock live: memory, or redis://HOST:PORT/DB shared "
-        "by every mock with the same secret",
+        "where limiter, journal, scripts and clock live: memory, or redis://HOST:PORT/DB (a "
+        "Redis Cluster too) shared by every mock with the same secret",
         StateURL.parse,
         "URL",
     )
