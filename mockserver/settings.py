@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cache
@@ -27,7 +26,7 @@ from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
 from verdict_contract.core.values import parse_bool, port, positive_int, seconds
 
 from .model.generate import DEFAULT_SEED
-from .store.backend import StateURL
+from .store.backend import DEFAULT_STATE_TTL, StateURL, state_problem
 
 DEFAULT_API_KEY: Final = "verdict-mock-local-key"
 """The key the mock accepts when none is configured; for local use only, so printed in full."""
@@ -190,8 +189,8 @@ class Settings:
     )
     state: StateURL = _setting(
         StateURL("memory"),
-        "where limiter, journal, scripts and clock live: memory, or redis://HOST:PORT/DB shared "
-        "by every mock with the same secret",
+        "where limiter, journal, scripts and clock live: memory, or redis://HOST:PORT/DB (a "
+        "Redis Cluster too) shared by every mock with the same secret",
         StateURL.parse,
         "URL",
     )
@@ -203,6 +202,21 @@ class Settings:
     )
     grace_seconds: float = _setting(
         5.0, "on SIGTERM, how long requests under way may take to finish", seconds, "SECONDS"
+    )
+    state_ttl: float = _setting(
+        float(DEFAULT_STATE_TTL),
+        "seconds an idle mock's keys stay in Redis (--state); each request or control call "
+        "renews them",
+        seconds,
+        "SECONDS",
+        "86400 (1 day)",
+    )
+    state_name: str | None = _setting(
+        None,
+        "name shown in the mock's Redis keys, verdict-mock:{NAME.<digest>}:… (letters, digits, "
+        ". _ -); without it: the digest alone",
+        str,
+        "NAME",
     )
 
     if TYPE_CHECKING:  # what Settings(...) takes: also a string as its variable reads it
@@ -238,6 +252,8 @@ class Settings:
             state: StateURL | str = ...,
             workers: int | str = ...,
             grace_seconds: float | str = ...,
+            state_ttl: float | str = ...,
+            state_name: str | None = ...,
         ) -> None: ...
 
     def __post_init__(self) -> None:
@@ -268,7 +284,9 @@ class Settings:
         _check_needs(self)
         if self.upstream_key is not None and not self.upstream_key.reveal().strip():
             raise SettingsError("the upstream key is empty")
-        _check_state(self)
+        problem = state_problem(self)  # --state and the settings that go with it
+        if problem:
+            raise SettingsError(problem)
 
     def __repr__(self) -> str:
         # Keys and the signing secret never print (pytest -l shows fixtures' locals).
@@ -340,24 +358,6 @@ def describe(name: str) -> str:
     """A setting as people give it: ``--record (VERDICT_MOCK_RECORD)``."""
     option, default = next((o, d) for n, o, d in options() if n == name)
     return f"{option.flag(name, default)} ({env_var(name)})"
-
-
-def _check_state(settings: Settings) -> None:
-    """--workers and --state: what several processes can share exactly (README: Which server)."""
-    if settings.workers < 1:
-        raise SettingsError("workers must be at least 1")
-    if settings.workers > 1 and settings.state.is_memory:
-        raise SettingsError(
-            f"--workers {settings.workers} needs --state redis://HOST:PORT/DB: in memory, each "
-            "process would keep its own rate limit, scripts and journal (a 10/60 limit would let "
-            f"up to {10 * settings.workers} through)"
-        )
-    if settings.workers > 1 and not hasattr(socket, "SO_REUSEPORT"):
-        raise SettingsError("--workers needs SO_REUSEPORT, which this OS does not have")
-    if settings.workers > 1 and settings.server != "async":
-        raise SettingsError("--workers needs the async server (it shares the port)")
-    if not settings.state.is_memory and settings.proxy_to is not None:
-        raise SettingsError("--proxy-to journals in its own process: it does not take --state")
 
 
 _UNPRINTED: Final = ("api_keys", "secret")

@@ -111,7 +111,11 @@ class MockState:
         self.backend = self.memory = MemoryBackend(self.limiter, self.journal, self.scripts)
         if not self.settings.state.is_memory:
             self.backend = self.shared = RedisBackend(
-                self.settings.state, self.settings.signing_secret, self.settings.journal_size
+                self.settings.state,
+                self.settings.signing_secret,
+                self.settings.journal_size,
+                ttl=self.settings.state_ttl,
+                name=self.settings.state_name,
             )
         if self.settings.scenario is not None:
             self.scenario = load_scenario(self.settings.scenario)

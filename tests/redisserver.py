@@ -9,10 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 
 import pytest
 import redis
@@ -88,3 +91,111 @@ def redis_server() -> Iterator[RedisServer]:
         if server.process is not None:
             server.resume()
         server.stop()
+
+
+CLUSTER_BUS_OFFSET = 10000
+"""Redis Cluster nodes talk to each other on their port plus this."""
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (``+10000``) is free too (a bounded search)."""
+    for _ in range(100):
+        port = free_port()
+        if port + CLUSTER_BUS_OFFSET > 65535:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port + CLUSTER_BUS_OFFSET))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair for a Redis Cluster node")
+
+
+@dataclass
+class RedisClusterNodes:
+    """Three redis-server primaries on 127.0.0.1 made one Redis Cluster (no replicas)."""
+
+    folder: Path
+    ports: list[int] = field(default_factory=list)
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        """A plain URL of one node: the mock finds the cluster from the server."""
+        return f"redis://127.0.0.1:{self.ports[0]}/0"
+
+    def start(self, count: int = 3) -> None:
+        assert REDIS_SERVER is not None
+        for _ in range(count):
+            port = _cluster_port()
+            argv = [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1"]
+            argv += ["--cluster-enabled", "yes"]
+            argv += ["--cluster-config-file", str(self.folder / f"nodes-{port}.conf")]
+            argv += ["--save", "", "--appendonly", "no", "--loglevel", "warning"]
+            argv += ["--dir", str(self.folder)]
+            self.ports.append(port)
+            self.processes.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))
+        for port in self.ports:
+            assert wait_until(partial(_answers, port)), f"node {port} did not start"
+        nodes = [f"127.0.0.1:{port}" for port in self.ports]
+        create = ["--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"]
+        subprocess.run(
+            [_redis_cli(), *create],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        assert wait_until(self._ok), "the cluster did not reach cluster_state:ok"
+
+    def _ok(self) -> bool:
+        for port in self.ports:
+            client = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
+            try:
+                info = client.cluster("info")
+                if info.get("cluster_state") != "ok":
+                    return False
+            except redis.RedisError:
+                return False
+            finally:
+                client.close()
+        return True
+
+    def clients(self) -> list[redis.Redis]:
+        """A plain client per node (scan each: a cluster's SCAN is per node)."""
+        return [redis.Redis(port=port, decode_responses=True) for port in self.ports]
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.kill()
+        for process in self.processes:
+            process.wait(timeout=10)
+        self.processes.clear()
+
+
+def _redis_cli() -> str:
+    found = shutil.which("redis-cli")
+    assert found is not None, "redis-cli comes with redis-server"
+    return found
+
+
+def _answers(port: int) -> bool:
+    client = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
+@contextmanager
+def redis_cluster(folder: Path) -> Iterator[RedisClusterNodes]:
+    """A 3-node Redis Cluster on 127.0.0.1 (its node files in ``folder``); killed after."""
+    require_redis()
+    nodes = RedisClusterNodes(folder)
+    try:
+        nodes.start()
+        yield nodes
+    finally:
+        nodes.stop()

@@ -15,6 +15,8 @@ as one mock.
 
 from __future__ import annotations
 
+import re
+import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,7 +31,13 @@ from .journal import Entry, EntryParts, Journal
 from .ratelimit import RateLimiter
 
 MEMORY: Final = "memory"
-STATE_SCHEMES: Final = ("redis", "rediss", "unix")
+DEFAULT_STATE_TTL: Final = 24 * 60 * 60
+"""Seconds a mock's keys outlive its last use in Redis (``--state-ttl``): a day."""
+STATE_NAME: Final = re.compile(r"[A-Za-z0-9._-]{1,64}")
+"""A name for a mock's keys (``--state-name``): readable, and no brace to break its hash tag."""
+CLUSTER_SUFFIX: Final = "+cluster"
+STATE_SCHEMES: Final = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
+"""``redis+cluster://`` names a Redis Cluster; ``redis://`` finds out from the server."""
 
 
 class StateURL(str):
@@ -46,7 +54,8 @@ class StateURL(str):
         if parts.scheme not in STATE_SCHEMES or not (parts.hostname or parts.path):
             raise ValueError(
                 f"{_masked(text)!r} is not a state URL: 'memory', or redis://HOST:PORT/DB "
-                "(rediss:// for TLS, unix:///path/redis.sock)"
+                "(rediss:// for TLS, unix:///path/redis.sock; redis+cluster:// for a Redis "
+                "Cluster)"
             )
         try:
             parts.port  # noqa: B018 - raises ValueError for a port that is not a number
@@ -57,6 +66,20 @@ class StateURL(str):
     @property
     def is_memory(self) -> bool:
         return self == MEMORY
+
+    @property
+    def cluster(self) -> bool | None:
+        """A Redis Cluster: True when the URL says so, False for a socket, None: ask Redis."""
+        scheme = urlsplit(self).scheme
+        return True if scheme.endswith(CLUSTER_SUFFIX) else (False if scheme == "unix" else None)
+
+    @property
+    def client_url(self) -> str:
+        """The URL as redis-py takes it (``redis+cluster://`` as ``redis://``)."""
+        parts = urlsplit(self)
+        if not parts.scheme.endswith(CLUSTER_SUFFIX):
+            return str(self)
+        return urlunsplit(parts._replace(scheme=parts.scheme.removesuffix(CLUSTER_SUFFIX)))
 
     @property
     def label(self) -> str:
@@ -74,6 +97,65 @@ def _masked(url: str) -> str:
     user = parts.username or ""
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"{user}:…@{host}"))
+
+
+class StateSettings(Protocol):
+    """The settings that say where the state lives and how (``Settings`` has them)."""
+
+    @property
+    def workers(self) -> int: ...
+    @property
+    def state(self) -> StateURL: ...
+    @property
+    def server(self) -> str: ...
+    @property
+    def proxy_to(self) -> str | None: ...
+    @property
+    def state_ttl(self) -> float: ...
+    @property
+    def state_name(self) -> str | None: ...
+    @property
+    def signing_secret(self) -> str: ...
+    @property
+    def api_keys(self) -> tuple[str, ...]: ...
+
+
+def state_problem(settings: StateSettings) -> str | None:
+    """What is wrong with --state and the settings that go with it, if anything (never a
+    secret): what several processes can share exactly (README: Which server)."""
+    workers = settings.workers
+    if workers < 1:
+        return "workers must be at least 1"
+    if workers > 1 and settings.state.is_memory:
+        return (
+            f"--workers {workers} needs --state redis://HOST:PORT/DB: in memory, each process "
+            "would keep its own rate limit, scripts and journal (a 10/60 limit would let up to "
+            f"{10 * workers} through)"
+        )
+    if workers > 1 and not hasattr(socket, "SO_REUSEPORT"):
+        return "--workers needs SO_REUSEPORT, which this OS does not have"
+    if workers > 1 and settings.server != "async":
+        return "--workers needs the async server (it shares the port)"
+    if not settings.state.is_memory and settings.proxy_to is not None:
+        return "--proxy-to journals in its own process: it does not take --state"
+    if not settings.state_ttl > 0:
+        return (
+            f"Settings(state_ttl=...): received {settings.state_ttl!r}; documented: a positive "
+            "number of seconds"
+        )
+    name = settings.state_name
+    if name is not None and not STATE_NAME.fullmatch(name):
+        return (
+            f"Settings(state_name=...): received {name[:70]!r}; documented: 1 to 64 letters, "
+            "digits, '.', '_' or '-'"
+        )
+    secrets = (settings.signing_secret, *settings.api_keys)
+    if name is not None and any(len(secret) >= 4 and secret in name for secret in secrets):
+        return (  # the name is in every key: anyone who lists the Redis's keys reads it
+            "Settings(state_name=...): the name holds the secret or an API key; documented: a "
+            "name that anyone who lists the Redis's keys may read"
+        )
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,10 @@ A script's keys and arguments are named here once, as named tuples: Python build
 ``ARGV`` from them (:func:`flat`), and each script starts by reading them into locals of the same
 names (:func:`preamble`: ``<name>_key`` for a key, ``<name>`` for an argument), so neither side
 addresses a slot by its number and the two orders cannot drift apart.
+
+Every script gets every key of its mock (those it does not name follow the named ones in
+``KEYS``) and ``ttl_ms``: before it returns it renews them all (:data:`_RENEW`), so a mock in use
+keeps its state and an idle one's goes away by itself, in the round trip the request makes.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ class JournalKeys(NamedTuple):
 
 
 class DecideKeys(NamedTuple):
+    """Every key of a mock (``/e`` renews them all)."""
+
     clock: str
     limits: str
     scripts: str
@@ -32,6 +38,8 @@ class DecideKeys(NamedTuple):
     journal_bytes: str
     ring: str
     ring_bytes: str
+    minted: str  # the count of minted sessions (control API only)
+    named: str  # the fingerprint of the named scripts last loaded
 
 
 class DecideArgs(NamedTuple):
@@ -54,6 +62,7 @@ class DecideArgs(NamedTuple):
     max_entries: str
     max_bytes: str
     ring_entries: str
+    ttl_ms: str  # every key's time to live, renewed
 
 
 class AppendArgs(NamedTuple):
@@ -64,6 +73,7 @@ class AppendArgs(NamedTuple):
     max_entries: str
     max_bytes: str
     ring_entries: str
+    ttl_ms: str
 
 
 class LoadKeys(NamedTuple):
@@ -73,11 +83,13 @@ class LoadKeys(NamedTuple):
 
 
 class LoadArgs(NamedTuple):
-    """How to load; ``(session, stored, bytes)`` triples follow (KEYS: the rest to reset)."""
+    """How to load; ``(session, stored, bytes)`` triples follow (KEYS: the rest of the mock's,
+    reset too)."""
 
     mode: str  # "one" (a mint: bounded), "named" (unless loaded already) or "reset"
     fingerprint: str
     capacity: str
+    ttl_ms: str
 
 
 def preamble(keys: type[tuple[str, ...]], args: type[tuple[str, ...]]) -> str:
@@ -93,6 +105,14 @@ def flat(keys: tuple[str, ...], args: tuple[str, ...], *extra: str) -> tuple[lis
     """KEYS and ARGV of a named pair (``extra``: arguments past the named ones)."""
     return list(keys), [*args, *extra]
 
+
+# Gives every key of the mock (all of KEYS) its time to live again; a key that is not there
+# (nothing written yet, or emptied) is left so. Called last: SET clears a key's TTL.
+_RENEW: Final = """
+local function renew()
+  for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl_ms) end
+end
+"""
 
 # Appends an entry to the journal, or to the ring when any web page could have sent it; the
 # oldest go past either's count or its bytes (a counter kept beside each list, in UTF-8 bytes).
@@ -119,6 +139,7 @@ end
 
 DECIDE: Final = (
     preamble(DecideKeys, DecideArgs)
+    + _RENEW
     + _JOURNAL
     + """
 local at = tonumber(now) + tonumber(redis.call('GET', clock_key) or '0')
@@ -167,16 +188,23 @@ elseif session ~= '' then
   end
 end
 journal(entry_head .. tail)
+renew()
 return {wait, step, expired}
 """
 )
 
-APPEND: Final = preamble(JournalKeys, AppendArgs) + _JOURNAL + "journal(entry)\nreturn 1\n"
+APPEND: Final = (
+    preamble(JournalKeys, AppendArgs) + _RENEW + _JOURNAL + "journal(entry)\nrenew()\nreturn 1\n"
+)
 
 LOAD: Final = (
     preamble(LoadKeys, LoadArgs)
+    + _RENEW
     + f"""
-if mode == 'named' and redis.call('GET', named_key) == fingerprint then return {{1, 0}} end
+if mode == 'named' and redis.call('GET', named_key) == fingerprint then
+  renew()
+  return {{1, 0}}
+end
 if mode == 'reset' then
   for i = 1, #KEYS do redis.call('DEL', KEYS[i]) end
 end
@@ -191,7 +219,10 @@ for i = {len(LoadArgs._fields) + 1}, #ARGV, 3 do
     for _, kept in ipairs(cjson.decode(old)) do freed = freed + kept[3] end
   end
   -- the bound's one rule (scripts.admits): a mint that does not fit is refused, nothing dropped
-  if mode == 'one' and not ({ADMITS_LUA}) then return {{0, held}} end
+  if mode == 'one' and not ({ADMITS_LUA}) then
+    renew()
+    return {{0, held}}
+  end
   held = held - freed + needed
   if stored == '' then
     redis.call('HDEL', scripts_key, session)
@@ -200,6 +231,7 @@ for i = {len(LoadArgs._fields) + 1}, #ARGV, 3 do
   end
 end
 redis.call('SET', script_bytes_key, held)
+renew()
 return {{1, held}}
 """
 )

@@ -11,13 +11,15 @@ Why a script of our own rather than the ``limits`` library: one round trip must 
 step and journal the request, which ``limits`` (its own commands, its own keys) cannot join;
 and its windows follow the real clock, not the mock's ``advance``.
 
-Every key of one mock is under ``verdict-mock:{<digest of the signing secret>}:``: mocks with
-other secrets share a Redis without meeting, and the braces keep them in one Redis Cluster
-slot, as a script needs. API keys are stored as HMAC digests, never as they are.
+Every key of one mock is under ``verdict-mock:{<name>.<digest>}:`` (``--state-name``; without
+it ``verdict-mock:{<digest>}:``), the digest a slow hash of the signing secret that does not give
+it back: mocks with other secrets share a Redis without meeting, an operator reads whose keys
+they are, and the braces keep them in one Redis Cluster slot, as a script needs. Every key lives
+``--state-ttl`` seconds past the mock's last use: each request and control call renews them all
+in its own round trip. API keys are stored as HMAC digests, never as they are.
 
 The event loop's client is ``redis.asyncio`` (hiredis parses where installed); the control API,
-on worker threads, uses the blocking client. Both give up after :data:`TIMEOUT` seconds, without
-retrying: the request gets a 503 and the next one tries again.
+on worker threads, uses the blocking client (:mod:`.redisclients`: one server or a cluster).
 """
 
 from __future__ import annotations
@@ -27,24 +29,18 @@ import contextlib
 import hashlib
 import heapq
 import json
+import math
 import threading
-from collections.abc import Iterator, Mapping
-from typing import Any, Final, cast
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final
 
-import redis
-import redis.asyncio
-import redis.asyncio.retry
-import redis.retry
-from redis._parsers import _AsyncHiredisParser, _HiredisParser  # its parser_class option
-from redis._parsers.hiredis import NOT_ENOUGH_DATA
-from redis.backoff import NoBackoff
-from redis.exceptions import InvalidResponse, NoScriptError, OutOfMemoryError, ReadOnlyError
+from redis.exceptions import NoScriptError, OutOfMemoryError, ReadOnlyError
 
 from ..model import scripts as script_store
 from ..model.scripts import ScriptStoreFull, script_bytes, store_full
 from ..model.sessions import Step
 from ..model.steps import Outcome, encode_step, outcome, scripted
-from .backend import Facts, SharedCall, StateUnavailable, StateURL
+from .backend import DEFAULT_STATE_TTL, Facts, SharedCall, StateUnavailable, StateURL
 from .journal import UNTRUSTED_KEPT, Entry, EntryParts, decode_entry, entry_head, entry_tail
 from .journal import untrusted as is_untrusted
 from .luascripts import (
@@ -59,16 +55,17 @@ from .luascripts import (
     LoadKeys,
     flat,
 )
+from .redisclients import TIMEOUT as TIMEOUT
+from .redisclients import AsyncClient, Clients, ClusterURLError
 
-TIMEOUT: Final = 1.0
-"""Seconds a call to Redis may take (connecting included) before the request gets a 503."""
 JOURNAL_BYTES: Final = 16 * 1024 * 1024
 """The shared journal's size in bytes, besides its ``--journal-size`` entries (oldest go)."""
 REPLY_SLACK: Final = 1024 * 1024
 """A reply's bytes past what the journal may hold (its framing, the ring, a script)."""
 _ENTRY_FRAMING: Final = 32
 """Bytes of RESP framing per journal entry in a reply (``$<length>\r\n...\r\n``), at most."""
-_MINTED: Final = "minted"
+_NAMING: Final = (b"verdict-mock state keys", 20_000)
+"""PBKDF2's salt and rounds for the secret's digest in key names: slow to guess back from."""
 _DECIDE_SHA: Final = hashlib.sha1(DECIDE.encode()).hexdigest()  # noqa: S324 - Redis names it so
 
 
@@ -89,89 +86,63 @@ def _number(value: float | None) -> str:
     return "" if value is None else repr(float(value))
 
 
-class _BoundedReader:
-    """hiredis's reader, refusing a reply past ``limit`` bytes: a Redis speaking garbage (an
-    endless bulk string) costs the mock at most that much, not what fits in its timeout."""
-
-    def __init__(self, reader: Any, limit: int) -> None:
-        self._reader = reader
-        self._limit = limit
-        self._fed = 0  # since the last whole reply
-
-    def feed(self, data: Any, *span: int) -> None:
-        self._fed += span[1] if len(span) == 2 else len(data)
-        if self._fed > self._limit:
-            raise InvalidResponse(f"a reply longer than {self._limit} bytes")
-        self._reader.feed(data, *span)
-
-    def gets(self, *args: Any) -> Any:
-        reply = self._reader.gets(*args)
-        if reply is not NOT_ENOUGH_DATA:
-            self._fed = 0
-        return reply
-
-    def has_data(self) -> bool:
-        return bool(self._reader.has_data())
-
-
-def _bounded_parsers(limit: int) -> tuple[type[_HiredisParser], type[_AsyncHiredisParser]]:
-    """redis-py's hiredis parsers (its ``parser_class`` option), each reply bounded."""
-
-    class Bounded(_HiredisParser):
-        def on_connect(self, connection: Any, **kwargs: Any) -> None:
-            super().on_connect(connection, **kwargs)  # type: ignore[no-untyped-call]
-            self._reader = cast(Any, _BoundedReader(self._reader, limit))  # its reader's duck
-
-    class AsyncBounded(_AsyncHiredisParser):
-        def on_connect(self, connection: Any) -> None:
-            super().on_connect(connection)  # type: ignore[no-untyped-call]
-            self._reader = cast(Any, _BoundedReader(self._reader, limit))
-
-    return Bounded, AsyncBounded
+def key_prefix(secret: str, name: str | None = None) -> str:
+    """Where a mock's keys are: its name, if given, and a digest of its secret, as a hash tag."""
+    salt, rounds = _NAMING
+    digest = hashlib.pbkdf2_hmac("sha256", secret.encode(), salt, rounds).hex()[:16]
+    return f"verdict-mock:{{{f'{name}.{digest}' if name else digest}}}:"
 
 
 class RedisBackend:
     """The per-call state in Redis (see the module's docstring); one per mock app."""
 
-    def __init__(self, url: StateURL, secret: str, journal_size: int) -> None:
+    def __init__(
+        self,
+        url: StateURL,
+        secret: str,
+        journal_size: int,
+        ttl: float = DEFAULT_STATE_TTL,
+        name: str | None = None,
+    ) -> None:
         self.label = url.label
         self._url = str(url)
-        digest = hashlib.sha256(f"verdict-mock:{secret}".encode()).hexdigest()[:20]
-        self.prefix = f"verdict-mock:{{{digest}}}:"
-        self.keys = DecideKeys(*(self.prefix + name for name in DecideKeys._fields))
+        self.prefix = key_prefix(secret, name)
+        self.keys = DecideKeys(*(self.prefix + field for field in DecideKeys._fields))
         keys = self.keys
         self.journal_keys = JournalKeys(
             keys.journal, keys.journal_bytes, keys.ring, keys.ring_bytes
         )
-        self.load_keys = LoadKeys(keys.scripts, keys.script_bytes, self.prefix + "named")
-        self._minted_key = self.prefix + _MINTED
+        self.load_keys = LoadKeys(keys.scripts, keys.script_bytes, keys.named)
+        self.ttl_ms = str(max(1, math.ceil(ttl * 1000)))
         self._journal_size = journal_size
         self.capacity = script_store.MAX_SCRIPT_BYTES  # read when made, as ScriptBook's
         # the biggest reply: the journal as LRANGE returns it, its framing, the ring, a script
         most = JOURNAL_BYTES + _ENTRY_FRAMING * journal_size + REPLY_SLACK
         self.reply_bytes = most
-        sync_parser, async_parser = _bounded_parsers(most)
-        options: dict[str, Any] = {
-            "socket_timeout": TIMEOUT,
-            "socket_connect_timeout": TIMEOUT,
-            "decode_responses": True,
-        }
-        self.sync = redis.Redis.from_url(
-            self._url, retry=redis.retry.Retry(NoBackoff(), 0), parser_class=sync_parser, **options
-        )
-        self._options = {**options, "parser_class": async_parser}
-        self._decide = self.sync.register_script(DECIDE)
-        self._append = self.sync.register_script(APPEND)
-        self._load = self.sync.register_script(LOAD)
-        self._async: redis.asyncio.Redis | None = None
-        self._async_loop: asyncio.AbstractEventLoop | None = None
-        self._batch: list[tuple[SharedCall, asyncio.Future[Facts]]] = []
-        self._sending: set[asyncio.Task[None]] = set()
         # Round trips and failures: on the loop as plain ints (one thread), on the control
         # API's threads under a lock (never the hot path's).
         self._trips = self._errors = 0
         self._sync_trips = self._sync_errors = 0
         self._count_lock = threading.Lock()
+        with self._guard():  # a cluster is found from the server: it must answer now
+            self._clients = Clients(url, most)
+        self.sync = self._clients.sync
+        self._decide = self.sync.register_script(DECIDE)
+        self._append = self.sync.register_script(APPEND)
+        self._load = self.sync.register_script(LOAD)
+        self._async: AsyncClient | None = None
+        self._async_loop: asyncio.AbstractEventLoop | None = None
+        self._batch: list[tuple[SharedCall, asyncio.Future[Facts]]] = []
+        self._sending: set[asyncio.Task[None]] = set()
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the state is on a Redis Cluster (from its URL, or as the server said)."""
+        return self._clients.cluster
+
+    def _all_keys(self, named: tuple[str, ...]) -> list[str]:
+        """A script's KEYS: those it names, then the rest of the mock's (for it to renew)."""
+        return [*named, *(key for key in self.keys if key not in named)]
 
     def __repr__(self) -> str:
         return f"RedisBackend({self.label!r})"
@@ -197,6 +168,7 @@ class RedisBackend:
             max_entries=str(self._journal_size),
             max_bytes=str(JOURNAL_BYTES),
             ring_entries=str(UNTRUSTED_KEPT),
+            ttl_ms=self.ttl_ms,
         )
 
     @staticmethod
@@ -213,9 +185,7 @@ class RedisBackend:
         """One request's decision; the calls of one turn of the loop go as one pipeline."""
         loop = asyncio.get_running_loop()
         if self._async_loop is not loop:  # a client is per loop: made on the first that asks
-            self._async = redis.asyncio.Redis.from_url(
-                self._url, retry=redis.asyncio.retry.Retry(NoBackoff(), 0), **self._options
-            )
+            self._async = self._clients.make_async()
             self._async_loop, self._batch = loop, []
         future: asyncio.Future[Facts] = loop.create_future()
         self._batch.append((call, future))
@@ -267,7 +237,9 @@ class RedisBackend:
         pipe = self._async.pipeline(transaction=False)
         for call, _ in batch:
             keys, args = flat(self.keys, self._args(call))
-            pipe.evalsha(_DECIDE_SHA, len(keys), *keys, *args)
+            # by name: redis-py's cluster pipeline refuses .evalsha() lest a script's keys span
+            # slots and nodes; a mock's keys are all in one slot
+            pipe.execute_command("EVALSHA", _DECIDE_SHA, len(keys), *keys, *args)
         replies: list[Any] = await pipe.execute(raise_on_error=False)
         return replies
 
@@ -278,14 +250,7 @@ class RedisBackend:
                 await client.aclose()
 
     def _unavailable(self, exc: BaseException) -> StateUnavailable:
-        if isinstance(exc, StateUnavailable):
-            return exc
-        refused = _REFUSALS.get(type(exc))
-        if refused is not None:  # Redis answers, and refuses to be written: retrying is no use
-            code, reason = refused
-            return StateUnavailable(self.label, reason, code=code, retry=False)
-        reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
-        return StateUnavailable(self.label, reason.replace(self._url, self.label)[:200])
+        return unavailable(exc, self.label, self._url)
 
     def writable(self) -> StateUnavailable | None:
         """Whether Redis would run a write now, asked without writing (readiness)."""
@@ -303,7 +268,7 @@ class RedisBackend:
         failed = False
         try:
             yield
-        except (StateUnavailable, ScriptStoreFull):
+        except (StateUnavailable, ScriptStoreFull, ClusterURLError):
             raise
         except Exception as exc:  # a garbled reply raises anything
             failed = True
@@ -318,25 +283,37 @@ class RedisBackend:
             return self._trips + self._sync_trips, self._errors + self._sync_errors
 
     # -- the control API (worker threads) -----------------------------------------------------
-    def offset(self) -> float:
+    def _renewing(self, *commands: Callable[[Any], object]) -> list[Any]:
+        """Run ``commands`` (each queues one on a pipeline) and renew every key of the mock,
+        in one transaction: one round trip. Their replies, in order."""
         with self._guard():
-            return float(self.sync.get(self.keys.clock) or 0.0)
+            pipe = self.sync.pipeline(transaction=True)
+            for command in commands:
+                command(pipe)
+            for key in self.keys:
+                pipe.pexpire(key, int(self.ttl_ms))
+            replies: list[Any] = pipe.execute()
+            return replies[: len(commands)]
+
+    def offset(self) -> float:
+        (clock,) = self._renewing(lambda pipe: pipe.get(self.keys.clock))
+        with self._guard():
+            return float(clock or 0.0)
 
     def advance(self, seconds: float) -> None:
-        with self._guard():
-            self.sync.incrbyfloat(self.keys.clock, seconds)
+        self._renewing(lambda pipe: pipe.incrbyfloat(self.keys.clock, seconds))
 
     def expire(self, session_id: str) -> None:
-        with self._guard():
-            self.sync.sadd(self.keys.expired, session_id)
+        self._renewing(lambda pipe: pipe.sadd(self.keys.expired, session_id))
 
     def marked_expired(self, session_id: str) -> bool:
-        with self._guard():
-            return bool(self.sync.sismember(self.keys.expired, session_id))
+        (marked,) = self._renewing(lambda pipe: pipe.sismember(self.keys.expired, session_id))
+        return bool(marked)
 
     def next_mint(self) -> int:
+        (count,) = self._renewing(lambda pipe: pipe.incr(self.keys.minted))
         with self._guard():
-            return int(self.sync.incr(self._minted_key))
+            return int(count)
 
     def _run_load(
         self, mode: str, fingerprint: str, scripts: Mapping[str, tuple[Step, ...]]
@@ -347,9 +324,9 @@ class RedisBackend:
             size = script_bytes(steps)
             needed += size
             extra += [session_id, _stored(steps), str(size)]
-        keys, args = flat(self.load_keys, LoadArgs(mode, fingerprint, str(self.capacity)), *extra)
-        if mode == "reset":
-            keys += [k for k in (*self.keys, self._minted_key) if k not in keys]
+        how = LoadArgs(mode, fingerprint, str(self.capacity), self.ttl_ms)
+        keys, args = flat(self.load_keys, how, *extra)
+        keys = self._all_keys(tuple(keys))  # "reset" deletes them all
         with self._guard():
             done, held = self._load(keys=keys, args=args)
             held = int(held)
@@ -366,8 +343,9 @@ class RedisBackend:
         self._run_load("reset", _fingerprint(scripts), scripts)
 
     def script_bytes(self) -> int:
+        (held,) = self._renewing(lambda pipe: pipe.get(self.keys.script_bytes))
         with self._guard():
-            return int(self.sync.get(self.keys.script_bytes) or 0)
+            return int(held or 0)
 
     def record(self, parts: EntryParts, generation: int) -> None:
         """Journal an entry decided apart from ``/e`` (its latency as the store has it: null)."""
@@ -380,33 +358,35 @@ class RedisBackend:
             max_entries=str(self._journal_size),
             max_bytes=str(JOURNAL_BYTES),
             ring_entries=str(UNTRUSTED_KEPT),
+            ttl_ms=self.ttl_ms,
         )
         keys, argv = flat(self.journal_keys, args)
         with self._guard():
-            self._append(keys=keys, args=argv)
+            self._append(keys=self._all_keys(tuple(keys)), args=argv)
 
     def entries(self) -> list[Entry]:
         """The journal and the ring, merged in time order (read in one transaction)."""
+        kept, ring = self._renewing(
+            lambda pipe: pipe.lrange(self.keys.journal, 0, -1),
+            lambda pipe: pipe.lrange(self.keys.ring, 0, -1),
+        )
         with self._guard():
-            pipe = self.sync.pipeline(transaction=True)
-            pipe.lrange(self.keys.journal, 0, -1)
-            pipe.lrange(self.keys.ring, 0, -1)
-            kept, ring = pipe.execute()
             entries = [decode_entry(text) for text in kept]
             if ring:
                 entries = list(heapq.merge(entries, map(decode_entry, ring), key=_entry_time))
             return entries
 
     def clear_journal(self) -> None:
+        (deleted,) = self._renewing(lambda pipe: pipe.delete(*self.journal_keys))
         with self._guard():
-            int(self.sync.delete(*self.journal_keys))  # one command: atomic; a count, or broken
+            int(deleted)  # a count, or broken
 
     def journal_length(self) -> int:
+        lengths = self._renewing(
+            lambda pipe: pipe.llen(self.keys.journal), lambda pipe: pipe.llen(self.keys.ring)
+        )
         with self._guard():
-            pipe = self.sync.pipeline(transaction=True)
-            pipe.llen(self.keys.journal)
-            pipe.llen(self.keys.ring)
-            return sum(int(length) for length in pipe.execute())
+            return sum(int(length) for length in lengths)
 
     def close(self) -> None:
         self.sync.close()
@@ -425,6 +405,19 @@ _REFUSALS: Final[dict[type[BaseException], tuple[str, str]]] = {
     ReadOnlyError: ("state_read_only", "Redis is a read-only replica"),
 }
 """Redis's refusals to be written, each with the 503's code and its reason."""
+
+
+def unavailable(exc: BaseException, label: str, url: str) -> StateUnavailable:
+    """A failure of the store as the 503 it gives: whether retrying can help, and the URL
+    (which may hold a password) shown as its label."""
+    if isinstance(exc, StateUnavailable):
+        return exc
+    refused = _REFUSALS.get(type(exc))
+    if refused is not None:  # Redis answers, and refuses to be written: retrying is no use
+        code, reason = refused
+        return StateUnavailable(label, reason, code=code, retry=False)
+    reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
+    return StateUnavailable(label, reason.replace(url, label)[:200])
 
 
 def _entry_time(entry: Entry) -> float:

@@ -1,0 +1,167 @@
+"""The Redis clients of the shared state: one server, or a Redis Cluster; each reply bounded.
+
+A cluster is named by its URL (``redis+cluster://``, ``rediss+cluster://``) or found from the
+server (``INFO cluster`` says ``cluster_enabled:1``); it is then reached through redis-py's own
+cluster clients (``redis.cluster.RedisCluster``, ``redis.asyncio.cluster.RedisCluster``), which
+send each command to the node that holds its slot and follow ``MOVED``. Every key of a mock
+shares one hash tag, so one slot: a script and a transaction may touch them all.
+
+Both give up after :data:`TIMEOUT` seconds, without retrying (a ``MOVED`` is followed, not
+retried): the request gets a 503 and the next one tries again.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, cast
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.retry
+import redis.cluster
+import redis.retry
+from redis._parsers import _AsyncHiredisParser, _HiredisParser  # its parser_class option
+from redis._parsers.hiredis import NOT_ENOUGH_DATA
+from redis.backoff import NoBackoff
+from redis.connection import parse_url
+from redis.exceptions import InvalidResponse
+
+from .backend import StateURL
+
+TIMEOUT: Final = 1.0
+"""Seconds a call to Redis may take (connecting included) before the request gets a 503."""
+
+SyncClient = redis.Redis | redis.cluster.RedisCluster
+AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
+
+
+class _BoundedReader:
+    """hiredis's reader, refusing a reply past ``limit`` bytes: a Redis speaking garbage (an
+    endless bulk string) costs the mock at most that much, not what fits in its timeout."""
+
+    def __init__(self, reader: Any, limit: int) -> None:
+        self._reader = reader
+        self._limit = limit
+        self._fed = 0  # since the last whole reply
+
+    def feed(self, data: Any, *span: int) -> None:
+        self._fed += span[1] if len(span) == 2 else len(data)
+        if self._fed > self._limit:
+            raise InvalidResponse(f"a reply longer than {self._limit} bytes")
+        self._reader.feed(data, *span)
+
+    def gets(self, *args: Any) -> Any:
+        reply = self._reader.gets(*args)
+        if reply is not NOT_ENOUGH_DATA:
+            self._fed = 0
+        return reply
+
+    def has_data(self) -> bool:
+        return bool(self._reader.has_data())
+
+
+def _bounded_parsers(limit: int) -> tuple[type[_HiredisParser], type[_AsyncHiredisParser]]:
+    """redis-py's hiredis parsers (its ``parser_class`` option), each reply bounded."""
+
+    class Bounded(_HiredisParser):
+        def on_connect(self, connection: Any, **kwargs: Any) -> None:
+            super().on_connect(connection, **kwargs)  # type: ignore[no-untyped-call]
+            self._reader = cast(Any, _BoundedReader(self._reader, limit))  # its reader's duck
+
+    class AsyncBounded(_AsyncHiredisParser):
+        def on_connect(self, connection: Any) -> None:
+            super().on_connect(connection)  # type: ignore[no-untyped-call]
+            self._reader = cast(Any, _BoundedReader(self._reader, limit))
+
+    return Bounded, AsyncBounded
+
+
+_OPTIONS: Final[dict[str, Any]] = {
+    "socket_timeout": TIMEOUT,
+    "socket_connect_timeout": TIMEOUT,
+    "decode_responses": True,
+}
+
+
+class Clients:
+    """How to reach one state URL: a blocking client now, an async one per event loop."""
+
+    def __init__(self, url: StateURL, reply_bytes: int) -> None:
+        self._url = url.client_url
+        self._sync_parser, self._async_parser = _bounded_parsers(reply_bytes)
+        standalone = redis.Redis.from_url(
+            self._url,
+            retry=redis.retry.Retry(NoBackoff(), 0),
+            parser_class=self._sync_parser,
+            **_OPTIONS,
+        )
+        self.cluster = url.cluster or (url.cluster is None and _cluster_enabled(standalone))
+        self.sync: SyncClient = standalone
+        if self.cluster:
+            standalone.close()
+            self.sync = self._sync_cluster()
+
+    def _sync_cluster(self) -> redis.cluster.RedisCluster:
+        options: dict[str, Any] = parse_url(self._url)  # type: ignore[no-untyped-call]
+        if options.get("db", 0) != 0:
+            raise ClusterURLError(_NO_DB)
+        # It takes a connection class, not a parser class; rediss:// only picks the TLS class,
+        # which the URL would put back over ours.
+        base = options.get("connection_class", redis.Connection)
+        parts = urlsplit(self._url)
+        plain = urlunsplit(parts._replace(scheme="redis"))
+        return redis.cluster.RedisCluster.from_url(
+            plain,
+            connection_class=_with_parser(base, self._sync_parser),
+            retry=redis.retry.Retry(NoBackoff(), 0),
+            **_OPTIONS,
+        )
+
+    def make_async(self) -> AsyncClient:
+        """A client for the running event loop (a client belongs to the loop that made it)."""
+        retry = redis.asyncio.retry.Retry(NoBackoff(), 0)
+        if not self.cluster:
+            return redis.asyncio.Redis.from_url(
+                self._url, retry=retry, parser_class=self._async_parser, **_OPTIONS
+            )
+        client = redis.asyncio.cluster.RedisCluster.from_url(self._url, retry=retry, **_OPTIONS)
+        # It takes no parser_class: given to the node settings it copies into each connection
+        # (as redis-py gives its own maintenance handler), before the first is made.
+        nodes = client.nodes_manager
+        for kwargs in (nodes.connection_kwargs, *(n.connection_kwargs for n in _startup(nodes))):
+            kwargs["parser_class"] = self._async_parser
+        return client
+
+
+def _startup(nodes: Any) -> list[Any]:
+    return list(nodes.startup_nodes.values())
+
+
+def _with_parser(base: type[redis.Connection], parser: type[_HiredisParser]) -> type[Any]:
+    """``base`` (a plain or TLS connection) reading with ``parser``: the cluster client takes
+    a connection class, not a parser class."""
+
+    class Bounded(base):  # type: ignore[valid-type,misc]
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**{**kwargs, "parser_class": parser})
+
+    return Bounded
+
+
+_NO_DB: Final = "a Redis Cluster has database 0 only: end the URL with /0"
+
+
+class ClusterURLError(ValueError):
+    """A state URL a Redis Cluster cannot take (said at start, as a wrong setting is)."""
+
+
+def _cluster_enabled(client: redis.Redis) -> bool:
+    """Whether the server is a node of a Redis Cluster (``INFO cluster``)."""
+    try:
+        info = client.info("cluster")
+    except redis.ResponseError as exc:  # SELECT of another database, refused by a cluster node
+        if "cluster mode" in str(exc):
+            raise ClusterURLError(_NO_DB) from None
+        raise
+    return bool(int(info.get("cluster_enabled", 0)))

@@ -1,0 +1,132 @@
+"""The shared state on a real 3-node Redis Cluster (issue 31.2).
+
+A mock's keys share one hash tag, so one slot, but which node holds that slot depends on the
+secret: with a plain client, 5 secrets of 6 met a ``MOVED``. The test starts three
+``redis-server --cluster-enabled yes`` on 127.0.0.1, joins them with ``redis-cli --cluster
+create`` and kills them after; the store's contract runs on it as on one Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+import redis.cluster
+from redis.exceptions import InvalidResponse
+
+from tests.mockserver.test_redisstate import start_mocks
+from tests.mockserver.test_store_contract import StoreContract
+from tests.redisserver import RedisClusterNodes, redis_cluster
+from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.store.backend import StateUnavailable, StateURL
+from verdict_contract.mockserver.store.redisstate import RedisBackend
+from verdict_contract.mockserver.testing.mocks import live_mock
+
+KEY = "cluster-test-key-0001"
+SECRETS = [f"cluster-secret-{index}" for index in range(6)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterNodes]:
+    with redis_cluster(tmp_path_factory.mktemp("cluster")) as nodes:
+        yield nodes
+
+
+def settings(url: str, secret: str, **extra: object) -> Settings:
+    given: dict[str, object] = {"port": 0, "state": StateURL.parse(url), "secret": secret}
+    return Settings(**{"api_keys": (KEY,), **given, **extra})  # type: ignore[arg-type]
+
+
+def test_mocks_with_six_secrets_all_start_and_answer(cluster: RedisClusterNodes) -> None:
+    for secret in SECRETS:
+        with live_mock(settings(cluster.url, secret, state_name="six")) as mock:
+            assert mock.state.shared is not None
+            mock.reset()
+            n = mock.mint(script=[503])
+            assert httpx.get(mock.url(n), headers=mock.headers).status_code == 503
+            assert httpx.get(mock.url(n), headers=mock.headers).status_code == 200
+            assert [entry.status for entry in mock.journal] == [503, 200]
+    holders = set()
+    for index, client in enumerate(cluster.clients()):
+        if any(client.scan_iter(match="verdict-mock:{six.*", count=1000)):
+            holders.add(index)
+        client.close()
+    assert len(holders) > 1, "every secret landed on one node: no MOVED was met"
+
+
+def test_every_key_has_a_ttl_on_the_cluster(cluster: RedisClusterNodes) -> None:
+    with live_mock(settings(cluster.url, "ttl-secret", state_name="ttl", state_ttl=600)) as mock:
+        mock.reset()
+        assert httpx.get(mock.url("demo-contradicted"), headers=mock.headers).status_code == 200
+        mock.advance(1)
+    ttls = []
+    for client in cluster.clients():
+        ttls += [client.pttl(key) for key in client.scan_iter(match="verdict-mock:{ttl.*")]
+        client.close()
+    assert ttls
+    assert all(0 < ttl <= 600_000 for ttl in ttls), ttls
+
+
+def test_a_cluster_url_names_the_cluster(cluster: RedisClusterNodes) -> None:
+    url = cluster.url.replace("redis://", "redis+cluster://")
+    with live_mock(settings(url, SECRETS[1])) as mock:
+        assert mock.state.shared is not None
+        assert httpx.get(mock.url("demo-contradicted"), headers=mock.headers).status_code == 200
+
+
+def test_a_cluster_has_only_database_0(cluster: RedisClusterNodes) -> None:
+    with pytest.raises(ValueError, match="database 0 only"):
+        create_app(settings(cluster.url.replace("/0", "/3"), "db"))
+
+
+def test_two_processes_of_one_mock_share_state(cluster: RedisClusterNodes, tmp_path: Path) -> None:
+    mocks = start_mocks(2, cluster.url, tmp_path)
+    try:
+        assert mocks.post(0, "/_mock/reset").status_code == 204
+        statuses = mocks.at_once(30, "demo-contradicted")  # a 10/60 limit, across both
+        assert sorted(statuses) == [200] * 10 + [429] * 20
+        minted = mocks.post(0, "/_mock/sessions", json={"script": [503, 429]})
+        n = minted.json()["n"]
+        assert [mocks.explain(i, n, key="redis-test-key-0002").status_code for i in range(3)] == [
+            503,
+            429,
+            200,
+        ]
+        assert len(mocks.journal(1)) == 33
+    finally:
+        mocks.close()
+
+
+class TestRedisClusterStore(StoreContract):
+    @pytest.fixture
+    def state_url(self, cluster: RedisClusterNodes) -> str:
+        return cluster.url
+
+
+def test_each_reply_is_bounded_on_a_cluster_too(cluster: RedisClusterNodes) -> None:
+    # the bound as made (a smaller one would refuse the cluster client's own COMMAND reply)
+    backend = RedisBackend(StateURL.parse(cluster.url), "bounded", 10)
+    assert backend.cluster
+    backend.reset({})
+    big = "x" * (backend.reply_bytes + 1024 * 1024)  # past it by more than a read (64 KiB)
+    seeded = redis.cluster.RedisCluster.from_url(cluster.url, decode_responses=True)
+    seeded.rpush(backend.keys.journal, big)
+    seeded.set(backend.keys.clock, big)
+    seeded.close()
+    with pytest.raises(StateUnavailable, match="a reply longer than"):
+        backend.entries()
+
+    async def read_clock() -> None:
+        client = backend._clients.make_async()
+        try:
+            await client.get(backend.keys.clock)
+        finally:
+            await client.aclose()
+
+    with pytest.raises(InvalidResponse, match="a reply longer than"):
+        asyncio.run(read_clock())
+    backend.close()
