@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from flask import Flask
-from waitress.server import create_server
 
+from verdict_contract.core.extras import require_extra
+
+from ..settings import env_var
 from ..web.glue import EXTENSION
 from .asyncserver import AsyncServer
 
@@ -42,6 +44,9 @@ class WaitressServer:
     """waitress, stoppable from another thread between two turns of its loop."""
 
     def __init__(self, app: Any, host: str, port: int, threads: int) -> None:
+        require_extra("waitress", f"--server waitress ({env_var('server')})")  # [server]
+        from waitress.server import create_server
+
         self._server: Any = create_server(
             app,
             host=host,
