@@ -8,6 +8,7 @@ None``), in this process or in a subprocess.
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 import tomllib
@@ -25,6 +26,12 @@ from verdict_contract.mockserver.cli import loop_note, main
 from verdict_contract.mockserver.server.serve import BackgroundServer
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+REDIS_REFUSAL = (
+    "--state redis://127.0.0.1:6379/0 (VERDICT_MOCK_STATE) needs the redis package, which is "
+    "not installed: install verdict-contract[redis] (from a checkout: pip install '.[redis]')"
+)
 
 
 def _names(requirements: list[str]) -> set[str]:
@@ -81,13 +88,7 @@ def test_the_waitress_server_without_waitress_is_refused_naming_the_extra(
             "installed: install verdict-contract[server] "
             "(from a checkout: pip install '.[server]')",
         ),
-        (
-            ["--state", "redis://127.0.0.1:1/0", "--workers", "2"],
-            "redis",
-            "--state redis://127.0.0.1:1/0 (VERDICT_MOCK_STATE) needs the redis package, which is "
-            "not installed: install verdict-contract[redis] "
-            "(from a checkout: pip install '.[redis]')",
-        ),
+        (["--state", "redis://127.0.0.1:6379/0", "--workers", "2"], "redis", REDIS_REFUSAL),
     ],
 )
 def test_verdict_mock_without_the_extra_says_which_to_install_in_one_line(
@@ -166,3 +167,43 @@ def test_the_fixtures_need_no_extra(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
+
+
+def test_the_plugin_page_shows_the_refusal_as_it_prints() -> None:
+    page = (ROOT / "docs" / "plugin.md").read_text(encoding="utf-8")
+    assert f"```text\nverdict-mock: error: {REDIS_REFUSAL}\n```" in page
+
+
+def _plain_install() -> set[str]:
+    """The distributions a plain install of this package pulls here, by their requirements."""
+    found: dict[str, frozenset[str]] = {}
+    pending = [("verdict-contract", frozenset[str]())]
+    while pending:
+        name, extras = pending.pop()
+        for text in importlib.metadata.requires(name) or []:
+            requirement = Requirement(text)
+            marker = requirement.marker
+            if marker is not None and not any(
+                marker.evaluate({"extra": e}) for e in extras or {""}
+            ):
+                continue
+            key = canonicalize_name(requirement.name)
+            wanted = found.get(key, frozenset()) | requirement.extras
+            if key not in found or wanted != found[key]:
+                found[key] = wanted
+                pending.append((key, wanted))
+    return set(found)
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux" or sys.version_info[:2] not in {(3, 11), (3, 12)},
+    reason="the figure was measured on Linux, Python 3.11 and 3.12",
+)
+def test_the_docs_count_the_packages_a_plain_install_pulls() -> None:
+    plain = _plain_install()
+    assert not plain & {"redis", "hiredis", "waitress", "uvloop"}
+    assert {"flask", "faker", "httptools", "respx", "responses", "pytest"} <= plain
+    figure = f"**{len(plain)} packages besides pip and setuptools, 66 MB of"
+    for page in ("plugin.md", "development.md"):
+        text = " ".join((ROOT / "docs" / page).read_text(encoding="utf-8").split())
+        assert figure in text, f"docs/{page}: a plain install pulls {len(plain)} packages here"
