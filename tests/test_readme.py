@@ -194,3 +194,13 @@ def test_the_integrators_install_lines_work(
         assert (site / "verdict_contract" / "mockserver" / "web" / "static").is_dir(), argument
         (info,) = site.glob("verdict_contract-*.dist-info")
         assert "verdict_contract.plugin" in (info / "entry_points.txt").read_text()
+
+
+def test_the_readme_says_the_second_command_reinstalls_the_firsts_venv() -> None:
+    """Both commands install into ``.venv``: the second replaces what a running mock runs."""
+    first, second = [b.strip() for b in _blocks("bash") if "pip install" in b][:2]
+    for command in (first, second):
+        assert command.startswith("python3 -m venv .venv && .venv/bin/pip install ")
+    text = " ".join(README.split())
+    assert "reinstalls the package in the same `.venv`" in text
+    assert "stop a running mock first (Ctrl-C)" in text

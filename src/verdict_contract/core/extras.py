@@ -1,6 +1,6 @@
 """The optional extras: what a setting needs beyond a plain install, refused in one line.
 
-A plain install (``pip install verdict-contract``, or a wheel) holds what the pytest plugin's
+A plain install (of the wheel, the checkout or its git URL, no extra) holds what the pytest plugin's
 fixtures, the contract suite and ``validate`` need. The mock's shared state and its second
 server come with extras (``pyproject.toml``): ``[redis]`` and ``[server]``.
 """
