@@ -17,6 +17,8 @@ from urllib.error import HTTPError
 from urllib.parse import quote
 from urllib.request import urlopen
 
+from verdict_contract.core.errors import MissingExtraError
+from verdict_contract.core.extras import install_hint, is_installed
 from verdict_contract.core.redact import mask
 
 from .model.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
@@ -212,6 +214,16 @@ def banner(
     return "\n".join(lines)
 
 
+def loop_note(settings: Settings, platform: str = sys.platform) -> str | None:
+    """A line when the mock's own server runs on asyncio's loop because uvloop is missing."""
+    if settings.server != "async" or platform == "win32" or is_installed("uvloop"):
+        return None
+    return (
+        "note: uvloop is not installed, so asyncio's own loop serves (slower under load): "
+        + install_hint("server")
+    )
+
+
 def watch_scenario(path: Path, state: MockState) -> ScenarioWatcher:
     """Reload the scenario when it changes or on SIGHUP, on the watcher's thread.
 
@@ -272,9 +284,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         app = create_app(settings)
     except (ValueError, ScenarioError, StateUnavailable) as exc:  # one line, not a traceback
         parser.error(str(exc))
-    warning = exposure_warning(settings)
-    if warning:
-        print(warning, file=sys.stderr, flush=True)
+    for warning in (exposure_warning(settings), loop_note(settings)):
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -295,6 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = make_server(app, settings.host, settings.port, settings.threads)
     except OSError as exc:  # e.g. the port is taken
         return _cannot_listen(settings, exc)
+    except MissingExtraError as exc:  # --server waitress without the [server] extra
+        parser.error(str(exc))
     base_url = f"http://{host}:{server.effective_port}"
     print(banner(settings, base_url, state.api_keys, tuple(state.named)), flush=True)
     serve_forever(server)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+from verdict_contract.core.extras import require_extra
 from verdict_contract.core.spec import VERDICTS, VerdictKind
 
 from .model.generate import VerdictGenerator
@@ -32,12 +33,11 @@ from .model.sessions import (
     Step,
 )
 from .model.traffic import Traffic
-from .settings import Settings
+from .settings import Settings, env_var
 from .store.backend import MemoryBackend, SharedBackend, StateBackend
 from .store.habits import ClockMove
 from .store.journal import Entry, Journal
 from .store.ratelimit import RateLimiter
-from .store.redisstate import RedisBackend
 
 READ_CACHE_SIZE = 4096
 """Decoded session ids remembered (ids are at most 256 characters: a few MB at most)."""
@@ -110,6 +110,10 @@ class MockState:
         self.journal = Journal(self.settings.journal_size)
         self.backend = self.memory = MemoryBackend(self.limiter, self.journal, self.scripts)
         if not self.settings.state.is_memory:
+            state = f"--state {self.settings.state.label} ({env_var('state')})"
+            require_extra("redis", state)  # the [redis] extra: refused in one line if missing
+            from .store.redisstate import RedisBackend
+
             self.backend = self.shared = RedisBackend(
                 self.settings.state,
                 self.settings.signing_secret,

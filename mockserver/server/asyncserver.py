@@ -56,10 +56,10 @@ log = logging.getLogger("mockserver.server")
 
 
 def new_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's loop where it is installed (Linux, macOS), asyncio's own elsewhere (Windows)."""
+    """uvloop's loop where it is installed (the [server] extra, not on Windows), else asyncio's."""
     try:
         import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency where it exists
+    except ImportError:  # a plain install (the plugin's fixtures), or Windows
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
 

@@ -15,9 +15,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from waitress.server import create_server
+from verdict_contract.core.extras import require_extra
 
-from ..settings import Settings
+from ..settings import Settings, env_var
 from ..web.app import parts_of
 from .asyncserver import IDLE_TIMEOUT, AsyncServer, room_for
 
@@ -52,6 +52,9 @@ class WaitressServer:
     """waitress, stoppable from another thread between two turns of its loop."""
 
     def __init__(self, app: Any, host: str, port: int, threads: int) -> None:
+        require_extra("waitress", f"--server waitress ({env_var('server')})")  # [server]
+        from waitress.server import create_server
+
         parts = parts_of(app)
         settings = parts.state.settings if parts is not None else Settings()
         room_for(settings.max_connections)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from verdict_contract.mockserver.factory import make_verdict as make_verdict
 
     from .core.errors import InvalidVerdictError as InvalidVerdictError
+    from .core.errors import MissingExtraError as MissingExtraError
     from .core.errors import ScenarioError as ScenarioError
     from .core.errors import SettingsError as SettingsError
     from .core.errors import SpecError as SpecError
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "InvalidVerdictError": "verdict_contract.core.errors",
+    "MissingExtraError": "verdict_contract.core.errors",
     "ScenarioError": "verdict_contract.core.errors",
     "SettingsError": "verdict_contract.core.errors",
     "SpecError": "verdict_contract.core.errors",
@@ -61,6 +63,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Family",
     "InvalidVerdictError",
+    "MissingExtraError",
     "Rule",
     "ScenarioError",
     "SettingsError",

@@ -7,13 +7,14 @@ import pytest
 import verdict_contract
 from verdict_contract import (
     InvalidVerdictError,
+    MissingExtraError,
     SettingsError,
     SpecError,
     VerdictContractError,
     VerificationError,
 )
 
-SUBCLASSES = [SpecError, InvalidVerdictError, SettingsError, VerificationError]
+SUBCLASSES = [SpecError, InvalidVerdictError, SettingsError, MissingExtraError, VerificationError]
 
 
 @pytest.mark.parametrize("error", SUBCLASSES)
@@ -26,6 +27,8 @@ def test_every_error_is_a_verdict_contract_error_exported_from_the_root(error: t
 def test_each_is_also_the_builtin_callers_expect() -> None:
     assert all(issubclass(e, ValueError) for e in (SpecError, InvalidVerdictError, SettingsError))
     assert issubclass(VerificationError, AssertionError)
+    assert issubclass(MissingExtraError, SettingsError)  # refused when Settings(...) is built
+    assert issubclass(MissingExtraError, ImportError)
 
 
 def test_the_mock_and_the_factory_raise_members_of_the_one_hierarchy() -> None:

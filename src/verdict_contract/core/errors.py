@@ -28,6 +28,13 @@ class SettingsError(VerdictContractError, ValueError):
     """A mock setting that would make every later request fail, refused at construction."""
 
 
+class MissingExtraError(SettingsError, ImportError):
+    """A setting needs a package of an extra that is not installed; the message names the extra.
+
+    Also an ``ImportError``, which is what it stands for.
+    """
+
+
 class StateUnavailable(VerdictContractError):
     """The mock's shared state (``--state``) did not answer in time, or refused to be written
     (full, a read-only replica): a 503 that names it.
