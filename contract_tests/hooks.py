@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Generator
+import signal
+import threading
+from collections.abc import Callable, Generator
 from dataclasses import replace
 from importlib.metadata import entry_points
 from typing import Any
@@ -32,6 +34,8 @@ from .requested import collects_suite
 REDACTOR = pytest.StashKey[Redactor]()
 REPORT = pytest.StashKey[SuiteReport]()
 SUITE_CONFIG = pytest.StashKey[target.SuiteConfig]()
+CANCELLED = pytest.StashKey[str]()
+"""The signal that cancelled the run (SIGINT, SIGTERM), once one came."""
 BASE_URL_PLUGIN = "base_url"
 """pytest-base-url's plugin name: when it is installed, ``--base-url`` is its option."""
 CLAUSE_FIXTURE = "spec_clause"
@@ -130,7 +134,36 @@ def pytest_configure(config: pytest.Config) -> None:
     # Secrets are masked in log records (captured logs, live logs, JUnit system-out).
     config.add_cleanup(config.stash[REDACTOR].redact_logs())
     if _suite_requested(config) and not hasattr(config, "workerinput"):
+        config.add_cleanup(_cancel_on_signals(config))
         suite_config(config)  # a configuration mistake stops the run here, in one line
+
+
+def _cancel_on_signals(config: pytest.Config) -> Callable[[], None]:
+    """SIGTERM (a CI's cancel) interrupts the run as Ctrl-C does, and the run ends as
+    interrupted: the check in flight stops, the summary, JUnit XML and report are written.
+
+    After the first signal the usual handlers are back, so a second one is not caught: the
+    cleanup runs undisturbed, and ``verdict-contract check`` kills what is left after a grace.
+    Returns what restores the handlers found.
+    """
+    signals = (signal.SIGINT, signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {s: signal.getsignal(s) for s in signals}
+
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    def cancel(signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        config.stash[CANCELLED] = f"cancelled by {name}"
+        restore()
+        raise KeyboardInterrupt(f"cancelled by {name}")
+
+    for signum in signals:
+        signal.signal(signum, cancel)
+    return restore
 
 
 @pytest.hookimpl(tryfirst=True)  # before the parametrize markers: the clause leads the id
@@ -284,7 +317,8 @@ class _Summary:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         config = session.config
-        if hasattr(config, "workerinput") or not self.report.clauses:
+        cancelled = config.stash.get(CANCELLED, None)
+        if hasattr(config, "workerinput") or not (self.report.clauses or cancelled):
             return  # the controller sees every report and decides
         if exitstatus not in (
             pytest.ExitCode.OK,
@@ -294,7 +328,7 @@ class _Summary:
             return  # pytest's own trouble (a usage error, an internal error) stands
         interrupted = self.report.interrupted
         if interrupted is None and exitstatus == pytest.ExitCode.INTERRUPTED:
-            interrupted = str(session.shouldstop or "KeyboardInterrupt")
+            interrupted = cancelled or str(session.shouldstop or "KeyboardInterrupt")
         loaded = config.stash.get(SUITE_CONFIG, None)
         self.gate = gate = decide(self.report, loaded, interrupted)
         # Other tests of the same run (a project's own) failing keep the run failed.
