@@ -369,6 +369,14 @@ def load_config(config: pytest.Config) -> SuiteConfig:
                 f"the live target {base_url} needs an API key: pass {flag('api_key')} or set "
                 f"{ENV['api_key']}"
             )
+        if key is not None and not mock_target and not hasattr(config, "workerinput"):
+            from .client import verify
+            from .preflight import mistake
+
+            given = tuple(i.strip() for i in ids.split(",") if i.strip())
+            wrong = mistake(base_url, key, given, timeout, verify(ca_bundle), call_timeout)
+            if wrong is not None:
+                raise pytest.UsageError(wrong)
     return SuiteConfig(
         base_url=base_url,
         api_key=Secret(key) if key is not None else None,

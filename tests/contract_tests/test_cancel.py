@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 from werkzeug.wrappers import Request, Response
 
+from tests.contract_tests.command import environment, verdict_contract
 from tests.contract_tests.servers import Running, Variant, serve
 
 DEADLINE = 60.0
@@ -40,12 +40,6 @@ class Arrivals:
             return None
 
         return before
-
-
-def command() -> list[str]:
-    """``verdict-contract`` as installed beside this interpreter."""
-    script = Path(sys.executable).with_name("verdict-contract")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "verdict_contract.cli"]
 
 
 def children_of(pid: int) -> list[int]:
@@ -72,11 +66,9 @@ def alive(pid: int) -> bool:
 
 
 def start(running: Running, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "VERDICT_API_KEY": running.key, "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("PYTEST_BASE_URL", None)
     return subprocess.Popen(
         [
-            *command(),
+            *verdict_contract(),
             "check",
             running.base_url,
             *running.session_args(),
@@ -87,7 +79,7 @@ def start(running: Running, tmp_path: Path, *extra: str) -> subprocess.Popen[str
             *extra,
         ],
         cwd=tmp_path,
-        env=env,
+        env=environment(VERDICT_API_KEY=running.key),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 import trustme
+from werkzeug.wrappers import Response
 
+from tests.contract_tests.command import check
 from tests.contract_tests.servers import (
     ALWAYS_THROTTLED,
     BROKEN,
@@ -25,6 +27,7 @@ from tests.contract_tests.servers import (
     PLAIN_HTTP,
     SUITE,
     THROTTLED_RETRY_AT_ONCE,
+    Variant,
     dead_port,
     hangs_mid_run,
     hung_server,
@@ -254,26 +257,48 @@ def test_a_ca_bundle_that_is_not_a_file_is_one_line(pytester: pytest.Pytester) -
     result.stderr.fnmatch_lines(["ERROR: --verdict-ca-bundle 'no-such.pem' is not a file"])
 
 
-def test_a_wrong_key_says_the_key_is_rejected(pytester: pytest.Pytester) -> None:
+def _one_usage_line(done: subprocess.CompletedProcess[str]) -> str:
+    """A configuration mistake: exit 4, one ``ERROR:`` line, no check run, no breach."""
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert "breach" not in done.stdout + done.stderr
+    assert not done.stdout.strip()  # no check ran
+    (line,) = [line for line in done.stderr.splitlines() if line.strip()]
+    assert line.startswith("ERROR: "), line
+    return line.removeprefix("ERROR: ")
+
+
+def test_a_wrong_key_says_the_key_is_rejected(tmp_path: Path) -> None:
+    """Every session answering 401 is the key, not ten breaches of the contract."""
+    wrong = "not-the-service-key-0000"
     with serve(OTHER_KEY) as running:
-        running.key = "not-the-service-key-0000"
-        result = pytester.runpytest_subprocess(*running.suite_args("-rA"))
-    output = result.stdout.str()
-    assert result.ret == pytest.ExitCode.TESTS_FAILED, output
-    assert "is the id fresh" not in output
-    result.stdout.fnmatch_lines(
-        [
-            "*received 401: the API key is rejected (check --verdict-api-key / VERDICT_API_KEY)*",
-            "the API key is rejected: every session answered 401 (check --verdict-api-key)",
-        ]
-    )
-    # No clause about bodies shows passed on zero bodies.
-    result.stdout.fnmatch_lines(
-        ["SKIPPED [[]3[]] *test_verdicts.py:*: no verdict body to check: none of the 2 sessions*"]
-    )
-    for check in ("test_verdicts_keep_the_contract", "test_schema_version"):
-        assert not [line for line in output.splitlines() if line.startswith(f"PASSED *{check}")]
-    result.stdout.fnmatch_lines(["*test_unknown_session_is_404*", "*the API key is rejected*"])
+        done = check(running.base_url, *running.session_args(), cwd=tmp_path, VERDICT_API_KEY=wrong)
+    line = _one_usage_line(done)
+    assert line == ("the target refused the API key (401 on every call): check VERDICT_API_KEY")
+    assert wrong[:-4] not in done.stdout + done.stderr
+
+
+NOT_THE_API = {
+    "a web page answering 200 everywhere": Variant(
+        before=lambda request: Response(
+            "<html><body>Welcome</body></html>", 200, mimetype="text/html"
+        )
+    ),
+    "a host without /e (404 on every path)": Variant(
+        before=lambda request: Response("Not Found", 404, mimetype="text/plain")
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(NOT_THE_API))
+def test_a_target_that_is_not_the_explain_api_is_a_usage_error(tmp_path: Path, name: str) -> None:
+    with serve(NOT_THE_API[name]) as running:
+        done = check(
+            running.base_url, *running.session_args(), cwd=tmp_path, VERDICT_API_KEY=running.key
+        )
+    line = _one_usage_line(done)
+    assert line.startswith("the target does not answer like the Explain API: GET /e answers "), line
+    assert f"is {running.base_url} the API's base URL" in line
 
 
 def test_the_report_opens_with_the_outcome_and_shows_each_failure_whole(
