@@ -756,7 +756,7 @@ CONFORMING: dict[str, Variant] = {
 
 SLOW_LIMIT_REFUSED_BROKEN = Variant(
     alter=on_verdict(_break_refused),
-    rate_limit="1/5",
+    rate_limit="2/10",
     sessions=(
         {"verdict": "contradicted", "conclusive": True},
         {"verdict": "uncontradicted"},
@@ -764,8 +764,9 @@ SLOW_LIMIT_REFUSED_BROKEN = Variant(
         {"verdict": "refused", "conclusive": False},
     ),
 )
-"""One request per 5 s, a bug in ``refused`` verdicts only: a run within a small wait budget
-checks the first session and cannot reach the broken one."""
+"""Two requests per 10 s (the run's preflight call with the key, then one session), a bug in
+``refused`` verdicts only: a run within a small wait budget checks the first session and cannot
+reach the broken one."""
 
 OTHER_KEY = Variant()
 """A plain service; run against it with a key it does not know."""
