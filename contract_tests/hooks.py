@@ -123,7 +123,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "checks_verdicts: a check that reads verdict bodies")
     config.stash[REDACTOR] = Redactor()
     config.stash[REPORT] = SuiteReport()
-    summary = _Summary(config.stash[REPORT], worker=hasattr(config, "workerinput"))
+    summary = _Summary(config, config.stash[REPORT], worker=hasattr(config, "workerinput"))
     config.pluginmanager.register(summary, "verdict-contract-summary")
     # pytest-base-url (when installed) copies its ini value into the option on the controller
     # only; do it on pytest-xdist workers too, so `pytest -n 2` targets the ini's URL as well.
@@ -298,10 +298,39 @@ def _add_to_junit(config: pytest.Config, report: SuiteReport, gate: Gate) -> Non
         )
 
 
+SUITE_PACKAGE = "verdict_contract.contract_tests"
+
+
+def junit_names(nodeid: str) -> tuple[str, str]:
+    """A check's JUnit classname and name, by the suite's module: the same from any directory,
+    any install and under xdist (pytest derives them from a path relative to the rootdir).
+
+    ``…/contract_tests/test_auth.py::test_x[clause_5_3]`` (or ``test_auth.py::…``) ->
+    ``("verdict_contract.contract_tests.test_auth", "test_x[clause_5_3]")``.
+    """
+    path, _, rest = nodeid.partition("::")
+    *classes, name = rest.split("::")
+    module = path.rpartition("/")[2].removesuffix(".py")
+    return ".".join([SUITE_PACKAGE, module, *classes]), name
+
+
+def _name_junit_case(config: pytest.Config, report: pytest.TestReport) -> None:
+    """Give the check's JUnit test case its names before JUnit records it (which keeps the
+    attributes it finds, and freezes the test case at its teardown)."""
+    from _pytest.junitxml import xml_key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    reporter = xml.node_reporter(report)
+    reporter.attrs["classname"], reporter.attrs["name"] = junit_names(report.nodeid)
+
+
 class _Summary:
     """Collects the clause of every test report and prints the table at the end."""
 
-    def __init__(self, report: SuiteReport, worker: bool) -> None:
+    def __init__(self, config: pytest.Config, report: SuiteReport, worker: bool) -> None:
+        self.config = config
         self.report = report
         self.worker = worker
         self.gate: Gate | None = None
@@ -310,6 +339,8 @@ class _Summary:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.worker:
             return  # a worker passes its reports to the controller untouched
+        if CLAUSE in dict(report.user_properties):
+            _name_junit_case(self.config, report)
         self.report.record(report)
         if dict(report.user_properties).get(CLAUSE) is not None:
             SuiteReport.keep_per_test(report)

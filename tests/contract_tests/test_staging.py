@@ -10,6 +10,7 @@ import ssl
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 import trustme
@@ -415,3 +416,44 @@ def test_the_user_says_which_target_it_is(pytester: pytest.Pytester) -> None:
     assert "needs a mock target" not in auto.stdout.str()  # minted its own sessions
     assert live.ret == pytest.ExitCode.OK, live.stdout.str()
     live.stdout.fnmatch_lines(["SKIPPED *needs a mock target that can mint a session*"])
+
+
+def _junit_cases(path: Path) -> list[tuple[str, str]]:
+    cases = ElementTree.parse(path).getroot().iter("testcase")
+    return sorted((case.get("classname", ""), case.get("name", "")) for case in cases)
+
+
+def test_junit_names_do_not_depend_on_where_the_run_starts(tmp_path: Path) -> None:
+    """Test cases are named by the suite's module, wherever the run starts, under xdist too."""
+    project = tmp_path / "project"
+    project.mkdir()
+    runs = {
+        "a project folder": (project, ()),
+        "the root folder": (Path("/"), ()),
+        "a project folder, under xdist": (project, ("-n", "2")),
+    }
+    cases: dict[str, list[tuple[str, str]]] = {}
+    with serve(CONFORMING["extra fields"]) as running:
+        for where, (cwd, extra) in runs.items():
+            junit = tmp_path / f"{len(cases)}.xml"
+            done = check(
+                running.base_url,
+                *running.session_args(),
+                "-k",
+                "test_auth",
+                f"--junitxml={junit}",
+                *extra,
+                cwd=cwd,
+                VERDICT_API_KEY=running.key,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            cases[where] = _junit_cases(junit)
+    first = cases["a project folder"]
+    assert len(first) >= 10
+    assert {classname for classname, _ in first} == {"verdict_contract.contract_tests.test_auth"}
+    assert (
+        "verdict_contract.contract_tests.test_auth",
+        "test_auth_comes_before_lookup[clause_5_3]",
+    ) in first
+    assert cases["the root folder"] == first
+    assert cases["a project folder, under xdist"] == first
