@@ -36,7 +36,7 @@ from tests.contract_tests.servers import (
     serve,
     serve_tls,
 )
-from verdict_contract.contract_tests.client import ExplainClient, Throttled
+from verdict_contract.contract_tests.client import ExplainClient, Sent, Throttled
 from verdict_contract.core.redact import Secret
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -457,3 +457,47 @@ def test_junit_names_do_not_depend_on_where_the_run_starts(tmp_path: Path) -> No
     ) in first
     assert cases["the root folder"] == first
     assert cases["a project folder, under xdist"] == first
+
+
+def test_a_replay_line_works_pasted_into_bash_against_a_private_ca(
+    tmp_path: Path, private_ca: trustme.CA
+) -> None:
+    """The run trusted a private CA with --verdict-ca-bundle: its replay lines do too."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    private_ca.issue_cert("127.0.0.1").configure_cert(context)
+    bundle = tmp_path / "ca.pem"
+    private_ca.cert_pem.write_to_path(str(bundle))
+    with serve_tls(BROKEN["careless key comparison"], context) as running:
+        done = check(
+            running.base_url,
+            *running.session_args(),
+            "--verdict-ca-bundle",
+            "ca.pem",  # relative to where the run starts; the replay works from anywhere
+            "-k",
+            "test_near_miss_key_is_401",
+            cwd=tmp_path,
+            VERDICT_API_KEY=running.key,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        (line, *_) = [x for x in done.stdout.splitlines() if x.startswith("curl -i ")]
+        assert f"--cacert {bundle}" in line
+        assert running.key not in done.stdout
+        env = {"PATH": "/usr/bin:/bin", "VERDICT_API_KEY": running.key, "HOME": str(tmp_path)}
+        replay = subprocess.run(
+            ["bash", "-c", line], env=env, cwd="/", capture_output=True, text=True, timeout=60
+        )
+    assert replay.returncode == 0, replay.stderr
+    assert replay.stdout.startswith("HTTP/1.1 200"), replay.stdout  # the careless service let it in
+
+
+def test_a_long_value_is_cut_in_the_middle_of_a_replay_line() -> None:
+    shown = "Bearer \x00$VERDICT_API_KEY\x00"  # how a call records the key
+    sent = Sent("GET", "https://x.example/e?n=" + "a" * 5000, (("Authorization", shown),))
+    line = sent.curl()
+    assert len(line) < 400
+    assert "'https://x.example/e?n=aaa" in line
+    assert "…" in line
+    assert line.endswith(
+        "# cut in the middle: values of 5022 characters (the line sends them shorter)"
+    )
+    assert '"$VERDICT_API_KEY"' in line
