@@ -17,6 +17,7 @@ import pytest
 from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret
+from verdict_contract.core.suggest import scheme_hint
 from verdict_contract.core.values import parse_bool, positive_int, seconds
 
 from .bounds import DEFAULT_CALL_TIMEOUT
@@ -271,7 +272,8 @@ def _check_url(url: str) -> None:
     except ValueError:
         raise pytest.UsageError(f"--base-url {url!r} is not a valid URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise pytest.UsageError(f"--base-url {url!r} is not an http(s) URL with a host")
+        hint = scheme_hint(url)
+        raise pytest.UsageError(f"--base-url {url!r} is not an http(s) URL with a host{hint}")
     if parts.query or parts.fragment:
         raise pytest.UsageError(f"--base-url {url!r} must not carry a query or fragment")
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from verdict_contract.core.redact import Redactor
+from verdict_contract.core.suggest import did_you_mean, unknown_options
 
 from . import config as target
 from .gate import FAILED, Gate, decide
@@ -64,6 +65,25 @@ def _base_url_plugin_loads(pluginmanager: pytest.PytestPluginManager) -> bool:
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     target.add_options(parser, own_base_url=not _base_url_plugin_loads(pluginmanager))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> Generator[None]:
+    """Once every option is declared (plugins, initial conftests), a mistyped one is answered
+    with the closest, in one line, instead of pytest's "unrecognized arguments"."""
+    yield
+    reject_typos(parser, args)
+
+
+def reject_typos(parser: pytest.Parser, args: list[str]) -> None:
+    """Raise a one-line UsageError for an unknown ``--option`` close to a known one."""
+    _, unknown = parser.parse_known_and_unknown_args(args)
+    actions = getattr(parser.optparser, "_option_string_actions", {})
+    hint = did_you_mean(unknown_options([str(a) for a in unknown], actions))
+    if hint is not None:
+        raise pytest.UsageError(hint)
 
 
 def _suite_requested(config: pytest.Config) -> bool:

@@ -23,12 +23,8 @@ from verdict_contract.core.errors import SettingsError
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret, mask
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
-from verdict_contract.core.values import (
-    parse_bool,
-    port,
-    positive_int,
-    seconds,
-)
+from verdict_contract.core.suggest import scheme_hint
+from verdict_contract.core.values import parse_bool, port, positive_int, seconds
 
 from .model.generate import DEFAULT_SEED
 from .store.backend import StateURL
@@ -115,7 +111,8 @@ def _key(raw: str) -> str:
 def _upstream(raw: str) -> str:
     parts = urlsplit(raw.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{raw!r} is not an http(s) URL such as https://staging.example")
+        hint = scheme_hint(raw, otherwise=" such as https://staging.example")
+        raise ValueError(f"{raw!r} is not an http(s) URL{hint}")
     if parts.query or parts.fragment or parts.username or parts.password:
         raise ValueError(
             "give the base URL only: no ?query, #fragment or credentials (see --upstream-key)"
