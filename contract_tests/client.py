@@ -8,6 +8,7 @@ that reproduces it without showing the key.
 
 from __future__ import annotations
 
+import os
 import random
 import shlex
 import ssl
@@ -214,24 +215,50 @@ class Sent:
     url: str
     headers: tuple[tuple[str, str], ...]
     status: int | None = None
+    cacert: str | None = None  # the run's --verdict-ca-bundle, as an absolute path
 
     def curl(self) -> str:
+        """The call as a bash line: the key as ``$VERDICT_API_KEY``, the run's CA bundle as
+        ``--cacert``, a value over ``MAX_SHOWN`` characters cut in the middle (said in a note)."""
         parts = ["curl", "-i"]
+        if self.cacert:
+            parts += ["--cacert", shlex.quote(self.cacert)]
         if self.method == "HEAD":
             parts.append("-I")
         elif self.method != "GET":
             parts += ["-X", self.method]
+        cut: list[int] = []
         for name, value in self.headers:
-            parts += ["-H", _quote(f"{name}: {value}")]
-        parts.append(_quote(self.url))
+            parts += ["-H", _quote(f"{name}: {value}", cut)]
+        parts.append(_quote(self.url, cut))
+        if cut:
+            sizes = ", ".join(str(n) for n in cut)
+            parts.append(
+                f"# cut in the middle: values of {sizes} characters (the line sends them shorter)"
+            )
         return " ".join(parts)
 
 
-def _quote(text: str) -> str:
-    """Shell-quote ``text``, leaving its shell expressions (the key's variable) to the shell."""
+MAX_SHOWN = 200
+"""The most characters of one value a replay line shows; a longer one is cut in the middle."""
+
+
+def _cut(text: str, cut: list[int]) -> str:
+    if len(text) <= MAX_SHOWN:
+        return text
+    cut.append(len(text))
+    return f"{text[: MAX_SHOWN * 2 // 3]}…{text[-(MAX_SHOWN // 3) :]}"
+
+
+def _quote(text: str, cut: list[int] | None = None) -> str:
+    """Shell-quote ``text``, leaving its shell expressions (the key's variable) to the shell.
+
+    Its literal pieces over ``MAX_SHOWN`` characters are cut in the middle (their lengths go in
+    ``cut``); a shell expression never is.
+    """
     pieces = text.split(_SHELL)
     quoted = [
-        (f'"{piece}"' if odd else shlex.quote(piece))
+        (f'"{piece}"' if odd else shlex.quote(piece if cut is None else _cut(piece, cut)))
         for odd, piece in ((i % 2 == 1, p) for i, p in enumerate(pieces))
         if piece
     ]
@@ -271,6 +298,10 @@ class ExplainClient:
     """What this client saw that breaks no clause but a reviewer wants to know (deduplicated)."""
     _http: httpx.Client = field(init=False, repr=False)
     _deadline: Deadline = field(init=False, repr=False)
+
+    @property
+    def _cacert(self) -> str | None:
+        return os.path.abspath(self.ca_bundle) if self.ca_bundle else None
 
     def __post_init__(self) -> None:
         self._deadline = Deadline(self.call_timeout)
@@ -376,18 +407,20 @@ class ExplainClient:
         try:
             response = self._fetch(method, ENDPOINT_PATH, params=query, headers=sent_headers)
         except CallFailed as exc:  # the target's answer, too large or too slow: this call fails
-            self.sent.append(Sent(method, shown_url, tuple(shown_headers)))
+            self.sent.append(Sent(method, shown_url, tuple(shown_headers), cacert=self._cacert))
             raise BrokenAnswer(str(exc)) from None
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadTimeout) as exc:
             raise TargetUnreachable(
                 f"{self.base_url}: {transport_cause(exc, self.timeout)}"
             ) from None
         except httpx.TransportError as exc:
-            self.sent.append(Sent(method, shown_url, tuple(shown_headers)))
+            self.sent.append(Sent(method, shown_url, tuple(shown_headers), cacert=self._cacert))
             raise BrokenAnswer(
                 f"the answer could not be read: {transport_cause(exc, self.timeout)}"
             ) from None
-        self.sent.append(Sent(method, shown_url, tuple(shown_headers), response.status_code))
+        self.sent.append(
+            Sent(method, shown_url, tuple(shown_headers), response.status_code, self._cacert)
+        )
         for advisory in error_body_advisories(response):
             self.advise(advisory)
         return response

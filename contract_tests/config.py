@@ -17,6 +17,7 @@ import pytest
 from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret
+from verdict_contract.core.suggest import scheme_hint
 from verdict_contract.core.values import parse_bool, positive_int, seconds
 
 from .bounds import DEFAULT_CALL_TIMEOUT
@@ -271,7 +272,8 @@ def _check_url(url: str) -> None:
     except ValueError:
         raise pytest.UsageError(f"--base-url {url!r} is not a valid URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise pytest.UsageError(f"--base-url {url!r} is not an http(s) URL with a host")
+        hint = scheme_hint(url)
+        raise pytest.UsageError(f"--base-url {url!r} is not an http(s) URL with a host{hint}")
     if parts.query or parts.fragment:
         raise pytest.UsageError(f"--base-url {url!r} must not carry a query or fragment")
 
@@ -369,6 +371,14 @@ def load_config(config: pytest.Config) -> SuiteConfig:
                 f"the live target {base_url} needs an API key: pass {flag('api_key')} or set "
                 f"{ENV['api_key']}"
             )
+        if key is not None and not mock_target and not hasattr(config, "workerinput"):
+            from .client import verify
+            from .preflight import mistake
+
+            given = tuple(i.strip() for i in ids.split(",") if i.strip())
+            wrong = mistake(base_url, key, given, timeout, verify(ca_bundle), call_timeout)
+            if wrong is not None:
+                raise pytest.UsageError(wrong)
     return SuiteConfig(
         base_url=base_url,
         api_key=Secret(key) if key is not None else None,

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Generator
+import signal
+import threading
+from collections.abc import Callable, Generator
 from dataclasses import replace
 from importlib.metadata import entry_points
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 from verdict_contract.core.redact import Redactor
+from verdict_contract.core.suggest import did_you_mean, unknown_options
 
 from . import config as target
 from .gate import FAILED, Gate, decide
@@ -32,6 +35,8 @@ from .requested import collects_suite
 REDACTOR = pytest.StashKey[Redactor]()
 REPORT = pytest.StashKey[SuiteReport]()
 SUITE_CONFIG = pytest.StashKey[target.SuiteConfig]()
+CANCELLED = pytest.StashKey[str]()
+"""The signal that cancelled the run (SIGINT, SIGTERM), once one came."""
 BASE_URL_PLUGIN = "base_url"
 """pytest-base-url's plugin name: when it is installed, ``--base-url`` is its option."""
 CLAUSE_FIXTURE = "spec_clause"
@@ -60,6 +65,25 @@ def _base_url_plugin_loads(pluginmanager: pytest.PytestPluginManager) -> bool:
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     target.add_options(parser, own_base_url=not _base_url_plugin_loads(pluginmanager))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> Generator[None]:
+    """Once every option is declared (plugins, initial conftests), a mistyped one is answered
+    with the closest, in one line, instead of pytest's "unrecognized arguments"."""
+    yield
+    reject_typos(parser, args)
+
+
+def reject_typos(parser: pytest.Parser, args: list[str]) -> None:
+    """Raise a one-line UsageError for an unknown ``--option`` close to a known one."""
+    _, unknown = parser.parse_known_and_unknown_args(args)
+    actions = getattr(parser.optparser, "_option_string_actions", {})
+    hint = did_you_mean(unknown_options([str(a) for a in unknown], actions))
+    if hint is not None:
+        raise pytest.UsageError(hint)
 
 
 def _suite_requested(config: pytest.Config) -> bool:
@@ -119,7 +143,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "checks_verdicts: a check that reads verdict bodies")
     config.stash[REDACTOR] = Redactor()
     config.stash[REPORT] = SuiteReport()
-    summary = _Summary(config.stash[REPORT], worker=hasattr(config, "workerinput"))
+    summary = _Summary(config, config.stash[REPORT], worker=hasattr(config, "workerinput"))
     config.pluginmanager.register(summary, "verdict-contract-summary")
     # pytest-base-url (when installed) copies its ini value into the option on the controller
     # only; do it on pytest-xdist workers too, so `pytest -n 2` targets the ini's URL as well.
@@ -130,7 +154,36 @@ def pytest_configure(config: pytest.Config) -> None:
     # Secrets are masked in log records (captured logs, live logs, JUnit system-out).
     config.add_cleanup(config.stash[REDACTOR].redact_logs())
     if _suite_requested(config) and not hasattr(config, "workerinput"):
+        config.add_cleanup(_cancel_on_signals(config))
         suite_config(config)  # a configuration mistake stops the run here, in one line
+
+
+def _cancel_on_signals(config: pytest.Config) -> Callable[[], None]:
+    """SIGTERM (a CI's cancel) interrupts the run as Ctrl-C does, and the run ends as
+    interrupted: the check in flight stops, the summary, JUnit XML and report are written.
+
+    After the first signal the usual handlers are back, so a second one is not caught: the
+    cleanup runs undisturbed, and ``verdict-contract check`` kills what is left after a grace.
+    Returns what restores the handlers found.
+    """
+    signals = (signal.SIGINT, signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {s: signal.getsignal(s) for s in signals}
+
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    def cancel(signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        config.stash[CANCELLED] = f"cancelled by {name}"
+        restore()
+        raise KeyboardInterrupt(f"cancelled by {name}")
+
+    for signum in signals:
+        signal.signal(signum, cancel)
+    return restore
 
 
 @pytest.hookimpl(tryfirst=True)  # before the parametrize markers: the clause leads the id
@@ -265,10 +318,39 @@ def _add_to_junit(config: pytest.Config, report: SuiteReport, gate: Gate) -> Non
         )
 
 
+SUITE_PACKAGE = "verdict_contract.contract_tests"
+
+
+def junit_names(nodeid: str) -> tuple[str, str]:
+    """A check's JUnit classname and name, by the suite's module: the same from any directory,
+    any install and under xdist (pytest derives them from a path relative to the rootdir).
+
+    ``…/contract_tests/test_auth.py::test_x[clause_5_3]`` (or ``test_auth.py::…``) ->
+    ``("verdict_contract.contract_tests.test_auth", "test_x[clause_5_3]")``.
+    """
+    path, _, rest = nodeid.partition("::")
+    *classes, name = rest.split("::")
+    module = path.rpartition("/")[2].removesuffix(".py")
+    return ".".join([SUITE_PACKAGE, module, *classes]), name
+
+
+def _name_junit_case(config: pytest.Config, report: pytest.TestReport) -> None:
+    """Give the check's JUnit test case its names before JUnit records it (which keeps the
+    attributes it finds, and freezes the test case at its teardown)."""
+    from _pytest.junitxml import xml_key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    reporter = xml.node_reporter(report)
+    reporter.attrs["classname"], reporter.attrs["name"] = junit_names(report.nodeid)
+
+
 class _Summary:
     """Collects the clause of every test report and prints the table at the end."""
 
-    def __init__(self, report: SuiteReport, worker: bool) -> None:
+    def __init__(self, config: pytest.Config, report: SuiteReport, worker: bool) -> None:
+        self.config = config
         self.report = report
         self.worker = worker
         self.gate: Gate | None = None
@@ -277,6 +359,8 @@ class _Summary:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.worker:
             return  # a worker passes its reports to the controller untouched
+        if CLAUSE in dict(report.user_properties):
+            _name_junit_case(self.config, report)
         self.report.record(report)
         if dict(report.user_properties).get(CLAUSE) is not None:
             SuiteReport.keep_per_test(report)
@@ -284,7 +368,8 @@ class _Summary:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         config = session.config
-        if hasattr(config, "workerinput") or not self.report.clauses:
+        cancelled = config.stash.get(CANCELLED, None)
+        if hasattr(config, "workerinput") or not (self.report.clauses or cancelled):
             return  # the controller sees every report and decides
         if exitstatus not in (
             pytest.ExitCode.OK,
@@ -294,7 +379,7 @@ class _Summary:
             return  # pytest's own trouble (a usage error, an internal error) stands
         interrupted = self.report.interrupted
         if interrupted is None and exitstatus == pytest.ExitCode.INTERRUPTED:
-            interrupted = str(session.shouldstop or "KeyboardInterrupt")
+            interrupted = cancelled or str(session.shouldstop or "KeyboardInterrupt")
         loaded = config.stash.get(SUITE_CONFIG, None)
         self.gate = gate = decide(self.report, loaded, interrupted)
         # Other tests of the same run (a project's own) failing keep the run failed.

@@ -203,7 +203,7 @@ class SuiteReport:
     # The outputs.
 
     def lines(self, verdict: list[str]) -> list[str]:
-        if not self.clauses:
+        if not self.clauses and not verdict:
             return []
         out = [
             f"target:            {_few(self.targets) or 'unknown'}",

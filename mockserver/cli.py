@@ -20,6 +20,7 @@ from urllib.request import urlopen
 from verdict_contract.core.errors import MissingExtraError
 from verdict_contract.core.extras import install_hint, is_installed
 from verdict_contract.core.redact import mask
+from verdict_contract.core.suggest import SuggestingParser
 
 from .model.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
 from .server.serve import make_server, serve_forever
@@ -54,7 +55,7 @@ def _flag_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     """One flag per setting, derived from the fields of :class:`Settings`."""
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog="verdict-mock",
         description="Serve a mock of the Explain API (GET /e). Every flag also reads "
         "an environment variable, shown in brackets.",

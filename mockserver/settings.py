@@ -23,7 +23,8 @@ from verdict_contract.core.errors import SettingsError
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret, mask
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
-from verdict_contract.core.values import parse_bool, port, positive_int, seconds
+from verdict_contract.core.suggest import scheme_hint
+from verdict_contract.core.values import host_name, one_of, parse_bool, port, positive_int, seconds
 
 from .model.generate import DEFAULT_SEED
 from .store.backend import DEFAULT_STATE_TTL, StateURL, state_problem
@@ -77,28 +78,10 @@ def _setting(
     return field(default=default, metadata={"option": option})
 
 
-def _level(raw: str) -> str:
-    if raw.lower() not in LOG_LEVELS:
-        raise ValueError(f"{raw!r} is not one of {', '.join(LOG_LEVELS)}")
-    return raw.lower()
-
-
-def _server(raw: str) -> str:
-    if raw.strip().lower() not in SERVERS:
-        raise ValueError(f"{raw!r} is not one of {', '.join(SERVERS)}")
-    return raw.strip().lower()
-
-
 def _token(raw: str) -> Secret:
     if not raw.strip():
         raise ValueError("a non-empty control token is needed")
     return Secret(raw.strip())
-
-
-def _host_name(raw: str) -> str:
-    if not raw.strip() or any(c in raw for c in "/@ "):
-        raise ValueError(f"{raw!r} is not a host name")
-    return raw.strip().lower()
 
 
 def _key(raw: str) -> str:
@@ -110,7 +93,8 @@ def _key(raw: str) -> str:
 def _upstream(raw: str) -> str:
     parts = urlsplit(raw.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{raw!r} is not an http(s) URL such as https://staging.example")
+        hint = scheme_hint(raw, otherwise=" such as https://staging.example")
+        raise ValueError(f"{raw!r} is not an http(s) URL{hint}")
     if parts.query or parts.fragment or parts.username or parts.password:
         raise ValueError(
             "give the base URL only: no ?query, #fragment or credentials (see --upstream-key)"
@@ -142,7 +126,9 @@ class Settings:
     session_lifetime: float = _setting(
         float(SESSION_LIFETIME_SECONDS), "session lifetime", seconds, "SECONDS"
     )
-    log_level: str = _setting("info", f"log level ({', '.join(LOG_LEVELS)})", _level, "LEVEL")
+    log_level: str = _setting(
+        "info", f"log level ({', '.join(LOG_LEVELS)})", one_of(*LOG_LEVELS), "LEVEL"
+    )
     journal_size: int = _setting(1000, "requests kept in the journal", positive_int, "N")
     accept_any_session: bool = _setting(False, "serve a verdict for every unknown id (hides 404s)")
     control: bool = _setting(True, "the /_mock/ control API")
@@ -170,7 +156,7 @@ class Settings:
         None, "token every control call must send as X-Mock-Token", _token, "TOKEN"
     )
     allowed_hosts: tuple[str, ...] = _setting(
-        (), "Host name the control API answers besides loopback names", _host_name, "NAME"
+        (), "Host name the control API answers besides loopback names", host_name, "NAME"
     )
     max_body: int = _setting(
         1024 * 1024, "largest request body accepted, in bytes (413 beyond)", positive_int, "BYTES"
@@ -185,7 +171,10 @@ class Settings:
         False, "log one line per request (common log format, keys masked)", parse_bool
     )
     server: str = _setting(
-        "async", f"HTTP server ({', '.join(SERVERS)}; see docs/servers.md)", _server, metavar="NAME"
+        "async",
+        f"HTTP server ({', '.join(SERVERS)}; see docs/servers.md)",
+        one_of(*SERVERS),
+        metavar="NAME",
     )
     state: StateURL = _setting(
         StateURL("memory"),

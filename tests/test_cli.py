@@ -1,4 +1,4 @@
-"""``verdict-contract validate`` and ``rules``."""
+"""``verdict-contract validate`` and ``rules``; what both commands say to a typo."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.bodies import contradicted
+from tests.contract_tests.command import check
 from verdict_contract import RULES
 from verdict_contract.cli import main
 
@@ -204,3 +205,53 @@ def test_check_help_lists_every_exit_code() -> None:
     text = " ".join(done.stdout.split())
     for said in ["0 passed", "1 failed", "4 usage error", "10 incomplete"]:
         assert said in text, (said, text)
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--verdict-sesion-id", "x"],
+            "ERROR: unrecognized option --verdict-sesion-id: did you mean --verdict-session-id?",
+        ),
+        (["--junitxm=out.xml"], "ERROR: unrecognized option --junitxm: did you mean --junitxml?"),
+        (
+            ["127.0.0.1:8080"],
+            "ERROR: --base-url '127.0.0.1:8080' is not an http(s) URL with a host: did you mean "
+            "http://127.0.0.1:8080?",
+        ),
+        (
+            ["staging.example"],
+            "ERROR: --base-url 'staging.example' is not an http(s) URL with a host: did you mean "
+            "https://staging.example?",
+        ),
+    ],
+)
+def test_check_suggests_what_was_meant(tmp_path: Path, args: list[str], line: str) -> None:
+    done = check(*args, cwd=tmp_path)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert [x for x in done.stderr.splitlines() if x.strip()] == [line]
+    assert not done.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--prot", "8080"], "unrecognized arguments: --prot 8080 (did you mean --port?)"),
+        (
+            ["--proxy-to", "localhost:9000"],
+            "'localhost:9000' is not an http(s) URL: did you mean http://localhost:9000?",
+        ),
+        (
+            ["--proxy-to", "staging.example"],
+            "'staging.example' is not an http(s) URL: did you mean https://staging.example?",
+        ),
+    ],
+)
+def test_the_mock_suggests_what_was_meant(tmp_path: Path, args: list[str], expected: str) -> None:
+    mock = Path(sys.executable).with_name("verdict-mock")
+    done = subprocess.run(
+        [str(mock), *args], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1].endswith(expected), done.stderr

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -215,7 +218,83 @@ def run_suite(pytest_args: Sequence[str]) -> int:
         "verdict_contract.contract_tests",
         *pytest_args,
     ]
-    return subprocess.call(command)  # noqa: S603 - our own interpreter and arguments
+    return supervise(command, interactive=bool({"--pdb", "--trace"} & set(pytest_args)))
+
+
+GRACE_SECONDS = 10.0
+"""How long a cancelled run may take to write its JUnit XML and report before it is killed."""
+CANCELLED = 1
+"""A cancelled run exits as an interrupted one (the gate's FAILED)."""
+
+
+def supervise(command: list[str], interactive: bool = False, grace: float = GRACE_SECONDS) -> int:
+    """Run ``command`` (pytest) as a child, and stop it cleanly when this process is cancelled.
+
+    SIGINT (Ctrl-C) or SIGTERM (a CI's cancel), sent to this process or to its process group, is
+    passed on to the child alone, which ends its run as interrupted: the test in flight stops,
+    the JUnit XML and the report are written. The child runs in a process group of its own (its
+    xdist workers with it), so whatever is left of it after ``grace`` seconds, or when the
+    signal comes again, is killed: nothing keeps sending requests once this command has exited.
+    ``interactive`` (``--pdb``) keeps the child on the terminal, in this process group.
+    """
+    received: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        received.append(signum)
+
+    previous = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        child = subprocess.Popen(command, start_new_session=not interactive)  # noqa: S603 - ours
+        code = _wait(child, received, grace, own_group=not interactive)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if not received:
+        return code
+    return CANCELLED
+
+
+def _wait(
+    child: subprocess.Popen[bytes], received: list[int], grace: float, own_group: bool
+) -> int:
+    """The child's exit code; on a signal, forward it, wait ``grace`` seconds, then kill."""
+    forwarded = 0
+    deadline: float | None = None
+    while True:
+        try:
+            code = child.wait(timeout=0.1)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if received and not forwarded:
+            forwarded = len(received)
+            name = signal.Signals(received[0]).name
+            print(
+                f"verdict-contract: {name} received: stopping the run (the JUnit XML and the "
+                f"report are still written; killed if not done within {grace:g} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+            child.send_signal(received[0])
+            deadline = time.monotonic() + grace
+        elif deadline is not None and (len(received) > forwarded or time.monotonic() > deadline):
+            print("verdict-contract: the run did not stop in time: killed", file=sys.stderr)
+            _kill(child, own_group)
+            code = child.wait()
+            break
+    if received and own_group:
+        _kill(child, own_group)  # its workers, should any outlive it
+    return code
+
+
+def _kill(child: subprocess.Popen[bytes], own_group: bool) -> None:
+    try:
+        if own_group:
+            os.killpg(child.pid, signal.SIGKILL)
+        else:
+            child.kill()
+    except (ProcessLookupError, PermissionError):
+        pass  # already gone
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -77,8 +77,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
-    """Register the suite's plugin in a run that collects the suite, before its options parse."""
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> Iterator[None]:
+    """Register the suite's plugin in a run that collects the suite, before its options parse;
+    once the initial conftests declared theirs, answer a mistyped option with the closest."""
     from verdict_contract.contract_tests.requested import collects_suite
 
     namespace = early_config.known_args_namespace
@@ -86,8 +90,14 @@ def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) 
     if not paths and early_config.invocation_params.dir == early_config.rootpath:
         paths = [str(p) for p in early_config.getini("testpaths")]
     invoked = early_config.invocation_params.dir
-    if collects_suite(paths or ["."], bool(namespace.pyargs), invoked):
+    suite = collects_suite(paths or ["."], bool(namespace.pyargs), invoked)
+    if suite:
         early_config.pluginmanager.import_plugin(SUITE_PLUGIN)  # a no-op if given with -p
+    yield
+    if suite:
+        from verdict_contract.contract_tests.hooks import reject_typos
+
+        reject_typos(parser, args)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -556,12 +556,27 @@ def _no_retry_after(request: Request, response: Response) -> None:
         del response.headers["Retry-After"]
 
 
-def _retry_after(value: str) -> Alter:
-    def alter(request: Request, response: Response) -> None:
-        if response.status_code == 429:
-            response.headers["Retry-After"] = value
+def _probe_told_to_wait_1_s_for_4() -> Callable[[Request], Response | None]:
+    """The rate-limit probe's session (only) is refused from its 11th call on, for 4 s, each 429
+    saying ``Retry-After: 1``: a lie however fast or slow the run is, and no other check is
+    throttled (a key-wide window would make it a matter of when the window began)."""
+    seen: dict[str, list[float]] = {}  # per served instance: [calls, first refusal]
 
-    return alter
+    def before(request: Request) -> Response | None:
+        if request.path != "/e" or request.args.get("n") != "verdict-contract-probe":
+            return None
+        state = seen.setdefault(request.host, [0.0, 0.0])
+        state[0] += 1
+        if state[0] <= 10:
+            return None
+        state[1] = state[1] or time.monotonic()
+        if time.monotonic() - state[1] >= 4.0:
+            return None
+        answer = Response('{"code": "rate_limited"}', 429, content_type="application/json")
+        answer.headers["Retry-After"] = "1"
+        return answer
+
+    return before
 
 
 def _stack_trace_on_404(request: Request, response: Response) -> None:
@@ -734,14 +749,14 @@ CONFORMING: dict[str, Variant] = {
         alter=_no_retry_after, rate_limit="15/1", args=("--verdict-probe-rate-limit", "30")
     ),
     "the probe meets a Retry-After that lies": Variant(
-        alter=_retry_after("1"), rate_limit="15/3", args=("--verdict-probe-rate-limit", "30")
+        before=_probe_told_to_wait_1_s_for_4(), args=("--verdict-probe-rate-limit", "30")
     ),
     "a stack trace and an internal address in 404 bodies": Variant(alter=_stack_trace_on_404),
 }
 
 SLOW_LIMIT_REFUSED_BROKEN = Variant(
     alter=on_verdict(_break_refused),
-    rate_limit="1/5",
+    rate_limit="2/10",
     sessions=(
         {"verdict": "contradicted", "conclusive": True},
         {"verdict": "uncontradicted"},
@@ -749,8 +764,9 @@ SLOW_LIMIT_REFUSED_BROKEN = Variant(
         {"verdict": "refused", "conclusive": False},
     ),
 )
-"""One request per 5 s, a bug in ``refused`` verdicts only: a run within a small wait budget
-checks the first session and cannot reach the broken one."""
+"""Two requests per 10 s (the run's preflight call with the key, then one session), a bug in
+``refused`` verdicts only: a run within a small wait budget checks the first session and cannot
+reach the broken one."""
 
 OTHER_KEY = Variant()
 """A plain service; run against it with a key it does not know."""

@@ -50,7 +50,7 @@ def test_exit_codes_are_distinct() -> None:
 def test_a_run_that_checked_some_sessions_is_incomplete_not_green(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
-    """1 request per 5 s, a bug in the last (refused) session only: the run cannot pass."""
+    """One session per 10 s, a bug in the last (refused) session only: the run cannot pass."""
     junit = tmp_path / "junit.xml"
     result, _ = run_suite(
         pytester,

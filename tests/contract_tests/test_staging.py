@@ -10,10 +10,13 @@ import ssl
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 import trustme
+from werkzeug.wrappers import Response
 
+from tests.contract_tests.command import check
 from tests.contract_tests.servers import (
     ALWAYS_THROTTLED,
     BROKEN,
@@ -25,6 +28,7 @@ from tests.contract_tests.servers import (
     PLAIN_HTTP,
     SUITE,
     THROTTLED_RETRY_AT_ONCE,
+    Variant,
     dead_port,
     hangs_mid_run,
     hung_server,
@@ -32,7 +36,7 @@ from tests.contract_tests.servers import (
     serve,
     serve_tls,
 )
-from verdict_contract.contract_tests.client import ExplainClient, Throttled
+from verdict_contract.contract_tests.client import ExplainClient, Sent, Throttled
 from verdict_contract.core.redact import Secret
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -254,26 +258,48 @@ def test_a_ca_bundle_that_is_not_a_file_is_one_line(pytester: pytest.Pytester) -
     result.stderr.fnmatch_lines(["ERROR: --verdict-ca-bundle 'no-such.pem' is not a file"])
 
 
-def test_a_wrong_key_says_the_key_is_rejected(pytester: pytest.Pytester) -> None:
+def _one_usage_line(done: subprocess.CompletedProcess[str]) -> str:
+    """A configuration mistake: exit 4, one ``ERROR:`` line, no check run, no breach."""
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert "breach" not in done.stdout + done.stderr
+    assert not done.stdout.strip()  # no check ran
+    (line,) = [line for line in done.stderr.splitlines() if line.strip()]
+    assert line.startswith("ERROR: "), line
+    return line.removeprefix("ERROR: ")
+
+
+def test_a_wrong_key_says_the_key_is_rejected(tmp_path: Path) -> None:
+    """Every session answering 401 is the key, not ten breaches of the contract."""
+    wrong = "not-the-service-key-0000"
     with serve(OTHER_KEY) as running:
-        running.key = "not-the-service-key-0000"
-        result = pytester.runpytest_subprocess(*running.suite_args("-rA"))
-    output = result.stdout.str()
-    assert result.ret == pytest.ExitCode.TESTS_FAILED, output
-    assert "is the id fresh" not in output
-    result.stdout.fnmatch_lines(
-        [
-            "*received 401: the API key is rejected (check --verdict-api-key / VERDICT_API_KEY)*",
-            "the API key is rejected: every session answered 401 (check --verdict-api-key)",
-        ]
-    )
-    # No clause about bodies shows passed on zero bodies.
-    result.stdout.fnmatch_lines(
-        ["SKIPPED [[]3[]] *test_verdicts.py:*: no verdict body to check: none of the 2 sessions*"]
-    )
-    for check in ("test_verdicts_keep_the_contract", "test_schema_version"):
-        assert not [line for line in output.splitlines() if line.startswith(f"PASSED *{check}")]
-    result.stdout.fnmatch_lines(["*test_unknown_session_is_404*", "*the API key is rejected*"])
+        done = check(running.base_url, *running.session_args(), cwd=tmp_path, VERDICT_API_KEY=wrong)
+    line = _one_usage_line(done)
+    assert line == ("the target refused the API key (401 on every call): check VERDICT_API_KEY")
+    assert wrong[:-4] not in done.stdout + done.stderr
+
+
+NOT_THE_API = {
+    "a web page answering 200 everywhere": Variant(
+        before=lambda request: Response(
+            "<html><body>Welcome</body></html>", 200, mimetype="text/html"
+        )
+    ),
+    "a host without /e (404 on every path)": Variant(
+        before=lambda request: Response("Not Found", 404, mimetype="text/plain")
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(NOT_THE_API))
+def test_a_target_that_is_not_the_explain_api_is_a_usage_error(tmp_path: Path, name: str) -> None:
+    with serve(NOT_THE_API[name]) as running:
+        done = check(
+            running.base_url, *running.session_args(), cwd=tmp_path, VERDICT_API_KEY=running.key
+        )
+    line = _one_usage_line(done)
+    assert line.startswith("the target does not answer like the Explain API: GET /e answers "), line
+    assert f"is {running.base_url} the API's base URL" in line
 
 
 def test_the_report_opens_with_the_outcome_and_shows_each_failure_whole(
@@ -390,3 +416,88 @@ def test_the_user_says_which_target_it_is(pytester: pytest.Pytester) -> None:
     assert "needs a mock target" not in auto.stdout.str()  # minted its own sessions
     assert live.ret == pytest.ExitCode.OK, live.stdout.str()
     live.stdout.fnmatch_lines(["SKIPPED *needs a mock target that can mint a session*"])
+
+
+def _junit_cases(path: Path) -> list[tuple[str, str]]:
+    cases = ElementTree.parse(path).getroot().iter("testcase")
+    return sorted((case.get("classname", ""), case.get("name", "")) for case in cases)
+
+
+def test_junit_names_do_not_depend_on_where_the_run_starts(tmp_path: Path) -> None:
+    """Test cases are named by the suite's module, wherever the run starts, under xdist too."""
+    project = tmp_path / "project"
+    project.mkdir()
+    runs = {
+        "a project folder": (project, ()),
+        "the root folder": (Path("/"), ()),
+        "a project folder, under xdist": (project, ("-n", "2")),
+    }
+    cases: dict[str, list[tuple[str, str]]] = {}
+    with serve(CONFORMING["extra fields"]) as running:
+        for where, (cwd, extra) in runs.items():
+            junit = tmp_path / f"{len(cases)}.xml"
+            done = check(
+                running.base_url,
+                *running.session_args(),
+                "-k",
+                "test_auth",
+                f"--junitxml={junit}",
+                *extra,
+                cwd=cwd,
+                VERDICT_API_KEY=running.key,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            cases[where] = _junit_cases(junit)
+    first = cases["a project folder"]
+    assert len(first) >= 10
+    assert {classname for classname, _ in first} == {"verdict_contract.contract_tests.test_auth"}
+    assert (
+        "verdict_contract.contract_tests.test_auth",
+        "test_auth_comes_before_lookup[clause_5_3]",
+    ) in first
+    assert cases["the root folder"] == first
+    assert cases["a project folder, under xdist"] == first
+
+
+def test_a_replay_line_works_pasted_into_bash_against_a_private_ca(
+    tmp_path: Path, private_ca: trustme.CA
+) -> None:
+    """The run trusted a private CA with --verdict-ca-bundle: its replay lines do too."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    private_ca.issue_cert("127.0.0.1").configure_cert(context)
+    bundle = tmp_path / "ca.pem"
+    private_ca.cert_pem.write_to_path(str(bundle))
+    with serve_tls(BROKEN["careless key comparison"], context) as running:
+        done = check(
+            running.base_url,
+            *running.session_args(),
+            "--verdict-ca-bundle",
+            "ca.pem",  # relative to where the run starts; the replay works from anywhere
+            "-k",
+            "test_near_miss_key_is_401",
+            cwd=tmp_path,
+            VERDICT_API_KEY=running.key,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        (line, *_) = [x for x in done.stdout.splitlines() if x.startswith("curl -i ")]
+        assert f"--cacert {bundle}" in line
+        assert running.key not in done.stdout
+        env = {"PATH": "/usr/bin:/bin", "VERDICT_API_KEY": running.key, "HOME": str(tmp_path)}
+        replay = subprocess.run(
+            ["bash", "-c", line], env=env, cwd="/", capture_output=True, text=True, timeout=60
+        )
+    assert replay.returncode == 0, replay.stderr
+    assert replay.stdout.startswith("HTTP/1.1 200"), replay.stdout  # the careless service let it in
+
+
+def test_a_long_value_is_cut_in_the_middle_of_a_replay_line() -> None:
+    shown = "Bearer \x00$VERDICT_API_KEY\x00"  # how a call records the key
+    sent = Sent("GET", "https://x.example/e?n=" + "a" * 5000, (("Authorization", shown),))
+    line = sent.curl()
+    assert len(line) < 400
+    assert "'https://x.example/e?n=aaa" in line
+    assert "…" in line
+    assert line.endswith(
+        "# cut in the middle: values of 5022 characters (the line sends them shorter)"
+    )
+    assert '"$VERDICT_API_KEY"' in line

@@ -7,7 +7,9 @@ from collections.abc import Callable
 import pytest
 
 from verdict_contract.core.values import (
+    host_name,
     number,
+    one_of,
     parse_bool,
     port,
     positive_int,
@@ -27,6 +29,8 @@ from verdict_contract.core.values import (
         (port, "0", 0),
         (port, "65535", 65535),
         (seconds, "0.5", 0.5),
+        (one_of("async", "waitress"), " Waitress ", "waitress"),
+        (host_name, "Mock.Example", "mock.example"),
     ],
 )
 def test_a_value_as_typed_is_read(read: Callable[[str], object], raw: str, value: object) -> None:
@@ -45,6 +49,9 @@ def test_a_value_as_typed_is_read(read: Callable[[str], object], raw: str, value
         (seconds, "0", "'0': must be a positive number of seconds"),
         (seconds, "inf", "'inf': must be a positive number of seconds"),
         (seconds, "nan", "'nan': must be a positive number of seconds"),
+        (one_of("async", "waitress"), "uvicorn", "'uvicorn' is not one of async, waitress"),
+        (host_name, "http://mock.example", "'http://mock.example' is not a host name"),
+        (host_name, "user@mock.example", "'user@mock.example' is not a host name"),
     ],
 )
 def test_a_mistake_is_said_with_the_value(

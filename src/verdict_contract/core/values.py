@@ -8,6 +8,7 @@ same words; each raises ValueError naming the value, and its caller names the op
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off", "")
@@ -66,3 +67,21 @@ def seconds(raw: str) -> float:
     if not 0 < value < math.inf:
         raise ValueError(f"{raw!r}: must be a positive number of seconds")
     return value
+
+
+def one_of(*choices: str) -> Callable[[str], str]:
+    """A reader of one of ``choices``, in any case."""
+
+    def read(raw: str) -> str:
+        if raw.strip().lower() not in choices:
+            raise ValueError(f"{raw!r} is not one of {', '.join(choices)}")
+        return raw.strip().lower()
+
+    return read
+
+
+def host_name(raw: str) -> str:
+    """A host name (no scheme, user, path or space), lower-cased."""
+    if not raw.strip() or any(c in raw for c in "/@ "):
+        raise ValueError(f"{raw!r} is not a host name")
+    return raw.strip().lower()

@@ -1,0 +1,92 @@
+"""Before any check: does the target answer like the Explain API, and does it take the key?
+
+Two configuration mistakes look like breaches to the checks and are not: a key the target
+refuses (every call answers 401, so each check of an answer fails) and a URL that is not the
+Explain API at all (a web page answering 200 everywhere, a host with no ``/e``). Each is said
+in one line before any check runs. Two calls to a made-up session id answer it, one with the
+key and one without (so no fresh session is spent, and one call counts against the key's limit).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import httpx
+
+from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
+
+from .bounds import MAX_ANSWER_BYTES, CallFailed, Deadline, bounded_client, fetch
+
+KEY_REFUSED = "the target refused the API key (401 on every call): check VERDICT_API_KEY"
+NOT_THE_API = "the target does not answer like the Explain API"
+
+
+def _is_json(response: httpx.Response) -> bool:
+    try:
+        json.loads(response.content)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return True
+
+
+def _kind(response: httpx.Response) -> str:
+    media = response.headers.get("content-type", "").partition(";")[0].strip() or "no type"
+    return f"{response.status_code} ({media})"
+
+
+def mistake(
+    base_url: str,
+    key: str,
+    session_ids: tuple[str, ...],
+    timeout: float,
+    verify: object,
+    call_timeout: float,
+) -> str | None:
+    """The configuration mistake the target's answers show, in one line; None if none shows.
+
+    - the key, with a made-up id, answers 401 (a valid key gets 404: auth comes first), and so
+      does the first fresh session if one is given: the key is refused;
+    - without a key, ``/e`` answers 2xx with a body that is not JSON: a web page, not the API;
+    - with the key and without, ``/e`` answers 404, and so does a fresh session given with the
+      key: nothing there checks a key, so no Explain API is at that URL.
+
+    A call that fails or is throttled says nothing: the checks meet it and say so.
+    """
+    deadline = Deadline(call_timeout)
+    made_up = f"verdict-contract-unknown-{uuid.uuid4().hex}"
+    try:
+        with bounded_client(base_url, timeout, verify, deadline) as http:
+
+            def get(n: str, with_key: bool) -> httpx.Response:
+                headers = {"Authorization": f"Bearer {key}"} if with_key else {}
+                request = http.build_request(
+                    "GET", ENDPOINT_PATH, params={SESSION_PARAM: n}, headers=headers
+                )
+                return fetch(http, request, deadline, MAX_ANSWER_BYTES)
+
+            keyed = get(made_up, with_key=True)
+            if keyed.status_code == 401:
+                if all(get(n, with_key=True).status_code == 401 for n in session_ids[:1]):
+                    return KEY_REFUSED
+                return None
+            page = keyed.is_success and not _is_json(keyed)
+            if keyed.status_code != 404 and not page:
+                return None
+            anonymous = get(made_up, with_key=False)
+            if anonymous.is_success and not _is_json(anonymous):
+                return (
+                    f"{NOT_THE_API}: GET /e answers {_kind(anonymous)} without an API key, where "
+                    f"the Explain API answers 401 and JSON: is {base_url} the API's base URL?"
+                )
+            if keyed.status_code == anonymous.status_code == 404 and session_ids:
+                fresh = get(session_ids[0], with_key=True)
+                if fresh.status_code == 404:
+                    return (
+                        f"{NOT_THE_API}: GET /e answers 404 with the API key and without one, to "
+                        "a fresh session too, where the Explain API answers 401 without a key: "
+                        f"is {base_url} the API's base URL (the one that serves /e)?"
+                    )
+    except (httpx.HTTPError, CallFailed):
+        return None
+    return None
