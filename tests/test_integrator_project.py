@@ -141,14 +141,20 @@ def test_an_integrator_project_runs_as_before_with_a_wheel_install(
     assert top_level - {"bin"} == {"verdict_contract"}  # bin: the console scripts
 
 
-def test_pytest_help_in_an_integrator_project_shows_only_the_seed_of_ours(
+def test_pytest_help_in_an_integrator_project_shows_only_the_plugins_own_options(
     tmp_path: Path, wheel_install: Path
 ) -> None:
     project = _make_project(tmp_path / "project")
     result = _run(project, "--help", pythonpath=str(wheel_install))
     assert result.returncode == 0, result.stdout + result.stderr
     ours = sorted(set(re.findall(r"--verdict-[a-z-]+", result.stdout)))
-    assert ours == ["--verdict-seed"]
+    # The seed, and the consumer coverage report (docs/plugin.md); none of the suite's options.
+    assert ours == [
+        "--verdict-coverage",
+        "--verdict-coverage-json",
+        "--verdict-require-coverage",
+        "--verdict-seed",
+    ]
     assert "verdict_seed" in result.stdout
     assert "the Explain API under test" not in result.stdout  # the suite's --base-url
     plugins = _run(project, "--co", "-q", "--trace-config", pythonpath=str(wheel_install))
