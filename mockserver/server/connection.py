@@ -19,7 +19,7 @@ from typing import Final, Protocol, cast
 
 from ..explain import record
 from ..model.answer import Answer, error_answer
-from .cycle import Phase, RequestCycle
+from .cycle import DELAYED, DONE, QUEUED, RequestCycle
 from .flow import ENDING, OPEN, FlowControl
 from .reader import MAX_HEAD_BYTES as MAX_HEAD_BYTES
 from .reader import MAX_PIPELINED as MAX_PIPELINED
@@ -127,7 +127,7 @@ class HttpConnection(asyncio.Protocol):
                 self.advance()
         else:  # its turn has come: the common case, answered here without the queue
             self.responder.start(cycle)
-            if cycle.phase is not Phase.DONE:  # waiting on a delay or the app
+            if cycle.phase is not DONE:  # waiting on a delay or the app
                 pipeline.append(cycle)
                 self._flow()
 
@@ -151,9 +151,9 @@ class HttpConnection(asyncio.Protocol):
         flow = self.flow
         while pipeline and flow.answers:
             cycle = pipeline[0]
-            if cycle.phase is Phase.QUEUED:
+            if cycle.phase is QUEUED:
                 self.responder.start(cycle)
-            if cycle.phase is not Phase.DONE:
+            if cycle.phase is not DONE:
                 break
             if pipeline:  # (a cut or a reset emptied it)
                 pipeline.popleft()
@@ -184,11 +184,11 @@ class HttpConnection(asyncio.Protocol):
         """The connection is gone or cut: no request left in it will be answered."""
         self.responder.cancel()
         for cycle in self.pipeline:
-            if cycle.phase is Phase.DELAYED and cycle.decision is not None:
+            if cycle.phase is DELAYED and cycle.decision is not None:
                 assert self.server.state is not None  # a delay is the hot path's
                 record(self.server.state, cycle.decision, fault="disconnected")
-            if cycle.phase is not Phase.DONE:
-                cycle.to(Phase.DONE)
+            if cycle.phase is not DONE:
+                cycle.to(DONE)
         self.pipeline.clear()
         self.reader.cycle = None
 

@@ -25,7 +25,7 @@ from ..explain import Decision, decide, decide_shared, journal_elsewhere, record
 from ..model.answer import Answer, error_answer, failure_answer, not_allowed, status_line
 from ..state import MockState
 from ..web.accesslog import log_request
-from .cycle import Phase, RequestCycle
+from .cycle import DECIDING, DELAYED, DONE, WRITING, RequestCycle
 from .flow import FlowControl
 from .wire import Heads, peer_closed
 from .wsgibridge import call_app, environ_for
@@ -95,10 +95,10 @@ class Responder:
     def start(self, cycle: RequestCycle) -> None:
         """Begin answering the request at the head of the pipeline."""
         if cycle.refusal is not None:
-            cycle.to(Phase.WRITING)
+            cycle.to(WRITING)
             data = self.server.heads.answer(cycle.refusal, False, True, False)[0]
             self.turn.flow.linger(data, self.server.drain_seconds)
-            cycle.to(Phase.DONE)
+            cycle.to(DONE)
             return
         request = cycle.request
         assert request is not None
@@ -132,7 +132,7 @@ class Responder:
         state = self.server.state
         assert state is not None  # the hot path is on for the mock's own app only
         if state.shared is not None:  # --state: the shared store decides (one round trip)
-            cycle.to(Phase.DECIDING)
+            cycle.to(DECIDING)
             task = self.server.loop.create_task(
                 decide_shared(state, request.method, query, authorization)
             )
@@ -152,7 +152,7 @@ class Responder:
         """Whether the answer waits out its scripted delay on the loop (sent by ``_delayed``)."""
         if not decision.answer.delay:
             return False
-        cycle.to(Phase.DELAYED)
+        cycle.to(DELAYED)
         cycle.decision = decision
         self._timer = self.server.loop.call_later(
             decision.answer.delay, self._delayed, cycle, decision
@@ -162,7 +162,7 @@ class Responder:
     def _shared_decided(self, cycle: RequestCycle, done: asyncio.Task[Decision]) -> None:
         """A shared state's decision (journaled already): sent now, or after its delay."""
         self.server.tasks.discard(done)
-        if done.cancelled() or cycle.phase is not Phase.DECIDING or not self.turn.flow.writes:
+        if done.cancelled() or cycle.phase is not DECIDING or not self.turn.flow.writes:
             return  # the server stopped, or the client left, meanwhile
         self.turn.rested()
         try:
@@ -177,7 +177,7 @@ class Responder:
         self.turn.advance()
 
     def _delayed(self, cycle: RequestCycle, decision: Decision) -> None:
-        if cycle.phase is not Phase.DELAYED:
+        if cycle.phase is not DELAYED:
             return  # given up: the client left (journaled then)
         # The loop's timers have millisecond grain and may fire a little early: wait it out.
         left = decision.started + decision.answer.delay - time.perf_counter()
@@ -199,18 +199,18 @@ class Responder:
         when its request was decided) for the metrics."""
         request = cycle.request
         assert request is not None
-        cycle.to(Phase.WRITING)
+        cycle.to(WRITING)
         if self.traffic is not None:
             self.traffic.count(answer.status, answer.outcome, time.perf_counter() - started)
         if answer.fault == "reset":
             self._log(request, "000", 0)
-            cycle.to(Phase.DONE)
+            cycle.to(DONE)
             self.turn.reset()
             return
         close = not cycle.keep_alive or answer.fault == "truncated"
         data, sent = self.server.heads.answer(answer, request.method == "HEAD", close, vary)
         self.turn.flow.transport.write(data)
-        cycle.to(Phase.DONE)
+        cycle.to(DONE)
         if self.server.access_log:
             self._log(request, status_line(answer.status), sent)
         if close:
@@ -232,7 +232,7 @@ class Responder:
             # /e spelled otherwise (absolute-form, /%65): on the loop too, or a delay holds a thread
             self._explain(cycle, request, environ["QUERY_STRING"].encode("latin-1"))
             return
-        cycle.to(Phase.DECIDING)
+        cycle.to(DECIDING)
 
         def answered(done: Future[Reply]) -> None:  # on the worker thread
             with contextlib.suppress(RuntimeError):  # the server stopped meanwhile
@@ -241,7 +241,7 @@ class Responder:
         server.pool.submit(call_app, server.app, environ).add_done_callback(answered)
 
     def _app_answered(self, cycle: RequestCycle, done: Future[Reply]) -> None:
-        if cycle.phase is not Phase.DECIDING or not self.turn.flow.writes:
+        if cycle.phase is not DECIDING or not self.turn.flow.writes:
             return  # the connection is gone
         self.turn.rested()
         request = cycle.request
@@ -249,21 +249,21 @@ class Responder:
         try:
             reply = done.result()
         except ConnectionResetError:  # the app asked for a reset (faults.FaultMiddleware)
-            cycle.to(Phase.DONE)
+            cycle.to(DONE)
             self.turn.reset()
             return
         except Exception as exc:  # never a 5xx: the app's own handlers answered what they could
-            cycle.to(Phase.WRITING)
+            cycle.to(WRITING)
             cycle.keep_alive = False
             answer = failure_answer(exc, f"answering {request.method}")
             self.turn.flow.transport.write(self.server.heads.answer(answer, False, True, False)[0])
-            cycle.to(Phase.DONE)
+            cycle.to(DONE)
             self.turn.close()
             return
-        cycle.to(Phase.WRITING)
+        cycle.to(WRITING)
         data, close = self.server.heads.reply(reply, request.method, cycle.keep_alive)
         self.turn.flow.transport.write(data)
-        cycle.to(Phase.DONE)
+        cycle.to(DONE)
         if close:
             self.turn.close()
         self.turn.advance()
