@@ -424,3 +424,66 @@ def test_a_rejected_scenario_edit_shows_on_the_dashboard(browser: Any, tmp_path:
             assert "the previous one is still served" in shown.text
         finally:
             watcher.stop()
+
+
+# --- a page of another origin against the journal (issue 27, point 5) --------------------------
+
+ATTACK_PAGE = """<!doctype html><title>attack</title><script>
+const mock = new URL(location.href).searchParams.get("mock");
+const sends = [];
+for (let i = 0; i < 1100; i++) {
+  // what any page can send: no-cors, no key; half to unknown paths, half keyless to /e
+  const url = i % 2 ? `${mock}/x${i}` : `${mock}/e?n=flood${i}`;
+  sends.push(fetch(url, {mode: "no-cors"}).catch(() => null));
+}
+Promise.all(sends).then(() => { document.title = "done"; });
+</script>"""
+
+
+@pytest.fixture
+def attacker() -> Iterator[str]:
+    """A page on another local origin (another port): the attacker's, served for the test."""
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = ATTACK_PAGE.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            """Quiet."""
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_a_page_of_another_origin_cannot_wipe_the_journal(
+    browser: Any, mock: BackgroundServer, attacker: str
+) -> None:
+    """1,100 no-cors fetches from a page in the developer's browser leave every real entry."""
+    token = {"X-Mock-Token": TOKEN}
+    with httpx.Client(base_url=mock.base_url, timeout=10) as http:
+        assert http.post("/_mock/reset", headers=token).status_code == 204
+        real = [f"real-{index}" for index in range(3)]
+        for n in real:
+            assert http.get("/e", params={"n": n}, headers=bearer()).status_code == 404
+        browser.get(f"{attacker}?mock={mock.base_url}")
+        until(browser, lambda: browser.title == "done", "the attack page did not finish")
+        entries = http.get("/_mock/requests", headers=token).json()
+    assert [e["n"] for e in entries if e["n"] in real] == real  # every real entry is still there
+    flood = [e for e in entries if e["n"] not in real]
+    assert flood, "the page's requests reached the mock (else the test proves nothing)"
+    assert len(flood) <= 100  # in their own ring, bounded
+    assert {e["status"] for e in flood} <= {401, 404}
