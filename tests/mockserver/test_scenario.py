@@ -489,23 +489,26 @@ def test_e_answers_over_http_while_a_reload_is_parsed(
         watcher.start()
         try:
             _write(scenario_file, "sessions:\n  beta: {verdict: refused}\n", stamp=BASE_NS + 10**9)
-            assert started.wait(30)
-            # the parse is held: /e answers from the previous scenario meanwhile
-            answer = httpx.get(f"{server.base_url}/e?n=alpha", headers=headers, timeout=10)
-            assert answer.status_code == 200
-            release.set()
-            assert wait_until(
-                lambda: (
-                    httpx.get(
-                        f"{server.base_url}/e?n=beta", headers=headers, timeout=10
-                    ).status_code
-                    == 200
-                ),
-                timeout=30,
-            )
+            _answers_while_the_parse_is_held(server.base_url, headers, started, release)
         finally:
             watcher.stop()
     assert threads == ["scenario-watcher"]
+
+
+def _answers_while_the_parse_is_held(
+    base_url: str, headers: dict[str, str], started: threading.Event, release: threading.Event
+) -> None:
+    """With a reload's parse held, /e answers from the previous scenario; once it is let go,
+    the new scenario's session answers."""
+    assert started.wait(30)
+    answer = httpx.get(f"{base_url}/e?n=alpha", headers=headers, timeout=10)
+    assert answer.status_code == 200
+    release.set()
+
+    def reloaded() -> bool:
+        return httpx.get(f"{base_url}/e?n=beta", headers=headers, timeout=10).status_code == 200
+
+    assert wait_until(reloaded)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")
@@ -522,19 +525,7 @@ def test_sighup_asks_the_watcher_and_never_parses_on_the_signalled_thread(
         try:
             _write(scenario_file, "sessions:\n  beta: {verdict: refused}\n")
             os.kill(os.getpid(), signal.SIGHUP)  # its handler runs on this, the main, thread
-            assert started.wait(30)
-            answer = httpx.get(f"{server.base_url}/e?n=alpha", headers=headers, timeout=10)
-            assert answer.status_code == 200
-            release.set()
-            assert wait_until(
-                lambda: (
-                    httpx.get(
-                        f"{server.base_url}/e?n=beta", headers=headers, timeout=10
-                    ).status_code
-                    == 200
-                ),
-                timeout=30,
-            )
+            _answers_while_the_parse_is_held(server.base_url, headers, started, release)
         finally:
             watcher.stop()
             signal.signal(signal.SIGHUP, signal.SIG_DFL)
