@@ -67,11 +67,13 @@ def journal(
         shown = _shown(query_string, state.key_bytes)
     if shown is None:
         shown = shown_args(journaled_args(pairs, query_string), state.key_ok)
-    parts = entry_parts(method, path, authorization, reading, shown, headers, latency_ms)
+    parts = entry_parts(
+        method, path, authorization, reading, shown, headers, latency_ms, generation=generation
+    )
     if state.shared is None:
-        state.journal.add(parts, generation)
+        state.journal.add(parts)
     else:  # the shared journal (its ring, for what any web page can send)
-        state.shared.record(parts, generation)
+        state.shared.record(parts)
 
 
 def query_start(query_string: bytes) -> list[tuple[str, str]] | None:

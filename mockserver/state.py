@@ -77,7 +77,8 @@ class MockState:
     journal: Journal = field(init=False)
     scripts: ScriptBook = field(default_factory=ScriptBook, init=False)
     scenario: Scenario = field(default_factory=Scenario, init=False)
-    _keys: tuple[bytes, ...] = field(default=(), init=False)
+    key_bytes: tuple[bytes, ...] = field(default=(), init=False, repr=False)
+    """The API keys, as :func:`key_in` takes them (a cache may be keyed on this tuple)."""
     _named: dict[str, Session] = field(default_factory=dict, init=False)
     delay: Callable[[float], None] = field(default_factory=lambda: _sleep, init=False, repr=False)
     """How a scripted delay waits; in-process transports replace it (see testing.py)."""
@@ -155,7 +156,7 @@ class MockState:
         keys = scenario.api_keys or self.settings.api_keys
         previous = self._named
         self.scenario = scenario
-        self._keys = tuple(k.encode() for k in keys)
+        self.key_bytes = tuple(k.encode() for k in keys)
         self._named = named
         self._bodies.clear()  # it holds the sessions replaced (a recorded body each) alive
         self.limiter.relimit(scenario.rate_limit or self.settings.rate_limit)
@@ -223,16 +224,11 @@ class MockState:
 
     @property
     def api_keys(self) -> tuple[str, ...]:
-        return tuple(k.decode() for k in self._keys)
+        return tuple(k.decode() for k in self.key_bytes)
 
     def key_ok(self, key: str) -> bool:
         """Compare against every key in constant time (no early exit on a match)."""
-        return key_in(self._keys, key)
-
-    @property
-    def key_bytes(self) -> tuple[bytes, ...]:
-        """The keys, as :func:`key_in` takes them (a cache may be keyed on this tuple)."""
-        return self._keys
+        return key_in(self.key_bytes, key)
 
     @property
     def named(self) -> dict[str, Session]:

@@ -136,10 +136,6 @@ class RequestCycle:
         return self.phase in BUSY
 
 
-NOTED: Final = frozenset(len(name) for name in (b"authorization", b"content-length", b"expect"))
-"""The lengths of the names :meth:`RequestCycle.note` looks at: other headers skip the call."""
-
-
 def _length(value: bytes) -> int:
     """A Content-Length value as a number (httptools has checked that it is digits)."""
     try:

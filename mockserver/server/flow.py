@@ -24,14 +24,18 @@ from typing import Final, Protocol
 from .wire import reset_on_close
 
 
-class Closing(enum.Enum):
-    """Where a connection is on its way to closed."""
+class Closing(enum.IntEnum):
+    """Where a connection is on its way to closed.
 
-    OPEN = "open"  # requests are read and answered
-    ENDING = "ending"  # no further request is read; closed once the answers owed are written
-    LINGERING = "lingering"  # a refusal is written; what the client sends is discarded, then closed
-    CLOSED = "closed"  # closed: what was written is still sent
-    ABORTED = "aborted"  # cut: what the client has not taken is dropped
+    An ``IntEnum``, as :class:`.cycle.Phase`: a state is hashed at every question asked of it
+    (a plain ``Enum`` hashes in Python), on the hot path.
+    """
+
+    OPEN = 1  # requests are read and answered
+    ENDING = 2  # no further request is read; closed once the answers owed are written
+    LINGERING = 3  # a refusal is written; what the client sends is discarded, then closed
+    CLOSED = 4  # closed: what was written is still sent
+    ABORTED = 5  # cut: what the client has not taken is dropped
 
 
 OPEN: Final = Closing.OPEN

@@ -16,7 +16,7 @@ from typing import Final, Protocol
 import httptools
 
 from ..web.limits import MAX_HEADER_BYTES
-from .cycle import NOTED, RequestCycle
+from .cycle import RequestCycle
 
 log = logging.getLogger("mockserver.server")
 
@@ -108,12 +108,6 @@ class RequestReader:
         self._refuse(status, code, message)
         raise _Refused
 
-    def _arriving(self) -> RequestCycle:
-        cycle = self.cycle
-        if cycle is None:  # httptools calls back within a message only
-            raise _Refused
-        return cycle
-
     # -- httptools callbacks ----------------------------------------------------------------
     def on_message_begin(self) -> None:
         if not self._sink.accepts():  # the connection ends with the answers owed
@@ -122,7 +116,8 @@ class RequestReader:
         self._room, self.began = MAX_HEAD_BYTES, self._now
 
     def on_url(self, url: bytes) -> None:
-        cycle = self._arriving()
+        cycle = self.cycle
+        assert cycle is not None  # httptools calls back within a message only
         cycle.url += url
         if len(cycle.url) > MAX_TARGET_BYTES:
             self._refuse_raise(
@@ -130,7 +125,8 @@ class RequestReader:
             )
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        cycle = self._arriving()
+        cycle = self.cycle
+        assert cycle is not None  # httptools calls back within a message only
         cycle.size += len(name) + len(value)
         if cycle.size > MAX_HEADER_BYTES:
             self._refuse_raise(
@@ -140,11 +136,11 @@ class RequestReader:
                 f"the mock accepts at most {MAX_HEADER_BYTES}",
             )
         cycle.headers.append((name, value))
-        if len(name) in NOTED:
-            cycle.note(name, value)
+        cycle.note(name, value)
 
     def on_headers_complete(self) -> None:
-        cycle = self._arriving()
+        cycle = self.cycle
+        assert cycle is not None  # httptools calls back within a message only
         cycle.version = version = self.parser.get_http_version()
         if version not in _VERSIONS:
             self._refuse_raise(
@@ -164,7 +160,8 @@ class RequestReader:
             self._sink.expects_continue()
 
     def on_body(self, body: bytes) -> None:
-        cycle = self._arriving()
+        cycle = self.cycle
+        assert cycle is not None  # httptools calls back within a message only
         if len(cycle.body) + len(body) > self._max_body:
             self._refuse_raise(
                 413,
@@ -174,7 +171,8 @@ class RequestReader:
         cycle.body += body
 
     def on_message_complete(self) -> None:
-        cycle = self._arriving()
+        cycle = self.cycle
+        assert cycle is not None  # httptools calls back within a message only
         parser = self.parser
         if self._sink.waiting() >= MAX_PIPELINED:
             self._refuse_raise(

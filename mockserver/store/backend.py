@@ -217,7 +217,7 @@ class StateBackend(Protocol):
         """Bytes of scripts held now, as :func:`.scripts.script_bytes` counts them."""
         ...
 
-    def record(self, parts: EntryParts, generation: int) -> None:
+    def record(self, parts: EntryParts) -> None:
         """Journal a request decided apart from ``/e``'s (a wrong path or method)."""
 
     def entries(self) -> list[Entry]: ...
@@ -299,8 +299,8 @@ class MemoryBackend:
     def script_bytes(self) -> int:
         return self.scripts.size
 
-    def record(self, parts: EntryParts, generation: int) -> None:
-        self.journal.add(parts, generation)
+    def record(self, parts: EntryParts) -> None:
+        self.journal.add(parts)
 
     def entries(self) -> list[Entry]:
         return self.journal.entries()

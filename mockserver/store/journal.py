@@ -29,7 +29,8 @@ from .shown import (
 
 UNTRUSTED_KEPT: Final = 100
 """Entries of requests any web page can send (no valid key, or a path or method the API does not
-take; see :func:`untrusted`), kept in a ring of their own, so they never evict the rest."""
+take; see :attr:`EntryParts.untrusted`), kept in a ring of their own, so they never evict the
+rest."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +76,7 @@ class EntryParts(NamedTuple):
 
     A journal keeps these and builds the entries when they are read: building a frozen
     dataclass costs more than the rest of journaling a request, and most entries are never read
-    (a named tuple is a tuple: no dearer to build). The answer's fields stay the one
+    (a named tuple costs little more than a tuple). The answer's fields stay the one
     :class:`~.steps.Outcome` the answer object holds (``reading``), spread out when read.
     Nothing in them is a secret (:func:`entry_parts` masks and digests before they are kept).
     A shared store keeps the request's fields and the answer's as a JSON array
@@ -92,6 +93,17 @@ class EntryParts(NamedTuple):
     latency_ms: float | None
     violations: tuple[str, ...]
     fingerprints: frozenset[bytes]
+    untrusted: bool
+    """Whether any web page could have sent this request, so it goes to the bounded ring.
+
+    A ``no-cors`` fetch or a form reaches any path with any method but carries no
+    Authorization: what is not ``GET``/``HEAD /e``, or is refused with a 401 the mock decided
+    (not a scripted one), is such a request. Real entries (an accepted key's) are never evicted
+    by them. Decided once, by :func:`entry_parts`, for both stores.
+    """
+    generation: int
+    """The journal's generation when the request arrived: an entry of an earlier one (its
+    request arrived before a ``clear()``) is never read."""
 
     @property
     def status(self) -> int | None:
@@ -104,33 +116,6 @@ class EntryParts(NamedTuple):
     @property
     def fault(self) -> str | None:
         return self.reading.fault
-
-
-_new = tuple.__new__
-"""Builds a named tuple from a tuple of its fields in order: a NamedTuple's own ``__new__`` is
-a Python function, 0.2 µs more per request on the hot path (benchmarks/bench_connection.py)."""
-
-
-class Kept(NamedTuple):
-    """An entry's parts and the journal's generation when its request arrived."""
-
-    generation: int
-    parts: EntryParts
-
-
-def untrusted(method: str, path: str, status: int | None, outcome: str) -> bool:
-    """Whether any web page could have sent this request, so it goes to the bounded ring.
-
-    A ``no-cors`` fetch or a form reaches any path with any method but carries no
-    Authorization: what is not ``GET``/``HEAD /e``, or is refused with a 401 the mock decided
-    (not a scripted one), is such a request. Real entries (an accepted key's) are never evicted
-    by them.
-    """
-    return (
-        path != ENDPOINT_PATH
-        or method not in _API_METHODS
-        or (status == 401 and outcome != "scripted")
-    )
 
 
 _API_METHODS: Final = frozenset({"GET", "HEAD"})
@@ -166,8 +151,8 @@ class Journal:
     """
 
     size: int = 1000
-    _entries: deque[Kept] = field(init=False, repr=False)
-    _refused: deque[Kept] = field(init=False, repr=False)
+    _entries: deque[EntryParts] = field(init=False, repr=False)
+    _refused: deque[EntryParts] = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _generation: int = field(default=0, init=False)
 
@@ -189,18 +174,15 @@ class Journal:
         ``generation`` is :attr:`generation` when the request arrived: a request still in
         flight when the journal was cleared (a delay from an earlier test) is not journaled.
         """
-        self.add(make_parts(fields), generation)
+        self.add(make_parts(fields, self._generation if generation is None else generation))
 
-    def add(self, parts: EntryParts, generation: int | None = None) -> None:
+    def add(self, parts: EntryParts) -> None:
         """Keep an entry's :class:`EntryParts` (from :func:`entry_parts`); see :meth:`record`.
 
         No lock: a deque's append is atomic. An entry of an earlier generation (its request
-        arrived before a ``clear()``) is kept with it and never read (:meth:`_current`).
+        arrived before a ``clear()``) is kept and never read (:meth:`_current`).
         """
-        kept = _new(Kept, (self._generation if generation is None else generation, parts))
-        reading = parts.reading
-        refused = untrusted(parts.method, parts.path, reading.status, reading.outcome)
-        (self._refused if refused else self._entries).append(kept)
+        (self._refused if parts.untrusted else self._entries).append(parts)
 
     def _current(self) -> list[EntryParts]:
         """The parts of this generation's entries, oldest first (copies first: a deque copied
@@ -209,7 +191,7 @@ class Journal:
         entries, refused = list(self._entries), list(self._refused)
         if refused:
             entries = list(heapq.merge(entries, refused, key=_time))
-        return [parts for kept, parts in entries if kept == generation]
+        return [parts for parts in entries if parts.generation == generation]
 
     def entries(self) -> list[Entry]:
         with self._lock:
@@ -227,8 +209,8 @@ class Journal:
             return len(self._current())
 
 
-def _time(kept: Kept) -> float:
-    return kept.parts.time
+def _time(parts: EntryParts) -> float:
+    return parts.time
 
 
 def entry_parts(
@@ -240,29 +222,35 @@ def entry_parts(
     headers: RawHeaders = (),
     latency_ms: float | None = None,
     violations: tuple[str, ...] = (),
+    generation: int = 0,
 ) -> EntryParts:
     """An entry's :class:`EntryParts`: ``shown`` is :func:`shown_args` of its query (masked), the
     Authorization header is masked, headers and parameters are kept as digests only;
-    ``reading`` is the answer's (:func:`.steps.outcome`)."""
+    ``reading`` is the answer's (:func:`.steps.outcome`); ``generation``: the journal's when the
+    request arrived."""
     n, query, params = shown
-    return _new(
-        EntryParts,
-        (
-            time.time(),
-            method,
-            path if len(path) <= MAX_PATH_CHARS else cut(path, MAX_PATH_CHARS),
-            n,
-            query,
-            mask_authorization(authorization),
-            reading,
-            latency_ms,  # rounded when read (round() costs more than the rest of a field)
-            violations,
-            header_prints(tuple(headers), authorization) | params,
-        ),
+    untrusted = (  # the rule of :attr:`EntryParts.untrusted`, its one place
+        path != ENDPOINT_PATH
+        or method not in _API_METHODS
+        or (reading.status == 401 and reading.outcome != "scripted")
+    )
+    return EntryParts(
+        time.time(),
+        method,
+        path if len(path) <= MAX_PATH_CHARS else cut(path, MAX_PATH_CHARS),
+        n,
+        query,
+        mask_authorization(authorization),
+        reading,
+        latency_ms,  # rounded when read (round() costs more than the rest of a field)
+        violations,
+        header_prints(tuple(headers), authorization) | params,
+        untrusted,
+        generation,
     )
 
 
-def make_parts(fields: EntryFields) -> EntryParts:
+def make_parts(fields: EntryFields, generation: int = 0) -> EntryParts:
     """An entry's parts from its fields (see :func:`make_entry`), not yet an :class:`Entry`."""
     shown = fields.get("shown")
     if shown is None:
@@ -277,6 +265,7 @@ def make_parts(fields: EntryFields) -> EntryParts:
         fields.get("headers", ()),
         fields.get("latency_ms"),
         fields.get("violations", ()),
+        generation,
     )
 
 
@@ -286,7 +275,7 @@ _NOTHING_SERVED: Final = Served(None, None, None, ())
 def _entry(parts: EntryParts) -> Entry:
     """The entry of kept parts, the answer's reading spread out, its latency rounded to the
     microsecond."""
-    at, method, path, n, query, authorization, reading, latency, violations, prints = parts
+    at, method, path, n, query, authorization, reading, latency, violations, prints, _, _ = parts
     status, said, fault, decided_by, retry_after, delay_ms, facts = reading
     verdict, conclusive, schema, extra = facts or _NOTHING_SERVED
     return Entry(
@@ -364,5 +353,7 @@ def decode_entry(text: str) -> Entry:
         verdict, conclusive, schema, extra = body
         facts = Served(verdict, conclusive, schema, tuple(extra))
     reading = Outcome(status, said, fault, decided_by, retry_after, delay_ms, facts)
-    kept = EntryParts(at, method, path, n, query, authorization, reading, latency, (), frozenset())
+    kept = EntryParts(
+        at, method, path, n, query, authorization, reading, latency, (), frozenset(), False, 0
+    )
     return _entry(kept)

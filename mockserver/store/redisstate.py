@@ -42,7 +42,6 @@ from ..model.sessions import Step
 from ..model.steps import Outcome, encode_step, outcome, scripted
 from .backend import DEFAULT_STATE_TTL, Facts, SharedCall, StateUnavailable, StateURL
 from .journal import UNTRUSTED_KEPT, Entry, EntryParts, decode_entry, entry_head, entry_tail
-from .journal import untrusted as is_untrusted
 from .luascripts import (
     APPEND,
     DECIDE,
@@ -347,13 +346,13 @@ class RedisBackend:
         with self._guard():
             return int(held or 0)
 
-    def record(self, parts: EntryParts, generation: int) -> None:
-        """Journal an entry decided apart from ``/e`` (its latency as the store has it: null)."""
-        del generation  # a reset clears the store's journal at once: nothing is in flight
-        untrusted = is_untrusted(parts.method, parts.path, parts.status, parts.outcome)
+    def record(self, parts: EntryParts) -> None:
+        """Journal an entry decided apart from ``/e`` (its latency as the store has it: null;
+        its generation unread: a reset clears the store's journal at once, nothing is in
+        flight)."""
         tail = entry_tail(outcome_of(parts))
         args = AppendArgs(
-            untrusted="1" if untrusted else "",
+            untrusted="1" if parts.untrusted else "",
             entry=entry_head(parts) + tail,
             max_entries=str(self._journal_size),
             max_bytes=str(JOURNAL_BYTES),

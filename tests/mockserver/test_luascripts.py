@@ -95,9 +95,12 @@ ENTRY = EntryParts(
     latency_ms=None,  # a shared store journals before the answer exists
     violations=(),
     fingerprints=frozenset(),
+    untrusted=False,
+    generation=0,
 )
+KEPT_ONLY = ("reading", "untrusted", "generation")  # the journal's own: not an Entry's fields
 EXPECTED: dict[str, Any] = {
-    **{name: getattr(ENTRY, name) for name in ENTRY._fields if name != "reading"},
+    **{name: getattr(ENTRY, name) for name in ENTRY._fields if name not in KEPT_ONLY},
     **{name: getattr(READING, name) for name in READING._fields if name != "served"},
     **SERVED._asdict(),
 }
@@ -117,7 +120,7 @@ def test_each_entry_field_comes_back_from_redis_in_its_place(
     backend: RedisBackend, name: str
 ) -> None:
     backend.clear_journal()
-    backend.record(ENTRY, 0)
+    backend.record(ENTRY)
     (entry,) = backend.entries()
     assert getattr(entry, name) == EXPECTED[name]
     stored = backend.sync.lindex(backend.keys.journal, 0)
@@ -130,6 +133,6 @@ def test_the_entry_and_its_parts_name_one_order() -> None:
 
     from verdict_contract.mockserver.store.journal import Entry
 
-    spread = set(EntryParts._fields) - {"reading"} | set(Outcome._fields) - {"served"}
+    spread = set(EntryParts._fields) - set(KEPT_ONLY) | set(Outcome._fields) - {"served"}
     assert {field.name for field in fields(Entry)} == spread | set(Served._fields)
     assert set(EXPECTED) == {field.name for field in fields(Entry)}
