@@ -94,13 +94,16 @@ ENTRY = EntryParts(
     reading=READING,
     latency_ms=None,  # a shared store journals before the answer exists
     violations=(),
-    fingerprints=frozenset(),
+    header_prints=frozenset(),
+    param_prints=frozenset(),
     untrusted=False,
     generation=0,
 )
 KEPT_ONLY = ("reading", "untrusted", "generation")  # the journal's own: not an Entry's fields
+PRINTS = ("header_prints", "param_prints")  # an Entry's fingerprints, their union
 EXPECTED: dict[str, Any] = {
-    **{name: getattr(ENTRY, name) for name in ENTRY._fields if name not in KEPT_ONLY},
+    **{name: getattr(ENTRY, name) for name in ENTRY._fields if name not in KEPT_ONLY + PRINTS},
+    "fingerprints": frozenset(),
     **{name: getattr(READING, name) for name in READING._fields if name != "served"},
     **SERVED._asdict(),
 }
@@ -133,6 +136,7 @@ def test_the_entry_and_its_parts_name_one_order() -> None:
 
     from verdict_contract.mockserver.store.journal import Entry
 
-    spread = set(EntryParts._fields) - set(KEPT_ONLY) | set(Outcome._fields) - {"served"}
+    spread = set(EntryParts._fields) - set(KEPT_ONLY + PRINTS) | {"fingerprints"}
+    spread |= set(Outcome._fields) - {"served"}
     assert {field.name for field in fields(Entry)} == spread | set(Served._fields)
     assert set(EXPECTED) == {field.name for field in fields(Entry)}
