@@ -14,7 +14,8 @@ import shlex
 import ssl
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -37,6 +38,7 @@ from .bounds import (
 )
 from .leaks import error_body_advisories
 from .pace import Pace
+from .throttling import Throttling
 
 KEY = object()
 """Placeholder for "send the configured key" wherever a query or header value is built."""
@@ -287,7 +289,9 @@ class ExplainClient:
     api_key: Secret
     timeout: float = 10.0
     wait_budget: float = 60.0
-    waited: float = 0.0
+    waited: float = 0.0  # seconds slept on 429s
+    answered_429: int = 0  # 429s met (waited out or given up on), the probe's not counted
+    paced: float = 0.0  # seconds slept by the pace before calls
     ca_bundle: str | None = None
     pace: Pace | None = None
     workers: int = 1  # processes sharing the key's rate limit (xdist workers)
@@ -313,6 +317,22 @@ class ExplainClient:
         """One call, bounded in time in all and in decoded bytes (:mod:`.bounds`)."""
         request = self._http.build_request(method, path, **kwargs)
         return fetch(self._http, request, self._deadline, self.max_bytes)
+
+    @contextmanager
+    def unpaced(self) -> Iterator[None]:
+        """Calls sent at once, whatever ``--verdict-max-rate`` says: the rate-limit probe, whose
+        point is to go past the limit that the pace keeps the rest of the run under."""
+        pace, self.pace = self.pace, None
+        try:
+            yield
+        finally:
+            self.pace = pace
+
+    def throttling(self) -> Throttling:
+        """What throttling has cost this process so far."""
+        return Throttling(
+            str(os.getpid()), self.answered_429, self.waited, self.wait_budget, self.paced
+        )
 
     def advise(self, text: str) -> None:
         if text not in self.advisories:
@@ -352,6 +372,7 @@ class ExplainClient:
                 )
             if not honour_429:
                 return response
+            self.answered_429 += 1
             wait = retry_after_seconds(said, attempt, date=response.headers.get("date"))
             remaining = self.wait_budget - self.waited
             if attempt >= MAX_RETRIES:
@@ -403,7 +424,7 @@ class ExplainClient:
         url = f"{self.base_url}{ENDPOINT_PATH}"
         shown_url = url + (f"?{'&'.join(shown_query)}" if shown_query else "")
         if self.pace is not None:
-            self.pace.wait()
+            self.paced += self.pace.wait()
         try:
             response = self._fetch(method, ENDPOINT_PATH, params=query, headers=sent_headers)
         except CallFailed as exc:  # the target's answer, too large or too slow: this call fails

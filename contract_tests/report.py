@@ -19,6 +19,8 @@ import pytest
 
 from verdict_contract.core.spec import VERDICT_OUTCOMES, VERDICTS
 
+from .throttling import THROTTLING, RunThrottling, Throttling
+
 CLAUSE = "spec_clause"
 TARGET = "verdict_target"
 BUILD = "verdict_build"
@@ -96,6 +98,7 @@ class SuiteReport:
     verified: int = 0
     unverified_why: list[str] = field(default_factory=list)
     interrupted: str | None = None
+    throttling: RunThrottling = field(default_factory=RunThrottling)
 
     def record(self, report: pytest.TestReport) -> None:
         properties = dict(report.user_properties)
@@ -115,6 +118,8 @@ class SuiteReport:
                 self.interrupted = self.interrupted or str(value)
             elif name == ADVISORY:
                 self.advisories[str(value)] = None
+            elif name == THROTTLING:
+                self.throttling.add(Throttling.loads(str(value)))
             elif name == SESSION:
                 seen = json.loads(str(value))
                 known = self.sessions.setdefault(seen["n"], seen)
@@ -200,6 +205,11 @@ class SuiteReport:
             )
         return lines
 
+    def facts(self) -> list[str]:
+        """The coverage, then what throttling cost: every run says how close it came."""
+        throttling = self.throttling.line()
+        return [*self.coverage(), *([f"throttling:        {throttling}"] if throttling else [])]
+
     # The outputs.
 
     def lines(self, verdict: list[str]) -> list[str]:
@@ -209,7 +219,7 @@ class SuiteReport:
             f"target:            {_few(self.targets) or 'unknown'}",
             f"provenance.build:  {_few(self.builds) or 'none seen'}",
             f"schema:            {_few(self.schemas) or 'none seen'}",
-            *self.coverage(),
+            *self.facts(),
         ]
         if self.undocumented:
             out.append(f"undocumented fields: {_few(self.undocumented, 8)} (allowed, spec §9.2)")
@@ -241,8 +251,7 @@ class SuiteReport:
             f"- schema: {_few(self.schemas) or 'none seen'}",
         ]
         out += [
-            f"- {line.partition(':')[0]}: {line.partition(':')[2].strip()}"
-            for line in self.coverage()
+            f"- {line.partition(':')[0]}: {line.partition(':')[2].strip()}" for line in self.facts()
         ]
         problem = self.unverified()
         if problem:
@@ -310,6 +319,7 @@ class SuiteReport:
                 ("verdict_conclusive_seen", ", ".join(_pairs(self.outcomes_seen()))),
                 ("verdict_conclusive_never_seen", ", ".join(_pairs(self.outcomes_missing()))),
             ]
+        out += self.throttling.properties()
         out += [(UNDOCUMENTED, u) for u in sorted(self.undocumented)]
         out += [(ADVISORY, a) for a in self.advisories]
         return out
