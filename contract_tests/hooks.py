@@ -141,6 +141,7 @@ def clause_id(clause: str) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "clause(text): the spec clause a contract check enforces")
     config.addinivalue_line("markers", "checks_verdicts: a check that reads verdict bodies")
+    config.addinivalue_line("markers", "run_last: a check that looks back over the whole run")
     config.stash[REDACTOR] = Redactor()
     config.stash[REPORT] = SuiteReport()
     summary = _Summary(config, config.stash[REPORT], worker=hasattr(config, "workerinput"))
@@ -197,6 +198,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     clause = str(marker.args[0])
     metafunc.parametrize(CLAUSE_FIXTURE, [clause], ids=[clause_id(clause)])
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Checks that look back over the run (``run_last``) run after the others, in every process
+    alike (xdist needs one order): a verdict compared at the run's end, not its middle."""
+    items.sort(key=lambda item: item.get_closest_marker("run_last") is not None)
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
