@@ -21,6 +21,7 @@ from verdict_contract.core.redact import Redactor
 from verdict_contract.core.suggest import did_you_mean, unknown_options
 
 from . import config as target
+from .ci import under_github_actions, workflow_commands
 from .gate import FAILED, Gate, decide
 from .report import (
     CHECKS_VERDICTS,
@@ -28,6 +29,7 @@ from .report import (
     CURL,
     INTERRUPTED,
     OUTCOME,
+    ReportPaths,
     SuiteReport,
 )
 from .requested import collects_suite
@@ -397,8 +399,9 @@ class _Summary:
                 gate, notes=[*gate.notes, "other tests of this run failed: the run exits 1"]
             )
         _add_to_junit(config, self.report, gate)
-        if loaded is not None and loaded.report:
-            self.report.write(loaded.report, gate.lines(), loaded.shown())
+        if loaded is not None and (loaded.report or loaded.html_report):
+            paths = ReportPaths(loaded.report, loaded.html_report)
+            self.report.write(paths, gate.lines(), loaded.shown(), gate.outcome)
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -406,4 +409,7 @@ class _Summary:
         if lines:
             terminalreporter.write_sep("=", "Explain API contract")
             for line in lines:
+                terminalreporter.write_line(line)
+        if self.gate is not None and under_github_actions():
+            for line in workflow_commands(self.report, self.gate):
                 terminalreporter.write_line(line)

@@ -13,12 +13,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
 from verdict_contract.core.spec import VERDICT_OUTCOMES, VERDICTS
 
+from .htmlreport import render
 from .throttling import THROTTLING, RunThrottling, Throttling
 
 CLAUSE = "spec_clause"
@@ -64,6 +65,13 @@ def failure_text(report: pytest.TestReport) -> str:
 def _first_line(report: pytest.TestReport) -> str:
     lines = [line.strip() for line in failure_text(report).splitlines() if line.strip()]
     return lines[0][:300] if lines else ""
+
+
+class ReportPaths(NamedTuple):
+    """Where the run's report goes: Markdown, HTML (either may be None)."""
+
+    markdown: str | None
+    html: str | None
 
 
 @dataclass
@@ -301,9 +309,15 @@ class SuiteReport:
             out += ["", *(f"- {a}" for a in self.advisories)]
         return "\n".join(out) + "\n"
 
-    def write(self, path: str, verdict: list[str], options: list[str]) -> None:
+    def write(
+        self, paths: ReportPaths, verdict: list[str], options: list[str], outcome: str
+    ) -> None:
+        """The report, as Markdown, as HTML, or both: one text, rendered."""
         text = self.markdown(verdict, options, datetime.now(UTC))
-        Path(path).write_text(text, encoding="utf-8")
+        if paths.markdown:
+            Path(paths.markdown).write_text(text, encoding="utf-8")
+        if paths.html:
+            Path(paths.html).write_text(render(text, outcome), encoding="utf-8")
 
     def run_properties(self) -> list[tuple[str, str]]:
         """The run's properties, once each, for the JUnit XML's test suite."""

@@ -867,6 +867,11 @@ LIMITED = Variant(rate_limit="10/1")
 CONTROLLED = Variant(control=True)
 """The mock itself, control API included: it signs as the mock."""
 
+MARKUP_IN_A_BODY = Variant(
+    alter=_only_contradicted(lambda raw: b"<script>alert('x')</script><img src=http://x/y>")
+)
+"""Answers one session with markup where the verdict belongs: a report must show it as text."""
+
 KEY_ECHO = Variant(alter=_echo_key)
 """Echoes the credential it received into a broken 200 body, which the suite quotes."""
 
