@@ -19,6 +19,8 @@ from .report import Failure, SuiteReport
 MAX_LINES = 30
 """The most lines of one failure an annotation carries (the log and the report have all)."""
 MAX_SESSIONS = 3
+MAX_ID = 24
+"""A longer session id is cut in the middle in a title (the message has it whole)."""
 _SESSION_PARAM = re.compile(r"[?&]n=([^&'\" ]*)")
 
 
@@ -43,7 +45,7 @@ def sessions(failure: Failure) -> list[str]:
 
 
 def _title(failure: Failure) -> str:
-    found = sessions(failure)
+    found = [n if len(n) <= MAX_ID else f"{n[:12]}…{n[-8:]}" for n in sessions(failure)]
     shown = ", ".join(found[:MAX_SESSIONS]) + (
         f" (+{len(found) - MAX_SESSIONS} more)" if len(found) > MAX_SESSIONS else ""
     )

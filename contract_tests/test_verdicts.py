@@ -139,8 +139,11 @@ def test_schema_version(request: pytest.FixtureRequest, verdict_answers: list[An
 
 
 def _changed(answer: Answer, first: Verdict, later: Verdict, when: str, replay: str) -> str | None:
-    """The documented fields that differ between a session's first verdict and a later one."""
-    diff = documented_diff(first, later)
+    """The documented fields that differ between a session's first verdict and a later one.
+
+    ``replay`` is the later call's replay line, named as the diff names that call.
+    """
+    diff = documented_diff(first, later, replay.partition(":")[0])
     if not diff:
         return None
     shown = "\n".join(f"    {line}" for line in diff)
@@ -191,7 +194,9 @@ def test_verdict_never_changes_during_the_run(
         if last.status_code == 404:
             return None  # expired during a long run (§3): nothing left to compare
         for seen in client.verdicts.get(answer.session, {}).values():
-            problem = _changed(answer, first, seen.body, "during the run", f"later: {seen.curl}")
+            problem = _changed(
+                answer, first, seen.body, "during the run", f"a later call: {seen.curl}"
+            )
             if problem:
                 return problem
         if last.status_code != 200:

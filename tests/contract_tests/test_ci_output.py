@@ -37,8 +37,9 @@ def test_under_github_actions_each_failure_is_an_error_naming_clause_and_session
     assert len(errors) == 2, under[-20:]
     assert "test_verdict_never_changes_during_the_run" in errors[1]
     title, _, message = errors[0].removeprefix("::error title=").partition("::")
+    cut = [f"{n[:12]}…{n[-8:]}" if len(n) > 24 else n for n in (first, second)]
     assert title == (
-        f"§3%2C §8 test_verdict_is_immutable[clause_3+clause_8] · session {first}%2C {second}"
+        f"§3%2C §8 test_verdict_is_immutable[clause_3+clause_8] · session {cut[0]}%2C {cut[1]}"
     )
     assert message.startswith(f"session '{first}': the verdict changed between two calls")
     assert "%0A" in message  # one line, as a workflow command must be

@@ -41,7 +41,8 @@ def test_a_verdict_that_changes_later_fails_though_two_calls_agree(
     for n in running.session_ids:
         assert f"session {n!r}: the verdict changed during the run" in output
     assert '-    "reporting": ' in output
-    assert "replay, later: curl -i " in output
+    assert "+++ a later call" in output
+    assert "replay, a later call: curl -i " in output
 
 
 def test_a_verdict_unchanged_all_run_passes(pytester: pytest.Pytester) -> None:
