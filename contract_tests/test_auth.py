@@ -117,13 +117,14 @@ BEARER = Derived(lambda k: f"Bearer {k}", "Bearer $VERDICT_API_KEY")
 @pytest.mark.clause("§5.1")
 @pytest.mark.parametrize("spelling", list(FIELD_NAMES))
 def test_the_header_name_is_read_in_any_case(
-    contract_target: Target, any_session: str, spelling: str
+    contract_target: Target, unknown_session: str, spelling: str
 ) -> None:
+    """An unknown id: the key read gives 404, the key missed 401; no fresh session is spent."""
     client = contract_target.client
-    expected = client.request(params=[("n", any_session)]).status_code
+    expected = client.request(params=[("n", unknown_session)]).status_code
     name = FIELD_NAMES[spelling]
     received = client.request(
-        params=[("n", any_session)], authorization=None, headers={name: BEARER}
+        params=[("n", unknown_session)], authorization=None, headers={name: BEARER}
     ).status_code
     assert received == expected, (
         f"the key in {name!r} ({spelling}): received {received}, where 'Authorization' got "

@@ -98,7 +98,7 @@ def test_the_key_s_header_name_is_read_in_any_case(
     result.stdout.fnmatch_lines(
         [
             "*the key in 'authorization' (lowercase, as HTTP/2 sends it): received 401, where "
-            "'Authorization' got 200*RFC 9110 §5.1*",
+            "'Authorization' got 404*RFC 9110 §5.1*",
             f"*curl -i --cacert {bundle} -H 'authorization: '\"Bearer $VERDICT_API_KEY\"*",
         ]
     )
