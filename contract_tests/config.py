@@ -104,8 +104,7 @@ def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
     add("session_factory", "called to obtain a fresh session id", metavar="MODULE:CALLABLE")
     add(
         "probe_rate_limit",
-        "send at most N requests expecting a 429 (opt-in against live "
-        "targets; the only check that provokes throttling)",
+        "opt-in: send at most N requests expecting a 429 (the only check provoking one)",
         metavar="N",
     )
     add(
@@ -141,7 +140,7 @@ def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
     add("report", "write a Markdown report, one row per spec clause, to PATH", metavar="PATH")
     add(
         "html_report",
-        "write the same report as one self-contained HTML page (a CI artifact) to PATH",
+        "the report as one HTML page",
         metavar="PATH",
     )
     add(
@@ -166,7 +165,7 @@ def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
     )
     add(
         "target_kind",
-        "auto (default): the bundled mock is told by its signature; mock or live: say which",
+        "auto (default): the mock told by its signature; mock or live: say which",
         choices=TARGET_KINDS,
         metavar="auto|mock|live",
     )
