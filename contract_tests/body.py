@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from dataclasses import dataclass
 from email.message import Message
 from typing import Any
 
 import httpx
+
+SESSION_NAMED = re.compile(r"\bsession '([^'\n]+)'")
+"""A session as a failure names it (:meth:`Answer.where`), read back for CI annotations."""
 
 
 class BodyError(ValueError):
@@ -119,7 +123,7 @@ class Answer:
         }
 
     def where(self) -> str:
-        return f"session {self.session!r}"
+        return f"session {self.session!r}"  # SESSION_NAMED reads it back
 
     def replay(self) -> str:
         return f"\n    replay: {self.curl}" if self.curl else ""

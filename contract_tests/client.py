@@ -8,17 +8,16 @@ that reproduces it without showing the key.
 
 from __future__ import annotations
 
+import json
 import os
-import random
 import shlex
 import ssl
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 import httpx
@@ -26,6 +25,7 @@ import httpx
 from verdict_contract.core.redact import Secret
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
+from .body import BodyError, strict_json
 from .bounds import (
     DEFAULT_CALL_TIMEOUT,
     MAX_ANSWER_BYTES,
@@ -35,8 +35,11 @@ from .bounds import (
     bounded_client,
     fetch,
 )
+from .diff import documented
 from .leaks import error_body_advisories
 from .pace import Pace
+from .retry import MAX_RETRIES, retry_after_seconds, unreadable_retry_after
+from .throttling import Throttling
 
 KEY = object()
 """Placeholder for "send the configured key" wherever a query or header value is built."""
@@ -46,10 +49,6 @@ KEY_VARIABLE = "$VERDICT_API_KEY"
 
 _SHELL = "\x00"  # brackets a shell expression inside a recorded call (\x00 never travels)
 _MARK = f"{_SHELL}{KEY_VARIABLE}{_SHELL}"  # the key itself, in a recorded call
-MAX_RETRIES = 6
-"""At most this many waits for one call, whatever Retry-After says (a 0 must not loop)."""
-BACKOFF_BASE = 0.5
-BACKOFF_CAP = 30.0
 TRUST_HINT = (
     "to trust a private CA, pass --verdict-ca-bundle PATH (a PEM file) or set SSL_CERT_FILE=PATH "
     "(httpx does not read REQUESTS_CA_BUNDLE)"
@@ -171,42 +170,6 @@ def reach(
     return mock, None
 
 
-def retry_after_seconds(
-    value: str | None, attempt: int, now: datetime | None = None, date: str | None = None
-) -> float:
-    """The wait RFC 9110 §10.2.3 asks for: delay-seconds or an HTTP-date; else a backoff.
-
-    An HTTP-date is measured against the answer's own ``Date`` header when there is one (the
-    server's clock), else against ours. Without a usable value: exponential backoff from
-    ``BACKOFF_BASE`` with full jitter, capped at ``BACKOFF_CAP``.
-    """
-    text = (value or "").strip()
-    if text.isdigit():
-        return float(text)
-    if text:
-        try:
-            when = parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            when = None
-        if when is not None:
-            reference = _reference_time(date) or now or datetime.now(UTC)
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=UTC)
-            return max(0.0, (when - reference).total_seconds())
-    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt)
-    return random.uniform(ceiling / 2, ceiling)
-
-
-def _reference_time(date: str | None) -> datetime | None:
-    if not date:
-        return None
-    try:
-        when = parsedate_to_datetime(date)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
 @dataclass(frozen=True)
 class Sent:
     """One call as sent, with the key shown as ``$VERDICT_API_KEY``; ``curl()`` replays it."""
@@ -279,6 +242,17 @@ def _encode_shown(shown: str) -> str:
     return _SHELL.join(p if i % 2 else quote(p, safe="") for i, p in enumerate(pieces))
 
 
+MAX_VERDICTS_KEPT = 4
+"""The most distinct documented verdicts kept per session (two already show a change)."""
+
+
+class Seen(NamedTuple):
+    """A verdict a session answered with, and the call that got it."""
+
+    body: dict[str, Any]
+    curl: str
+
+
 @dataclass
 class ExplainClient:
     """Calls the target's ``/e`` over one pooled connection set (one client per process)."""
@@ -287,7 +261,9 @@ class ExplainClient:
     api_key: Secret
     timeout: float = 10.0
     wait_budget: float = 60.0
-    waited: float = 0.0
+    waited: float = 0.0  # seconds slept on 429s
+    answered_429: int = 0  # 429s met (waited out or given up on), the probe's not counted
+    paced: float = 0.0  # seconds slept by the pace before calls
     ca_bundle: str | None = None
     pace: Pace | None = None
     workers: int = 1  # processes sharing the key's rate limit (xdist workers)
@@ -296,6 +272,9 @@ class ExplainClient:
     sent: list[Sent] = field(default_factory=list, repr=False)
     advisories: list[str] = field(default_factory=list, repr=False)
     """What this client saw that breaks no clause but a reviewer wants to know (deduplicated)."""
+    verdicts: dict[str, dict[str, Seen]] = field(default_factory=dict, repr=False)
+    """Each session's distinct documented verdicts this process received, with a call that got
+    each: a verdict must not change at any time during the run (spec §3, §8)."""
     _http: httpx.Client = field(init=False, repr=False)
     _deadline: Deadline = field(init=False, repr=False)
 
@@ -313,6 +292,22 @@ class ExplainClient:
         """One call, bounded in time in all and in decoded bytes (:mod:`.bounds`)."""
         request = self._http.build_request(method, path, **kwargs)
         return fetch(self._http, request, self._deadline, self.max_bytes)
+
+    @contextmanager
+    def unpaced(self) -> Iterator[None]:
+        """Calls sent at once, whatever ``--verdict-max-rate`` says: the rate-limit probe, whose
+        point is to go past the limit that the pace keeps the rest of the run under."""
+        pace, self.pace = self.pace, None
+        try:
+            yield
+        finally:
+            self.pace = pace
+
+    def throttling(self) -> Throttling:
+        """What throttling has cost this process so far."""
+        return Throttling(
+            str(os.getpid()), self.answered_429, self.waited, self.wait_budget, self.paced
+        )
 
     def advise(self, text: str) -> None:
         if text not in self.advisories:
@@ -341,6 +336,8 @@ class ExplainClient:
         while True:
             response = self._send(params, authorization, headers, method)
             if response.status_code != 429:
+                if authorization is KEY and method == "GET":
+                    self._remember(params, response)
                 return response
             said = response.headers.get("retry-after")
             if said is None:
@@ -352,6 +349,10 @@ class ExplainClient:
                 )
             if not honour_429:
                 return response
+            self.answered_429 += 1
+            unreadable = unreadable_retry_after(said)
+            if unreadable is not None:  # a breach: the call that met it fails, with its replay
+                raise BrokenAnswer(unreadable)
             wait = retry_after_seconds(said, attempt, date=response.headers.get("date"))
             remaining = self.wait_budget - self.waited
             if attempt >= MAX_RETRIES:
@@ -373,6 +374,25 @@ class ExplainClient:
             self.waited += wait
             announced = said if said is not None and said.strip() else None
             attempt += 1
+
+    def _remember(
+        self, params: Sequence[tuple[str, str | object]], response: httpx.Response
+    ) -> None:
+        """Keep a verdict this session answered with, if its documented part is new."""
+        ids = [value for name, value in params if name == SESSION_PARAM]
+        if response.status_code != 200 or len(ids) != 1 or not isinstance(ids[0], str):
+            return
+        try:
+            body = strict_json(response.content)
+        except BodyError:
+            return  # not a verdict: the checks of bodies say so
+        if not isinstance(body, dict):
+            return
+        seen = self.verdicts.setdefault(ids[0], {})
+        shape = json.dumps(documented(body), sort_keys=True)
+        # Two shapes already show a change; past a few, more add nothing to the failure.
+        if shape not in seen and len(seen) < MAX_VERDICTS_KEPT:
+            seen[shape] = Seen(body, self.sent[-1].curl())
 
     def _send(
         self,
@@ -403,7 +423,7 @@ class ExplainClient:
         url = f"{self.base_url}{ENDPOINT_PATH}"
         shown_url = url + (f"?{'&'.join(shown_query)}" if shown_query else "")
         if self.pace is not None:
-            self.pace.wait()
+            self.paced += self.pace.wait()
         try:
             response = self._fetch(method, ENDPOINT_PATH, params=query, headers=sent_headers)
         except CallFailed as exc:  # the target's answer, too large or too slow: this call fails

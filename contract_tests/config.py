@@ -34,6 +34,7 @@ ENV = {
     "check_key_in_url": "VERDICT_CHECK_KEY_IN_URL",
     "wait_budget": "VERDICT_WAIT_BUDGET",
     "report": "VERDICT_REPORT",
+    "html_report": "VERDICT_HTML_REPORT",
     "allow_partial": "VERDICT_ALLOW_PARTIAL",
     "require_every_kind": "VERDICT_REQUIRE_EVERY_KIND",
     "fail_on_advisory": "VERDICT_FAIL_ON_ADVISORY",
@@ -103,8 +104,7 @@ def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
     add("session_factory", "called to obtain a fresh session id", metavar="MODULE:CALLABLE")
     add(
         "probe_rate_limit",
-        "send at most N requests expecting a 429 (opt-in against live "
-        "targets; the only check that provokes throttling)",
+        "opt-in: send at most N requests expecting a 429 (the only check provoking one)",
         metavar="N",
     )
     add(
@@ -139,6 +139,11 @@ def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
     )
     add("report", "write a Markdown report, one row per spec clause, to PATH", metavar="PATH")
     add(
+        "html_report",
+        "the report as one HTML page",
+        metavar="PATH",
+    )
+    add(
         "allow_partial",
         "let a run that could not check every session it was given pass (exit 0) instead of "
         "ending as incomplete (exit 10) (variable: 1)",
@@ -160,7 +165,7 @@ def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
     )
     add(
         "target_kind",
-        "auto (default): the bundled mock is told by its signature; mock or live: say which",
+        "auto (default): the mock told by its signature; mock or live: say which",
         choices=TARGET_KINDS,
         metavar="auto|mock|live",
     )
@@ -193,6 +198,7 @@ class SuiteConfig:
     call_timeout: float = DEFAULT_CALL_TIMEOUT
     check_key_in_url: bool = False
     report: str | None = None
+    html_report: str | None = None
     mock_target: bool = False  # the URL answers the mock's control API
     allow_partial: bool = False
     require_every_kind: bool = False
@@ -391,6 +397,7 @@ def load_config(config: pytest.Config) -> SuiteConfig:
         call_timeout=call_timeout,
         check_key_in_url=check_key_in_url,
         report=_option(config, "report"),
+        html_report=_option(config, "html_report"),
         mock_target=mock_target,
         allow_partial=_bool(config, "allow_partial"),
         require_every_kind=_bool(config, "require_every_kind"),

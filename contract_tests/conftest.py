@@ -24,6 +24,7 @@ from verdict_contract.contract_tests.shared import (
     run_folder,
 )
 from verdict_contract.contract_tests.target import MockProvider, Target
+from verdict_contract.contract_tests.throttling import THROTTLING
 from verdict_contract.core.redact import Secret
 from verdict_contract.core.spec import VERDICT_OUTCOMES, VERDICTS
 
@@ -79,6 +80,7 @@ def _record_target(request: pytest.FixtureRequest, contract_target: Target) -> I
     advisories = contract_target.client.advisories
     request.node.user_properties += [(ADVISORY, text) for text in advisories]
     advisories.clear()
+    request.node.user_properties.append((THROTTLING, contract_target.client.throttling().dumps()))
 
 
 def _from_factory(factory: Callable[..., str | None]) -> list[str]:

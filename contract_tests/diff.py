@@ -32,14 +32,14 @@ def documented(body: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def documented_diff(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
+def documented_diff(
+    first: dict[str, Any], second: dict[str, Any], later: str = "second call"
+) -> list[str]:
     """The unified diff of the documented fields of two verdicts; empty when they agree."""
 
     def lines(body: dict[str, Any]) -> list[str]:
         return json.dumps(documented(body), indent=2, sort_keys=True).splitlines()
 
     return list(
-        difflib.unified_diff(
-            lines(first), lines(second), "first call", "second call", n=1, lineterm=""
-        )
+        difflib.unified_diff(lines(first), lines(second), "first call", later, n=1, lineterm="")
     )

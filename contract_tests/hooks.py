@@ -21,6 +21,7 @@ from verdict_contract.core.redact import Redactor
 from verdict_contract.core.suggest import did_you_mean, unknown_options
 
 from . import config as target
+from .ci import under_github_actions, workflow_commands
 from .gate import FAILED, Gate, decide
 from .report import (
     CHECKS_VERDICTS,
@@ -28,6 +29,7 @@ from .report import (
     CURL,
     INTERRUPTED,
     OUTCOME,
+    ReportPaths,
     SuiteReport,
 )
 from .requested import collects_suite
@@ -141,6 +143,7 @@ def clause_id(clause: str) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "clause(text): the spec clause a contract check enforces")
     config.addinivalue_line("markers", "checks_verdicts: a check that reads verdict bodies")
+    config.addinivalue_line("markers", "run_last: a check that looks back over the whole run")
     config.stash[REDACTOR] = Redactor()
     config.stash[REPORT] = SuiteReport()
     summary = _Summary(config, config.stash[REPORT], worker=hasattr(config, "workerinput"))
@@ -197,6 +200,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     clause = str(marker.args[0])
     metafunc.parametrize(CLAUSE_FIXTURE, [clause], ids=[clause_id(clause)])
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Checks that look back over the run (``run_last``) run after the others, in every process
+    alike (xdist needs one order): a verdict compared at the run's end, not its middle."""
+    items.sort(key=lambda item: item.get_closest_marker("run_last") is not None)
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -390,8 +399,9 @@ class _Summary:
                 gate, notes=[*gate.notes, "other tests of this run failed: the run exits 1"]
             )
         _add_to_junit(config, self.report, gate)
-        if loaded is not None and loaded.report:
-            self.report.write(loaded.report, gate.lines(), loaded.shown())
+        if loaded is not None and (loaded.report or loaded.html_report):
+            paths = ReportPaths(loaded.report, loaded.html_report)
+            self.report.write(paths, gate.lines(), loaded.shown(), gate.outcome)
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -399,4 +409,7 @@ class _Summary:
         if lines:
             terminalreporter.write_sep("=", "Explain API contract")
             for line in lines:
+                terminalreporter.write_line(line)
+        if self.gate is not None and under_github_actions():
+            for line in workflow_commands(self.report, self.gate):
                 terminalreporter.write_line(line)

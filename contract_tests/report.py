@@ -13,11 +13,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
 from verdict_contract.core.spec import VERDICT_OUTCOMES, VERDICTS
+
+from .htmlreport import render
+from .throttling import THROTTLING, RunThrottling, Throttling
 
 CLAUSE = "spec_clause"
 TARGET = "verdict_target"
@@ -64,6 +67,13 @@ def _first_line(report: pytest.TestReport) -> str:
     return lines[0][:300] if lines else ""
 
 
+class ReportPaths(NamedTuple):
+    """Where the run's report goes: Markdown, HTML (either may be None)."""
+
+    markdown: str | None
+    html: str | None
+
+
 @dataclass
 class ClauseRow:
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -96,6 +106,7 @@ class SuiteReport:
     verified: int = 0
     unverified_why: list[str] = field(default_factory=list)
     interrupted: str | None = None
+    throttling: RunThrottling = field(default_factory=RunThrottling)
 
     def record(self, report: pytest.TestReport) -> None:
         properties = dict(report.user_properties)
@@ -115,6 +126,8 @@ class SuiteReport:
                 self.interrupted = self.interrupted or str(value)
             elif name == ADVISORY:
                 self.advisories[str(value)] = None
+            elif name == THROTTLING:
+                self.throttling.add(Throttling.loads(str(value)))
             elif name == SESSION:
                 seen = json.loads(str(value))
                 known = self.sessions.setdefault(seen["n"], seen)
@@ -200,6 +213,11 @@ class SuiteReport:
             )
         return lines
 
+    def facts(self) -> list[str]:
+        """The coverage, then what throttling cost: every run says how close it came."""
+        throttling = self.throttling.line()
+        return [*self.coverage(), *([f"throttling:        {throttling}"] if throttling else [])]
+
     # The outputs.
 
     def lines(self, verdict: list[str]) -> list[str]:
@@ -209,7 +227,7 @@ class SuiteReport:
             f"target:            {_few(self.targets) or 'unknown'}",
             f"provenance.build:  {_few(self.builds) or 'none seen'}",
             f"schema:            {_few(self.schemas) or 'none seen'}",
-            *self.coverage(),
+            *self.facts(),
         ]
         if self.undocumented:
             out.append(f"undocumented fields: {_few(self.undocumented, 8)} (allowed, spec §9.2)")
@@ -241,8 +259,7 @@ class SuiteReport:
             f"- schema: {_few(self.schemas) or 'none seen'}",
         ]
         out += [
-            f"- {line.partition(':')[0]}: {line.partition(':')[2].strip()}"
-            for line in self.coverage()
+            f"- {line.partition(':')[0]}: {line.partition(':')[2].strip()}" for line in self.facts()
         ]
         problem = self.unverified()
         if problem:
@@ -292,9 +309,15 @@ class SuiteReport:
             out += ["", *(f"- {a}" for a in self.advisories)]
         return "\n".join(out) + "\n"
 
-    def write(self, path: str, verdict: list[str], options: list[str]) -> None:
+    def write(
+        self, paths: ReportPaths, verdict: list[str], options: list[str], outcome: str
+    ) -> None:
+        """The report, as Markdown, as HTML, or both: one text, rendered."""
         text = self.markdown(verdict, options, datetime.now(UTC))
-        Path(path).write_text(text, encoding="utf-8")
+        if paths.markdown:
+            Path(paths.markdown).write_text(text, encoding="utf-8")
+        if paths.html:
+            Path(paths.html).write_text(render(text, outcome), encoding="utf-8")
 
     def run_properties(self) -> list[tuple[str, str]]:
         """The run's properties, once each, for the JUnit XML's test suite."""
@@ -310,6 +333,7 @@ class SuiteReport:
                 ("verdict_conclusive_seen", ", ".join(_pairs(self.outcomes_seen()))),
                 ("verdict_conclusive_never_seen", ", ".join(_pairs(self.outcomes_missing()))),
             ]
+        out += self.throttling.properties()
         out += [(UNDOCUMENTED, u) for u in sorted(self.undocumented)]
         out += [(ADVISORY, a) for a in self.advisories]
         return out

@@ -104,6 +104,35 @@ def test_near_miss_key_is_401(contract_target: Target, any_session: str, miss: s
     )
 
 
+FIELD_NAMES = {
+    "lowercase, as HTTP/2 sends it": "authorization",
+    "uppercase": "AUTHORIZATION",
+}
+"""``Authorization`` spelled as HTTP allows: field names are case-insensitive (RFC 9110 §5.1),
+and HTTP/2 and HTTP/3 send them lowercase (RFC 9113 §8.2.1), so a proxy in front passes them on
+lowercase."""
+BEARER = Derived(lambda k: f"Bearer {k}", "Bearer $VERDICT_API_KEY")
+
+
+@pytest.mark.clause("§5.1")
+@pytest.mark.parametrize("spelling", list(FIELD_NAMES))
+def test_the_header_name_is_read_in_any_case(
+    contract_target: Target, unknown_session: str, spelling: str
+) -> None:
+    """An unknown id: the key read gives 404, the key missed 401; no fresh session is spent."""
+    client = contract_target.client
+    expected = client.request(params=[("n", unknown_session)]).status_code
+    name = FIELD_NAMES[spelling]
+    received = client.request(
+        params=[("n", unknown_session)], authorization=None, headers={name: BEARER}
+    ).status_code
+    assert received == expected, (
+        f"the key in {name!r} ({spelling}): received {received}, where 'Authorization' got "
+        f"{expected}; documented: the key in the Authorization header, whose name HTTP reads in "
+        "any case (RFC 9110 §5.1)"
+    )
+
+
 @pytest.mark.clause("§5.3")
 def test_auth_comes_before_lookup(contract_target: Target, unknown_session: str) -> None:
     wrong = decoy(contract_target.client.api_key.reveal())

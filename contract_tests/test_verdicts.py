@@ -138,6 +138,22 @@ def test_schema_version(request: pytest.FixtureRequest, verdict_answers: list[An
     _check_each_verdict(request, verdict_answers, check)
 
 
+def _changed(answer: Answer, first: Verdict, later: Verdict, when: str, replay: str) -> str | None:
+    """The documented fields that differ between a session's first verdict and a later one.
+
+    ``replay`` is the later call's replay line, named as the diff names that call.
+    """
+    diff = documented_diff(first, later, replay.partition(":")[0])
+    if not diff:
+        return None
+    shown = "\n".join(f"    {line}" for line in diff)
+    return (
+        f"{answer.where()}: the verdict changed {when}; documented: a verdict is immutable once "
+        f"produced (documented fields compared):\n{shown}"
+        f"\n    replay, first call: {answer.curl}\n    replay, {replay}"
+    )
+
+
 @pytest.mark.clause("§3, §8")
 def test_verdict_is_immutable(
     request: pytest.FixtureRequest, contract_target: Target, verdict_answers: list[Answer]
@@ -147,22 +163,46 @@ def test_verdict_is_immutable(
 
     def check(answer: Answer, first: Verdict) -> str | None:
         again = Answer(answer.session, client.explain(answer.session))
-        second = (
-            f"\n    replay, first call: {answer.curl}"
-            f"\n    replay, second call: {client.sent[-1].curl()}"
-        )
+        second = f"second call: {client.sent[-1].curl()}"
         if again.status != 200:
-            return f"{answer.where()}: the second call got {again.status}; documented: 200{second}"
+            return (
+                f"{answer.where()}: the second call got {again.status}; documented: 200"
+                f"\n    replay, first call: {answer.curl}\n    replay, {second}"
+            )
         body = again.verdict()
         if body is None:
-            return f"{answer.where()}: the second call's body is not a JSON object{second}"
-        diff = documented_diff(first, body)
-        if diff:
-            shown = "\n".join(f"    {line}" for line in diff)
             return (
-                f"{answer.where()}: the verdict changed between two calls; documented: a "
-                f"verdict is immutable once produced (documented fields compared):\n{shown}"
-                f"{second}"
+                f"{answer.where()}: the second call's body is not a JSON object"
+                f"\n    replay, first call: {answer.curl}\n    replay, {second}"
+            )
+        return _changed(answer, first, body, "between two calls", second)
+
+    _check_each_verdict(request, verdict_answers, check)
+
+
+@pytest.mark.clause("§3, §8")
+@pytest.mark.run_last
+def test_verdict_never_changes_during_the_run(
+    request: pytest.FixtureRequest, contract_target: Target, verdict_answers: list[Answer]
+) -> None:
+    """Not only back to back: the first answer, from the run's start, against every verdict the
+    session gave this process since (any check's call) and one more call at the run's end."""
+    client = contract_target.client
+
+    def check(answer: Answer, first: Verdict) -> str | None:
+        last = client.explain(answer.session)
+        if last.status_code == 404:
+            return None  # expired during a long run (§3): nothing left to compare
+        for seen in client.verdicts.get(answer.session, {}).values():
+            problem = _changed(
+                answer, first, seen.body, "during the run", f"a later call: {seen.curl}"
+            )
+            if problem:
+                return problem
+        if last.status_code != 200:
+            return (
+                f"{answer.where()}: at the run's end it answered {last.status_code}; documented: "
+                f"200 until it expires\n    replay: {client.sent[-1].curl()}"
             )
         return None
 

@@ -29,7 +29,7 @@ from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from werkzeug.serving import make_server
+from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from verdict_contract.core.rates import RateLimit
@@ -170,6 +170,19 @@ def serve_tls(variant: Variant, context: ssl.SSLContext, key: str = KEY) -> Iter
         yield running
 
 
+RAW_NAMES = "verdict.raw_header_names"
+"""The WSGI environ key holding the request's header names as sent (WSGI keeps no case)."""
+
+
+class _RawNamesHandler(WSGIRequestHandler):
+    """werkzeug's handler, also passing on the header names as the client spelled them."""
+
+    def make_environ(self) -> WSGIEnvironment:
+        environ = super().make_environ()
+        environ[RAW_NAMES] = list(self.headers.keys())
+        return environ
+
+
 @contextmanager
 def serve_streaming(
     variant: Variant, key: str = KEY, context: ssl.SSLContext | None = None
@@ -182,7 +195,12 @@ def serve_streaming(
     app, ids, expired = _app(variant, key)
     traffic = Traffic(Counter(), Counter())
     server = make_server(
-        "127.0.0.1", 0, _wrap(app, variant, ids, traffic), threaded=True, ssl_context=context
+        "127.0.0.1",
+        0,
+        _wrap(app, variant, ids, traffic),
+        threaded=True,
+        request_handler=_RawNamesHandler,
+        ssl_context=context,
     )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -579,6 +597,56 @@ def _probe_told_to_wait_1_s_for_4() -> Callable[[Request], Response | None]:
     return before
 
 
+def _authorization_spelled_exactly(request: Request) -> Response | None:
+    """Reads the key only from a field spelled ``Authorization`` (needs ``serve_streaming``)."""
+    names = request.environ.get(RAW_NAMES, [])
+    if request.path == "/e" and "Authorization" not in names:
+        return Response('{"code": "unauthorized"}', 401, content_type="application/json")
+    return None
+
+
+def _unreadable_retry_after_for_later_sessions() -> Callable[[Request], Response | None]:
+    """The first authorised call of each fresh session but the first answers 429 with a
+    Retry-After no client can read; the first session (which the auth checks use) is spared."""
+    met: set[tuple[str, str]] = set()
+
+    def before(request: Request) -> Response | None:
+        n = request.args.get("n", "")
+        known = request.environ[KNOWN_IDS][1:]
+        if request.path != "/e" or n not in known or (request.host, n) in met:
+            return None
+        if request.headers.get("Authorization") != f"Bearer {KEY}":
+            return None
+        met.add((request.host, n))
+        answer = Response('{"code": "rate_limited"}', 429, content_type="application/json")
+        answer.headers["Retry-After"] = "in a minute"
+        return answer
+
+    return before
+
+
+def _changes_from_the_third_call() -> Alter:
+    """Each session's first two authorised verdicts agree; from the third on, another: two calls
+    back to back agree, the run's first and last do not."""
+    calls: Counter[tuple[str, str]] = Counter()
+
+    def alter(request: Request, response: Response) -> None:
+        if response.status_code != 200:
+            return
+        calls[request.host, request.args.get("n", "")] += 1
+        if calls[request.host, request.args.get("n", "")] >= 3:
+            body = _body(response)
+            body["families"]["reporting"] = max(0, body["families"]["reporting"] - 1)
+            _set_body(response, body)
+
+    return alter
+
+
+def _unreadable_retry_after(request: Request, response: Response) -> None:
+    if response.status_code == 429:
+        response.headers["Retry-After"] = "in a minute"
+
+
 def _stack_trace_on_404(request: Request, response: Response) -> None:
     if response.status_code == 404:
         response.set_data(
@@ -713,7 +781,23 @@ BROKEN: dict[str, Variant] = {
     "verdict re-evaluated on every call": Variant(
         alter=_reevaluated(), fails=("test_verdict_is_immutable",)
     ),
+    "a verdict that changes from its third call on": Variant(
+        alter=_changes_from_the_third_call(), fails=("test_verdict_never_changes_during_the_run",)
+    ),
+    "a 429 whose Retry-After no client can read": Variant(
+        before=_unreadable_retry_after_for_later_sessions(),
+        fails=("test_success_is_a_json_object",),
+    ),
+    "the probe meets a Retry-After no client can read": Variant(
+        alter=_unreadable_retry_after,
+        rate_limit="15/1",
+        args=("--verdict-probe-rate-limit", "30"),
+        fails=("test_rate_limit_answers_429_then_recovers",),
+    ),
 }
+
+HEADER_NAME_READ_EXACTLY = Variant(before=_authorization_spelled_exactly)
+"""Finds the key only under ``Authorization`` spelled so: served by ``serve_streaming`` only."""
 
 CONFORMING: dict[str, Variant] = {
     "the mock itself, with the rate-limit probe": Variant(
@@ -782,6 +866,11 @@ LIMITED = Variant(rate_limit="10/1")
 
 CONTROLLED = Variant(control=True)
 """The mock itself, control API included: it signs as the mock."""
+
+MARKUP_IN_A_BODY = Variant(
+    alter=_only_contradicted(lambda raw: b"<script>alert('x')</script><img src=http://x/y>")
+)
+"""Answers one session with markup where the verdict belongs: a report must show it as text."""
 
 KEY_ECHO = Variant(alter=_echo_key)
 """Echoes the credential it received into a broken 200 body, which the suite quotes."""

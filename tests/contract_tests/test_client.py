@@ -20,15 +20,14 @@ from tests.contract_tests.servers import (
     serve,
 )
 from verdict_contract.contract_tests.client import (
-    BACKOFF_BASE,
+    KEY as SEND_KEY,
+)
+from verdict_contract.contract_tests.client import (
     ExplainClient,
     Throttled,
     reach,
-    retry_after_seconds,
 )
-from verdict_contract.contract_tests.client import (
-    KEY as SEND_KEY,
-)
+from verdict_contract.contract_tests.retry import BACKOFF_BASE, retry_after_seconds
 from verdict_contract.contract_tests.test_auth import NEAR_MISSES, near_miss
 from verdict_contract.core.redact import Secret
 

@@ -312,7 +312,8 @@ def test_the_report_opens_with_the_outcome_and_shows_each_failure_whole(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     lines = report.read_text().splitlines()
     assert lines[0] == "# Explain API contract report"
-    assert lines[2] == "**FAILED (exit 1): 1 check(s) found a breach of the contract**"
+    # Back to back, and over the whole run (test_verdict_never_changes_during_the_run):
+    assert lines[2] == "**FAILED (exit 1): 2 check(s) found a breach of the contract**"
     head = "\n".join(lines[:12])
     for item in ("- date: 20", "- duration: ", f"- target: {running.base_url}", "- options: "):
         assert item in head, head

@@ -1,0 +1,127 @@
+"""CI-native output beside JUnit (issue 30.8): GitHub Actions annotations under Actions, and a
+self-contained HTML report for a pipeline's artifacts.
+
+The annotations are read from ``verdict-contract check`` run as a pipeline runs it.
+"""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from tests.contract_tests.command import check
+from tests.contract_tests.servers import BROKEN, KEY, MARKUP_IN_A_BODY, Variant, run_suite, serve
+from verdict_contract.contract_tests.ci import workflow_commands
+from verdict_contract.contract_tests.gate import Gate
+from verdict_contract.contract_tests.report import Failure, SuiteReport
+
+
+def _check_against(running_args: list[str], tmp_path: Path, actions: str) -> list[str]:
+    done = check(*running_args, cwd=tmp_path, VERDICT_API_KEY=KEY, GITHUB_ACTIONS=actions)
+    assert done.returncode == 1, done.stdout + done.stderr
+    return done.stdout.splitlines()
+
+
+def test_under_github_actions_each_failure_is_an_error_naming_clause_and_session(
+    tmp_path: Path,
+) -> None:
+    with serve(BROKEN["mutable verdict"]) as running:
+        args = [running.base_url, *running.session_args()]
+        under = _check_against(args, tmp_path, "true")
+        elsewhere = _check_against(args, tmp_path, "false")
+    first, second = running.session_ids
+    errors = [line for line in under if line.startswith("::error ")]
+    # One annotation per failed check: back to back, and over the whole run.
+    assert len(errors) == 2, under[-20:]
+    assert "test_verdict_never_changes_during_the_run" in errors[1]
+    title, _, message = errors[0].removeprefix("::error title=").partition("::")
+    cut = [f"{n[:12]}…{n[-8:]}" if len(n) > 24 else n for n in (first, second)]
+    assert title == (
+        f"§3%2C §8 test_verdict_is_immutable[clause_3+clause_8] · session {cut[0]}%2C {cut[1]}"
+    )
+    assert message.startswith(f"session '{first}': the verdict changed between two calls")
+    assert "%0A" in message  # one line, as a workflow command must be
+    assert "replay, first call: curl -i -H 'Authorization: Bearer '\"$VERDICT_API_KEY\"" in message
+    assert KEY not in "\n".join(under)
+    assert not [line for line in elsewhere if line.startswith("::")]
+
+
+def test_annotations_of_a_gate_no_check_explains_and_of_advisories() -> None:
+    report = SuiteReport()
+    report.advisories["a 429 came without Retry-After: 100% sure"] = None
+    report.failures.append(
+        Failure("test_x[clause_5_3]", "§5.3", "a: b\nc", ("curl -i 'https://h/e?n=s%2F1'",))
+    )
+    gate = Gate("incomplete", 10, ["checked 1 of 2 sessions"], [], unexplained=True)
+    assert workflow_commands(report, gate) == [
+        "::error title=§5.3 test_x[clause_5_3] · session s/1::a: b%0Ac",
+        "::error title=Explain API contract%3A incomplete::INCOMPLETE (exit 10): checked 1 of 2 "
+        "sessions",
+        "::warning title=Explain API advisory::a 429 came without Retry-After: 100%25 sure",
+    ]
+
+
+class _Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: set[str] = set()
+        self.attributes: set[str] = set()
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.attributes |= {name for name, _ in attrs}
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+@pytest.mark.parametrize(
+    ("variant", "outcome"), [(MARKUP_IN_A_BODY, "failed"), (Variant(), "passed")]
+)
+def test_the_html_report_is_self_contained_and_shows_markup_as_text(
+    pytester: pytest.Pytester, tmp_path: Path, variant: Variant, outcome: str
+) -> None:
+    markdown, page = tmp_path / "report.md", tmp_path / "report.html"
+    run_suite(pytester, variant, f"--verdict-report={markdown}", f"--verdict-html-report={page}")
+    html = page.read_text(encoding="utf-8")
+    parsed = _Page()
+    parsed.feed(html)
+    # Nothing to fetch, nothing to run: the page is one file.
+    assert parsed.tags <= {
+        "html",
+        "head",
+        "meta",
+        "title",
+        "style",
+        "body",
+        "h1",
+        "h2",
+        "h3",
+        "p",
+        "ul",
+        "li",
+        "strong",
+        "code",
+        "pre",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+        "br",
+    }, parsed.tags
+    assert parsed.attributes <= {"lang", "charset", "name", "content", "data-outcome"}
+    assert f'<body data-outcome="{outcome}">' in html
+    text = "".join(parsed.text)
+    for line in markdown.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):  # each heading of the Markdown report, in the page
+            assert line.lstrip("# ") in text
+    assert "Spec clauses" in text
+    if outcome == "failed":
+        assert "<script>alert('x')</script>" in text  # shown as text ...
+        assert "&lt;script&gt;" in html  # ... because it was escaped
+        assert "curl -i -H 'Authorization: Bearer '\"$VERDICT_API_KEY\"" in text
