@@ -30,7 +30,6 @@ import hashlib
 import heapq
 import json
 import math
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
@@ -40,6 +39,7 @@ from ..model import scripts as script_store
 from ..model.scripts import ScriptStoreFull, script_bytes, store_full
 from ..model.sessions import Step
 from ..model.steps import Outcome, encode_step, outcome, scripted
+from .availability import Calls
 from .backend import DEFAULT_STATE_TTL, Facts, SharedCall, StateUnavailable, StateURL
 from .journal import UNTRUSTED_KEPT, Entry, EntryParts, decode_entry, entry_head, entry_tail
 from .journal import untrusted as is_untrusted
@@ -119,11 +119,7 @@ class RedisBackend:
         # the biggest reply: the journal as LRANGE returns it, its framing, the ring, a script
         most = JOURNAL_BYTES + _ENTRY_FRAMING * journal_size + REPLY_SLACK
         self.reply_bytes = most
-        # Round trips and failures: on the loop as plain ints (one thread), on the control
-        # API's threads under a lock (never the hot path's).
-        self._trips = self._errors = 0
-        self._sync_trips = self._sync_errors = 0
-        self._count_lock = threading.Lock()
+        self._calls = Calls(self.label)  # counted; its going down and back logged
         with self._guard():  # a cluster is found from the server: it must answer now
             self._clients = Clients(url, most)
         self.sync = self._clients.sync
@@ -202,21 +198,22 @@ class RedisBackend:
 
     async def _run(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> None:
         """Send a batch: each call one EVALSHA in one pipeline (one round trip for all)."""
-        self._trips += 1
+        self._calls.trips += 1
         try:
             async with asyncio.timeout(TIMEOUT):
                 replies = await self._pipeline(batch)
                 lost = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
                 if lost:  # Redis restarted and forgot the script: those calls did not run
-                    self._trips += 2
+                    self._calls.trips += 2
                     assert self._async is not None
                     await self._async.script_load(DECIDE)
                     again = await self._pipeline([batch[i] for i in lost])
                     for index, reply in zip(lost, again, strict=True):
                         replies[index] = reply
         except Exception as exc:  # whatever a broken store causes: a 503
-            self._errors += 1
+            self._calls.errors += 1
             failed = self._unavailable(exc)
+            self._calls.failed(failed)
             for _, future in batch:
                 if not future.done():
                     future.set_exception(failed)
@@ -229,8 +226,11 @@ class RedisBackend:
                     raise reply
                 future.set_result(self._facts(reply))
             except Exception as exc:  # a reply of the wrong shape, or refused (full): a 503
-                self._errors += 1
-                future.set_exception(self._unavailable(exc))
+                self._calls.errors += 1
+                future.set_exception(failed := self._unavailable(exc))
+                self._calls.failed(failed)
+            else:
+                self._calls.answered()
 
     async def _pipeline(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> list[Any]:
         assert self._async is not None
@@ -272,15 +272,15 @@ class RedisBackend:
             raise
         except Exception as exc:  # a garbled reply raises anything
             failed = True
-            raise self._unavailable(exc) from None
+            self._calls.failed(problem := self._unavailable(exc))
+            raise problem from None
+        else:
+            self._calls.answered()
         finally:
-            with self._count_lock:
-                self._sync_trips += 1
-                self._sync_errors += failed
+            self._calls.blocking(failed)
 
     def calls(self) -> tuple[int, int]:
-        with self._count_lock:
-            return self._trips + self._sync_trips, self._errors + self._sync_errors
+        return self._calls.totals()
 
     # -- the control API (worker threads) -----------------------------------------------------
     def _renewing(self, *commands: Callable[[Any], object]) -> list[Any]:
