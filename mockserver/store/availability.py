@@ -59,7 +59,11 @@ class Calls:
                 self.outage.failed += 1
                 return
             self.outage = Outage(problem, time.monotonic())
-        log.error("state store down: %s; its calls answer 503 until it is back", problem)
+        log.error(
+            "state store down: %s; its calls answer 503 until it is back",
+            str(problem).rstrip("."),
+            extra={"fields": {"state": self.label, "code": problem.code}},
+        )
 
     def answered(self) -> None:
         if self.outage is None:
@@ -73,4 +77,5 @@ class Calls:
                 self.label,
                 took,
                 outage.failed,
+                extra={"fields": {"state": self.label, "failed": outage.failed}},
             )

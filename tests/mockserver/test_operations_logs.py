@@ -108,6 +108,8 @@ def test_the_state_store_going_down_and_back_is_logged_once_each(form: str, tmp_
         assert down_line["level"] == "error"
         assert back_line["level"] == "warning"
         down, back = down_line["message"], back_line["message"]
+        assert (down_line["state"], down_line["code"]) == (label, "state_unavailable")
+        assert back_line["state"] == label
     shown = re.escape(f"state store down: the mock's shared state ({label}) did not answer: ")
     assert re.search(rf"{shown}.+; its calls answer 503 until it is back$", down)
     assert re.search(rf"state store back: {re.escape(label)} answers again after [\d.]+ s", back)
