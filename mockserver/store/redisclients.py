@@ -42,7 +42,7 @@ SyncClient = redis.Redis | redis.cluster.RedisCluster
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 
 
-class _BoundedReader:
+class BoundedReader:
     """hiredis's reader, refusing a reply past ``limit`` bytes: a Redis speaking garbage (an
     endless bulk string) costs the mock at most that much, not what fits in its timeout."""
 
@@ -73,12 +73,12 @@ def _bounded_parsers(limit: int) -> tuple[type[_HiredisParser], type[_AsyncHired
     class Bounded(_HiredisParser):
         def on_connect(self, connection: Any, **kwargs: Any) -> None:
             super().on_connect(connection, **kwargs)  # type: ignore[no-untyped-call]
-            self._reader = cast(Any, _BoundedReader(self._reader, limit))  # its reader's duck
+            self._reader = cast(Any, BoundedReader(self._reader, limit))  # its reader's duck
 
     class AsyncBounded(_AsyncHiredisParser):
         def on_connect(self, connection: Any) -> None:
             super().on_connect(connection)  # type: ignore[no-untyped-call]
-            self._reader = cast(Any, _BoundedReader(self._reader, limit))
+            self._reader = cast(Any, BoundedReader(self._reader, limit))
 
     return Bounded, AsyncBounded
 

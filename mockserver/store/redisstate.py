@@ -18,8 +18,10 @@ they are, and the braces keep them in one Redis Cluster slot, as a script needs.
 ``--state-ttl`` seconds past the mock's last use: each request and control call renews them all
 in its own round trip. API keys are stored as HMAC digests, never as they are.
 
-The event loop's client is ``redis.asyncio`` (hiredis parses where installed); the control API,
-on worker threads, uses the blocking client (:mod:`.redisclients`: one server or a cluster).
+On the event loop, ``/e`` goes through its own connection (:mod:`.redisline`: hiredis over an
+asyncio stream; those that come while a round trip is under way go in the next), or, on a
+cluster or over TLS, ``redis.asyncio``'s pipeline; the control API, on worker threads, uses
+the blocking client (:mod:`.redisclients`: one server or a cluster).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from .luascripts import (
 )
 from .redisclients import TIMEOUT as TIMEOUT
 from .redisclients import AsyncClient, Clients, ClusterURLError
+from .redisline import Command, Line
 
 JOURNAL_BYTES: Final = 16 * 1024 * 1024
 """The shared journal's size in bytes, besides its ``--journal-size`` entries (oldest go)."""
@@ -84,6 +87,31 @@ def _stored(steps: tuple[Step, ...]) -> str:
 
 def _number(value: float | None) -> str:
     return "" if value is None else repr(float(value))
+
+
+def decide_args(call: SharedCall, journal_size: int, ttl_ms: str) -> DecideArgs:
+    """One request to ``/e`` as :data:`.luascripts.DECIDE` reads it."""
+    limited, local, expired, served = call.tails
+    return DecideArgs(
+        now=repr(call.now),
+        counted=call.key,
+        budget=str(call.budget),
+        window=repr(call.window),
+        session=call.session,
+        collected_at=_number(call.collected_at),
+        lifetime=repr(call.lifetime),
+        local_stands="1" if call.local_stands else "",
+        untrusted="1" if call.untrusted else "",
+        entry_head=call.entry,
+        tail_limited=limited,
+        tail_local=local,
+        tail_expired=expired,
+        tail_served=served,
+        max_entries=str(journal_size),
+        max_bytes=str(JOURNAL_BYTES),
+        ring_entries=str(UNTRUSTED_KEPT),
+        ttl_ms=ttl_ms,
+    )
 
 
 def key_prefix(secret: str, name: str | None = None) -> str:
@@ -127,6 +155,7 @@ class RedisBackend:
         self._append = self.sync.register_script(APPEND)
         self._load = self.sync.register_script(LOAD)
         self._async: AsyncClient | None = None
+        self._line: Line | None = None  # the hot path's own connection (not on a cluster)
         self._async_loop: asyncio.AbstractEventLoop | None = None
         self._batch: list[tuple[SharedCall, asyncio.Future[Facts]]] = []
         self._sending: set[asyncio.Task[None]] = set()
@@ -144,36 +173,13 @@ class RedisBackend:
         return f"RedisBackend({self.label!r})"
 
     # -- the hot path -------------------------------------------------------------------------
-    def _args(self, call: SharedCall) -> DecideArgs:
-        limited, local, expired, served = call.tails
-        return DecideArgs(
-            now=repr(call.now),
-            counted=call.key,
-            budget=str(call.budget),
-            window=repr(call.window),
-            session=call.session,
-            collected_at=_number(call.collected_at),
-            lifetime=repr(call.lifetime),
-            local_stands="1" if call.local_stands else "",
-            untrusted="1" if call.untrusted else "",
-            entry_head=call.entry,
-            tail_limited=limited,
-            tail_local=local,
-            tail_expired=expired,
-            tail_served=served,
-            max_entries=str(self._journal_size),
-            max_bytes=str(JOURNAL_BYTES),
-            ring_entries=str(UNTRUSTED_KEPT),
-            ttl_ms=self.ttl_ms,
-        )
-
     @staticmethod
     def _facts(reply: list[Any]) -> Facts:
         wait, step, expired = reply
         return Facts(float(wait) if wait else None, step or None, bool(expired))
 
     def decide(self, call: SharedCall) -> Facts:
-        keys, args = flat(self.keys, self._args(call))
+        keys, args = flat(self.keys, decide_args(call, self._journal_size, self.ttl_ms))
         with self._guard():
             return self._facts(self._decide(keys=keys, args=args))
 
@@ -182,6 +188,8 @@ class RedisBackend:
         loop = asyncio.get_running_loop()
         if self._async_loop is not loop:  # a client is per loop: made on the first that asks
             self._async = self._clients.make_async()
+            url = StateURL(self._url).client_url
+            self._line = None if self.cluster else Line.of(url, self.reply_bytes, TIMEOUT)
             self._async_loop, self._batch = loop, []
         future: asyncio.Future[Facts] = loop.create_future()
         self._batch.append((call, future))
@@ -233,18 +241,23 @@ class RedisBackend:
                 self._calls.answered()
 
     async def _pipeline(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> list[Any]:
+        keys, size, ttl = list(self.keys), self._journal_size, self.ttl_ms
+        commands: list[Command] = [
+            ("EVALSHA", _DECIDE_SHA, len(keys), *keys, *decide_args(c, size, ttl)) for c, _ in batch
+        ]
+        if self._line is not None:
+            return await self._line.send(commands)
         assert self._async is not None
         pipe = self._async.pipeline(transaction=False)
-        for call, _ in batch:
-            keys, args = flat(self.keys, self._args(call))
-            # by name: redis-py's cluster pipeline refuses .evalsha() lest a script's keys span
-            # slots and nodes; a mock's keys are all in one slot
-            pipe.execute_command("EVALSHA", _DECIDE_SHA, len(keys), *keys, *args)
+        for command in commands:  # by name: redis-py's cluster pipeline refuses .evalsha()
+            pipe.execute_command(*command)  # lest a script's keys span slots (ours share one)
         replies: list[Any] = await pipe.execute(raise_on_error=False)
         return replies
 
     async def close_async(self) -> None:
         client, self._async, self._async_loop = self._async, None, None
+        if self._line is not None:
+            self._line.close()
         if client is not None:
             with contextlib.suppress(Exception):  # closing a broken connection: nothing to do
                 await client.aclose()
