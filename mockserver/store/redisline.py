@@ -112,6 +112,15 @@ class Line:
                 raise reply
         return stream
 
+    async def aclose(self) -> None:
+        """Stop: a round trip under way is abandoned (its callers told), the connection closed."""
+        flushing, self._flushing = self._flushing, None
+        if flushing is not None and not flushing.done():
+            flushing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flushing
+        self.close()
+
     def close(self) -> None:
         stream, self._stream = self._stream, None
         if stream is not None:

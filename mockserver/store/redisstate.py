@@ -257,7 +257,7 @@ class RedisBackend:
     async def close_async(self) -> None:
         client, self._async, self._async_loop = self._async, None, None
         if self._line is not None:
-            self._line.close()
+            await self._line.aclose()
         if client is not None:
             with contextlib.suppress(Exception):  # closing a broken connection: nothing to do
                 await client.aclose()
