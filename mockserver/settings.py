@@ -183,7 +183,8 @@ class Settings:
     state: StateURL = _setting(
         StateURL("memory"),
         "where limiter, journal, scripts and clock live: memory, or redis://HOST:PORT/DB (a "
-        "Redis Cluster too) shared by every mock with the same secret",
+        "Redis Cluster too; redis+sentinel://HOST:PORT/SERVICE for Sentinel) shared by every "
+        "mock with the same secret",
         StateURL.parse,
         "URL",
     )

@@ -189,7 +189,8 @@ class RedisBackend:
         if self._async_loop is not loop:  # a client is per loop: made on the first that asks
             self._async = self._clients.make_async()
             url = StateURL(self._url).client_url
-            self._line = None if self.cluster else Line.of(url, self.reply_bytes, TIMEOUT)
+            plain = not (self.cluster or self._clients.sentinel)  # else redis-py's pipeline
+            self._line = Line.of(url, self.reply_bytes, TIMEOUT) if plain else None
             self._async_loop, self._batch = loop, []
         future: asyncio.Future[Facts] = loop.create_future()
         self._batch.append((call, future))
@@ -259,8 +260,7 @@ class RedisBackend:
         if self._line is not None:
             await self._line.aclose()
         if client is not None:
-            with contextlib.suppress(Exception):  # closing a broken connection: nothing to do
-                await client.aclose()
+            await self._clients.aclose(client)
 
     def _unavailable(self, exc: BaseException) -> StateUnavailable:
         return unavailable(exc, self.label, self._url)
@@ -402,7 +402,7 @@ class RedisBackend:
             return sum(int(length) for length in lengths)
 
     def close(self) -> None:
-        self.sync.close()
+        self._clients.close()
 
 
 PROBE: Final = "#!lua\nreturn 1"
