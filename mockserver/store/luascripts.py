@@ -119,9 +119,8 @@ end
 # oldest go past either's count or its bytes (a counter kept beside each list, in UTF-8 bytes).
 _JOURNAL: Final = """
 local function push(list, counter, entry, most)
-  redis.call('RPUSH', list, entry)
+  local excess = redis.call('RPUSH', list, entry) - most  -- RPUSH answers the length
   local bytes = redis.call('INCRBY', counter, #entry)
-  local excess = redis.call('LLEN', list) - most
   while excess > 0 or bytes > tonumber(max_bytes) do
     local old = redis.call('LPOP', list)
     if not old then break end
