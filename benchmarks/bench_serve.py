@@ -25,6 +25,10 @@ The last rows keep the state in Redis (``--state``; a ``redis-server`` of its ow
 port, skipped where none is installed): one process, then ``--workers 2`` on one port. Each
 request to ``/e`` is then one round trip to Redis (count, step, journal); the report says what
 that costs per request against the one process in memory.
+Then CPU per ``GET /e``: the CPU time (user and system, from ``/proc``) the mock's processes
+and ``redis-server`` spent over one more wrk run of each ``/e`` row of the memory mock and the
+Redis ones, divided by the requests answered; a ratio to memory that the load of the machine
+moves far less than a rate. ``--cpu`` measures only that (the memory and Redis rows).
 """
 
 from __future__ import annotations
@@ -105,7 +109,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def started(command: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[None]:
+def started(
+    command: list[str], port: int, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     """Run a server until the block ends; wait until it accepts connections."""
     proc = subprocess.Popen(
         command, cwd=HERE, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL
@@ -118,7 +124,7 @@ def started(command: list[str], port: int, env: dict[str, str] | None = None) ->
             if proc.poll() is not None or time.monotonic() > deadline:
                 sys.exit(f"did not start: {' '.join(command)}")
             time.sleep(0.1)
-        yield
+        yield proc
     finally:
         proc.terminate()
         try:
@@ -241,6 +247,68 @@ def _percentile(out: str, percent: int) -> float:
     return math.nan if found is None else _ms(found.group(1))
 
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat(pid: int) -> list[str] | None:
+    """``/proc/PID/stat`` after the command's name (which may hold spaces), or None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants alive now (``--workers``: the parent and its workers)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+            parents[int(entry.name)] = int(fields[1])
+    found = [pid]
+    for child, parent in sorted(parents.items()):
+        if parent in found:
+            found.append(child)
+    return found
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """User and system CPU time the processes ``pids`` have spent, in seconds."""
+    total = 0
+    for pid in pids:
+        fields = _stat(pid)
+        if fields is not None:  # utime and stime: the 14th and 15th fields of stat
+            total += int(fields[11]) + int(fields[12])
+    return total / _TICK
+
+
+def requests_of(out: str) -> int:
+    """The requests wrk completed (``79164 requests in 2.00s``)."""
+    return int(re.search(r"^\s*(\d+) requests in ", out, re.MULTILINE).group(1))  # type: ignore[union-attr]
+
+
+@dataclass
+class CPU:
+    """One row's CPU per request (us) in the mock's processes and in redis-server."""
+
+    row: Row
+    requests: int = 0
+    mock_us: float = math.nan
+    redis_us: float = 0.0
+
+
+def measure_cpu(cpu: CPU, mock_pid: int, redis_pid: int | None, seconds: float, lua: Path) -> None:
+    """One wrk run of ``cpu.row``, and the CPU the mock and redis-server spent on it."""
+    mock_pids = tree(mock_pid)
+    redis_pids = [redis_pid] if redis_pid is not None else []
+    before = cpu_seconds(mock_pids), cpu_seconds(redis_pids)
+    out = _run_wrk(cpu.row, seconds, None, lua)
+    after = cpu_seconds(mock_pids), cpu_seconds(redis_pids)
+    cpu.requests = requests_of(out)
+    cpu.mock_us = (after[0] - before[0]) / cpu.requests * 1e6
+    cpu.redis_us = (after[1] - before[1]) / cpu.requests * 1e6
+
+
 def check_bytes(port: int, n: str = KNOWN, settings: Settings | None = None) -> None:
     """The mock's answer over HTTP is the Flask app's (with the same settings), byte for byte."""
     response = httpx.get(f"http://{HOST}:{port}/e", params={"n": n}, headers=AUTH_HEADERS)
@@ -256,6 +324,7 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="only the floor and the 200 paths of /e"
     )
+    parser.add_argument("--cpu", action="store_true", help="only CPU per GET /e: memory, Redis")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not on PATH (apt-get install wrk)")
@@ -280,7 +349,7 @@ def main() -> None:
     served = 6  # the rows above: the floor and every 200 path of /e
     if args.quick:
         del rows[served:]
-    redis_server = None if args.quick else shutil.which("redis-server")
+    redis_server = None if args.quick and not args.cpu else shutil.which("redis-server")
     on_redis, on_workers, redis_port = free_port(), free_port(), free_port()
     if redis_server is not None:
         rows += [
@@ -291,15 +360,19 @@ def main() -> None:
         print("no redis-server on PATH: the --state rows are left out", file=sys.stderr)
     budget = "--rate-limit=1000000000/3600"
     env = {"VERDICT_MOCK_RATE_LIMIT": "1000000000/3600", "VERDICT_MOCK_LOG_LEVEL": "warning"}
+    cpus = [CPU(rows[1]), *(CPU(row) for row in rows if "--state" in row.name)]
+    pids: dict[int, int] = {}  # the port's server process
+    redis_pid = None
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as lua:
-        stack.enter_context(started(granian("bench_serve:bare_app", floor), floor))
-        stack.enter_context(started(mock(fast, budget), fast))
+        if not args.cpu:  # the floor: granian, of the [bench] extra
+            stack.enter_context(started(granian("bench_serve:bare_app", floor), floor))
+        pids[fast] = stack.enter_context(started(mock(fast, budget), fast)).pid
         # its own directory, removed after the mock that watches it stops (the stack is LIFO)
         scenario = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "scenario.yaml"
         scenario.write_text(json.dumps(SCENARIO))  # JSON is YAML
         staging = mock(staged, budget, f"--scenario={scenario}", "--accept-any-session")
         stack.enter_context(started(staging, staged))
-        if not args.quick:
+        if not (args.quick or args.cpu):
             stack.enter_context(started(mock(limited, "--rate-limit=1/3600"), limited))
             waitress = mock(on_waitress, budget, "--server=waitress", "--log-level=error")
             stack.enter_context(started(waitress, on_waitress))
@@ -307,20 +380,27 @@ def main() -> None:
             stack.enter_context(started(app, on_granian, env))
         if redis_server is not None:
             flags = ["--port", str(redis_port), "--bind", HOST, "--save", "", "--appendonly", "no"]
-            stack.enter_context(started([redis_server, *flags], redis_port))
+            redis_pid = stack.enter_context(started([redis_server, *flags], redis_port)).pid
             url = f"redis://{HOST}:{redis_port}/0"
             shared = mock(on_redis, budget, f"--state={url}", "--secret=bench-1")
-            stack.enter_context(started(shared, on_redis))
+            pids[on_redis] = stack.enter_context(started(shared, on_redis)).pid
             workers = mock(on_workers, budget, f"--state={url}", "--secret=bench-2", "--workers=2")
-            stack.enter_context(started(workers, on_workers))
+            pids[on_workers] = stack.enter_context(started(workers, on_workers)).pid
             check_bytes(on_redis)
             check_bytes(on_workers)
         check_bytes(fast)
         staged_settings = Settings(scenario=scenario, accept_any_session=True)
         for n in (REPLAYED, STANDING, ANY_ID):
             check_bytes(staged, n, staged_settings)
-        if not args.quick:  # the limited mock's one request: every row's request is a 429
+        if not (
+            args.quick or args.cpu
+        ):  # the limited mock's one request: every row's request is a 429
             httpx.get(f"http://{HOST}:{limited}/e", params={"n": KNOWN}, headers=AUTH_HEADERS)
+        for cpu in cpus:
+            measure_cpu(cpu, pids[cpu.row.port], redis_pid, args.seconds, Path(lua))
+        if args.cpu:
+            report_cpu(cpus)
+            return
         for round_ in range(args.rounds):
             for row in rows:
                 rate, bad = wrk(row, args.seconds, Path(lua))
@@ -331,6 +411,23 @@ def main() -> None:
         latencies = [(row, paced(row, rate, args.seconds, Path(lua))) for row in rows[:served]]
     report(rows, args)
     report_latency(latencies, rate, args)
+    report_cpu(cpus)
+
+
+def report_cpu(cpus: list[CPU]) -> None:
+    memory = cpus[0].mock_us + cpus[0].redis_us
+    print()
+    print(
+        "CPU per GET /e (user + system, /proc): the mock's processes and redis-server, one wrk run"
+    )
+    print(f"| {'what':45} | requests | mock us | redis us | total us | / memory |")
+    print(f"|{'-' * 47}|---------:|--------:|---------:|---------:|---------:|")
+    for cpu in cpus:
+        total = cpu.mock_us + cpu.redis_us
+        print(
+            f"| {cpu.row.name:45} | {cpu.requests:8} | {cpu.mock_us:7.1f} | {cpu.redis_us:8.1f} "
+            f"| {total:8.1f} | {total / memory:8.2f} |"
+        )
 
 
 def report(rows: list[Row], args: argparse.Namespace) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import logging
 import os
 import shlex
 import signal
@@ -23,6 +22,7 @@ from verdict_contract.core.redact import mask
 from verdict_contract.core.suggest import SuggestingParser
 
 from .model.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
+from .server.logs import configure as configure_logging
 from .server.serve import make_server, serve_forever
 from .server.workers import is_worker, run_workers
 from .settings import (
@@ -288,9 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for warning in (exposure_warning(settings), loop_note(settings)):
         if warning:
             print(warning, file=sys.stderr, flush=True)
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_level, settings.log_format)
     state = state_of(app)
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
     if settings.workers > 1 and not is_worker():  # this process only starts and watches them

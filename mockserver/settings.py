@@ -34,6 +34,7 @@ DEFAULT_API_KEY: Final = "verdict-mock-local-key"
 
 ENV_PREFIX: Final = "VERDICT_MOCK_"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+LOG_FORMATS: Final = ("text", "json")  # json: one object a line, for a log collector
 SERVERS: Final = ("async", "waitress")
 """``async``: the mock's own server (asyncserver.py), the fastest; ``waitress``: a WSGI server."""
 
@@ -129,6 +130,9 @@ class Settings:
     log_level: str = _setting(
         "info", f"log level ({', '.join(LOG_LEVELS)})", one_of(*LOG_LEVELS), "LEVEL"
     )
+    log_format: str = _setting(
+        "text", "log lines as text, or json (one object a line)", one_of(*LOG_FORMATS), "FORMAT"
+    )
     journal_size: int = _setting(1000, "requests kept in the journal", positive_int, "N")
     accept_any_session: bool = _setting(False, "serve a verdict for every unknown id (hides 404s)")
     control: bool = _setting(True, "the /_mock/ control API")
@@ -179,7 +183,8 @@ class Settings:
     state: StateURL = _setting(
         StateURL("memory"),
         "where limiter, journal, scripts and clock live: memory, or redis://HOST:PORT/DB (a "
-        "Redis Cluster too) shared by every mock with the same secret",
+        "Redis Cluster too; redis+sentinel://HOST:PORT/SERVICE for Sentinel) shared by every "
+        "mock with the same secret",
         StateURL.parse,
         "URL",
     )
@@ -223,6 +228,7 @@ class Settings:
             rate_limit: RateLimit | str = ...,
             session_lifetime: float | str = ...,
             log_level: str = ...,
+            log_format: str = ...,
             journal_size: int | str = ...,
             accept_any_session: bool | str = ...,
             control: bool | str = ...,
@@ -255,7 +261,11 @@ class Settings:
             )
         if not (self.session_lifetime > 0 and 0 < self.grace_seconds < math.inf):
             raise SettingsError("session lifetime and grace: each a positive number of seconds")
-        for name, allowed in (("server", SERVERS), ("log_level", LOG_LEVELS)):
+        for name, allowed in (
+            ("server", SERVERS),
+            ("log_level", LOG_LEVELS),
+            ("log_format", LOG_FORMATS),
+        ):
             if getattr(self, name) not in allowed:
                 raise SettingsError(
                     f"Settings({name}=...): received {getattr(self, name)!r}; documented: one "

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 
-from benchmarks.bench_serve import _ms, _percentile
+from benchmarks.bench_serve import _ms, _percentile, cpu_seconds, requests_of, tree
 
 WRK_OUT = """\
 Running 2s test @ http://127.0.0.1:8000/e?n=demo-contradicted
@@ -41,3 +44,24 @@ def test_percentiles_come_from_the_distribution_not_a_stdev_column() -> None:
     assert _percentile(WRK_OUT, 50) == pytest.approx(0.484)
     assert _percentile(WRK_OUT, 99) == pytest.approx(1.25)
     assert math.isnan(_percentile(WRK_OUT, 95))  # not printed: said, not guessed
+
+
+def test_the_requests_wrk_completed_are_read_not_its_rate() -> None:
+    assert requests_of(WRK_OUT) == 79164
+
+
+def test_cpu_is_counted_for_a_process_and_its_children() -> None:
+    # --workers: the parent's CPU and its workers'; a child that burns CPU must show
+    burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    child = subprocess.Popen([sys.executable, "-c", f"{burn}\nimport time; time.sleep(30)"])
+    try:
+        found = tree(os.getpid())
+        assert found[0] == os.getpid()
+        assert child.pid in found
+        while cpu_seconds([child.pid]) < 0.3:  # it burns, then sleeps: bounded by its burn
+            assert child.poll() is None
+        own = cpu_seconds([os.getpid()])  # read first: this process moves on meanwhile
+        assert cpu_seconds(found) - own >= 0.29  # in clock ticks of 10 ms
+    finally:
+        child.kill()
+        child.wait()

@@ -117,9 +117,9 @@ def serve_forever(server: Server) -> None:
     ``gc.freeze()`` keeps the collector from walking it again at each full collection, which
     a load test's requests would otherwise trigger again and again.
     """
-    gc.collect()
-    gc.freeze()
-    try:
+    try:  # Ctrl-C at once after the banner (a --workers group's first second) stops it too
+        gc.collect()
+        gc.freeze()
         server.run()
     except KeyboardInterrupt:
         log.info("stopped")

@@ -4,7 +4,8 @@ The parent refuses a port another process holds (:mod:`.ports`: SO_REUSEPORT wou
 second group share it), reserves the port (a socket bound with SO_REUSEPORT, never listening:
 with port 0 the kernel picks it), starts N ``verdict-mock`` processes with the same flags on
 that port, waits until each has printed its banner (it listens by then), and then only
-watches: if one stops, it stops the others; Ctrl-C or SIGTERM stops them all: SIGTERM is passed
+watches: if one stops, it logs one line naming it (its number, pid, and exit code or signal)
+and stops the others; Ctrl-C or SIGTERM stops them all: SIGTERM is passed
 on to each, and the parent waits for them while they finish the requests under way
 (``--grace-seconds``, and a few seconds more), then kills what is left. The kernel spreads
 connections among the processes. They share the per-call state through ``--state``
@@ -14,6 +15,7 @@ connections among the processes. They share the per-call state through ``--state
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from ..settings import Settings
@@ -29,6 +32,45 @@ from .wire import bound_socket
 
 WORKER_MARK: Final = "_VERDICT_MOCK_WORKER_OF"
 """Set in a worker's environment (the parent's pid): it serves instead of starting workers."""
+
+
+log = logging.getLogger("mockserver.workers")
+
+
+@dataclass(frozen=True)
+class Death:
+    """A worker that stopped: which (its number from 1, its pid) and why (exit code, signal)."""
+
+    index: int
+    pid: int
+    returncode: int
+
+    @property
+    def signal(self) -> str | None:
+        """The signal that ended it (``SIGKILL``), or None if it exited."""
+        if self.returncode >= 0:
+            return None
+        try:
+            return signal.Signals(-self.returncode).name
+        except ValueError:
+            return f"signal {-self.returncode}"
+
+    def log(self, count: int) -> None:
+        why = f"ended by {self.signal}" if self.signal else f"exited with code {self.returncode}"
+        fields = {"worker": self.index, "pid": self.pid, "returncode": self.returncode}
+        log.error(
+            "worker %d of %d (pid %d) %s; stopping the others",
+            *(self.index, count, self.pid, why),
+            extra={"fields": {**fields, "signal": self.signal}},
+        )
+
+
+def _dead(processes: Sequence[subprocess.Popen[bytes]]) -> Death | None:
+    for index, process in enumerate(processes, 1):
+        code = process.poll()
+        if code is not None:
+            return Death(index, process.pid, code)
+    return None
 
 
 def is_worker() -> bool:
@@ -90,9 +132,10 @@ def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int],
         pids = ", ".join(str(p.pid) for p in processes)
         print(f"  workers:  {settings.workers} processes ({pids}), state {settings.state.label}")
         sys.stdout.flush()
-        while all(process.poll() is None for process in processes):  # until one stops
+        while (death := _dead(processes)) is None:  # until one stops
             with contextlib.suppress(subprocess.TimeoutExpired):
                 processes[0].wait(timeout=1)
+        death.log(len(processes))
         return 1
     except KeyboardInterrupt:
         return 0

@@ -20,8 +20,8 @@ import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from typing import Final, NamedTuple, Protocol
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from verdict_contract.core.errors import StateUnavailable as StateUnavailable
 
@@ -36,8 +36,37 @@ DEFAULT_STATE_TTL: Final = 24 * 60 * 60
 STATE_NAME: Final = re.compile(r"[A-Za-z0-9._-]{1,64}")
 """A name for a mock's keys (``--state-name``): readable, and no brace to break its hash tag."""
 CLUSTER_SUFFIX: Final = "+cluster"
-STATE_SCHEMES: Final = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
-"""``redis+cluster://`` names a Redis Cluster; ``redis://`` finds out from the server."""
+SENTINEL: Final = "redis+sentinel"
+STATE_SCHEMES: Final = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", SENTINEL)
+"""``redis+cluster://`` names a Redis Cluster; ``redis://`` finds out from the server;
+``redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB]`` the primary Sentinel names."""
+
+
+class SentinelTarget(NamedTuple):
+    """A primary found through Redis Sentinel: where the sentinels are, and what to ask them."""
+
+    nodes: list[tuple[str, int]]
+    service: str
+    db: int
+    password: str | None  # the primary's
+
+
+def _sentinel(text: str) -> SentinelTarget:
+    """``redis+sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]``, or ValueError."""
+    rest = text.split("://", 1)[1]
+    where, _, path = rest.partition("/")
+    credentials, _, hosts = where.rpartition("@")
+    nodes = []
+    for node in hosts.split(","):
+        host, _, number = node.rpartition(":")
+        if not host or not number.isdigit():
+            raise ValueError(f"{_masked(text)!r}: each sentinel is HOST:PORT")
+        nodes.append((host.strip("[]"), int(number)))
+    service, _, db = path.partition("/")
+    if not service or not (db == "" or db.isdigit()):
+        raise ValueError(f"{_masked(text)!r}: the sentinels' HOST:PORT list, then /SERVICE[/DB]")
+    password = unquote(credentials.partition(":")[2]) if credentials else None
+    return SentinelTarget(nodes, unquote(service), int(db or 0), password)
 
 
 class StateURL(str):
@@ -51,11 +80,14 @@ class StateURL(str):
         if text.lower() == MEMORY:
             return cls(MEMORY)
         parts = urlsplit(text)
+        if parts.scheme == SENTINEL:
+            _sentinel(text)
+            return cls(text)
         if parts.scheme not in STATE_SCHEMES or not (parts.hostname or parts.path):
             raise ValueError(
                 f"{_masked(text)!r} is not a state URL: 'memory', or redis://HOST:PORT/DB "
                 "(rediss:// for TLS, unix:///path/redis.sock; redis+cluster:// for a Redis "
-                "Cluster)"
+                "Cluster, redis+sentinel://HOST:PORT/SERVICE for Sentinel)"
             )
         try:
             parts.port  # noqa: B018 - raises ValueError for a port that is not a number
@@ -69,9 +101,17 @@ class StateURL(str):
 
     @property
     def cluster(self) -> bool | None:
-        """A Redis Cluster: True when the URL says so, False for a socket, None: ask Redis."""
+        """A Redis Cluster: True when the URL says so, False for a socket or Sentinel, None: ask
+        Redis."""
         scheme = urlsplit(self).scheme
-        return True if scheme.endswith(CLUSTER_SUFFIX) else (False if scheme == "unix" else None)
+        if scheme.endswith(CLUSTER_SUFFIX):
+            return True
+        return False if scheme in ("unix", SENTINEL) else None
+
+    @property
+    def sentinel(self) -> SentinelTarget | None:
+        """The primary to find through Redis Sentinel, or None."""
+        return _sentinel(self) if urlsplit(self).scheme == SENTINEL else None
 
     @property
     def client_url(self) -> str:

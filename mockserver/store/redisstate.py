@@ -18,8 +18,10 @@ they are, and the braces keep them in one Redis Cluster slot, as a script needs.
 ``--state-ttl`` seconds past the mock's last use: each request and control call renews them all
 in its own round trip. API keys are stored as HMAC digests, never as they are.
 
-The event loop's client is ``redis.asyncio`` (hiredis parses where installed); the control API,
-on worker threads, uses the blocking client (:mod:`.redisclients`: one server or a cluster).
+On the event loop, ``/e`` goes through its own connection (:mod:`.redisline`: hiredis over an
+asyncio stream; those that come while a round trip is under way go in the next), or, on a
+cluster or over TLS, ``redis.asyncio``'s pipeline; the control API, on worker threads, uses
+the blocking client (:mod:`.redisclients`: one server or a cluster).
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import hashlib
 import heapq
 import json
 import math
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
@@ -40,6 +41,7 @@ from ..model import scripts as script_store
 from ..model.scripts import ScriptStoreFull, script_bytes, store_full
 from ..model.sessions import Step
 from ..model.steps import Outcome, encode_step, outcome, scripted
+from .availability import Calls
 from .backend import DEFAULT_STATE_TTL, Facts, SharedCall, StateUnavailable, StateURL
 from .journal import UNTRUSTED_KEPT, Entry, EntryParts, decode_entry, entry_head, entry_tail
 from .luascripts import (
@@ -56,6 +58,7 @@ from .luascripts import (
 )
 from .redisclients import TIMEOUT as TIMEOUT
 from .redisclients import AsyncClient, Clients, ClusterURLError
+from .redisline import Command, Line
 
 JOURNAL_BYTES: Final = 16 * 1024 * 1024
 """The shared journal's size in bytes, besides its ``--journal-size`` entries (oldest go)."""
@@ -83,6 +86,31 @@ def _stored(steps: tuple[Step, ...]) -> str:
 
 def _number(value: float | None) -> str:
     return "" if value is None else repr(float(value))
+
+
+def decide_args(call: SharedCall, journal_size: int, ttl_ms: str) -> DecideArgs:
+    """One request to ``/e`` as :data:`.luascripts.DECIDE` reads it."""
+    limited, local, expired, served = call.tails
+    return DecideArgs(
+        now=repr(call.now),
+        counted=call.key,
+        budget=str(call.budget),
+        window=repr(call.window),
+        session=call.session,
+        collected_at=_number(call.collected_at),
+        lifetime=repr(call.lifetime),
+        local_stands="1" if call.local_stands else "",
+        untrusted="1" if call.untrusted else "",
+        entry_head=call.entry,
+        tail_limited=limited,
+        tail_local=local,
+        tail_expired=expired,
+        tail_served=served,
+        max_entries=str(journal_size),
+        max_bytes=str(JOURNAL_BYTES),
+        ring_entries=str(UNTRUSTED_KEPT),
+        ttl_ms=ttl_ms,
+    )
 
 
 def key_prefix(secret: str, name: str | None = None) -> str:
@@ -118,11 +146,7 @@ class RedisBackend:
         # the biggest reply: the journal as LRANGE returns it, its framing, the ring, a script
         most = JOURNAL_BYTES + _ENTRY_FRAMING * journal_size + REPLY_SLACK
         self.reply_bytes = most
-        # Round trips and failures: on the loop as plain ints (one thread), on the control
-        # API's threads under a lock (never the hot path's).
-        self._trips = self._errors = 0
-        self._sync_trips = self._sync_errors = 0
-        self._count_lock = threading.Lock()
+        self._calls = Calls(self.label)  # counted; its going down and back logged
         with self._guard():  # a cluster is found from the server: it must answer now
             self._clients = Clients(url, most)
         self.sync = self._clients.sync
@@ -130,6 +154,7 @@ class RedisBackend:
         self._append = self.sync.register_script(APPEND)
         self._load = self.sync.register_script(LOAD)
         self._async: AsyncClient | None = None
+        self._line: Line | None = None  # the hot path's own connection (not on a cluster)
         self._async_loop: asyncio.AbstractEventLoop | None = None
         self._batch: list[tuple[SharedCall, asyncio.Future[Facts]]] = []
         self._sending: set[asyncio.Task[None]] = set()
@@ -147,36 +172,13 @@ class RedisBackend:
         return f"RedisBackend({self.label!r})"
 
     # -- the hot path -------------------------------------------------------------------------
-    def _args(self, call: SharedCall) -> DecideArgs:
-        limited, local, expired, served = call.tails
-        return DecideArgs(
-            now=repr(call.now),
-            counted=call.key,
-            budget=str(call.budget),
-            window=repr(call.window),
-            session=call.session,
-            collected_at=_number(call.collected_at),
-            lifetime=repr(call.lifetime),
-            local_stands="1" if call.local_stands else "",
-            untrusted="1" if call.untrusted else "",
-            entry_head=call.entry,
-            tail_limited=limited,
-            tail_local=local,
-            tail_expired=expired,
-            tail_served=served,
-            max_entries=str(self._journal_size),
-            max_bytes=str(JOURNAL_BYTES),
-            ring_entries=str(UNTRUSTED_KEPT),
-            ttl_ms=self.ttl_ms,
-        )
-
     @staticmethod
     def _facts(reply: list[Any]) -> Facts:
         wait, step, expired = reply
         return Facts(float(wait) if wait else None, step or None, bool(expired))
 
     def decide(self, call: SharedCall) -> Facts:
-        keys, args = flat(self.keys, self._args(call))
+        keys, args = flat(self.keys, decide_args(call, self._journal_size, self.ttl_ms))
         with self._guard():
             return self._facts(self._decide(keys=keys, args=args))
 
@@ -185,6 +187,9 @@ class RedisBackend:
         loop = asyncio.get_running_loop()
         if self._async_loop is not loop:  # a client is per loop: made on the first that asks
             self._async = self._clients.make_async()
+            url = StateURL(self._url).client_url
+            plain = not (self.cluster or self._clients.sentinel)  # else redis-py's pipeline
+            self._line = Line.of(url, self.reply_bytes, TIMEOUT) if plain else None
             self._async_loop, self._batch = loop, []
         future: asyncio.Future[Facts] = loop.create_future()
         self._batch.append((call, future))
@@ -201,21 +206,22 @@ class RedisBackend:
 
     async def _run(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> None:
         """Send a batch: each call one EVALSHA in one pipeline (one round trip for all)."""
-        self._trips += 1
+        self._calls.trips += 1
         try:
             async with asyncio.timeout(TIMEOUT):
                 replies = await self._pipeline(batch)
                 lost = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
                 if lost:  # Redis restarted and forgot the script: those calls did not run
-                    self._trips += 2
+                    self._calls.trips += 2
                     assert self._async is not None
                     await self._async.script_load(DECIDE)
                     again = await self._pipeline([batch[i] for i in lost])
                     for index, reply in zip(lost, again, strict=True):
                         replies[index] = reply
         except Exception as exc:  # whatever a broken store causes: a 503
-            self._errors += 1
+            self._calls.errors += 1
             failed = self._unavailable(exc)
+            self._calls.failed(failed)
             for _, future in batch:
                 if not future.done():
                     future.set_exception(failed)
@@ -228,25 +234,32 @@ class RedisBackend:
                     raise reply
                 future.set_result(self._facts(reply))
             except Exception as exc:  # a reply of the wrong shape, or refused (full): a 503
-                self._errors += 1
-                future.set_exception(self._unavailable(exc))
+                self._calls.errors += 1
+                future.set_exception(failed := self._unavailable(exc))
+                self._calls.failed(failed)
+            else:
+                self._calls.answered()
 
     async def _pipeline(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> list[Any]:
+        keys, size, ttl = list(self.keys), self._journal_size, self.ttl_ms
+        commands: list[Command] = [
+            ("EVALSHA", _DECIDE_SHA, len(keys), *keys, *decide_args(c, size, ttl)) for c, _ in batch
+        ]
+        if self._line is not None:
+            return await self._line.send(commands)
         assert self._async is not None
         pipe = self._async.pipeline(transaction=False)
-        for call, _ in batch:
-            keys, args = flat(self.keys, self._args(call))
-            # by name: redis-py's cluster pipeline refuses .evalsha() lest a script's keys span
-            # slots and nodes; a mock's keys are all in one slot
-            pipe.execute_command("EVALSHA", _DECIDE_SHA, len(keys), *keys, *args)
+        for command in commands:  # by name: redis-py's cluster pipeline refuses .evalsha()
+            pipe.execute_command(*command)  # lest a script's keys span slots (ours share one)
         replies: list[Any] = await pipe.execute(raise_on_error=False)
         return replies
 
     async def close_async(self) -> None:
         client, self._async, self._async_loop = self._async, None, None
+        if self._line is not None:
+            await self._line.aclose()
         if client is not None:
-            with contextlib.suppress(Exception):  # closing a broken connection: nothing to do
-                await client.aclose()
+            await self._clients.aclose(client)
 
     def _unavailable(self, exc: BaseException) -> StateUnavailable:
         return unavailable(exc, self.label, self._url)
@@ -271,15 +284,15 @@ class RedisBackend:
             raise
         except Exception as exc:  # a garbled reply raises anything
             failed = True
-            raise self._unavailable(exc) from None
+            self._calls.failed(problem := self._unavailable(exc))
+            raise problem from None
+        else:
+            self._calls.answered()
         finally:
-            with self._count_lock:
-                self._sync_trips += 1
-                self._sync_errors += failed
+            self._calls.blocking(failed)
 
     def calls(self) -> tuple[int, int]:
-        with self._count_lock:
-            return self._trips + self._sync_trips, self._errors + self._sync_errors
+        return self._calls.totals()
 
     # -- the control API (worker threads) -----------------------------------------------------
     def _renewing(self, *commands: Callable[[Any], object]) -> list[Any]:
@@ -388,7 +401,7 @@ class RedisBackend:
             return sum(int(length) for length in lengths)
 
     def close(self) -> None:
-        self.sync.close()
+        self._clients.close()
 
 
 PROBE: Final = "#!lua\nreturn 1"

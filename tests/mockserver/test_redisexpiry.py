@@ -167,3 +167,38 @@ def test_the_state_name_and_ttl_are_checked() -> None:
             Settings(state_name=bad)
     with pytest.raises(SettingsError, match="secret"):
         Settings(secret="s3cret-s3cret", state_name="job-s3cret-s3cret")
+
+
+def _get(mock: VerdictMock, key: str) -> int:
+    headers = {"Authorization": f"Bearer {key}"}
+    return httpx.get(mock.url("demo-contradicted"), headers=headers).status_code
+
+
+def test_a_key_made_between_renewals_gets_its_ttl_as_it_is_made(
+    server_url: str, client: redis.Redis
+) -> None:
+    # /e renews every key only when due (the list it journals to renewed over a second ago):
+    # a key it makes in between (the rate-limit counts, here deleted to be made again) must
+    # not be left without a TTL, or an idle mock would leave it behind for ever
+    other = "expiry-test-key-0002"
+    with live_mock(settings(server_url, api_keys=(KEY, other))) as mock:
+        assert _get(mock, KEY) == 200  # makes the journal: every key renewed
+        (limits,) = [k for k in client.scan_iter(count=1000) if k.endswith(":limits")]
+        client.delete(limits)
+        assert _get(mock, other) == 200  # the journal's TTL is fresh: no renewal due
+        assert 0 < client.pttl(limits) <= TTL * 1000
+
+
+def test_a_request_renews_once_the_journal_is_renewed_over_a_second_ago(
+    server_url: str, client: redis.Redis
+) -> None:
+    with live_mock(settings(server_url)) as mock:
+        traffic(mock)
+        clock = next(k for k in client.scan_iter(count=1000) if k.endswith(":clock"))
+        client.pexpire(clock, 5000)
+        assert _get(mock, KEY) == 200
+        assert client.pttl(clock) <= 5000  # the journal's TTL is fresh: not renewed
+        journal = clock.replace(":clock", ":journal")
+        client.pexpire(journal, int(TTL * 1000) - 1001)  # as a second and a bit later
+        assert _get(mock, KEY) == 200
+        assert client.pttl(clock) > 5000

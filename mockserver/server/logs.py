@@ -1,0 +1,46 @@
+"""The log's two formats (``--log-format``): text lines, or one JSON object a line.
+
+``json`` is for a log collector (Loki, Elasticsearch, Cloud Logging): each line is an object
+with ``time`` (ISO 8601, UTC), ``level``, ``logger`` and ``message``, the traceback of an
+unexpected error as ``exception``, and the named facts a line carries for machines (``extra=
+{"fields": {...}}``: a dead worker's ``pid`` and ``signal``, the state store's ``state``), so
+no one parses the message. The standard library's ``json`` writes it: escaping is the only
+hard part of the format, and a dependency would add nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Final
+
+TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_RESERVED: Final = frozenset({"time", "level", "logger", "message", "exception"})
+
+
+class JSONFormatter(logging.Formatter):
+    """One JSON object per record, on one line (see the module's docstring)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        extra = getattr(record, "fields", None)
+        if isinstance(extra, dict):
+            line.update((k, v) for k, v in extra.items() if k not in _RESERVED)
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str, separators=(",", ":"))
+
+
+def configure(level: str, form: str) -> None:
+    """The root logger at ``level`` (a setting's value), writing ``form`` (text or json) to
+    stderr."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JSONFormatter() if form == "json" else logging.Formatter(TEXT_FORMAT))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
