@@ -53,17 +53,21 @@ def test_make_verdict(make_verdict):
 
 def test_once_per_kind(verdict_kind, verdict_mock):
     n = verdict_mock.mint(verdict=verdict_kind)
-    assert verdict_mock.state.lookup(n) is not None
+    body = httpx.get(verdict_mock.url(n), headers=verdict_mock.headers).json()
+    assert (body["verdict"], body["conclusive"]) == verdict_kind
 """
 
 
 def test_fixtures_work_in_an_integrator_project(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_integration=INTEGRATOR_TESTS)
     result = pytester.runpytest("-p", "no:cacheprovider", "-v")
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=12)
     result.stdout.fnmatch_lines(
         [
-            "*test_once_per_kind[[]contradicted[]] PASSED*",
+            "*test_once_per_kind[[]contradicted.conclusive[]] PASSED*",
+            "*test_once_per_kind[[]contradicted.inconclusive[]] PASSED*",
+            "*test_once_per_kind[[]refused.conclusive[]] PASSED*",
+            "*test_once_per_kind[[]refused.inconclusive[]] PASSED*",
             "*test_once_per_kind[[]insufficient[]] PASSED*",
         ]
     )
@@ -263,7 +267,7 @@ def test_every_option_the_plugin_adds_starts_with_verdict(pytester: pytest.Pytes
 def test_fixtures_and_per_test_settings_work_under_xdist(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_integration=INTEGRATOR_TESTS, test_settings=PER_TEST_SETTINGS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
-    result.assert_outcomes(passed=17)
+    result.assert_outcomes(passed=19)
 
 
 def test_loading_the_plugin_imports_neither_the_mock_nor_its_libraries() -> None:

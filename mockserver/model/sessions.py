@@ -25,7 +25,9 @@ from verdict_contract.core.spec import (
     SESSION_PARAM,
     VerdictKind,
 )
+from verdict_contract.core.suggest import closest
 
+from .answer import DOCUMENTED_FIELDS
 from .recorded import Recorded, parse_recorded
 from .specschema import first_problem, limits
 
@@ -129,6 +131,10 @@ class SessionSpec:
     always: Step | None = None
     fields: str = ""  # top-level overrides as canonical JSON, so the spec stays hashable
     allow_invalid: bool = False
+    schema: int | None = None
+    """The schema the body announces (None: the current one); another is a future body."""
+    extra: str = ""
+    """Undocumented top-level fields added to the body, as canonical JSON (see ``fields``)."""
     key: str = ""
     """What the generator draws from instead of the id: the same key, the same body."""
     recorded: Recorded | None = None  # an answer recorded from a real service (recorder.py)
@@ -136,6 +142,10 @@ class SessionSpec:
     @property
     def overrides(self) -> dict[str, Any]:
         return dict(json.loads(self.fields)) if self.fields else {}
+
+    @property
+    def extra_fields(self) -> dict[str, Any]:
+        return dict(json.loads(self.extra)) if self.extra else {}
 
 
 def _encodable(value: object) -> bool:
@@ -145,6 +155,30 @@ def _encodable(value: object) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _canonical(value: Mapping[str, Any], where: str) -> str:
+    """JSON values as canonical JSON text (a spec stays hashable), or a :class:`SpecError`."""
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":")) if value else ""
+    except (TypeError, ValueError):  # YAML dates, mixed key types, NaN...
+        raise SpecError(f"{where} must hold JSON values only") from None
+    if not _encodable(value):  # "\ud800" in JSON: it would be minted, then never served
+        raise SpecError(f"{where} must hold valid Unicode text (a lone surrogate is not)")
+    return text
+
+
+def unknown_field(name: str, where: str, also: tuple[str, ...] = ()) -> SpecError:
+    """A field name that is no field of the verdict: the closest one, or where it belongs."""
+    match = closest(name, sorted(DOCUMENTED_FIELDS) + list(also))
+    if match is not None:
+        return SpecError(
+            f"{where}: {name!r} is not a field of the verdict; did you mean {match!r}?"
+        )
+    return SpecError(
+        f"{where}: {name!r} is not a field of the verdict (spec §2.2); to serve an "
+        f"undocumented field on purpose, put it in extra"
+    )
 
 
 def parse_spec(raw: object, where: str = "session") -> SessionSpec:
@@ -166,12 +200,17 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
             f"{where}.age_seconds must be a number of seconds from 0 to {MAX_AGE_SECONDS:.0f}"
         )
     fields = raw.get("fields", {})
-    try:
-        fields_json = json.dumps(fields, sort_keys=True, separators=(",", ":")) if fields else ""
-    except (TypeError, ValueError):  # YAML dates, mixed key types, NaN...
-        raise SpecError(f"{where}.fields must hold JSON values only") from None
-    if not _encodable(fields):  # "\ud800" in JSON: it would be minted, then never served
-        raise SpecError(f"{where}.fields must hold valid Unicode text (a lone surrogate is not)")
+    allow_invalid = raw.get("allow_invalid", False)
+    for name in fields if not allow_invalid else ():
+        if name not in DOCUMENTED_FIELDS:
+            raise unknown_field(str(name), f"{where}.fields")
+    extra = raw.get("extra") or {}
+    for name in extra:
+        if name in DOCUMENTED_FIELDS:
+            raise SpecError(
+                f"{where}.extra: {name!r} is a field of the verdict; set it with fields "
+                f"(schema with schema)"
+            )
     always = raw.get("always")
     try:
         recorded = (
@@ -189,8 +228,10 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
             parse_step(step, f"{where}.script[{i}]") for i, step in enumerate(raw.get("script", []))
         ),
         always=parse_step(always, f"{where}.always") if always is not None else None,
-        fields=fields_json,
-        allow_invalid=raw.get("allow_invalid", False),
+        fields=_canonical(fields, f"{where}.fields"),
+        allow_invalid=allow_invalid,
+        schema=raw.get("schema"),
+        extra=_canonical(extra, f"{where}.extra"),
         recorded=recorded,
     )
 
@@ -233,13 +274,17 @@ class SessionCodec:
             payload["f"] = spec.fields
         if spec.allow_invalid:
             payload["x"] = True
+        if spec.schema is not None:
+            payload["s"] = spec.schema
+        if spec.extra:
+            payload["e"] = spec.extra
         if spec.key:
             payload["k"] = spec.key
         token = str(self._serializer.dumps(payload))
         if len(token) > MAX_SESSION_ID_LENGTH:
             raise SpecError(
-                f"the field overrides do not fit in a session id of at most "
-                f"{MAX_SESSION_ID_LENGTH} characters; override fewer or shorter fields"
+                f"the field overrides and extra fields do not fit in a session id of at most "
+                f"{MAX_SESSION_ID_LENGTH} characters; give fewer or shorter fields"
             )
         # The script lives in process state (see ScriptBook), not in the id.
         return Session(token, spec, collected)
@@ -257,6 +302,13 @@ class SessionCodec:
             conclusive=payload.get("c"),
             fields=payload.get("f", ""),
             allow_invalid=bool(payload.get("x", False)),
+            schema=_schema_of(payload.get("s")),
+            extra=str(payload.get("e", "")),
             key=str(payload.get("k", "")),
         )
         return Session(session_id, spec, float(payload["t"]))
+
+
+def _schema_of(value: object) -> int | None:
+    """The ``schema`` a signed id carries (an integer we wrote), or None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from verdict_contract.core.spec import ENDPOINT_PATH, SCHEMA_VERSION
+from verdict_contract.core.spec import ENDPOINT_PATH, SCHEMA_VERSION, VERDICT_OUTCOMES
 
 from .journal import Entry
 
@@ -38,12 +38,10 @@ BEHAVIOURS: Final[dict[str, str]] = {
 }
 """Every behaviour id, in the report's order, with what it means."""
 
-_BY_VERDICT: Final = {
-    ("contradicted", True): "verdict.contradicted.conclusive",
-    ("contradicted", False): "verdict.contradicted.inconclusive",
-    ("refused", True): "verdict.refused.conclusive",
-    ("refused", False): "verdict.refused.inconclusive",
+_BY_VERDICT: Final[dict[tuple[str, bool], str]] = {
+    (row.verdict, row.conclusive): f"verdict.{row.id}" for row in VERDICT_OUTCOMES
 }
+"""The seven rows of §2.4, named as ``verdict_kind`` names them (``VerdictRow.id``)."""
 _FAULTS: Final = frozenset({"reset", "truncated", "malformed", "timeout"})
 
 

@@ -18,15 +18,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from email.utils import format_datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 from flask import Flask
 
 from verdict_contract.core.hosts import is_loopback
-from verdict_contract.core.spec import VerdictKind
+from verdict_contract.core.spec import VerdictKind, VerdictRow
 
-from ..model.sessions import Step, parse_spec
+from ..model.answer import DOCUMENTED_FIELDS
+from ..model.sessions import Step, parse_spec, unknown_field
 from ..server.serve import BackgroundServer
 from ..settings import Settings
 from ..state import MockState
@@ -46,6 +47,19 @@ RESPONSES_BASE_URL = "https://verdict.mock"
 
 ScriptStep = int | str | Mapping[str, Any] | Step
 """A script entry: ``429``, ``"reset"``, ``{"delay_ms": 2000}`` or :func:`reply` (...)."""
+
+
+_MINT_KEYWORDS: Final = (
+    "verdict",
+    "conclusive",
+    "age_seconds",
+    "script",
+    "allow_invalid",
+    "seed",
+    "schema",
+    "extra",
+)
+"""``mint``'s own keywords, offered beside the verdict's fields for a misspelt one."""
 
 
 def reply(
@@ -93,21 +107,33 @@ class VerdictMock(JournalChecks):
 
     def mint(
         self,
-        verdict: VerdictKind | None = None,
+        verdict: VerdictKind | VerdictRow | None = None,
         conclusive: bool | None = None,
         age_seconds: float | None = None,
         script: Sequence[ScriptStep] = (),
         allow_invalid: bool = False,
         seed: str | None = None,
+        schema: int | None = None,
+        extra: Mapping[str, Any] | None = None,
         **fields: Any,
     ) -> str:
-        """Create a session and return its id; ``fields`` override verdict fields.
+        """Create a session and return its id; ``fields`` override documented verdict fields.
 
         The body is the same on every run: drawn from the mock's seed and the number of this
         mint since the test began, or from ``seed`` if given. ``conclusive`` left out takes the
-        documented default of the verdict (``generate.DEFAULT_CONCLUSIVE``). Raises
-        :class:`~verdict_contract.core.errors.SpecError` for an impossible request.
+        documented default of the verdict (``generate.DEFAULT_CONCLUSIVE``). A future body, on
+        purpose and without ``allow_invalid``: ``schema=8`` announces another schema (§9.3),
+        ``extra={"name": value}`` adds fields the spec does not list. A keyword that is none
+        of these nor a field of the verdict is answered with the closest (did you mean).
+        Raises :class:`~verdict_contract.core.errors.SpecError` for an impossible request.
         """
+        if isinstance(verdict, VerdictRow):  # a row of §2.4 (verdict_kind): both at once
+            row = verdict
+            verdict, conclusive = row.verdict, row.conclusive
+        if not allow_invalid:
+            for name in fields:
+                if name not in DOCUMENTED_FIELDS:
+                    raise unknown_field(name, "mint()", _MINT_KEYWORDS)
         raw: dict[str, Any] = {
             "script": [s.to_json() if isinstance(s, Step) else s for s in script]
         }
@@ -115,6 +141,8 @@ class VerdictMock(JournalChecks):
             ("verdict", verdict),
             ("conclusive", conclusive),
             ("age_seconds", age_seconds),
+            ("schema", schema),
+            ("extra", extra),
         ):
             if value is not None:
                 raw[name] = value

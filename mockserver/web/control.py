@@ -55,6 +55,7 @@ def describe_session(session: Session) -> dict[str, Any]:
         "url": session.url,
         "verdict": body.get("verdict"),
         "conclusive": body.get("conclusive"),
+        "schema": body.get("schema"),
         "collected_at": _iso(collected),
         "expires_at": _iso(None if collected is None else collected + lifetime),
         "script": [step.to_json() for step in session.spec.script],

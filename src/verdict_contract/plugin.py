@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .core.spec import VERDICTS
+from .core.spec import VERDICT_OUTCOMES
 
 if TYPE_CHECKING:
     from verdict_contract.mockserver import Settings
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         VerdictMock,
     )
 
-    from .core.spec import VerdictKind
+    from .core.spec import VerdictRow
 
 MARKER = "verdict_mock"
 SEED_OPTION = "--verdict-seed"
@@ -296,8 +296,13 @@ def make_verdict(pytestconfig: pytest.Config) -> MakeVerdict:
     return partial(make_verdict, seed=seed) if seed else make_verdict
 
 
-@pytest.fixture(params=VERDICTS)
-def verdict_kind(request: pytest.FixtureRequest) -> VerdictKind:
-    """Runs a test once per verdict value of spec §2.2."""
-    kind: VerdictKind = request.param
-    return kind
+@pytest.fixture(params=VERDICT_OUTCOMES, ids=[row.id for row in VERDICT_OUTCOMES])
+def verdict_kind(request: pytest.FixtureRequest) -> VerdictRow:
+    """Runs a test once per row of spec §2.4: seven (verdict, conclusive) pairs.
+
+    Test ids read ``[contradicted.conclusive]``, ``[refused.inconclusive]``, ``[disputed]``
+    (the behaviour ids of ``--verdict-coverage`` less ``verdict.``); ``mint(verdict=row)`` and
+    ``make_verdict(row)`` take the row whole.
+    """
+    row: VerdictRow = request.param
+    return row

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .core.errors import VerificationError as VerificationError
     from .core.types import Verdict as Verdict
     from .core.types import VerdictKind as VerdictKind
+    from .core.types import VerdictRow as VerdictRow
 
 _EXPORTS = {  # public name: (module, name there)
     "JournalEntry": ("verdict_contract.mockserver.store.journal", "Entry"),
@@ -37,6 +38,7 @@ _EXPORTS = {  # public name: (module, name there)
     "Verdict": ("verdict_contract.core.types", "Verdict"),
     "VerdictKind": ("verdict_contract.core.types", "VerdictKind"),
     "VerdictMock": ("verdict_contract.mockserver.testing.mocks", "VerdictMock"),
+    "VerdictRow": ("verdict_contract.core.types", "VerdictRow"),
     "VerificationError": ("verdict_contract.core.errors", "VerificationError"),
     "reply": ("verdict_contract.mockserver.testing.mocks", "reply"),
 }
@@ -51,6 +53,7 @@ __all__ = [  # written out, as type checkers read it (a test keeps it equal to _
     "Verdict",
     "VerdictKind",
     "VerdictMock",
+    "VerdictRow",
     "VerificationError",
     "reply",
 ]
