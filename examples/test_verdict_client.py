@@ -22,7 +22,7 @@ from examples.verdict_client import (
 from verdict_contract import VerdictKind
 from verdict_contract.mockserver import VerdictProvider
 from verdict_contract.mockserver.strategies import verdicts
-from verdict_contract.testing import RespxVerdictMock, VerdictMock, VerdictRow
+from verdict_contract.testing import RespxVerdictMock, ScriptStep, VerdictMock, VerdictRow
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def test_retries_are_bounded(
 
 @pytest.mark.parametrize("fault", ["reset", "truncated", 503])
 def test_connection_faults_are_retried(
-    make_client: Callable[..., VerdictClient], verdict_mock: VerdictMock, fault: str | int
+    make_client: Callable[..., VerdictClient], verdict_mock: VerdictMock, fault: ScriptStep
 ) -> None:
     n = verdict_mock.mint(verdict="disputed", script=[fault])
     assert make_client(verdict_mock).verdict(n)["verdict"] == "disputed"

@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from typing import Any, Final, Literal, NotRequired, TypeAlias, TypedDict, cast
 from urllib.parse import urlencode
 
 from itsdangerous import BadData, URLSafeSerializer
@@ -46,28 +46,61 @@ MAX_DELAY_MS: Final = _LIMITS.max_delay_ms
 MAX_AGE_SECONDS: Final = _LIMITS.max_age_seconds
 """Bounds that keep a spec representable (dates) and the per-process script store small."""
 
+FaultName = Literal["reset", "truncated", "malformed"]
+"""A scripted connection fault, for type checkers (:data:`FAULTS`, from the schema: a test
+keeps the two equal)."""
+ScriptStatus = Literal[401, 404, 429, 500, 503]
+"""A status a script may name bare (:data:`SCRIPT_STATUSES`); any other goes in a
+:class:`StatusStep`."""
+
+
+class DelayStep(TypedDict):
+    """``{"delay_ms": 2000}``: the session's own answer, that late."""
+
+    delay_ms: int
+
+
+class StatusStep(TypedDict):
+    """``{"status": 503, "headers": {...}, "delay_ms": 500}`` (what :func:`reply` builds)."""
+
+    status: int
+    headers: NotRequired[Mapping[str, str]]
+    delay_ms: NotRequired[int]
+
 
 @dataclass(frozen=True)
 class Step:
-    """One scripted answer: a status, a connection fault, or a delay before the normal answer."""
+    """One scripted answer: a status (after a delay, if given), a connection fault, or a delay
+    before the normal answer."""
 
     status: int | None = None
-    fault: str | None = None
+    fault: FaultName | None = None
     delay_ms: int = 0
     headers: tuple[tuple[str, str], ...] | None = None
     """Headers of a scripted status, replacing the usual ones (``Retry-After: 1`` of a 429...);
     None sends the usual ones, ``()`` none (a 429 without ``Retry-After``)."""
 
     def to_json(self) -> object:
-        if self.status is not None and self.headers is not None:
-            return {"status": self.status, "headers": dict(self.headers)}
-        if self.status is not None and self.status not in SCRIPT_STATUSES:
-            return {"status": self.status}
+        if self.status is not None and (
+            self.headers is not None or self.delay_ms or self.status not in SCRIPT_STATUSES
+        ):
+            step: dict[str, object] = {"status": self.status}
+            if self.headers is not None:
+                step["headers"] = dict(self.headers)
+            if self.delay_ms:
+                step["delay_ms"] = self.delay_ms
+            return step
         if self.status is not None:
             return self.status
         if self.fault is not None:
             return self.fault
         return {"delay_ms": self.delay_ms}
+
+
+ScriptStep: TypeAlias = ScriptStatus | FaultName | DelayStep | StatusStep | Step
+"""A script entry as a test writes it: ``429``, ``"reset"``, ``{"delay_ms": 2000}``,
+``reply(...)`` or a :class:`Step`; a misspelt one (``"rest"``, ``{"dleay_ms": 200}``) is a type
+error in a type-checked test, and a 422 (a :class:`SpecError`) at run time."""
 
 
 def parse_step(raw: object, where: str) -> Step:
@@ -82,7 +115,7 @@ def parse_step(raw: object, where: str) -> Step:
         raise SpecError(problem)
     if isinstance(raw, Mapping):
         return Step(delay_ms=raw["delay_ms"])
-    return Step(status=raw) if isinstance(raw, int) else Step(fault=str(raw))
+    return Step(status=raw) if isinstance(raw, int) else Step(fault=cast(FaultName, raw))
 
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
@@ -95,13 +128,15 @@ FRAMING_HEADERS: Final = frozenset(
 
 
 def _status_step(raw: Mapping[str, Any], where: str) -> Step:
-    """``{"status": 429, "headers": {"Retry-After": "120"}}``: any status from 200 to 599."""
+    """``{"status": 429, "headers": {"Retry-After": "120"}, "delay_ms": 500}``: any status from
+    200 to 599, its headers and a delay before it optional."""
     status = raw["status"]
     if not isinstance(status, int) or isinstance(status, bool) or not 200 <= status <= 599:
         raise SpecError(f"{where}.status must be an HTTP status from 200 to 599; got {status!r}")
+    delay_ms = raw.get("delay_ms", 0)  # checked by the schema: an integer in its range
     headers = raw.get("headers")
     if headers is None:  # {"status": 429}: the status's usual headers
-        return Step(status=status)
+        return Step(status=status, delay_ms=delay_ms)
     if not isinstance(headers, Mapping) or len(headers) > MAX_STEP_HEADERS:
         raise SpecError(f"{where}.headers must be an object of at most {MAX_STEP_HEADERS} headers")
     for name, value in headers.items():
@@ -117,7 +152,11 @@ def _status_step(raw: Mapping[str, Any], where: str) -> Step:
                 f"{where}.headers[{name!r}] must be a string of printable characters, "
                 "no line breaks"
             )
-    return Step(status=status, headers=tuple((str(k), str(v)) for k, v in headers.items()))
+    return Step(
+        status=status,
+        delay_ms=delay_ms,
+        headers=tuple((str(k), str(v)) for k, v in headers.items()),
+    )
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.spec import VerdictKind, VerdictRow
 
 from ..model.answer import DOCUMENTED_FIELDS
-from ..model.sessions import Step, parse_spec, unknown_field
+from ..model.sessions import ScriptStep as ScriptStep
+from ..model.sessions import StatusStep, Step, parse_spec, unknown_field
 from ..server.serve import BackgroundServer
 from ..settings import Settings
 from ..state import MockState
@@ -44,9 +45,6 @@ if TYPE_CHECKING:
 
 RESPX_BASE_URL = "https://verdict.mock"
 RESPONSES_BASE_URL = "https://verdict.mock"
-
-ScriptStep = int | str | Mapping[str, Any] | Step
-"""A script entry: ``429``, ``"reset"``, ``{"delay_ms": 2000}`` or :func:`reply` (...)."""
 
 
 _MINT_KEYWORDS: Final = (
@@ -67,8 +65,9 @@ def reply(
     *,
     retry_after: int | datetime | None = None,
     headers: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """A scripted answer with exactly the status and headers given.
+    delay_ms: int = 0,
+) -> StatusStep:
+    """A scripted answer with exactly the status and headers given, ``delay_ms`` late.
 
     ``retry_after`` in seconds or as a date; without it no ``Retry-After`` is sent (a bare
     ``429`` in a script sends ``Retry-After: 1``, as the service does).
@@ -78,7 +77,10 @@ def reply(
         sent["Retry-After"] = format_datetime(retry_after, usegmt=True)
     elif retry_after is not None:
         sent["Retry-After"] = str(int(retry_after))
-    return {"status": status, "headers": sent}
+    step: StatusStep = {"status": status, "headers": sent}
+    if delay_ms:
+        step["delay_ms"] = delay_ms
+    return step
 
 
 @dataclass(repr=False)
