@@ -7,6 +7,7 @@ A consumer's tests meet these answers (``pytest --verdict-coverage`` counts them
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from verdict_contract.core.spec import ENDPOINT_PATH, SCHEMA_VERSION, VERDICT_OUTCOMES
@@ -77,3 +78,12 @@ def behaviours(entry: Entry) -> tuple[str, ...]:
     elif status is not None and 500 <= status < 600:
         met.append("status.5xx")
     return tuple(b for b in met if b in BEHAVIOURS)
+
+
+def tally(entries: Iterable[Entry]) -> dict[str, int]:
+    """How often each behaviour was met by ``entries``, every id present, in the report's order."""
+    counts = dict.fromkeys(BEHAVIOURS, 0)
+    for entry in entries:
+        for behaviour in behaviours(entry):
+            counts[behaviour] += 1
+    return counts
