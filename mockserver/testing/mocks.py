@@ -10,9 +10,7 @@ real one: httpx through respx (:func:`respx_mock`, a :class:`RespxVerdictMock` w
 
 from __future__ import annotations
 
-import asyncio
 import re
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -23,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 import httpx
 from flask import Flask
 
+from verdict_contract.core.errors import SettingsError
 from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.spec import VerdictKind, VerdictRow
 
@@ -35,7 +34,8 @@ from ..state import MockState
 from ..store.journal import Entry
 from ..web.app import create_app
 from ..web.glue import state_of
-from .inprocess import InProcessApp, Reply
+from .clients import also_httpx2, respx_handler
+from .inprocess import InProcessApp
 from .verify import JournalChecks
 
 if TYPE_CHECKING:
@@ -203,6 +203,23 @@ class ResponsesVerdictMock(VerdictMock):
     responses: responses.RequestsMock
 
 
+def checked_base_url(base_url: str) -> str:
+    """An in-process mock's base URL without its trailing slash; :class:`SettingsError` for one
+    that is not ``http(s)://host[:port][/path]``."""
+    try:
+        url = httpx.URL(base_url)
+    except (httpx.InvalidURL, TypeError):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise SettingsError(
+            f"base_url {str(base_url)[:100]!r} is not an http(s) URL with a host, such as "
+            "https://api.example/v2"
+        )
+    if url.query or url.fragment:
+        raise SettingsError(f"base_url {base_url[:100]!r} must have no query or fragment")
+    return base_url.rstrip("/")
+
+
 @contextmanager
 def live_mock(settings: Settings | None = None) -> Iterator[VerdictMock]:
     """Serve the mock over real HTTP on 127.0.0.1 (a free port) for the block's duration."""
@@ -212,53 +229,6 @@ def live_mock(settings: Settings | None = None) -> Iterator[VerdictMock]:
         app, host=settings.host, port=settings.port, threads=settings.threads
     ) as server:
         yield VerdictMock(app, server.base_url)
-
-
-def _in_async_respx() -> bool:
-    """Whether respx is resolving an async client's request (its ``aresolve`` is calling)."""
-    frame = sys._getframe(2)
-    for _ in range(10):
-        if frame is None:
-            return False
-        if frame.f_code.co_name == "aresolve":
-            return True
-        frame = frame.f_back  # type: ignore[assignment]
-    return False
-
-
-def _httpx_reply(request: httpx.Request, reply: Reply) -> httpx.Response:
-    if reply.fault == "timeout":
-        raise httpx.ReadTimeout("timed out (scripted delay)", request=request)
-    if reply.fault == "reset":
-        raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
-    if reply.fault == "truncated":
-        raise httpx.RemoteProtocolError(
-            "peer closed connection without sending complete message body", request=request
-        )
-    return httpx.Response(reply.status, headers=reply.headers, content=reply.body)
-
-
-def _respx_handler(target: InProcessApp) -> Any:
-    def call(request: httpx.Request) -> Reply:
-        return target.call(
-            request.method,
-            request.url.path,
-            request.url.query,
-            list(request.headers.items()),
-            request.content,
-            request.extensions.get("timeout", {}).get("read"),
-        )
-
-    def handle(request: httpx.Request) -> Any:
-        if _in_async_respx():  # a delay waits in a thread, never on the event loop
-
-            async def later() -> httpx.Response:
-                return _httpx_reply(request, await asyncio.to_thread(call, request))
-
-            return later()
-        return _httpx_reply(request, call(request))
-
-    return handle
 
 
 _THROUGH = "verdict-loopback"
@@ -291,7 +261,9 @@ def _router_class() -> type[respx.MockRouter]:
 def respx_mock(
     base_url: str = RESPX_BASE_URL, settings: Settings | None = None, **router_options: Any
 ) -> Iterator[RespxVerdictMock]:
-    """Route httpx requests under ``base_url`` to the mock app, in-process, with respx.
+    """Route httpx (and httpx2) requests under ``base_url`` to the mock app, in-process.
+
+    ``base_url`` may carry a path (``https://api.example/v2``): ``/v2/e`` is the mock's ``/e``.
 
     A scripted ``{"delay_ms": N}`` at least as long as the request's read timeout raises
     ``httpx.ReadTimeout`` at once; a shorter one waits (for an async client, in a worker
@@ -303,17 +275,22 @@ def respx_mock(
     from respx.patterns import M
 
     app = create_app(settings or Settings())
-    base = httpx.URL(base_url.rstrip("/"))
+    base = httpx.URL(checked_base_url(base_url))
+    prefix = base.path.rstrip("/")
     options = {"assert_all_called": False, **router_options}
     with _router_class()(**options) as router:
         mine = M(scheme=base.scheme, host=base.host)
         if base.port is not None:
             mine &= M(port=base.port)
-        if base.path not in ("", "/"):
-            mine &= M(path__regex="^" + re.escape(base.path) + "(/|$)")
-        router.route(mine).mock(side_effect=_respx_handler(InProcessApp(app)))
+        if prefix:
+            mine &= M(path__regex="^" + re.escape(prefix) + "(/|$)")
+        router.route(mine).mock(side_effect=respx_handler(InProcessApp(app), prefix))
         router.route(M(host__regex=r"."), name=_THROUGH).mock(side_effect=_through_if_loopback)
-        yield RespxVerdictMock(app, base_url.rstrip("/"), router=router)
+        undo = also_httpx2(router)
+        try:
+            yield RespxVerdictMock(app, str(base).rstrip("/"), router=router)
+        finally:
+            undo()
 
 
 def _read_timeout(timeout: object) -> float | None:
@@ -322,7 +299,7 @@ def _read_timeout(timeout: object) -> float | None:
     return float(timeout) if isinstance(timeout, int | float) else None
 
 
-def _responses_callback(target: InProcessApp) -> Any:
+def _responses_callback(target: InProcessApp, prefix: str = "") -> Any:
     import requests
 
     def callback(request: requests.PreparedRequest) -> tuple[int, dict[str, str], bytes]:
@@ -330,7 +307,7 @@ def _responses_callback(target: InProcessApp) -> Any:
         body = request.body if isinstance(request.body, str | bytes) else b""
         reply = target.call(
             str(request.method),
-            url.path,
+            url.path[len(prefix) :] or "/",
             url.query,
             [(k, str(v)) for k, v in request.headers.items()],
             body.encode() if isinstance(body, str) else bytes(body),
@@ -384,9 +361,10 @@ def responses_mock(
     import responses
 
     app = create_app(settings or Settings())
-    base = base_url.rstrip("/")
+    base = checked_base_url(base_url)
+    prefix = httpx.URL(base).path.rstrip("/")
     pattern = re.compile(re.escape(base) + r"(/[^?#]*)?(\?.*)?$")
-    answer = _any_method_response(pattern, _responses_callback(InProcessApp(app)))
+    answer = _any_method_response(pattern, _responses_callback(InProcessApp(app), prefix))
     below: Any = requests.adapters.HTTPAdapter.send  # responses' own alias of its type differs
     layered = below is not responses._real_send  # another mock is started: hand it the rest
     mock = responses.RequestsMock(assert_all_requests_are_fired=False, real_adapter_send=below)
