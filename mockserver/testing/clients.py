@@ -15,7 +15,6 @@ import importlib.util
 import sys
 import threading
 from collections.abc import Callable
-from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import anyio
@@ -122,13 +121,22 @@ def respx_handler(target: InProcessApp, prefix: str = "") -> Callable[[httpx.Req
     return handle
 
 
-@cache
+MOCKER_NAME: Final = "verdict-httpcore2"
+"""The httpcore2 mocker's name in respx's registry (not pytest-httpx2's ``httpcore2``: both may
+be loaded at once)."""
+
+
 def _httpcore2_mocker() -> Any:
-    """respx's mocker of httpcore2 (httpx2's transport), defined once, on first use."""
-    from respx.mocks import HTTPCoreMocker
+    """respx's mocker of httpcore2 (httpx2's transport), defined on first use; respx's registry
+    keeps it, so a module imported again (pytester's in-process runs) finds the same one."""
+    from respx.mocks import HTTPCoreMocker, Mocker
+
+    known = Mocker.registry.get(MOCKER_NAME)
+    if known is not None:
+        return known
 
     class HTTPCore2Mocker(HTTPCoreMocker):
-        name = "verdict-httpcore2"  # not pytest-httpx2's "httpcore2": both may be loaded
+        name = MOCKER_NAME
         targets: ClassVar[list[str]] = [
             "httpcore2._sync.connection.HTTPConnection",
             "httpcore2._sync.connection_pool.ConnectionPool",
