@@ -31,6 +31,8 @@ TEST_MODULES = (
     "pytest_httpserver",
     "pyright",
     "trustme",
+    "httpx2",
+    "trio",
     # the extras it pulls: [server], [redis], [hypothesis]
     "waitress",
     *(() if sys.platform == "win32" else ("uvloop",)),

@@ -22,7 +22,7 @@ from examples.verdict_client import (
 from verdict_contract import VerdictKind
 from verdict_contract.mockserver import VerdictProvider
 from verdict_contract.mockserver.strategies import verdicts
-from verdict_contract.testing import RespxVerdictMock, VerdictMock
+from verdict_contract.testing import RespxVerdictMock, ScriptStep, VerdictMock, VerdictRow
 
 
 @pytest.fixture
@@ -42,10 +42,11 @@ def make_client() -> Iterator[Callable[..., VerdictClient]]:
 
 
 def test_every_verdict_kind_over_http(
-    make_client: Callable[..., VerdictClient], verdict_mock: VerdictMock, verdict_kind: VerdictKind
+    make_client: Callable[..., VerdictClient], verdict_mock: VerdictMock, verdict_kind: VerdictRow
 ) -> None:
     n = verdict_mock.mint(verdict=verdict_kind)
-    assert make_client(verdict_mock).verdict(n)["verdict"] == verdict_kind
+    body = make_client(verdict_mock).verdict(n)
+    assert (body["verdict"], body["conclusive"]) == verdict_kind
 
 
 @pytest.mark.parametrize(
@@ -109,7 +110,7 @@ def test_retries_are_bounded(
 
 @pytest.mark.parametrize("fault", ["reset", "truncated", 503])
 def test_connection_faults_are_retried(
-    make_client: Callable[..., VerdictClient], verdict_mock: VerdictMock, fault: str | int
+    make_client: Callable[..., VerdictClient], verdict_mock: VerdictMock, fault: ScriptStep
 ) -> None:
     n = verdict_mock.mint(verdict="disputed", script=[fault])
     assert make_client(verdict_mock).verdict(n)["verdict"] == "disputed"
@@ -126,9 +127,16 @@ def test_malformed_body_is_an_error(
 def test_unexpected_schema_is_explicit(
     make_client: Callable[..., VerdictClient], verdict_mock: VerdictMock
 ) -> None:
-    n = verdict_mock.mint(verdict="contradicted", schema=8, allow_invalid=True)
+    n = verdict_mock.mint(verdict="contradicted", schema=8)  # a future body, on purpose
     with pytest.raises(UnexpectedSchemaError, match="speaks schema 8"):
         make_client(verdict_mock).verdict(n)
+
+
+def test_undocumented_fields_are_survived(
+    make_client: Callable[..., VerdictClient], verdict_mock: VerdictMock
+) -> None:
+    n = verdict_mock.mint(verdict="refused", extra={"risk_score": 0.93})  # an additive change
+    assert make_client(verdict_mock).verdict(n)["verdict"] == "refused"
 
 
 def test_wrong_key_never_shows_in_the_error(

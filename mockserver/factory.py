@@ -12,7 +12,14 @@ from typing import Any, Protocol, cast
 from faker.providers import BaseProvider
 
 from verdict_contract.core.errors import InvalidVerdictError as InvalidVerdictError
-from verdict_contract.core.spec import FAMILIES, NEVER_CONCLUSIVE, TIERS, Tier, VerdictKind
+from verdict_contract.core.spec import (
+    FAMILIES,
+    NEVER_CONCLUSIVE,
+    TIERS,
+    Tier,
+    VerdictKind,
+    VerdictRow,
+)
 from verdict_contract.core.types import Verdict
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import format_violations
@@ -31,7 +38,7 @@ class MakeVerdict(Protocol):
 
     def __call__(
         self,
-        verdict: VerdictKind | None = None,
+        verdict: VerdictKind | VerdictRow | None = None,
         conclusive: bool | None = None,
         *,
         seed: str = ...,
@@ -47,7 +54,7 @@ def _generator(seed: str) -> VerdictGenerator:
 
 
 def make_verdict(
-    verdict: VerdictKind | None = None,
+    verdict: VerdictKind | VerdictRow | None = None,
     conclusive: bool | None = None,
     *,
     seed: str = DEFAULT_SEED,
@@ -59,8 +66,11 @@ def make_verdict(
 
     ``overrides`` replace top-level fields. A result that breaks the contract raises
     :class:`InvalidVerdictError` unless ``valid=False`` asks for it on purpose, to test how
-    code handles a broken response.
+    code handles a broken response. ``verdict`` may be a row of §2.4 (``verdict_kind``).
     """
+    if isinstance(verdict, VerdictRow):
+        row = verdict
+        verdict, conclusive = row.verdict, row.conclusive
     if conclusive and verdict in NEVER_CONCLUSIVE and valid:
         raise InvalidVerdictError(
             f"a {verdict!r} verdict is never conclusive (spec §2.4); "

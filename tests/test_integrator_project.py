@@ -9,11 +9,13 @@ and under ``pytest -n 2``; ``pytest --help`` shows only ``--verdict-seed`` of ou
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.installs import ROOT
 
@@ -180,3 +182,95 @@ def test_the_suite_runs_from_the_integrators_venv_where_asked(
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Explain API contract" in result.stdout
+
+
+STACK_TESTS = """
+import anyio
+import httpx
+import httpx2
+import pytest
+
+
+@pytest.mark.verdict_mock(base_url="https://api.example/v2")
+def test_httpx2_at_our_own_host(verdict_respx):
+    n = verdict_respx.mint(verdict="refused", script=[503])
+    with httpx2.Client(base_url="https://api.example/v2", headers=verdict_respx.headers) as api:
+        assert api.get("/e", params={"n": n}).status_code == 503
+        assert api.get("/e", params={"n": n}).json()["verdict"] == "refused"
+        assert api.get("/e", params={"n": n}).status_code == 200  # no cache: a refetch
+
+
+def test_an_async_client_under_trio(verdict_respx):
+    n = verdict_respx.mint(verdict="insufficient", schema=8, script=[{"delay_ms": 10}])
+
+    async def fetch():
+        async with httpx.AsyncClient(headers=verdict_respx.headers) as client:
+            return (await client.get(verdict_respx.url(n))).json()
+
+    assert anyio.run(fetch, backend="trio")["schema"] == 8
+
+
+def test_a_cancelled_call(verdict_respx):
+    n = verdict_respx.mint(script=[{"delay_ms": 60000}])
+
+    async def give_up():
+        async with httpx2.AsyncClient(headers=verdict_respx.headers, timeout=None) as client:
+            with anyio.fail_after(0.2):
+                await client.get(verdict_respx.url(n))
+
+    with pytest.raises(TimeoutError):
+        anyio.run(give_up, backend="trio")
+    assert [e.fault for e in verdict_respx.journal] == ["cancelled"]
+"""
+
+
+def _coverage(project: Path, wheel: Path, *args: str) -> tuple[str, dict[str, Any]]:
+    result = _run(
+        project,
+        "test_stack.py",
+        "--verdict-coverage",
+        "--verdict-coverage-json=cov.json",
+        *args,
+        pythonpath=str(wheel),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 passed" in result.stdout, result.stdout
+    data: dict[str, Any] = json.loads((project / "cov.json").read_text())
+    return result.stdout, data
+
+
+def _sets(data: dict[str, Any]) -> tuple[object, ...]:
+    met = {b: (m["exercised"], tuple(m["tests"])) for b, m in data["behaviours"].items()}
+    habits = sorted((h["id"], h["test"]) for h in data["habits"])
+    return met, tuple(data["never"]), tuple(habits)
+
+
+def test_an_integrator_project_from_a_wheel_gets_coverage_on_a_2026_stack(
+    tmp_path: Path, wheel_install: Path
+) -> None:
+    project = _make_project(tmp_path / "project")
+    (project / "test_stack.py").write_text(STACK_TESTS)
+    serial, alone = _coverage(project, wheel_install)
+    parallel, spread = _coverage(project, wheel_install, "-n", "2")
+    assert _sets(alone) == _sets(spread)  # the same sets, serially and from two workers
+    for output in (serial, parallel):
+        assert "verdict coverage" in output
+        assert "5 of 21 behaviours of the spec met" in output
+        assert "never met (16): verdict.contradicted.conclusive" in output
+        assert "refetch  test_stack.py::test_httpx2_at_our_own_host" in output
+    met = {b for b, m in alone["behaviours"].items() if m["exercised"]}
+    assert met == {
+        "verdict.refused.inconclusive",
+        "verdict.insufficient",
+        "status.5xx",
+        "slow",
+        "schema.unexpected",
+    }
+    failed = _run(
+        project,
+        "test_stack.py",
+        "--verdict-require-coverage=status.5xx,fault.malformed",
+        pythonpath=str(wheel_install),
+    )
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "required behaviour(s) never met: fault.malformed" in failed.stdout

@@ -53,17 +53,21 @@ def test_make_verdict(make_verdict):
 
 def test_once_per_kind(verdict_kind, verdict_mock):
     n = verdict_mock.mint(verdict=verdict_kind)
-    assert verdict_mock.state.lookup(n) is not None
+    body = httpx.get(verdict_mock.url(n), headers=verdict_mock.headers).json()
+    assert (body["verdict"], body["conclusive"]) == verdict_kind
 """
 
 
 def test_fixtures_work_in_an_integrator_project(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_integration=INTEGRATOR_TESTS)
     result = pytester.runpytest("-p", "no:cacheprovider", "-v")
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=12)
     result.stdout.fnmatch_lines(
         [
-            "*test_once_per_kind[[]contradicted[]] PASSED*",
+            "*test_once_per_kind[[]contradicted.conclusive[]] PASSED*",
+            "*test_once_per_kind[[]contradicted.inconclusive[]] PASSED*",
+            "*test_once_per_kind[[]refused.conclusive[]] PASSED*",
+            "*test_once_per_kind[[]refused.inconclusive[]] PASSED*",
             "*test_once_per_kind[[]insufficient[]] PASSED*",
         ]
     )
@@ -263,7 +267,7 @@ def test_every_option_the_plugin_adds_starts_with_verdict(pytester: pytest.Pytes
 def test_fixtures_and_per_test_settings_work_under_xdist(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_integration=INTEGRATOR_TESTS, test_settings=PER_TEST_SETTINGS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
-    result.assert_outcomes(passed=17)
+    result.assert_outcomes(passed=19)
 
 
 def test_loading_the_plugin_imports_neither_the_mock_nor_its_libraries() -> None:
@@ -319,3 +323,53 @@ def test_on_top_of_the_defaults(verdict_mock):
     pytester.makeini("[pytest]\nverdict_seed = s-7\n")
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+BASE_URL_TESTS = """
+import httpx
+import pytest
+import requests
+
+
+@pytest.mark.verdict_mock(base_url="https://api.example/v2")
+def test_respx_at_the_clients_own_host(verdict_respx):
+    n = verdict_respx.mint(verdict="refused")
+    url = f"https://api.example/v2/e?n={n}"
+    assert httpx.get(url, headers=verdict_respx.headers).json()["verdict"] == "refused"
+    assert verdict_respx.base_url == "https://api.example/v2"
+
+
+@pytest.mark.verdict_mock(base_url="http://billing.internal:8080/explain/")
+def test_responses_at_the_clients_own_host(verdict_responses):
+    n = verdict_responses.mint(verdict="disputed")
+    url = f"http://billing.internal:8080/explain/e?n={n}"
+    assert requests.get(url, headers=verdict_responses.headers).json()["verdict"] == "disputed"
+
+
+def test_the_default_host_stays(verdict_respx):
+    assert verdict_respx.base_url == "https://verdict.mock"
+
+
+@pytest.mark.verdict_mock(base_url="api.example/v2")
+def test_no_scheme(verdict_respx):
+    pass
+
+
+@pytest.mark.verdict_mock(base_url="https://api.example/v2")
+def test_over_real_http(verdict_mock):
+    pass
+"""
+
+
+def test_a_marker_chooses_the_base_url_of_the_in_process_mocks(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_base_url=BASE_URL_TESTS)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rA")
+    result.assert_outcomes(passed=3, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*@pytest.mark.verdict_mock: base_url 'api.example/v2' is not an http(s) URL with a "
+            "host, such as https://api.example/v2*",
+            "*@pytest.mark.verdict_mock(base_url=...) is for verdict_respx and verdict_responses;*",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -176,6 +177,70 @@ def test_pyright_strict_reports_the_misspelt_kind_and_nothing_else(
     assert len(errors) == 1, output
     assert f"test_typed.py:{MISSPELT_LINE}:" in errors[0]
     assert "contradictd" in errors[0]
+
+
+STEPS = """
+from __future__ import annotations
+
+from verdict_contract.testing import (
+    DelayStep,
+    FaultName,
+    RespxVerdictMock,
+    ScriptStep,
+    StatusStep,
+    reply,
+)
+
+
+def test_steps(verdict_respx: RespxVerdictMock) -> None:
+    fault: FaultName = "truncated"
+    slow: DelayStep = {"delay_ms": 200}
+    late: StatusStep = reply(503, retry_after=2, delay_ms=300)
+    good: list[ScriptStep] = [429, "reset", fault, slow, late, {"status": 418}]
+    verdict_respx.mint(script=good)
+    verdict_respx.mint(script=["rest"])  # misspelt
+    verdict_respx.mint(script=[{"dleay_ms": 200}])  # misspelt
+    verdict_respx.mint(script=[402])  # misspelt
+    reply(503, dleay_ms=200)  # misspelt
+"""
+STEP_LINES = [i for i, line in enumerate(STEPS.splitlines(), 1) if line.endswith("# misspelt")]
+
+
+def _error_lines(output: str, marker: str) -> list[int]:
+    """The lines of ``test_steps.py`` a checker reports an error on, in order, once each."""
+    found = re.findall(rf"test_steps\.py:(\d+)(?::\d+)?{marker}", output)
+    return sorted({int(line) for line in found})
+
+
+def test_mypy_strict_reports_each_misspelt_step_and_nothing_else(
+    tmp_path: Path, installed: tuple[Path, Path | None]
+) -> None:
+    cache, copy = installed
+    path = tmp_path / "test_steps.py"
+    path.write_text(STEPS)
+    output = _mypy(path, cache, copy)
+    assert _error_lines(output, r": error:") == STEP_LINES, output
+
+
+def test_pyright_strict_reports_each_misspelt_step_and_nothing_else(
+    tmp_path: Path, installed: tuple[Path, Path | None]
+) -> None:
+    if not (BIN / "pyright").exists() or shutil.which("node") is None:
+        pytest.skip("pyright (the test extra) needs node on PATH (Debian's nodejs)")
+    path = tmp_path / "test_steps.py"
+    path.write_text(STEPS)
+    output = _pyright([path], installed[1], tmp_path)
+    assert _error_lines(output, r" - error:") == STEP_LINES, output
+
+
+def test_the_well_typed_steps_run_and_the_misspelt_ones_are_refused(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_steps=STEPS)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*SpecError: mint().script[[]0[]] must be one of the statuses*"])
+    result.stdout.fnmatch_lines(['*verdict_respx.mint(script=[[]"rest"[]])*'])
 
 
 def test_the_typed_file_runs(pytester: pytest.Pytester) -> None:

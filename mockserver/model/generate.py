@@ -169,6 +169,9 @@ class VerdictGenerator:
                         + "; ".join(f"{v.path or '/'}: {v.message}" for v in broken)
                         + ' (send "allow_invalid": true to serve a broken verdict on purpose)'
                     )
+        if spec.schema is not None:  # a future body (§9.3), on purpose: no rule to break
+            body["schema"] = spec.schema
+        body.update(spec.extra_fields)  # undocumented fields: an additive change
         return body
 
     @staticmethod

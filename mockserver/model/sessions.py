@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from typing import Any, Final, Literal, NotRequired, TypeAlias, TypedDict, cast
 from urllib.parse import urlencode
 
 from itsdangerous import BadData, URLSafeSerializer
@@ -25,7 +25,9 @@ from verdict_contract.core.spec import (
     SESSION_PARAM,
     VerdictKind,
 )
+from verdict_contract.core.suggest import closest
 
+from .answer import DOCUMENTED_FIELDS
 from .recorded import Recorded, parse_recorded
 from .specschema import first_problem, limits
 
@@ -44,28 +46,61 @@ MAX_DELAY_MS: Final = _LIMITS.max_delay_ms
 MAX_AGE_SECONDS: Final = _LIMITS.max_age_seconds
 """Bounds that keep a spec representable (dates) and the per-process script store small."""
 
+FaultName = Literal["reset", "truncated", "malformed"]
+"""A scripted connection fault, for type checkers (:data:`FAULTS`, from the schema: a test
+keeps the two equal)."""
+ScriptStatus = Literal[401, 404, 429, 500, 503]
+"""A status a script may name bare (:data:`SCRIPT_STATUSES`); any other goes in a
+:class:`StatusStep`."""
+
+
+class DelayStep(TypedDict):
+    """``{"delay_ms": 2000}``: the session's own answer, that late."""
+
+    delay_ms: int
+
+
+class StatusStep(TypedDict):
+    """``{"status": 503, "headers": {...}, "delay_ms": 500}`` (what :func:`reply` builds)."""
+
+    status: int
+    headers: NotRequired[Mapping[str, str]]
+    delay_ms: NotRequired[int]
+
 
 @dataclass(frozen=True)
 class Step:
-    """One scripted answer: a status, a connection fault, or a delay before the normal answer."""
+    """One scripted answer: a status (after a delay, if given), a connection fault, or a delay
+    before the normal answer."""
 
     status: int | None = None
-    fault: str | None = None
+    fault: FaultName | None = None
     delay_ms: int = 0
     headers: tuple[tuple[str, str], ...] | None = None
     """Headers of a scripted status, replacing the usual ones (``Retry-After: 1`` of a 429...);
     None sends the usual ones, ``()`` none (a 429 without ``Retry-After``)."""
 
     def to_json(self) -> object:
-        if self.status is not None and self.headers is not None:
-            return {"status": self.status, "headers": dict(self.headers)}
-        if self.status is not None and self.status not in SCRIPT_STATUSES:
-            return {"status": self.status}
+        if self.status is not None and (
+            self.headers is not None or self.delay_ms or self.status not in SCRIPT_STATUSES
+        ):
+            step: dict[str, object] = {"status": self.status}
+            if self.headers is not None:
+                step["headers"] = dict(self.headers)
+            if self.delay_ms:
+                step["delay_ms"] = self.delay_ms
+            return step
         if self.status is not None:
             return self.status
         if self.fault is not None:
             return self.fault
         return {"delay_ms": self.delay_ms}
+
+
+ScriptStep: TypeAlias = ScriptStatus | FaultName | DelayStep | StatusStep | Step
+"""A script entry as a test writes it: ``429``, ``"reset"``, ``{"delay_ms": 2000}``,
+``reply(...)`` or a :class:`Step`; a misspelt one (``"rest"``, ``{"dleay_ms": 200}``) is a type
+error in a type-checked test, and a 422 (a :class:`SpecError`) at run time."""
 
 
 def parse_step(raw: object, where: str) -> Step:
@@ -80,7 +115,7 @@ def parse_step(raw: object, where: str) -> Step:
         raise SpecError(problem)
     if isinstance(raw, Mapping):
         return Step(delay_ms=raw["delay_ms"])
-    return Step(status=raw) if isinstance(raw, int) else Step(fault=str(raw))
+    return Step(status=raw) if isinstance(raw, int) else Step(fault=cast(FaultName, raw))
 
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
@@ -93,13 +128,15 @@ FRAMING_HEADERS: Final = frozenset(
 
 
 def _status_step(raw: Mapping[str, Any], where: str) -> Step:
-    """``{"status": 429, "headers": {"Retry-After": "120"}}``: any status from 200 to 599."""
+    """``{"status": 429, "headers": {"Retry-After": "120"}, "delay_ms": 500}``: any status from
+    200 to 599, its headers and a delay before it optional."""
     status = raw["status"]
     if not isinstance(status, int) or isinstance(status, bool) or not 200 <= status <= 599:
         raise SpecError(f"{where}.status must be an HTTP status from 200 to 599; got {status!r}")
+    delay_ms = raw.get("delay_ms", 0)  # checked by the schema: an integer in its range
     headers = raw.get("headers")
     if headers is None:  # {"status": 429}: the status's usual headers
-        return Step(status=status)
+        return Step(status=status, delay_ms=delay_ms)
     if not isinstance(headers, Mapping) or len(headers) > MAX_STEP_HEADERS:
         raise SpecError(f"{where}.headers must be an object of at most {MAX_STEP_HEADERS} headers")
     for name, value in headers.items():
@@ -115,7 +152,11 @@ def _status_step(raw: Mapping[str, Any], where: str) -> Step:
                 f"{where}.headers[{name!r}] must be a string of printable characters, "
                 "no line breaks"
             )
-    return Step(status=status, headers=tuple((str(k), str(v)) for k, v in headers.items()))
+    return Step(
+        status=status,
+        delay_ms=delay_ms,
+        headers=tuple((str(k), str(v)) for k, v in headers.items()),
+    )
 
 
 @dataclass(frozen=True)
@@ -129,6 +170,10 @@ class SessionSpec:
     always: Step | None = None
     fields: str = ""  # top-level overrides as canonical JSON, so the spec stays hashable
     allow_invalid: bool = False
+    schema: int | None = None
+    """The schema the body announces (None: the current one); another is a future body."""
+    extra: str = ""
+    """Undocumented top-level fields added to the body, as canonical JSON (see ``fields``)."""
     key: str = ""
     """What the generator draws from instead of the id: the same key, the same body."""
     recorded: Recorded | None = None  # an answer recorded from a real service (recorder.py)
@@ -136,6 +181,10 @@ class SessionSpec:
     @property
     def overrides(self) -> dict[str, Any]:
         return dict(json.loads(self.fields)) if self.fields else {}
+
+    @property
+    def extra_fields(self) -> dict[str, Any]:
+        return dict(json.loads(self.extra)) if self.extra else {}
 
 
 def _encodable(value: object) -> bool:
@@ -145,6 +194,30 @@ def _encodable(value: object) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _canonical(value: Mapping[str, Any], where: str) -> str:
+    """JSON values as canonical JSON text (a spec stays hashable), or a :class:`SpecError`."""
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":")) if value else ""
+    except (TypeError, ValueError):  # YAML dates, mixed key types, NaN...
+        raise SpecError(f"{where} must hold JSON values only") from None
+    if not _encodable(value):  # "\ud800" in JSON: it would be minted, then never served
+        raise SpecError(f"{where} must hold valid Unicode text (a lone surrogate is not)")
+    return text
+
+
+def unknown_field(name: str, where: str, also: tuple[str, ...] = ()) -> SpecError:
+    """A field name that is no field of the verdict: the closest one, or where it belongs."""
+    match = closest(name, sorted(DOCUMENTED_FIELDS) + list(also))
+    if match is not None:
+        return SpecError(
+            f"{where}: {name!r} is not a field of the verdict; did you mean {match!r}?"
+        )
+    return SpecError(
+        f"{where}: {name!r} is not a field of the verdict (spec §2.2); to serve an "
+        f"undocumented field on purpose, put it in extra"
+    )
 
 
 def parse_spec(raw: object, where: str = "session") -> SessionSpec:
@@ -166,12 +239,17 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
             f"{where}.age_seconds must be a number of seconds from 0 to {MAX_AGE_SECONDS:.0f}"
         )
     fields = raw.get("fields", {})
-    try:
-        fields_json = json.dumps(fields, sort_keys=True, separators=(",", ":")) if fields else ""
-    except (TypeError, ValueError):  # YAML dates, mixed key types, NaN...
-        raise SpecError(f"{where}.fields must hold JSON values only") from None
-    if not _encodable(fields):  # "\ud800" in JSON: it would be minted, then never served
-        raise SpecError(f"{where}.fields must hold valid Unicode text (a lone surrogate is not)")
+    allow_invalid = raw.get("allow_invalid", False)
+    for name in fields if not allow_invalid else ():
+        if name not in DOCUMENTED_FIELDS:
+            raise unknown_field(str(name), f"{where}.fields")
+    extra = raw.get("extra") or {}
+    for name in extra:
+        if name in DOCUMENTED_FIELDS:
+            raise SpecError(
+                f"{where}.extra: {name!r} is a field of the verdict; set it with fields "
+                f"(schema with schema)"
+            )
     always = raw.get("always")
     try:
         recorded = (
@@ -189,8 +267,10 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
             parse_step(step, f"{where}.script[{i}]") for i, step in enumerate(raw.get("script", []))
         ),
         always=parse_step(always, f"{where}.always") if always is not None else None,
-        fields=fields_json,
-        allow_invalid=raw.get("allow_invalid", False),
+        fields=_canonical(fields, f"{where}.fields"),
+        allow_invalid=allow_invalid,
+        schema=raw.get("schema"),
+        extra=_canonical(extra, f"{where}.extra"),
         recorded=recorded,
     )
 
@@ -233,13 +313,17 @@ class SessionCodec:
             payload["f"] = spec.fields
         if spec.allow_invalid:
             payload["x"] = True
+        if spec.schema is not None:
+            payload["s"] = spec.schema
+        if spec.extra:
+            payload["e"] = spec.extra
         if spec.key:
             payload["k"] = spec.key
         token = str(self._serializer.dumps(payload))
         if len(token) > MAX_SESSION_ID_LENGTH:
             raise SpecError(
-                f"the field overrides do not fit in a session id of at most "
-                f"{MAX_SESSION_ID_LENGTH} characters; override fewer or shorter fields"
+                f"the field overrides and extra fields do not fit in a session id of at most "
+                f"{MAX_SESSION_ID_LENGTH} characters; give fewer or shorter fields"
             )
         # The script lives in process state (see ScriptBook), not in the id.
         return Session(token, spec, collected)
@@ -257,6 +341,13 @@ class SessionCodec:
             conclusive=payload.get("c"),
             fields=payload.get("f", ""),
             allow_invalid=bool(payload.get("x", False)),
+            schema=_schema_of(payload.get("s")),
+            extra=str(payload.get("e", "")),
             key=str(payload.get("k", "")),
         )
         return Session(session_id, spec, float(payload["t"]))
+
+
+def _schema_of(value: object) -> int | None:
+    """The ``schema`` a signed id carries (an integer we wrote), or None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -7,6 +7,7 @@ each step with the journal's reading of its answer) take them from here: one sou
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import lru_cache
 from http import HTTPStatus
 
@@ -56,9 +57,12 @@ def _answer(step: Step, body: bytes) -> Answer | None:
         headers = _STEP_HEADERS.get(step.status, []) if step.headers is None else step.headers
         if 200 <= step.status < 300:  # the normal verdict, with the scripted status and headers
             headers = with_defaults([("Cache-Control", NO_STORE)], headers)
-            return Answer(step.status, body, headers, "scripted")
-        code, message = _STEP_ERRORS.get(step.status) or _generic_error(step.status)
-        return error_answer(step.status, code, message, "scripted", headers)
+            answer = Answer(step.status, body, headers, "scripted")
+        else:
+            code, message = _STEP_ERRORS.get(step.status) or _generic_error(step.status)
+            answer = error_answer(step.status, code, message, "scripted", headers)
+        # {"status": 503, "delay_ms": 2000}: a slow error, waited out as a delay step is
+        return replace(answer, delay=step.delay_ms / 1000) if step.delay_ms else answer
     if step.fault is not None:
         return fault_answer(step.fault, body)
     return None

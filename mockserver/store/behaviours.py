@@ -7,9 +7,10 @@ A consumer's tests meet these answers (``pytest --verdict-coverage`` counts them
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
-from verdict_contract.core.spec import ENDPOINT_PATH, SCHEMA_VERSION
+from verdict_contract.core.spec import ENDPOINT_PATH, SCHEMA_VERSION, VERDICT_OUTCOMES
 
 from .journal import Entry
 
@@ -38,12 +39,10 @@ BEHAVIOURS: Final[dict[str, str]] = {
 }
 """Every behaviour id, in the report's order, with what it means."""
 
-_BY_VERDICT: Final = {
-    ("contradicted", True): "verdict.contradicted.conclusive",
-    ("contradicted", False): "verdict.contradicted.inconclusive",
-    ("refused", True): "verdict.refused.conclusive",
-    ("refused", False): "verdict.refused.inconclusive",
+_BY_VERDICT: Final[dict[tuple[str, bool], str]] = {
+    (row.verdict, row.conclusive): f"verdict.{row.id}" for row in VERDICT_OUTCOMES
 }
+"""The seven rows of §2.4, named as ``verdict_kind`` names them (``VerdictRow.id``)."""
 _FAULTS: Final = frozenset({"reset", "truncated", "malformed", "timeout"})
 
 
@@ -79,3 +78,12 @@ def behaviours(entry: Entry) -> tuple[str, ...]:
     elif status is not None and 500 <= status < 600:
         met.append("status.5xx")
     return tuple(b for b in met if b in BEHAVIOURS)
+
+
+def tally(entries: Iterable[Entry]) -> dict[str, int]:
+    """How often each behaviour was met by ``entries``, every id present, in the report's order."""
+    counts = dict.fromkeys(BEHAVIOURS, 0)
+    for entry in entries:
+        for behaviour in behaviours(entry):
+            counts[behaviour] += 1
+    return counts

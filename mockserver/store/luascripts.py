@@ -175,7 +175,7 @@ if counted ~= '' then
     end
   end
 end
-local tail, step, expired = tail_local, '', 0
+local tail, step, expired, delay = tail_local, '', 0, 0
 if wait ~= '' then
   tail = tail_limited
 elseif session ~= '' then
@@ -184,7 +184,7 @@ elseif session ~= '' then
   if held then
     local steps = cjson.decode(held)
     local first = table.remove(steps, 1)
-    own, step = first[1], first[2]
+    own, step, delay = first[1], first[2], tonumber(first[4]) or 0
     redis.call('DECRBY', script_bytes_key, first[3])
     if #steps == 0 then
       redis.call('HDEL', scripts_key, session)
@@ -200,6 +200,9 @@ elseif session ~= '' then
       expired, tail = 1, tail_expired
     else
       tail = tail_served
+    end
+    if delay > 0 then  -- a delay step: the answer's tail with its delay_ms (entry_tail's order)
+      tail = string.gsub(tail, 'null, (%a+)%]$', string.format('%d, %%1]', delay))
     end
   end
 end

@@ -72,15 +72,18 @@ _DECIDE_SHA: Final = hashlib.sha1(DECIDE.encode()).hexdigest()  # noqa: S324 - R
 
 
 def _stored(steps: tuple[Step, ...]) -> str:
-    """A script as the store keeps it: per step, the journal's tail of its answer, the step and
-    its bytes (as :func:`.scripts.script_bytes` counts them: the store frees them as used)."""
+    """A script as the store keeps it: per step, the journal's tail of its answer, the step,
+    its bytes (as :func:`.scripts.script_bytes` counts them: the store frees them as used) and
+    the delay of a delay step (its answer is the session's own: the script journals the delay
+    into that answer's tail, as the memory store journals it)."""
     if not steps:
         return ""
     items = []
     for step in steps:
         answer = scripted(step, b"")  # status, outcome and fault do not depend on the body
         tail = entry_tail(outcome(answer)) if answer is not None else ""
-        items.append([tail, encode_step(step), script_bytes((step,))])
+        delay = step.delay_ms if answer is None else 0
+        items.append([tail, encode_step(step), script_bytes((step,)), delay])
     return json.dumps(items, separators=(",", ":"))
 
 

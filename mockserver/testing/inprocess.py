@@ -8,6 +8,7 @@ once (the client would have given up), and is journaled so.
 
 from __future__ import annotations
 
+import threading
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -27,7 +28,8 @@ from ..web.glue import state_of
 
 @dataclass(frozen=True)
 class Reply:
-    """What the client gets: an answer, or a fault (``reset``, ``truncated``, ``timeout``)."""
+    """What the client gets: an answer, or a fault (``reset``, ``truncated``, ``timeout``,
+    ``cancelled``)."""
 
     status: int
     headers: list[tuple[str, str]]
@@ -42,6 +44,10 @@ class _ScriptedTimeout(BaseException):
     """
 
 
+class _ClientCancelled(BaseException):
+    """The client cancelled its call while a scripted delay held the answer (async only)."""
+
+
 class InProcessApp:
     """The mock app behind a function call; scripted delays honour the caller's timeout."""
 
@@ -54,13 +60,18 @@ class InProcessApp:
         self._wsgi: Any = wsgi.app if isinstance(wsgi, FaultMiddleware) else app.wsgi_app
         self.state = state_of(app)
         self._read_timeout: ContextVar[float | None] = ContextVar("read_timeout", default=None)
+        self._cancel: ContextVar[threading.Event | None] = ContextVar("cancel", default=None)
         self.state.delay = self._delay
 
     def _delay(self, seconds: float) -> None:
         timeout = self._read_timeout.get()
         if timeout is not None and seconds >= timeout:
             raise _ScriptedTimeout
-        time.sleep(seconds)  # shorter than the timeout: wait for real (async: in a thread)
+        cancel = self._cancel.get()  # shorter than the timeout: wait for real (async: a thread)
+        if cancel is None:
+            time.sleep(seconds)
+        elif cancel.wait(seconds):  # the async client cancelled its call meanwhile
+            raise _ClientCancelled
 
     def call(
         self,
@@ -70,8 +81,12 @@ class InProcessApp:
         headers: list[tuple[str, str]],
         body: bytes = b"",
         read_timeout: float | None = None,
+        cancel: threading.Event | None = None,
     ) -> Reply:
+        """One request; ``cancel``, set by an async client's adapter when its caller cancels,
+        ends a scripted delay early: the request is journaled with the fault ``cancelled``."""
         self._read_timeout.set(read_timeout)
+        self._cancel.set(cancel)
         environ = EnvironBuilder(
             method=method,
             path=path,
@@ -82,7 +97,8 @@ class InProcessApp:
         generation = self.state.journal.generation
         try:
             answer = Response.from_app(self._wsgi, environ)
-        except _ScriptedTimeout:
+        except (_ScriptedTimeout, _ClientCancelled) as stopped:
+            gone = "timeout" if isinstance(stopped, _ScriptedTimeout) else "cancelled"
             if path == ENDPOINT_PATH:
                 authorization = next((v for k, v in headers if k.lower() == "authorization"), None)
                 pairs = parse_query(query)
@@ -92,11 +108,11 @@ class InProcessApp:
                     pairs,
                     query,
                     authorization,
-                    "timeout",
+                    gone,
                     generation,
                     headers=headers,
                 )
-            return Reply(0, [], b"", "timeout")
+            return Reply(0, [], b"", gone)
         fault = answer.headers.get(FAULT_HEADER)
         kept = [(k, v) for k, v in answer.headers.items() if k != FAULT_HEADER]
         return Reply(answer.status_code, kept, answer.get_data(), fault)

@@ -10,30 +10,32 @@ real one: httpx through respx (:func:`respx_mock`, a :class:`RespxVerdictMock` w
 
 from __future__ import annotations
 
-import asyncio
 import re
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from email.utils import format_datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 from flask import Flask
 
+from verdict_contract.core.errors import SettingsError
 from verdict_contract.core.hosts import is_loopback
-from verdict_contract.core.spec import VerdictKind
+from verdict_contract.core.spec import VerdictKind, VerdictRow
 
-from ..model.sessions import Step, parse_spec
+from ..model.answer import DOCUMENTED_FIELDS
+from ..model.sessions import ScriptStep as ScriptStep
+from ..model.sessions import StatusStep, Step, parse_spec, unknown_field
 from ..server.serve import BackgroundServer
 from ..settings import Settings
 from ..state import MockState
 from ..store.journal import Entry
 from ..web.app import create_app
 from ..web.glue import state_of
-from .inprocess import InProcessApp, Reply
+from .clients import also_httpx2, respx_handler
+from .inprocess import InProcessApp
 from .verify import JournalChecks
 
 if TYPE_CHECKING:
@@ -44,8 +46,18 @@ if TYPE_CHECKING:
 RESPX_BASE_URL = "https://verdict.mock"
 RESPONSES_BASE_URL = "https://verdict.mock"
 
-ScriptStep = int | str | Mapping[str, Any] | Step
-"""A script entry: ``429``, ``"reset"``, ``{"delay_ms": 2000}`` or :func:`reply` (...)."""
+
+_MINT_KEYWORDS: Final = (
+    "verdict",
+    "conclusive",
+    "age_seconds",
+    "script",
+    "allow_invalid",
+    "seed",
+    "schema",
+    "extra",
+)
+"""``mint``'s own keywords, offered beside the verdict's fields for a misspelt one."""
 
 
 def reply(
@@ -53,8 +65,9 @@ def reply(
     *,
     retry_after: int | datetime | None = None,
     headers: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """A scripted answer with exactly the status and headers given.
+    delay_ms: int = 0,
+) -> StatusStep:
+    """A scripted answer with exactly the status and headers given, ``delay_ms`` late.
 
     ``retry_after`` in seconds or as a date; without it no ``Retry-After`` is sent (a bare
     ``429`` in a script sends ``Retry-After: 1``, as the service does).
@@ -64,7 +77,10 @@ def reply(
         sent["Retry-After"] = format_datetime(retry_after, usegmt=True)
     elif retry_after is not None:
         sent["Retry-After"] = str(int(retry_after))
-    return {"status": status, "headers": sent}
+    step: StatusStep = {"status": status, "headers": sent}
+    if delay_ms:
+        step["delay_ms"] = delay_ms
+    return step
 
 
 @dataclass(repr=False)
@@ -93,21 +109,33 @@ class VerdictMock(JournalChecks):
 
     def mint(
         self,
-        verdict: VerdictKind | None = None,
+        verdict: VerdictKind | VerdictRow | None = None,
         conclusive: bool | None = None,
         age_seconds: float | None = None,
         script: Sequence[ScriptStep] = (),
         allow_invalid: bool = False,
         seed: str | None = None,
+        schema: int | None = None,
+        extra: Mapping[str, Any] | None = None,
         **fields: Any,
     ) -> str:
-        """Create a session and return its id; ``fields`` override verdict fields.
+        """Create a session and return its id; ``fields`` override documented verdict fields.
 
         The body is the same on every run: drawn from the mock's seed and the number of this
         mint since the test began, or from ``seed`` if given. ``conclusive`` left out takes the
-        documented default of the verdict (``generate.DEFAULT_CONCLUSIVE``). Raises
-        :class:`~verdict_contract.core.errors.SpecError` for an impossible request.
+        documented default of the verdict (``generate.DEFAULT_CONCLUSIVE``). A future body, on
+        purpose and without ``allow_invalid``: ``schema=8`` announces another schema (§9.3),
+        ``extra={"name": value}`` adds fields the spec does not list. A keyword that is none
+        of these nor a field of the verdict is answered with the closest (did you mean).
+        Raises :class:`~verdict_contract.core.errors.SpecError` for an impossible request.
         """
+        if isinstance(verdict, VerdictRow):  # a row of §2.4 (verdict_kind): both at once
+            row = verdict
+            verdict, conclusive = row.verdict, row.conclusive
+        if not allow_invalid:
+            for name in fields:
+                if name not in DOCUMENTED_FIELDS:
+                    raise unknown_field(name, "mint()", _MINT_KEYWORDS)
         raw: dict[str, Any] = {
             "script": [s.to_json() if isinstance(s, Step) else s for s in script]
         }
@@ -115,6 +143,8 @@ class VerdictMock(JournalChecks):
             ("verdict", verdict),
             ("conclusive", conclusive),
             ("age_seconds", age_seconds),
+            ("schema", schema),
+            ("extra", extra),
         ):
             if value is not None:
                 raw[name] = value
@@ -173,6 +203,23 @@ class ResponsesVerdictMock(VerdictMock):
     responses: responses.RequestsMock
 
 
+def checked_base_url(base_url: str) -> str:
+    """An in-process mock's base URL without its trailing slash; :class:`SettingsError` for one
+    that is not ``http(s)://host[:port][/path]``."""
+    try:
+        url = httpx.URL(base_url)
+    except (httpx.InvalidURL, TypeError):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise SettingsError(
+            f"base_url {str(base_url)[:100]!r} is not an http(s) URL with a host, such as "
+            "https://api.example/v2"
+        )
+    if url.query or url.fragment:
+        raise SettingsError(f"base_url {base_url[:100]!r} must have no query or fragment")
+    return base_url.rstrip("/")
+
+
 @contextmanager
 def live_mock(settings: Settings | None = None) -> Iterator[VerdictMock]:
     """Serve the mock over real HTTP on 127.0.0.1 (a free port) for the block's duration."""
@@ -182,53 +229,6 @@ def live_mock(settings: Settings | None = None) -> Iterator[VerdictMock]:
         app, host=settings.host, port=settings.port, threads=settings.threads
     ) as server:
         yield VerdictMock(app, server.base_url)
-
-
-def _in_async_respx() -> bool:
-    """Whether respx is resolving an async client's request (its ``aresolve`` is calling)."""
-    frame = sys._getframe(2)
-    for _ in range(10):
-        if frame is None:
-            return False
-        if frame.f_code.co_name == "aresolve":
-            return True
-        frame = frame.f_back  # type: ignore[assignment]
-    return False
-
-
-def _httpx_reply(request: httpx.Request, reply: Reply) -> httpx.Response:
-    if reply.fault == "timeout":
-        raise httpx.ReadTimeout("timed out (scripted delay)", request=request)
-    if reply.fault == "reset":
-        raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request)
-    if reply.fault == "truncated":
-        raise httpx.RemoteProtocolError(
-            "peer closed connection without sending complete message body", request=request
-        )
-    return httpx.Response(reply.status, headers=reply.headers, content=reply.body)
-
-
-def _respx_handler(target: InProcessApp) -> Any:
-    def call(request: httpx.Request) -> Reply:
-        return target.call(
-            request.method,
-            request.url.path,
-            request.url.query,
-            list(request.headers.items()),
-            request.content,
-            request.extensions.get("timeout", {}).get("read"),
-        )
-
-    def handle(request: httpx.Request) -> Any:
-        if _in_async_respx():  # a delay waits in a thread, never on the event loop
-
-            async def later() -> httpx.Response:
-                return _httpx_reply(request, await asyncio.to_thread(call, request))
-
-            return later()
-        return _httpx_reply(request, call(request))
-
-    return handle
 
 
 _THROUGH = "verdict-loopback"
@@ -261,7 +261,9 @@ def _router_class() -> type[respx.MockRouter]:
 def respx_mock(
     base_url: str = RESPX_BASE_URL, settings: Settings | None = None, **router_options: Any
 ) -> Iterator[RespxVerdictMock]:
-    """Route httpx requests under ``base_url`` to the mock app, in-process, with respx.
+    """Route httpx (and httpx2) requests under ``base_url`` to the mock app, in-process.
+
+    ``base_url`` may carry a path (``https://api.example/v2``): ``/v2/e`` is the mock's ``/e``.
 
     A scripted ``{"delay_ms": N}`` at least as long as the request's read timeout raises
     ``httpx.ReadTimeout`` at once; a shorter one waits (for an async client, in a worker
@@ -273,17 +275,22 @@ def respx_mock(
     from respx.patterns import M
 
     app = create_app(settings or Settings())
-    base = httpx.URL(base_url.rstrip("/"))
+    base = httpx.URL(checked_base_url(base_url))
+    prefix = base.path.rstrip("/")
     options = {"assert_all_called": False, **router_options}
     with _router_class()(**options) as router:
         mine = M(scheme=base.scheme, host=base.host)
         if base.port is not None:
             mine &= M(port=base.port)
-        if base.path not in ("", "/"):
-            mine &= M(path__regex="^" + re.escape(base.path) + "(/|$)")
-        router.route(mine).mock(side_effect=_respx_handler(InProcessApp(app)))
+        if prefix:
+            mine &= M(path__regex="^" + re.escape(prefix) + "(/|$)")
+        router.route(mine).mock(side_effect=respx_handler(InProcessApp(app), prefix))
         router.route(M(host__regex=r"."), name=_THROUGH).mock(side_effect=_through_if_loopback)
-        yield RespxVerdictMock(app, base_url.rstrip("/"), router=router)
+        undo = also_httpx2(router)
+        try:
+            yield RespxVerdictMock(app, str(base).rstrip("/"), router=router)
+        finally:
+            undo()
 
 
 def _read_timeout(timeout: object) -> float | None:
@@ -292,7 +299,7 @@ def _read_timeout(timeout: object) -> float | None:
     return float(timeout) if isinstance(timeout, int | float) else None
 
 
-def _responses_callback(target: InProcessApp) -> Any:
+def _responses_callback(target: InProcessApp, prefix: str = "") -> Any:
     import requests
 
     def callback(request: requests.PreparedRequest) -> tuple[int, dict[str, str], bytes]:
@@ -300,7 +307,7 @@ def _responses_callback(target: InProcessApp) -> Any:
         body = request.body if isinstance(request.body, str | bytes) else b""
         reply = target.call(
             str(request.method),
-            url.path,
+            url.path[len(prefix) :] or "/",
             url.query,
             [(k, str(v)) for k, v in request.headers.items()],
             body.encode() if isinstance(body, str) else bytes(body),
@@ -354,9 +361,10 @@ def responses_mock(
     import responses
 
     app = create_app(settings or Settings())
-    base = base_url.rstrip("/")
+    base = checked_base_url(base_url)
+    prefix = httpx.URL(base).path.rstrip("/")
     pattern = re.compile(re.escape(base) + r"(/[^?#]*)?(\?.*)?$")
-    answer = _any_method_response(pattern, _responses_callback(InProcessApp(app)))
+    answer = _any_method_response(pattern, _responses_callback(InProcessApp(app), prefix))
     below: Any = requests.adapters.HTTPAdapter.send  # responses' own alias of its type differs
     layered = below is not responses._real_send  # another mock is started: hand it the rest
     mock = responses.RequestsMock(assert_all_requests_are_fired=False, real_adapter_send=below)

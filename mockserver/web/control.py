@@ -17,6 +17,8 @@ from ..model.answer import NO_STORE
 from ..model.scripts import ScriptStoreFull
 from ..model.sessions import Session, SpecError, parse_spec
 from ..settings import DEFAULT_API_KEY
+from ..store.behaviours import BEHAVIOURS, tally
+from ..store.habits import habits
 from .dashboard import dashboard
 from .glue import error_response, state_of
 from .guard import guard_control
@@ -55,6 +57,7 @@ def describe_session(session: Session) -> dict[str, Any]:
         "url": session.url,
         "verdict": body.get("verdict"),
         "conclusive": body.get("conclusive"),
+        "schema": body.get("schema"),
         "collected_at": _iso(collected),
         "expires_at": _iso(None if collected is None else collected + lifetime),
         "script": [step.to_json() for step in session.spec.script],
@@ -107,6 +110,26 @@ def named() -> Response:
 @control.get("/requests")
 def journal() -> Response:
     return jsonify([entry.to_json() for entry in state_of().entries()])
+
+
+@control.get("/coverage")
+def coverage() -> Response:
+    """The spec's answer space as this mock's journal met it (``pytest --verdict-coverage``'s
+    ids), and the client habits it shows: for trying an app by hand against the mock."""
+    state = state_of()
+    entries = state.entries()
+    counts = tally(entries)
+    found = habits(entries, state.api_keys, list(state.clock_moves))
+    return jsonify(
+        requests=len(entries),
+        met=sum(1 for count in counts.values() if count),
+        behaviours={
+            behaviour: {"exercised": count, "meaning": BEHAVIOURS[behaviour]}
+            for behaviour, count in counts.items()
+        },
+        never=[behaviour for behaviour, count in counts.items() if not count],
+        habits=[habit._asdict() for habit in found],
+    )
 
 
 @control.delete("/requests")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .core.spec import VERDICTS
+from .core.spec import VERDICT_OUTCOMES
 
 if TYPE_CHECKING:
     from verdict_contract.mockserver import Settings
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         VerdictMock,
     )
 
-    from .core.spec import VerdictKind
+    from .core.spec import VerdictRow
 
 MARKER = "verdict_mock"
 SEED_OPTION = "--verdict-seed"
@@ -42,6 +42,8 @@ COVERAGE_PLUGIN = "verdict-coverage"
 SUITE_PLUGIN = "verdict_contract.suite"
 CHECK_SCRIPTS = "assert_all_scripts_used"
 """A ``verdict_mock`` marker argument, not a setting: check every script was used at teardown."""
+BASE_URL = "base_url"
+"""A ``verdict_mock`` marker argument, not a setting: where the in-process mocks answer."""
 MAX_LIVE_SERVERS = 4
 """Live servers kept at once for distinct settings; the least recently used one stops first."""
 
@@ -180,6 +182,7 @@ def _settings_for(request: pytest.FixtureRequest, base: Settings) -> Settings:
             pytest.fail(f"@pytest.mark.{MARKER} takes keyword arguments only", pytrace=False)
         changes.update(marker.kwargs)
     changes.pop(CHECK_SCRIPTS, None)
+    changes.pop(BASE_URL, None)
     known = {f.name for f in fields(base)}
     unknown = sorted(set(changes) - known)
     if unknown:
@@ -234,6 +237,21 @@ def verdict_mock_servers() -> Iterator[_LiveServers]:
     servers.close()
 
 
+def _base_url(request: pytest.FixtureRequest, default: str) -> str:
+    """``@pytest.mark.verdict_mock(base_url=...)``: where an in-process mock answers (the
+    closest marker that names one), checked; else ``default``."""
+    from verdict_contract.core.errors import SettingsError
+    from verdict_contract.mockserver.testing.mocks import checked_base_url
+
+    for marker in request.node.iter_markers(MARKER):
+        if BASE_URL in marker.kwargs:
+            try:
+                return checked_base_url(marker.kwargs[BASE_URL])
+            except SettingsError as exc:
+                pytest.fail(f"@pytest.mark.{MARKER}: {exc}", pytrace=False)
+    return default
+
+
 def _checked_at_teardown(request: pytest.FixtureRequest, mock: VerdictMock) -> None:
     """``@pytest.mark.verdict_mock(assert_all_scripts_used=True)``: every script was used."""
     __tracebackhide__ = True
@@ -250,6 +268,12 @@ def verdict_mock(
 ) -> Iterator[VerdictMock]:
     """The mock over real HTTP on 127.0.0.1, with this test's settings, cleared for this test."""
     __tracebackhide__ = True  # a failed check at teardown points at the test, not here
+    if any(BASE_URL in m.kwargs for m in request.node.iter_markers(MARKER)):
+        pytest.fail(
+            f"@pytest.mark.{MARKER}(base_url=...) is for verdict_respx and verdict_responses; "
+            "verdict_mock serves over real HTTP at its own verdict_mock.base_url",
+            pytrace=False,
+        )
     mock = verdict_mock_servers.get(_settings_for(request, verdict_mock_settings))
     mock.reset()
     yield mock
@@ -261,11 +285,13 @@ def verdict_mock(
 def verdict_respx(
     request: pytest.FixtureRequest, verdict_mock_settings: Settings
 ) -> Iterator[RespxVerdictMock]:
-    """httpx requests to ``verdict_respx.base_url`` answered in-process (respx), same settings."""
+    """httpx and httpx2 requests to ``verdict_respx.base_url`` answered in-process (respx), same
+    settings; ``@pytest.mark.verdict_mock(base_url="https://api.example/v2")`` moves it."""
     __tracebackhide__ = True  # a failed check at teardown points at the test, not here
-    from verdict_contract.mockserver.testing.mocks import respx_mock
+    from verdict_contract.mockserver.testing.mocks import RESPX_BASE_URL, respx_mock
 
-    with respx_mock(settings=_settings_for(request, verdict_mock_settings)) as mock:
+    settings = _settings_for(request, verdict_mock_settings)
+    with respx_mock(_base_url(request, RESPX_BASE_URL), settings=settings) as mock:
         yield mock
         _gathered(request, mock)
         _checked_at_teardown(request, mock)
@@ -275,11 +301,13 @@ def verdict_respx(
 def verdict_responses(
     request: pytest.FixtureRequest, verdict_mock_settings: Settings
 ) -> Iterator[ResponsesVerdictMock]:
-    """requests calls to ``verdict_responses.base_url`` answered in-process (responses)."""
+    """requests calls to ``verdict_responses.base_url`` answered in-process (responses);
+    ``@pytest.mark.verdict_mock(base_url=...)`` moves it."""
     __tracebackhide__ = True  # a failed check at teardown points at the test, not here
-    from verdict_contract.mockserver.testing.mocks import responses_mock
+    from verdict_contract.mockserver.testing.mocks import RESPONSES_BASE_URL, responses_mock
 
-    with responses_mock(settings=_settings_for(request, verdict_mock_settings)) as mock:
+    settings = _settings_for(request, verdict_mock_settings)
+    with responses_mock(_base_url(request, RESPONSES_BASE_URL), settings=settings) as mock:
         yield mock
         _gathered(request, mock)
         _checked_at_teardown(request, mock)
@@ -296,8 +324,13 @@ def make_verdict(pytestconfig: pytest.Config) -> MakeVerdict:
     return partial(make_verdict, seed=seed) if seed else make_verdict
 
 
-@pytest.fixture(params=VERDICTS)
-def verdict_kind(request: pytest.FixtureRequest) -> VerdictKind:
-    """Runs a test once per verdict value of spec §2.2."""
-    kind: VerdictKind = request.param
-    return kind
+@pytest.fixture(params=VERDICT_OUTCOMES, ids=[row.id for row in VERDICT_OUTCOMES])
+def verdict_kind(request: pytest.FixtureRequest) -> VerdictRow:
+    """Runs a test once per row of spec §2.4: seven (verdict, conclusive) pairs.
+
+    Test ids read ``[contradicted.conclusive]``, ``[refused.inconclusive]``, ``[disputed]``
+    (the behaviour ids of ``--verdict-coverage`` less ``verdict.``); ``mint(verdict=row)`` and
+    ``make_verdict(row)`` take the row whole.
+    """
+    row: VerdictRow = request.param
+    return row

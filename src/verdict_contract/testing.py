@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from verdict_contract.mockserver.factory import MakeVerdict as MakeVerdict
+    from verdict_contract.mockserver.model.sessions import DelayStep as DelayStep
+    from verdict_contract.mockserver.model.sessions import FaultName as FaultName
+    from verdict_contract.mockserver.model.sessions import StatusStep as StatusStep
     from verdict_contract.mockserver.settings import Settings as Settings
     from verdict_contract.mockserver.store.journal import Entry as JournalEntry
     from verdict_contract.mockserver.testing.mocks import (
@@ -26,31 +29,40 @@ if TYPE_CHECKING:
     from .core.errors import VerificationError as VerificationError
     from .core.types import Verdict as Verdict
     from .core.types import VerdictKind as VerdictKind
+    from .core.types import VerdictRow as VerdictRow
 
 _EXPORTS = {  # public name: (module, name there)
+    "DelayStep": ("verdict_contract.mockserver.model.sessions", "DelayStep"),
+    "FaultName": ("verdict_contract.mockserver.model.sessions", "FaultName"),
     "JournalEntry": ("verdict_contract.mockserver.store.journal", "Entry"),
     "MakeVerdict": ("verdict_contract.mockserver.factory", "MakeVerdict"),
     "ResponsesVerdictMock": ("verdict_contract.mockserver.testing.mocks", "ResponsesVerdictMock"),
     "RespxVerdictMock": ("verdict_contract.mockserver.testing.mocks", "RespxVerdictMock"),
     "ScriptStep": ("verdict_contract.mockserver.testing.mocks", "ScriptStep"),
     "Settings": ("verdict_contract.mockserver.settings", "Settings"),
+    "StatusStep": ("verdict_contract.mockserver.model.sessions", "StatusStep"),
     "Verdict": ("verdict_contract.core.types", "Verdict"),
     "VerdictKind": ("verdict_contract.core.types", "VerdictKind"),
     "VerdictMock": ("verdict_contract.mockserver.testing.mocks", "VerdictMock"),
+    "VerdictRow": ("verdict_contract.core.types", "VerdictRow"),
     "VerificationError": ("verdict_contract.core.errors", "VerificationError"),
     "reply": ("verdict_contract.mockserver.testing.mocks", "reply"),
 }
 
 __all__ = [  # written out, as type checkers read it (a test keeps it equal to _EXPORTS)
+    "DelayStep",
+    "FaultName",
     "JournalEntry",
     "MakeVerdict",
     "ResponsesVerdictMock",
     "RespxVerdictMock",
     "ScriptStep",
     "Settings",
+    "StatusStep",
     "Verdict",
     "VerdictKind",
     "VerdictMock",
+    "VerdictRow",
     "VerificationError",
     "reply",
 ]

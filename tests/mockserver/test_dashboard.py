@@ -76,4 +76,4 @@ def test_the_script_asks_only_its_own_origin() -> None:
     script = (files("verdict_contract.mockserver.web") / "static" / "dashboard.js").read_text()
     assert script.count("fetch(") == 1  # one place sends requests, adding the token header
     called = re.findall(r"""(?:json|act)\(\s*["']([^"']*)["']""", script)
-    assert set(called) == {"requests", "health", "sessions", "reset"}  # relative to /_mock/
+    assert set(called) == {"requests", "health", "sessions", "reset", "coverage"}  # relative

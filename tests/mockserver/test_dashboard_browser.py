@@ -369,7 +369,7 @@ def test_the_script_hint_explains_the_short_syntax(browser: Any, mock: Backgroun
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     problem = browser.find_element(By.ID, "mint-problem")
     until(browser, lambda: problem.text, "no problem shown")
-    assert '{"status": N, "headers": {...}}' in problem.text
+    assert '{"status": N, "headers": {...}, "delay_ms": N}' in problem.text
 
 
 def curl_copies(browser: Any) -> list[str]:
@@ -487,3 +487,50 @@ def test_a_page_of_another_origin_cannot_wipe_the_journal(
     assert flood, "the page's requests reached the mock (else the test proves nothing)"
     assert len(flood) <= 100  # in their own ring, bounded
     assert {e["status"] for e in flood} <= {401, 404}
+
+
+def coverage_rows(browser: Any) -> dict[str, str]:
+    """The coverage panel's rows as behaviour id -> count, read in one go."""
+    rows: dict[str, str] = browser.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#coverage tbody tr')]"
+        ".map((row) => [row.dataset.behaviour, row.cells[1].textContent]))"
+    )
+    return rows
+
+
+def test_the_coverage_panel_shows_what_was_met_and_the_habits(
+    browser: Any, mock: BackgroundServer
+) -> None:
+    open_page(browser, mock)
+    httpx.post(f"{mock.base_url}/_mock/reset", headers={"X-Mock-Token": TOKEN}, timeout=5)
+    until(browser, lambda: coverage_rows(browser).get("auth.missing") == "0", "no empty panel")
+    made = httpx.post(
+        f"{mock.base_url}/_mock/sessions",
+        json={"verdict": "disputed", "script": [{"status": 503, "delay_ms": 5}]},
+        headers={"X-Mock-Token": TOKEN},
+        timeout=5,
+    )
+    n = made.json()["n"]
+    with httpx.Client(base_url=mock.base_url, timeout=5) as client:
+        for _ in range(3):  # a slow 503, the verdict, the verdict again (a refetch)
+            client.get("/e", params={"n": n}, headers=bearer())
+        client.get("/e", params={"n": n})  # no key: 401
+    expected = {"verdict.disputed": "2", "status.5xx": "1", "slow": "1", "auth.missing": "1"}
+
+    def shown() -> bool:
+        rows = coverage_rows(browser)
+        return all(rows.get(b) == count for b, count in expected.items())
+
+    until(browser, shown, "the panel does not show the requests met")
+    rows = coverage_rows(browser)
+    assert {b for b, count in rows.items() if count != "0"} == set(expected)
+    assert len(rows) == 21
+    summary = browser.find_element(By.ID, "coverage-summary").text
+    assert summary.startswith("4 of 21 behaviours met by the 4 requests")
+    never = browser.find_element(By.ID, "coverage-never").text
+    assert never.startswith("never met (17): verdict.contradicted.conclusive")
+    assert "status.5xx" not in never
+    (habit,) = browser.find_elements(By.CSS_SELECTOR, "#coverage-habits li")
+    assert habit.get_attribute("data-habit") == "refetch"
+    assert n not in habit.text
+    assert "fetched again after a 200" in habit.text

@@ -192,7 +192,6 @@ def test_override_that_keeps_the_contract_is_applied() -> None:
         ({"schema": 8}, "/schema"),
         ({"summary": "  "}, "/summary"),
         ({"contradicting_families": ["render"]}, "/contradicting_families"),
-        ({"extra": 1}, "unknown property 'extra'"),
         ({"families": {"measured": 2, "reporting": 5}}, "/families/reporting"),
     ],
 )

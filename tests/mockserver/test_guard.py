@@ -25,6 +25,7 @@ CONTROL_CALLS = [
     ("POST", "/_mock/sessions"),
     ("GET", "/_mock/sessions"),
     ("GET", "/_mock/requests"),
+    ("GET", "/_mock/coverage"),
     ("DELETE", "/_mock/requests"),
     ("POST", "/_mock/reset"),
     ("GET", "/_mock/health"),

@@ -119,6 +119,37 @@ def test_every_transport_journals_what_it_served_and_who_decided(transport: str)
     assert [tuple(getattr(e, f) for f in FIELDS) for e in journal] == EXPECTED
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_every_transport_and_store_journals_a_delay_and_a_delayed_status(transport: str) -> None:
+    with TRANSPORTS[transport]() as (mock, get):
+        mock.reset()
+        script: list[ScriptStep] = [{"delay_ms": 20}, reply(503, delay_ms=30), "reset"]
+        n = mock.mint(verdict="disputed", script=script)
+        old = mock.mint(verdict="refused", age_seconds=901, script=[{"delay_ms": 25}])
+        for _ in range(4):
+            get(mock.url(n), mock.headers)
+        get(mock.url(old), mock.headers)
+        journal = mock.journal
+    read = [(e.status, e.decided_by, e.delay_ms, e.outcome) for e in journal]
+    assert read == [
+        (200, "logic", 20, "verdict"),  # the session's own answer, late
+        (503, "script", 30, "scripted"),  # a scripted status, after its delay
+        (None, "script", None, "scripted"),  # no delay: none journaled
+        (200, "logic", None, "verdict"),
+        (404, "logic", 25, "expired"),  # a delay step before the logic's 404
+    ]
+
+
+def test_a_delay_before_a_scripted_status_outlasts_a_clients_timeout() -> None:
+    with _respx() as (mock, _):
+        n = mock.mint(script=[reply(503, delay_ms=5000), reply(503, delay_ms=0)])
+        with pytest.raises(httpx.ReadTimeout):  # at once: the mock knows the client's timeout
+            httpx.get(mock.url(n), headers=mock.headers, timeout=1)
+        assert httpx.get(mock.url(n), headers=mock.headers, timeout=1).status_code == 503
+        read = [(e.status, e.fault, e.delay_ms) for e in mock.journal]
+    assert read == [(None, "timeout", None), (503, None, None)]
+
+
 def test_a_delay_step_is_the_logics_answer_late() -> None:
     with _respx() as (mock, get):
         n = mock.mint(verdict="disputed", script=[{"delay_ms": 20}])

@@ -60,7 +60,7 @@ def test_a_bad_step_lists_every_accepted_form(mock: BackgroundServer, step: obje
     assert message.startswith("request.script[0] must be one of the statuses [401, 404, 429")
     for form in ("'reset'", "'truncated'", "'malformed'", '{"delay_ms": N}'):
         assert form in message
-    assert '{"status": N, "headers": {...}}' in message
+    assert '{"status": N, "headers": {...}, "delay_ms": N}' in message
     assert "any status from 200 to 599" in message
 
 

@@ -534,9 +534,9 @@ def test_sighup_asks_the_watcher_and_never_parses_on_the_signalled_thread(
 
 def test_aliases_may_double_a_file_but_not_more(tmp_path: Path) -> None:
     big = "x" * (scenariofile.MIN_EXPANDED // 3)
-    fits = f"sessions:\n  a: {{fields: {{note: &s {big}}}}}\n  b: {{fields: {{note: *s}}}}\n"
+    fits = f"sessions:\n  a: {{fields: {{summary: &s {big}}}}}\n  b: {{fields: {{summary: *s}}}}\n"
     assert set(load_scenario(_write(tmp_path / "fits.yaml", fits)).sessions) == {"a", "b"}
-    over = fits + "  c: {fields: {note: *s}}\n  d: {fields: {note: *s}}\n"
+    over = fits + "  c: {fields: {summary: *s}}\n  d: {fields: {summary: *s}}\n"
     with pytest.raises(ScenarioError, match=r"over\.yaml:4:\d+: not valid YAML: the document"):
         load_scenario(_write(tmp_path / "over.yaml", over))
 

@@ -5,17 +5,23 @@ from __future__ import annotations
 import json
 import random
 import string
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 from verdict_contract.mockserver.model.sessions import (
+    FAULTS,
     MAX_DELAY_MS,
     MAX_SESSION_ID_LENGTH,
+    SCRIPT_STATUSES,
+    DelayStep,
+    FaultName,
+    ScriptStatus,
     Session,
     SessionCodec,
     SessionSpec,
     SpecError,
+    StatusStep,
     Step,
     parse_spec,
     parse_step,
@@ -41,6 +47,8 @@ LIFETIME = 900.0
         ("malformed", Step(fault="malformed")),
         ({"delay_ms": 0}, Step(delay_ms=0)),
         ({"delay_ms": MAX_DELAY_MS}, Step(delay_ms=MAX_DELAY_MS)),
+        ({"delay_ms": 5, "status": 429}, Step(status=429, delay_ms=5)),  # a slow 429
+        ({"status": 418, "delay_ms": 5, "headers": {}}, Step(status=418, delay_ms=5, headers=())),
     ],
 )
 def test_parse_step_accepts(raw: object, expected: Step) -> None:
@@ -64,7 +72,7 @@ def test_parse_step_accepts(raw: object, expected: Step) -> None:
         ({"delay_ms": True}, "script[3].delay_ms must be an integer"),
         ({"delay_ms": "50"}, "script[3].delay_ms must be an integer"),
         ({"delay_ms": 1.5}, "script[3].delay_ms must be an integer"),
-        ({"delay_ms": 5, "status": 429}, '{"delay_ms": N}'),
+        ({"delay_ms": -5, "status": 429}, "script[3].delay_ms must be an integer from 0"),
         ({}, '{"delay_ms": N}'),
     ],
 )
@@ -113,8 +121,8 @@ def test_parse_spec_full() -> None:
 
 
 def test_parse_spec_same_fields_in_any_order_give_equal_specs() -> None:
-    first = parse_spec({"fields": {"a": 1, "b": [1, 2]}})
-    second = parse_spec({"fields": {"b": [1, 2], "a": 1}})
+    first = parse_spec({"fields": {"summary": "s", "families": {"measured": 5, "reporting": 4}}})
+    second = parse_spec({"fields": {"families": {"reporting": 4, "measured": 5}, "summary": "s"}})
     assert first == second
     assert hash(first) == hash(second)
 
@@ -303,3 +311,18 @@ def test_overrides_property_is_a_fresh_dict() -> None:
     overrides["summary"] = "changed"
     assert spec.overrides == {"summary": "S."}
     assert SessionSpec().overrides == {}
+
+
+def test_the_step_types_name_what_the_schema_allows() -> None:
+    assert set(get_args(FaultName)) == FAULTS
+    assert set(get_args(ScriptStatus)) == SCRIPT_STATUSES
+    assert set(DelayStep.__required_keys__) == {"delay_ms"}
+    assert set(StatusStep.__annotations__) == {"status", "headers", "delay_ms"}
+
+
+@pytest.mark.parametrize(
+    "step",
+    [Step(status=429, delay_ms=5), Step(status=418, delay_ms=5, headers=()), Step(delay_ms=7)],
+)
+def test_a_delayed_step_reads_back_as_itself(step: Step) -> None:
+    assert parse_step(step.to_json(), "stored step") == step

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import cast
 
 import httpx
 import pytest
@@ -19,7 +20,7 @@ from tests.helpers import KEY
 from verdict_contract import SpecError, VerificationError
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
-from verdict_contract.mockserver.model.sessions import Step, parse_step
+from verdict_contract.mockserver.model.sessions import ScriptStep, Step, parse_step
 from verdict_contract.mockserver.testing.mocks import (
     VerdictMock,
     live_mock,
@@ -197,7 +198,7 @@ def test_scripted_steps_set_any_status_and_headers() -> None:
 )
 def test_impossible_steps_are_refused_at_mint(bad: dict[str, object]) -> None:
     with respx_mock() as mock, pytest.raises(SpecError):
-        mock.mint(script=[bad])
+        mock.mint(script=[cast(ScriptStep, bad)])  # ill-typed on purpose: refused at run time
 
 
 def test_a_delay_does_not_block_an_async_clients_event_loop() -> None:

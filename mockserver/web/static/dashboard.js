@@ -160,6 +160,39 @@
     renderJournal();
   }
 
+  // Coverage: the behaviour ids of pytest --verdict-coverage, as this mock's journal met them.
+  let coverageText = null;
+
+  async function refreshCoverage() {
+    const coverage = await json("coverage");
+    const text = JSON.stringify(coverage);
+    if (text === coverageText) return;
+    coverageText = text;
+    const ids = Object.keys(coverage.behaviours);
+    const rows = ids.map((id) => {
+      const met = coverage.behaviours[id];
+      const row = document.createElement("tr");
+      row.dataset.behaviour = id;
+      if (!met.exercised) row.className = "never";
+      cell(row, id);
+      cell(row, met.exercised, met.exercised ? "met" : "");
+      cell(row, met.meaning, "wrap");
+      return row;
+    });
+    $("coverage").tBodies[0].replaceChildren(...rows);
+    setText($("coverage-summary"),
+      `${coverage.met} of ${ids.length} behaviours met by the ${coverage.requests} requests ` +
+      "the journal holds (Clear journal or Reset mock to start again)");
+    setText($("coverage-never"), `never met (${coverage.never.length}): ` +
+      (coverage.never.join(", ") || "none"));
+    $("coverage-habits").replaceChildren(...coverage.habits.map((habit) => {
+      const item = document.createElement("li");
+      item.dataset.habit = habit.id;
+      item.textContent = `${habit.id}: session ${habit.session}: ${habit.detail}`;
+      return item;
+    }));
+  }
+
   function setText(element, text) {
     if (element.textContent !== text) element.textContent = text; // unchanged text stays selected
   }
@@ -272,7 +305,7 @@
 
   async function tick() {
     try {
-      await Promise.all([refreshJournal(), refreshHealth()]);
+      await Promise.all([refreshJournal(), refreshHealth(), refreshCoverage()]);
       showProblem($("problem"), null);
     } catch (error) {
       showProblem($("problem"), error);

@@ -6,7 +6,7 @@ names instead of repeating the literals. Section references (``§2.3``) point in
 
 from __future__ import annotations
 
-from typing import Final, Literal, get_args
+from typing import Final, Literal, NamedTuple, get_args
 
 SCHEMA_VERSION: Final = 7
 """§9.1: the current value of the ``schema`` field."""
@@ -31,13 +31,28 @@ MAY_BE_CONCLUSIVE: Final[tuple[VerdictKind, ...]] = tuple(
 )
 """§2.4: ``contradicted`` and ``refused``."""
 
-VERDICT_OUTCOMES: Final[tuple[tuple[VerdictKind, bool], ...]] = tuple(
-    (verdict, conclusive)
+
+class VerdictRow(NamedTuple):
+    """A row of §2.4: a verdict and its ``conclusive`` (``refused`` varies: two rows)."""
+
+    verdict: VerdictKind
+    conclusive: bool
+
+    @property
+    def id(self) -> str:
+        """``contradicted.conclusive``, ``refused.inconclusive``, ``disputed``: readable, stable."""
+        if self.verdict in NEVER_CONCLUSIVE:
+            return self.verdict
+        return f"{self.verdict}.{'conclusive' if self.conclusive else 'inconclusive'}"
+
+
+VERDICT_OUTCOMES: Final[tuple[VerdictRow, ...]] = tuple(
+    VerdictRow(verdict, conclusive)
     for verdict in VERDICTS
     for conclusive in (True, False)
     if not (conclusive and verdict in NEVER_CONCLUSIVE)
 )
-"""§2.4: every (verdict, conclusive) pair a response may carry."""
+"""§2.4: every (verdict, conclusive) pair a response may carry: seven rows."""
 
 TIERS: Final[tuple[Tier, ...]] = ("absolute", "composite", "conditional", "weak")
 """§2.3: the signal tiers."""

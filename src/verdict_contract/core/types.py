@@ -10,6 +10,7 @@ from typing import TypedDict
 
 from .spec import Family as Family
 from .spec import Tier, VerdictKind
+from .spec import VerdictRow as VerdictRow
 
 
 class Provenance(TypedDict):
@@ -40,4 +41,13 @@ class Verdict(TypedDict):
     signals: list[Signal]
 
 
-__all__ = ["Families", "Family", "Provenance", "Signal", "Tier", "Verdict", "VerdictKind"]
+__all__ = [
+    "Families",
+    "Family",
+    "Provenance",
+    "Signal",
+    "Tier",
+    "Verdict",
+    "VerdictKind",
+    "VerdictRow",
+]

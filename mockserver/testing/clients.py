@@ -1,0 +1,170 @@
+"""The httpx clients the in-process respx mock answers: httpx, and httpx2 where it is installed.
+
+respx routes httpx through its ``httpcore`` mocker; httpx2 (httpx's maintained successor) sends
+through ``httpcore2``, which a mocker of its own here patches the same way (as pytest-httpx2
+does), into the same router and the same journal. A scripted fault raises what each client
+raises for a real one: httpx's errors for httpx, httpcore2's for httpx2 (its transport maps them
+to ``httpx2.ReadTimeout``...). An async client's call waits in an anyio worker thread, so it
+runs under asyncio and trio alike, and a call the client cancels while a scripted delay holds
+its answer (``asyncio.timeout``, ``anyio.fail_after``) is journaled as ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+import anyio
+import httpx
+
+from .inprocess import InProcessApp, Reply
+
+if TYPE_CHECKING:
+    import respx
+
+CLIENT_EXTENSION: Final = "verdict_client"
+"""The request extension the httpx2 mocker sets: which client library sent the request."""
+FAULT_MESSAGES: Final = {
+    "timeout": "timed out (scripted delay)",
+    "reset": "[Errno 104] Connection reset by peer",
+    "truncated": "peer closed connection without sending complete message body",
+}
+
+
+def httpx2_installed() -> bool:
+    """Whether httpx2 (and its httpcore2) can be imported: its requests are mocked then."""
+    return importlib.util.find_spec("httpcore2") is not None
+
+
+def _in_async_respx() -> bool:
+    """Whether respx is resolving an async client's request (its ``aresolve`` is calling)."""
+    frame = sys._getframe(2)
+    for _ in range(10):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == "aresolve":
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def _raise_httpx2(fault: str) -> None:
+    """A fault as httpcore2 raises it: httpx2's transport turns it into its own error."""
+    import httpcore2
+
+    kinds = {
+        "timeout": httpcore2.ReadTimeout,
+        "reset": httpcore2.ReadError,
+        "truncated": httpcore2.RemoteProtocolError,
+    }
+    raise kinds[fault](FAULT_MESSAGES[fault])
+
+
+def httpx_reply(request: httpx.Request, reply: Reply) -> httpx.Response:
+    """The response to give, or the error to raise, for the client that sent ``request``."""
+    fault = reply.fault
+    if fault in FAULT_MESSAGES and request.extensions.get(CLIENT_EXTENSION) == "httpx2":
+        _raise_httpx2(fault)
+    if fault == "timeout":
+        raise httpx.ReadTimeout(FAULT_MESSAGES[fault], request=request)
+    if fault == "reset":
+        raise httpx.ReadError(FAULT_MESSAGES[fault], request=request)
+    if fault == "truncated":
+        raise httpx.RemoteProtocolError(FAULT_MESSAGES[fault], request=request)
+    return httpx.Response(reply.status, headers=reply.headers, content=reply.body)
+
+
+def respx_handler(target: InProcessApp, prefix: str = "") -> Callable[[httpx.Request], Any]:
+    """respx's side effect for the mock's routes; ``prefix``: the base URL's path, taken off."""
+
+    def call(request: httpx.Request, cancel: threading.Event | None = None) -> Reply:
+        path = request.url.path
+        if prefix and (path == prefix or path.startswith(prefix + "/")):
+            path = path[len(prefix) :] or "/"
+        return target.call(
+            request.method,
+            path,
+            request.url.query,
+            list(request.headers.items()),
+            request.content,
+            request.extensions.get("timeout", {}).get("read"),
+            cancel,
+        )
+
+    async def later(request: httpx.Request) -> httpx.Response:
+        """An async client's call: in a worker thread, so a delay holds no event loop."""
+        cancel, done = threading.Event(), threading.Event()
+
+        def work() -> Reply:
+            try:
+                return call(request, cancel)
+            finally:
+                done.set()
+
+        try:
+            reply = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            cancel.set()  # the delay stops, and the request is journaled as cancelled
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(done.wait)
+            raise
+        return httpx_reply(request, reply)
+
+    def handle(request: httpx.Request) -> Any:
+        if _in_async_respx():
+            return later(request)
+        return httpx_reply(request, call(request))
+
+    return handle
+
+
+MOCKER_NAME: Final = "verdict-httpcore2"
+"""The httpcore2 mocker's name in respx's registry (not pytest-httpx2's ``httpcore2``: both may
+be loaded at once)."""
+
+
+def _httpcore2_mocker() -> Any:
+    """respx's mocker of httpcore2 (httpx2's transport), defined on first use; respx's registry
+    keeps it, so a module imported again (pytester's in-process runs) finds the same one."""
+    from respx.mocks import HTTPCoreMocker, Mocker
+
+    known = Mocker.registry.get(MOCKER_NAME)
+    if known is not None:
+        return known
+
+    class HTTPCore2Mocker(HTTPCoreMocker):
+        name = MOCKER_NAME
+        targets: ClassVar[list[str]] = [
+            "httpcore2._sync.connection.HTTPConnection",
+            "httpcore2._sync.connection_pool.ConnectionPool",
+            "httpcore2._sync.http_proxy.HTTPProxy",
+            "httpcore2._async.connection.AsyncHTTPConnection",
+            "httpcore2._async.connection_pool.AsyncConnectionPool",
+            "httpcore2._async.http_proxy.AsyncHTTPProxy",
+        ]
+
+        @classmethod
+        def to_httpx_request(cls, **kwargs: Any) -> httpx.Request:
+            request: httpx.Request = super().to_httpx_request(**kwargs)  # type: ignore[no-untyped-call]
+            request.extensions = {**request.extensions, CLIENT_EXTENSION: "httpx2"}
+            return request
+
+    return HTTPCore2Mocker
+
+
+def also_httpx2(router: respx.MockRouter) -> Callable[[], None]:
+    """Route httpx2's requests through ``router`` too, if httpx2 is installed; returns the undo."""
+    if not httpx2_installed():
+        return lambda: None
+    mocker = _httpcore2_mocker()
+    mocker.register(router)
+    mocker.start()
+
+    def undo() -> None:
+        mocker.unregister(router)
+        mocker.stop()
+
+    return undo
