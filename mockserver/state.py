@@ -112,7 +112,11 @@ class MockState:
         self.backend = self.memory = MemoryBackend(self.limiter, self.journal, self.scripts)
         if not self.settings.state.is_memory:
             state = f"--state {self.settings.state.label} ({env_var('state')})"
-            require_extra("redis", state)  # the [redis] extra: refused in one line if missing
+            for package in (
+                "redis",
+                "hiredis",
+            ):  # the [redis] extra: refused in one line if missing
+                require_extra(package, state)
             from .store.redisstate import RedisBackend
 
             self.backend = self.shared = RedisBackend(

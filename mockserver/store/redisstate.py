@@ -40,7 +40,7 @@ from redis.exceptions import NoScriptError, OutOfMemoryError, ReadOnlyError
 from ..model import scripts as script_store
 from ..model.scripts import ScriptStoreFull, script_bytes, store_full
 from ..model.sessions import Step
-from ..model.steps import Outcome, encode_step, outcome, scripted
+from ..model.steps import encode_step, outcome, scripted
 from .availability import Calls
 from .backend import DEFAULT_STATE_TTL, Facts, SharedCall, StateUnavailable, StateURL
 from .journal import UNTRUSTED_KEPT, Entry, EntryParts, decode_entry, entry_head, entry_tail
@@ -366,7 +366,7 @@ class RedisBackend:
         """Journal an entry decided apart from ``/e`` (its latency as the store has it: null;
         its generation unread: a reset clears the store's journal at once, nothing is in
         flight)."""
-        tail = entry_tail(outcome_of(parts))
+        tail = entry_tail(parts.reading)
         args = AppendArgs(
             untrusted="1" if parts.untrusted else "",
             entry=entry_head(parts) + tail,
@@ -437,10 +437,6 @@ def unavailable(exc: BaseException, label: str, url: str) -> StateUnavailable:
 
 def _entry_time(entry: Entry) -> float:
     return entry.time
-
-
-def outcome_of(parts: EntryParts) -> Outcome:
-    return parts.reading
 
 
 def _fingerprint(scripts: Mapping[str, tuple[Step, ...]]) -> str:

@@ -12,7 +12,7 @@ from typing import Final
 
 from .errors import MissingExtraError
 
-EXTRAS: Final = {"redis": "redis", "waitress": "server", "uvloop": "server"}
+EXTRAS: Final = {"redis": "redis", "hiredis": "redis", "waitress": "server", "uvloop": "server"}
 """The extra that brings each optional package this package imports."""
 
 
