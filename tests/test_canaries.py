@@ -38,3 +38,17 @@ def test_pytest_keeps_the_junit_writer_in_its_stash() -> None:
     """contract_tests/hooks.py adds the run's properties and the gate's case to JUnit."""
     assert isinstance(junitxml.xml_key, pytest.StashKey)
     assert hasattr(junitxml.LogXML, "add_global_property")
+
+
+def test_redis_keeps_its_hiredis_parser_names() -> None:
+    """mockserver/store/redisclients.py bounds each reply in redis-py's hiredis parsers, and
+    store/redisline.py reads replies as they do (the same sentinel, the same error mapping)."""
+    pytest.importorskip("redis", reason="the [redis] extra is not installed")
+    from redis._parsers import _AsyncHiredisParser, _HiredisParser
+    from redis._parsers.base import BaseParser
+    from redis._parsers.hiredis import NOT_ENOUGH_DATA
+
+    assert NOT_ENOUGH_DATA is not None
+    assert callable(BaseParser.parse_error)
+    assert isinstance(_HiredisParser, type)
+    assert isinstance(_AsyncHiredisParser, type)
