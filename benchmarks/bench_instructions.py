@@ -1,0 +1,174 @@
+"""How many instructions does the async server spend per ``GET /e``? Counted, not timed.
+
+Run: ``python benchmarks/bench_instructions.py`` (about a minute; needs valgrind, e.g.
+``apt-get install valgrind``). The same loop as ``bench_connection.py`` (2,000 ``GET /e`` fed to
+one connection through a transport that only counts bytes) runs under callgrind, which counts
+the instructions executed: the same figure on a quiet machine and a loaded one, on a fast CPU
+and a slow one (for one build of Python), so a change's cost can be read to a fraction of a per
+cent where a timing moves by ten. Each count is the difference of a run with the requests and
+one without, so start-up and imports cancel out.
+
+The floor, counted the same way: a bare ``asyncio.Protocol`` that parses each request with
+httptools and writes the mock's answer bytes, built once. What the mock spends above it is its
+own: reading the request into a cycle, deciding, journaling, counting, framing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import httptools
+
+if not __package__:  # run as a file (python benchmarks/bench_instructions.py): the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # holds benchmarks/
+
+from benchmarks.bench_connection import CountingTransport
+from verdict_contract.core.rates import RateLimit
+from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.server.asyncserver import AsyncServer, HttpConnection
+
+REQUESTS = 2000
+WARM = 200
+HERE = Path(__file__).resolve().parent
+_REFS = re.compile(r"refs:\s+([\d,]+)")
+
+
+def refs_of(callgrind_output: str) -> int:
+    """The instructions callgrind counted (its ``I refs`` line); ValueError if there is none."""
+    found = _REFS.search(callgrind_output)
+    if found is None:
+        raise ValueError("callgrind printed no 'I refs' line")
+    return int(found.group(1).replace(",", ""))
+
+
+def _count(what: str, requests: int) -> int:
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        "-m",
+        "benchmarks.bench_instructions",
+        "--child",
+        what,
+        str(requests),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=HERE.parent)
+    if done.returncode != 0:
+        raise SystemExit(f"{what} under callgrind failed:\n{done.stderr[-2000:]}")
+    return refs_of(done.stderr)
+
+
+def per_request(what: str) -> float:
+    """Instructions per request: a run with :data:`REQUESTS` less a run with none."""
+    return (_count(what, REQUESTS) - _count(what, 0)) / REQUESTS
+
+
+Feed = Callable[[int], None]
+"""Feeds one connection this many requests."""
+
+
+def _child(what: str, requests: int) -> None:
+    """Run in the counted process: ``what`` is ``mock`` or ``floor``."""
+    app = create_app(Settings(rate_limit=RateLimit.parse("1000000000/3600")))
+    server = AsyncServer(app, "127.0.0.1", 0, 1)
+    try:
+        feed = _floor_feed(_mock_answer(server)) if what == "floor" else _mock_feed(server)
+        feed(WARM)
+        if requests:
+            feed(requests)
+    finally:
+        server.close()
+
+
+_REQUEST = (
+    b"GET /e?n=demo-contradicted HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"
+    b"Authorization: Bearer verdict-mock-local-key\r\n\r\n"
+)
+
+
+class KeepingTransport(CountingTransport):
+    """Counts what is written, and keeps it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data = b""
+
+    def write(self, data: bytes) -> None:
+        super().write(data)
+        self.data += data
+
+
+def _mock_feed(server: AsyncServer) -> Feed:
+    def feed(requests: int) -> None:
+        connection = HttpConnection(server)
+        connection.connection_made(CountingTransport())  # type: ignore[arg-type]
+        for _ in range(requests):
+            connection.data_received(_REQUEST)
+        connection.connection_lost(None)
+
+    return feed
+
+
+def _mock_answer(server: AsyncServer) -> bytes:
+    """The bytes the mock writes for :data:`_REQUEST` (the floor writes the same)."""
+    transport = KeepingTransport()
+    connection = HttpConnection(server)
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    connection.data_received(_REQUEST)
+    connection.connection_lost(None)
+    return transport.data
+
+
+class Floor(asyncio.Protocol):
+    """Parse with httptools, write a fixed answer: what any server on this stack does."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport = CountingTransport()
+        self.answer = answer
+
+    def data_received(self, data: bytes) -> None:
+        self.parser.feed_data(data)
+
+    def on_message_complete(self) -> None:
+        self.transport.write(self.answer)
+
+
+def _floor_feed(answer: bytes) -> Feed:
+    def feed(requests: int) -> None:
+        floor = Floor(answer)
+        for _ in range(requests):
+            floor.data_received(_REQUEST)
+
+    return feed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", nargs=2, metavar=("WHAT", "REQUESTS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child[0], int(args.child[1]))
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("needs valgrind on PATH (apt-get install valgrind)")
+    floor = per_request("floor")
+    mock = per_request("mock")
+    print(
+        f"Instructions per GET /e (callgrind, {REQUESTS} requests, Python {sys.version.split()[0]})"
+    )
+    print("| what | instructions | / floor |\n|---|---:|---:|")
+    print(f"| floor: httptools parse, fixed answer | {floor:,.0f} | 1.00 |")
+    print(f"| verdict-mock: GET /e, demo session | {mock:,.0f} | {mock / floor:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
