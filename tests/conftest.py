@@ -1,12 +1,24 @@
-"""Fixtures shared by the packaging tests: one wheel and one install per run."""
+"""Fixtures shared by the tests: one wheel and one install per run; pytester's runs kept light."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from tests.installs import shared_install
+
+CHILD_ADDOPTS = os.environ.get("PYTEST_ADDOPTS", "")
+"""What the root conftest gives every pytest run a test starts: the plugins none uses, off."""
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's own, whose runs also leave out the plugins none of them use (pytester drops the
+    outer ``PYTEST_ADDOPTS``, so each of its runs would import faker and hypothesis again)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", CHILD_ADDOPTS)
+    return pytester
 
 
 @pytest.fixture(scope="session")
