@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.installs import ROOT, shared_install
+from tests.typecheck import Checked, shared_checked
 
 CHILD_ADDOPTS = os.environ.get("PYTEST_ADDOPTS", "")
 """What the root conftest gives every pytest run a test starts: the plugins none uses, off."""
@@ -58,3 +59,9 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
 def wheel_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The distribution as a wheel lays it out (no editable import hook), on ``PYTHONPATH``."""
     return shared_install(tmp_path_factory)
+
+
+@pytest.fixture
+def typecheck(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> Checked:
+    """mypy's folder for this test, its cache warmed once per run; where the package is found."""
+    return shared_checked(tmp_path_factory, tmp_path / "mypy")

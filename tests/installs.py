@@ -43,7 +43,7 @@ def install(source: Path, target: Path) -> Path:
     return target
 
 
-def _shared_dir(factory: pytest.TempPathFactory, name: str) -> Path:
+def shared_dir(factory: pytest.TempPathFactory, name: str) -> Path:
     """A folder every pytest-xdist worker of this run shares (the run's base temp, else ours)."""
     base = factory.getbasetemp()
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
@@ -52,7 +52,7 @@ def _shared_dir(factory: pytest.TempPathFactory, name: str) -> Path:
 
 def shared_wheel(factory: pytest.TempPathFactory) -> Path:
     """The distribution's wheel, built once per run whatever the number of xdist workers."""
-    out = _shared_dir(factory, "shared-wheel")
+    out = shared_dir(factory, "shared-wheel")
     out.mkdir(exist_ok=True)
     with (out.parent / "shared-wheel.lock").open("w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
@@ -62,7 +62,7 @@ def shared_wheel(factory: pytest.TempPathFactory) -> Path:
 
 def shared_install(factory: pytest.TempPathFactory) -> Path:
     """That wheel installed in a plain folder (``PYTHONPATH``), once per run."""
-    target = _shared_dir(factory, "shared-site")
+    target = shared_dir(factory, "shared-site")
     wheel = shared_wheel(factory)
     with (target.parent / "shared-site.lock").open("w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
