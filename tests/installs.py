@@ -37,8 +37,8 @@ def build_wheel(out: Path) -> Path:
     return built
 
 
-def install(source: Path, target: Path) -> Path:
-    """Install ``source`` (the repository or a wheel) into the plain folder ``target``."""
+def install(source: Path | str, target: Path) -> Path:
+    """Install ``source`` (the repository, a wheel or a requirement) into the folder ``target``."""
     _pip("install", "--target", target, source)
     return target
 
@@ -68,4 +68,19 @@ def shared_install(factory: pytest.TempPathFactory) -> Path:
         fcntl.flock(held, fcntl.LOCK_EX)
         if not (target / "verdict_contract").is_dir():
             install(wheel, target)
+        return target
+
+
+def shared_requirement(factory: pytest.TempPathFactory, requirement: str) -> Path:
+    """``requirement`` (from the index, without its dependencies) installed in a plain folder
+    (``PYTHONPATH``), once per run whatever the number of xdist workers."""
+    target = shared_dir(
+        factory, "shared-" + "".join(c if c.isalnum() else "-" for c in requirement)
+    )
+    with (target.parent / f"{target.name}.lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not target.is_dir():
+            building = target.with_name(f"{target.name}.building")
+            install(requirement, building)
+            building.rename(target)
         return target
