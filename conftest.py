@@ -9,6 +9,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from execnet import XSpec
 
 TEST_COMMAND = (
     "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' "
@@ -57,11 +62,28 @@ if _missing := missing_test_modules():
     )
     raise SystemExit(4)  # pytest's exit code for a usage error; SystemExit, so pytest adds nothing
 
-# faker's own pytest plugin (its `faker` fixture, unused here) imports faker at every pytest start:
-# about 0.6 s of CPU in each of the hundreds of pytest runs the tests start. Runs that stand for an
-# integrator's own (tests/test_integrator_project.py) drop this and keep it, as theirs would.
+CHILD_PLUGINS_OFF = ("faker", "hypothesispytest", "respx", "anyio")
+"""Plugins of the test install that no pytest run started by a test uses, and their cost.
+
+Each imports its library at every pytest start: faker's (its `faker` fixture) about 0.6 s of CPU,
+hypothesis' 0.55 s, respx's and anyio's together 0.3 s (httpx, httpcore, trio); an empty run
+takes 0.2 s without them, 1.6 s with them, in each of the hundreds of pytest runs the tests start
+(pytester's too: ``tests/conftest.py``). Runs that stand for an integrator's own
+(tests/test_integrator_project.py) drop this and keep them, as theirs would. This run's own
+xdist workers keep them (``pytest_xdist_setupnodes`` below): the property tests use hypothesis'.
+"""
+
+OUTER_ADDOPTS = os.environ.get("PYTEST_ADDOPTS", "")
+"""``PYTEST_ADDOPTS`` as this run was given it."""
+
 os.environ["PYTEST_ADDOPTS"] = " ".join(
-    filter(None, [os.environ.get("PYTEST_ADDOPTS", ""), "-p no:faker"])
+    filter(None, [OUTER_ADDOPTS, *(f"-p no:{name}" for name in CHILD_PLUGINS_OFF)])
 )
 
 pytest_plugins = ["pytester", "verdict_contract.suite"]
+
+
+def pytest_xdist_setupnodes(specs: Sequence[XSpec]) -> None:
+    """This run's own workers get the outer ``PYTEST_ADDOPTS``, with every plugin of the run."""
+    for spec in specs:
+        spec.env["PYTEST_ADDOPTS"] = OUTER_ADDOPTS

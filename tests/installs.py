@@ -37,13 +37,13 @@ def build_wheel(out: Path) -> Path:
     return built
 
 
-def install(source: Path, target: Path) -> Path:
-    """Install ``source`` (the repository or a wheel) into the plain folder ``target``."""
+def install(source: Path | str, target: Path) -> Path:
+    """Install ``source`` (the repository, a wheel or a requirement) into the folder ``target``."""
     _pip("install", "--target", target, source)
     return target
 
 
-def _shared_dir(factory: pytest.TempPathFactory, name: str) -> Path:
+def shared_dir(factory: pytest.TempPathFactory, name: str) -> Path:
     """A folder every pytest-xdist worker of this run shares (the run's base temp, else ours)."""
     base = factory.getbasetemp()
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
@@ -52,7 +52,7 @@ def _shared_dir(factory: pytest.TempPathFactory, name: str) -> Path:
 
 def shared_wheel(factory: pytest.TempPathFactory) -> Path:
     """The distribution's wheel, built once per run whatever the number of xdist workers."""
-    out = _shared_dir(factory, "shared-wheel")
+    out = shared_dir(factory, "shared-wheel")
     out.mkdir(exist_ok=True)
     with (out.parent / "shared-wheel.lock").open("w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
@@ -62,10 +62,25 @@ def shared_wheel(factory: pytest.TempPathFactory) -> Path:
 
 def shared_install(factory: pytest.TempPathFactory) -> Path:
     """That wheel installed in a plain folder (``PYTHONPATH``), once per run."""
-    target = _shared_dir(factory, "shared-site")
+    target = shared_dir(factory, "shared-site")
     wheel = shared_wheel(factory)
     with (target.parent / "shared-site.lock").open("w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         if not (target / "verdict_contract").is_dir():
             install(wheel, target)
+        return target
+
+
+def shared_requirement(factory: pytest.TempPathFactory, requirement: str) -> Path:
+    """``requirement`` (from the index, without its dependencies) installed in a plain folder
+    (``PYTHONPATH``), once per run whatever the number of xdist workers."""
+    target = shared_dir(
+        factory, "shared-" + "".join(c if c.isalnum() else "-" for c in requirement)
+    )
+    with (target.parent / f"{target.name}.lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not target.is_dir():
+            building = target.with_name(f"{target.name}.building")
+            install(requirement, building)
+            building.rename(target)
         return target

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.contract_tests.servers import CONFORMING, KEY, serve
+from tests.installs import shared_requirement
 
 SUITE = ["--pyargs", "verdict_contract.contract_tests", "-p", "no:cacheprovider"]
 ONE_CHECK = ["-q", "-k", "test_schema_version"]
@@ -73,25 +74,7 @@ def test_the_variable_gives_the_url_to_the_suites_own_option(tmp_path: Path) -> 
 @pytest.fixture(scope="module")
 def with_pytest_base_url(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """pytest-base-url installed beside us, as a QA venv with pytest-selenium would have it."""
-    target = tmp_path_factory.mktemp("pytest-base-url")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--target",
-            str(target),
-            "pytest-base-url>=2.1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return target
+    return shared_requirement(tmp_path_factory, "pytest-base-url>=2.1")
 
 
 EXPLICIT = ["-p", "verdict_contract.suite"]

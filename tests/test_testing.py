@@ -7,8 +7,6 @@ nothing else is. The README's examples pass both checkers as they are written.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
 import subprocess
@@ -19,9 +17,7 @@ import pytest
 
 import verdict_contract.testing as public
 from tests.test_readme import GUIDE, _blocks
-
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
+from tests.typecheck import BIN, Checked, mypy, pyright
 
 INTEGRATOR_TESTS = """
 from __future__ import annotations
@@ -83,55 +79,6 @@ def test_misspelt_kind(make_verdict: MakeVerdict) -> None:
 MISSPELT_LINE = INTEGRATOR_TESTS.splitlines().index('    make_verdict("contradictd")') + 1
 
 
-def _run(*command: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
-    done = subprocess.run(
-        [str(c) for c in command], cwd=cwd, capture_output=True, text=True, env=env, timeout=300
-    )
-    return done.stdout + done.stderr
-
-
-def _mypy(path: Path, cache: Path, copy: Path | None) -> str:
-    return _mypy_files([path], cache, copy)
-
-
-def _mypy_files(paths: list[Path], cache: Path, copy: Path | None) -> str:
-    config = cache / "mypy.ini"
-    config.write_text("[mypy]\nstrict = True\n")
-    env = None if copy is None else {**os.environ, "MYPYPATH": str(copy)}
-    command: list[str | Path] = [
-        BIN / "mypy",
-        "--config-file",
-        config,
-        "--cache-dir",
-        cache / "cache",
-    ]
-    return _run(*command, *paths, cwd=paths[0].parent, env=env)
-
-
-def _pyright(paths: list[Path], copy: Path | None, folder: Path) -> str:
-    config = {"typeCheckingMode": "strict", "extraPaths": [str(copy)] if copy else []}
-    (folder / "pyrightconfig.json").write_text(json.dumps(config))
-    return _run(BIN / "pyright", "--pythonpath", sys.executable, *paths, cwd=folder)
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path | None]:
-    """A mypy cache, and where type checkers find the package: None where the install shows it.
-
-    An editable install through an import hook is opaque to them; a copy installed as a wheel
-    would be (``pip install --target``), so the package is checked as an integrator gets it.
-    """
-    cache = tmp_path_factory.mktemp("mypy")
-    probe = cache / "probe.py"
-    probe.write_text("import verdict_contract.testing\n")
-    if "Success" in _mypy(probe, cache, None):
-        return cache, None
-    copy = tmp_path_factory.mktemp("typecheck")
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
-    subprocess.run([*pip, "--target", str(copy), str(ROOT)], check=True, capture_output=True)
-    return cache, copy
-
-
 def test_importing_it_loads_neither_flask_nor_faker() -> None:
     code = (
         "import sys, verdict_contract.testing as t\n"
@@ -153,12 +100,12 @@ def test_every_name_is_exported_and_resolves() -> None:
 
 
 def test_mypy_strict_reports_the_misspelt_kind_and_nothing_else(
-    tmp_path: Path, installed: tuple[Path, Path | None]
+    tmp_path: Path, typecheck: Checked
 ) -> None:
-    cache, copy = installed
+    cache, copy = typecheck
     path = tmp_path / "test_typed.py"
     path.write_text(INTEGRATOR_TESTS)
-    output = _mypy(path, cache, copy)
+    output = mypy([path], cache, copy)
     errors = [line for line in output.splitlines() if ": error:" in line]
     assert len(errors) == 1, output
     assert f"test_typed.py:{MISSPELT_LINE}: error:" in errors[0]
@@ -166,13 +113,13 @@ def test_mypy_strict_reports_the_misspelt_kind_and_nothing_else(
 
 
 def test_pyright_strict_reports_the_misspelt_kind_and_nothing_else(
-    tmp_path: Path, installed: tuple[Path, Path | None]
+    tmp_path: Path, typecheck: Checked
 ) -> None:
     if not (BIN / "pyright").exists() or shutil.which("node") is None:
         pytest.skip("pyright (the test extra) needs node on PATH (Debian's nodejs)")
     path = tmp_path / "test_typed.py"
     path.write_text(INTEGRATOR_TESTS)
-    output = _pyright([path], installed[1], tmp_path)
+    output = pyright([path], typecheck.copy, tmp_path)
     errors = [line for line in output.splitlines() if " - error:" in line]
     assert len(errors) == 1, output
     assert f"test_typed.py:{MISSPELT_LINE}:" in errors[0]
@@ -213,23 +160,23 @@ def _error_lines(output: str, marker: str) -> list[int]:
 
 
 def test_mypy_strict_reports_each_misspelt_step_and_nothing_else(
-    tmp_path: Path, installed: tuple[Path, Path | None]
+    tmp_path: Path, typecheck: Checked
 ) -> None:
-    cache, copy = installed
+    cache, copy = typecheck
     path = tmp_path / "test_steps.py"
     path.write_text(STEPS)
-    output = _mypy(path, cache, copy)
+    output = mypy([path], cache, copy)
     assert _error_lines(output, r": error:") == STEP_LINES, output
 
 
 def test_pyright_strict_reports_each_misspelt_step_and_nothing_else(
-    tmp_path: Path, installed: tuple[Path, Path | None]
+    tmp_path: Path, typecheck: Checked
 ) -> None:
     if not (BIN / "pyright").exists() or shutil.which("node") is None:
         pytest.skip("pyright (the test extra) needs node on PATH (Debian's nodejs)")
     path = tmp_path / "test_steps.py"
     path.write_text(STEPS)
-    output = _pyright([path], installed[1], tmp_path)
+    output = pyright([path], typecheck.copy, tmp_path)
     assert _error_lines(output, r" - error:") == STEP_LINES, output
 
 
@@ -258,19 +205,15 @@ def _readme_examples(folder: Path) -> list[Path]:
     return paths
 
 
-def test_the_readmes_examples_pass_mypy_strict(
-    tmp_path: Path, installed: tuple[Path, Path | None]
-) -> None:
-    cache, copy = installed
+def test_the_readmes_examples_pass_mypy_strict(tmp_path: Path, typecheck: Checked) -> None:
+    cache, copy = typecheck
     paths = _readme_examples(tmp_path)
-    output = _mypy_files(paths, cache, copy)
+    output = mypy(paths, cache, copy)
     assert f"Success: no issues found in {len(paths)} source files" in output, output
 
 
-def test_the_readmes_examples_pass_pyright_strict(
-    tmp_path: Path, installed: tuple[Path, Path | None]
-) -> None:
+def test_the_readmes_examples_pass_pyright_strict(tmp_path: Path, typecheck: Checked) -> None:
     if not (BIN / "pyright").exists() or shutil.which("node") is None:
         pytest.skip("pyright (the test extra) needs node on PATH (Debian's nodejs)")
-    output = _pyright(_readme_examples(tmp_path), installed[1], tmp_path)
+    output = pyright(_readme_examples(tmp_path), typecheck.copy, tmp_path)
     assert output.splitlines()[-1].startswith("0 errors, 0 warnings"), output

@@ -82,7 +82,7 @@ def test_a_pace_is_split_across_workers(monkeypatch: pytest.MonkeyPatch) -> None
     ],
 )
 def test_a_bad_max_rate_is_one_line(pytester: pytest.Pytester, value: str, said: str) -> None:
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "--pyargs", "verdict_contract.contract_tests", "--verdict-max-rate", value
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR

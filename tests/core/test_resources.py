@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from openapi_spec_validator import validate
 
-from tests.installs import ROOT, install, shared_wheel
+from tests.installs import ROOT, shared_wheel
 from verdict_contract.core.resources import (
     OPENAPI_FILE,
     VERDICT_SCHEMA_FILE,
@@ -72,8 +72,9 @@ def test_wheel_carries_the_schema_files(wheel: Path) -> None:
     }
 
 
-def test_installed_wheel_loads_the_schema(wheel: Path, tmp_path: Path) -> None:
-    target = install(wheel, tmp_path / "site")
+def test_installed_wheel_loads_the_schema(wheel_install: Path, tmp_path: Path) -> None:
+    """The run's one install of the wheel (``tests/installs.py``), as pip lays it out."""
+    target = wheel_install
     code = (
         "import verdict_contract.mockserver, verdict_contract.core.resources as r; "
         "print(verdict_contract.mockserver.__file__); print(r.verdict_schema()['title'])"
