@@ -25,6 +25,7 @@ TEST_MODULES = (
     "verdict_contract",
     # the test extra (tests/test_first_run.py checks that each of its distributions is here)
     "h11",
+    "hiredis",
     "openapi_spec_validator",
     "xdist",
     "setuptools",

@@ -278,6 +278,15 @@ def _cannot_listen(settings: Settings, exc: OSError) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``verdict-mock``: Ctrl-C at any moment, starting included (a ``--workers`` group's
+    first second), stops it quietly, as asked: exit 0, no traceback."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -309,7 +318,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MissingExtraError as exc:  # --server waitress without the [server] extra
         parser.error(str(exc))
     base_url = f"http://{host}:{server.effective_port}"
-    print(banner(settings, base_url, state.api_keys, tuple(state.named)), flush=True)
+    try:
+        print(banner(settings, base_url, state.api_keys, tuple(state.named)), flush=True)
+    except KeyboardInterrupt:  # before serving: the listener is released here
+        server.close()
+        raise
     serve_forever(server)
     return 0
 

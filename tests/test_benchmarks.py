@@ -70,7 +70,7 @@ def test_cpu_is_counted_for_a_process_and_its_children() -> None:
 def test_callgrind_counts_are_read_from_its_refs_line() -> None:
     from benchmarks.bench_instructions import refs_of
 
-    said = "==12== Events    : Ir\n==12== Collected : 106289\n==12==\n==12== I   refs:      1,844,262,484\n"
+    said = "==12== Collected : 106289\n==12==\n==12== I   refs:      1,844,262,484\n"
     assert refs_of(said) == 1_844_262_484
     with pytest.raises(ValueError, match="no 'I refs' line"):
         refs_of("==12== valgrind: failed to start tool 'callgrind'\n")

@@ -696,3 +696,16 @@ def test_a_port_held_by_a_verdict_mock_says_so(tmp_path: Path) -> None:
         f"already answers there (http://127.0.0.1:{port}/)"
     )
     assert "--port 0" in lines[1]
+
+
+def test_ctrl_c_while_starting_stops_quietly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A --workers group's worker may get Ctrl-C before its loop takes the signal over
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("verdict_contract.mockserver.cli.banner", interrupted)
+    monkeypatch.setattr("verdict_contract.mockserver.cli.serve_forever", pytest.fail)
+    assert main(["--port", "0"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
