@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import shutil
 import subprocess
@@ -60,7 +61,10 @@ def _count(what: str, requests: int) -> int:
         what,
         str(requests),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=HERE.parent)
+    env = {**os.environ, "PYTHONHASHSEED": "0"}  # the same dict and set layouts every run
+    done = subprocess.run(
+        command, capture_output=True, text=True, check=False, cwd=HERE.parent, env=env
+    )
     if done.returncode != 0:
         raise SystemExit(f"{what} under callgrind failed:\n{done.stderr[-2000:]}")
     return refs_of(done.stderr)
