@@ -40,6 +40,8 @@ class RedisServer:
 
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    options: tuple[str, ...] = ()  # more of redis-server's flags (--requirepass, --unixsocket...)
+    password: str | None = None  # what --requirepass asks, to ask whether it is up
 
     @property
     def url(self) -> str:
@@ -48,9 +50,11 @@ class RedisServer:
     def start(self) -> None:
         assert REDIS_SERVER is not None
         argv = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1"]
-        argv += ["--save", "", "--appendonly", "no", "--loglevel", "warning"]
+        argv += ["--save", "", "--appendonly", "no", "--loglevel", "warning", *self.options]
         self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1)
+        client = redis.Redis(
+            port=self.port, password=self.password, socket_timeout=1, socket_connect_timeout=1
+        )
 
         def answers() -> bool:
             try:
@@ -81,9 +85,9 @@ class RedisServer:
 
 
 @contextmanager
-def redis_server() -> Iterator[RedisServer]:
+def redis_server(*options: str, password: str | None = None) -> Iterator[RedisServer]:
     require_redis()
-    server = RedisServer()
+    server = RedisServer(options=options, password=password)
     server.start()
     try:
         yield server

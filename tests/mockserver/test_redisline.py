@@ -7,7 +7,6 @@ says (the line authenticates and selects as redis-py's own clients do).
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,8 +14,7 @@ import httpx
 import pytest
 import redis
 
-from tests.helpers import free_port, wait_until
-from tests.redisserver import REDIS_SERVER, require_redis
+from tests.redisserver import redis_server
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.store.backend import StateURL
 from verdict_contract.mockserver.testing.mocks import live_mock
@@ -28,29 +26,10 @@ KEY = "line-test-key-000001"
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path]]:
     """A redis-server with a password, on a free port and a unix socket."""
-    require_redis()
-    assert REDIS_SERVER is not None
-    port = free_port()
     sock = tmp_path_factory.mktemp("redis") / "redis.sock"
-    argv = [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
-    argv += ["--appendonly", "no", "--requirepass", PASSWORD, "--unixsocket", str(sock)]
-    argv += ["--unixsocketperm", "700", "--loglevel", "warning"]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port, password=PASSWORD, socket_timeout=1)
-
-    def answers() -> bool:
-        try:
-            return bool(client.ping())
-        except redis.RedisError:
-            return False
-
-    try:
-        assert wait_until(answers), "redis-server did not start"
-        yield port, sock
-    finally:
-        client.close()
-        process.kill()
-        process.wait(timeout=10)
+    options = ("--requirepass", PASSWORD, "--unixsocket", str(sock), "--unixsocketperm", "700")
+    with redis_server(*options, password=PASSWORD) as server:
+        yield server.port, sock
 
 
 @pytest.mark.parametrize("over", ["tcp", "unix socket"])
