@@ -44,6 +44,7 @@ def shoot(browser: Any, server: BackgroundServer, name: str, mint: bool = False)
             int(page.execute_script("return document.documentElement.dataset.polls||0")) >= 2
         )
     )
+    browser.execute_script("window.scrollTo(0, 0)")  # the form's button scrolled it down
     browser.save_screenshot(str(HERE / name))
 
 
