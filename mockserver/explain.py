@@ -270,14 +270,17 @@ class _Pending:
                 _EXPIRED_TAIL,
                 entry_tail(normal),
             ]
+        # Without a key the 401 stands whatever the store says: the entry says so, and so
+        # goes to the ring of what any page can send (the journal's one rule, entry_parts).
+        refused = outcome(_UNAUTHORIZED) if key is None else None
         entry = make_parts(
             {
                 "method": method,
                 "path": ENDPOINT_PATH,
                 "args": journaled_args(pairs, query_string),
                 "authorization": authorization,
-                "status": None,
-                "outcome": "",
+                "status": None if refused is None else refused.status,
+                "outcome": "" if refused is None else refused.outcome,
                 "is_key": state.key_ok,
             }
         )
@@ -290,7 +293,7 @@ class _Pending:
             collected_at=None if session is None else session.collected_at,
             lifetime=state.settings.session_lifetime,
             local_stands=bool(tails[1]) and session is not None,
-            untrusted=key is None,
+            untrusted=entry.untrusted,
             entry=entry_head(entry, served),
             tails=(tails[0], tails[1], tails[2], tails[3]),
         )

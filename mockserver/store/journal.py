@@ -94,7 +94,7 @@ class EntryParts(NamedTuple):
     violations: tuple[str, ...]
     header_prints: frozenset[bytes]  # the entry's fingerprints: these and the parameters'
     param_prints: frozenset[bytes]  # (two sets, each shared by a cache: their union is built
-    # when the entry is read; per request it cost 5% of answering /e, bench_connection.py)
+    # when the entry is read; per request it cost 5% of /e: benchmarks/bench_instructions.py)
     untrusted: bool
     """Whether any web page could have sent this request, so it goes to the bounded ring.
 
