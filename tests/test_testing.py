@@ -99,13 +99,25 @@ def test_every_name_is_exported_and_resolves() -> None:
         public.Nope  # noqa: B018
 
 
+def _check(checker: str, name: str, text: str, tmp_path: Path, typecheck: Checked) -> str:
+    """What ``checker`` (mypy or pyright, strict) prints on ``text`` saved as ``name``."""
+    path = tmp_path / name
+    path.write_text(text)
+    if checker == "mypy":
+        return mypy([path], typecheck.cache, typecheck.copy)
+    _need_pyright()
+    return pyright([path], typecheck.copy, tmp_path)
+
+
+def _need_pyright() -> None:
+    if not (BIN / "pyright").exists() or shutil.which("node") is None:
+        pytest.skip("pyright (the test extra) needs node on PATH (Debian's nodejs)")
+
+
 def test_mypy_strict_reports_the_misspelt_kind_and_nothing_else(
     tmp_path: Path, typecheck: Checked
 ) -> None:
-    cache, copy = typecheck
-    path = tmp_path / "test_typed.py"
-    path.write_text(INTEGRATOR_TESTS)
-    output = mypy([path], cache, copy)
+    output = _check("mypy", "test_typed.py", INTEGRATOR_TESTS, tmp_path, typecheck)
     errors = [line for line in output.splitlines() if ": error:" in line]
     assert len(errors) == 1, output
     assert f"test_typed.py:{MISSPELT_LINE}: error:" in errors[0]
@@ -115,11 +127,7 @@ def test_mypy_strict_reports_the_misspelt_kind_and_nothing_else(
 def test_pyright_strict_reports_the_misspelt_kind_and_nothing_else(
     tmp_path: Path, typecheck: Checked
 ) -> None:
-    if not (BIN / "pyright").exists() or shutil.which("node") is None:
-        pytest.skip("pyright (the test extra) needs node on PATH (Debian's nodejs)")
-    path = tmp_path / "test_typed.py"
-    path.write_text(INTEGRATOR_TESTS)
-    output = pyright([path], typecheck.copy, tmp_path)
+    output = _check("pyright", "test_typed.py", INTEGRATOR_TESTS, tmp_path, typecheck)
     errors = [line for line in output.splitlines() if " - error:" in line]
     assert len(errors) == 1, output
     assert f"test_typed.py:{MISSPELT_LINE}:" in errors[0]
@@ -162,21 +170,14 @@ def _error_lines(output: str, marker: str) -> list[int]:
 def test_mypy_strict_reports_each_misspelt_step_and_nothing_else(
     tmp_path: Path, typecheck: Checked
 ) -> None:
-    cache, copy = typecheck
-    path = tmp_path / "test_steps.py"
-    path.write_text(STEPS)
-    output = mypy([path], cache, copy)
+    output = _check("mypy", "test_steps.py", STEPS, tmp_path, typecheck)
     assert _error_lines(output, r": error:") == STEP_LINES, output
 
 
 def test_pyright_strict_reports_each_misspelt_step_and_nothing_else(
     tmp_path: Path, typecheck: Checked
 ) -> None:
-    if not (BIN / "pyright").exists() or shutil.which("node") is None:
-        pytest.skip("pyright (the test extra) needs node on PATH (Debian's nodejs)")
-    path = tmp_path / "test_steps.py"
-    path.write_text(STEPS)
-    output = pyright([path], typecheck.copy, tmp_path)
+    output = _check("pyright", "test_steps.py", STEPS, tmp_path, typecheck)
     assert _error_lines(output, r" - error:") == STEP_LINES, output
 
 
@@ -213,7 +214,6 @@ def test_the_readmes_examples_pass_mypy_strict(tmp_path: Path, typecheck: Checke
 
 
 def test_the_readmes_examples_pass_pyright_strict(tmp_path: Path, typecheck: Checked) -> None:
-    if not (BIN / "pyright").exists() or shutil.which("node") is None:
-        pytest.skip("pyright (the test extra) needs node on PATH (Debian's nodejs)")
+    _need_pyright()
     output = pyright(_readme_examples(tmp_path), typecheck.copy, tmp_path)
     assert output.splitlines()[-1].startswith("0 errors, 0 warnings"), output
