@@ -625,16 +625,21 @@ def _unreadable_retry_after_for_later_sessions() -> Callable[[Request], Response
     return before
 
 
-def _changes_from_the_third_call() -> Alter:
+def _changes_from_the_third_call(expires_after: int | None = None) -> Alter:
     """Each session's first two authorised verdicts agree; from the third on, another: two calls
-    back to back agree, the run's first and last do not."""
+    back to back agree, the run's first and last do not. With ``expires_after``, a session
+    answers 404 (expired) from that many calls on."""
     calls: Counter[tuple[str, str]] = Counter()
 
     def alter(request: Request, response: Response) -> None:
         if response.status_code != 200:
             return
         calls[request.host, request.args.get("n", "")] += 1
-        if calls[request.host, request.args.get("n", "")] >= 3:
+        made = calls[request.host, request.args.get("n", "")]
+        if expires_after is not None and made > expires_after:
+            response.status_code = 404
+            response.set_data('{"error": {"code": "session_not_found", "message": "expired"}}')
+        elif made >= 3:
             body = _body(response)
             body["families"]["reporting"] = max(0, body["families"]["reporting"] - 1)
             _set_body(response, body)
@@ -783,6 +788,10 @@ BROKEN: dict[str, Variant] = {
     ),
     "a verdict that changes from its third call on": Variant(
         alter=_changes_from_the_third_call(), fails=("test_verdict_never_changes_during_the_run",)
+    ),
+    "a verdict that changes, then the session expires": Variant(
+        alter=_changes_from_the_third_call(expires_after=4),
+        fails=("test_verdict_never_changes_during_the_run",),
     ),
     "a 429 whose Retry-After no client can read": Variant(
         before=_unreadable_retry_after_for_later_sessions(),

@@ -44,6 +44,20 @@ def test_a_verdict_that_changes_later_fails_though_two_calls_agree(
     assert "replay, a later call: curl -i " in output
 
 
+def test_a_verdict_that_changed_before_its_session_expired_still_fails(
+    pytester: pytest.Pytester,
+) -> None:
+    """A 404 at the run's end (expired) spares the last call, not the verdicts seen before."""
+    result, running = run_suite(
+        pytester, BROKEN["a verdict that changes, then the session expires"]
+    )
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, output
+    result.stdout.fnmatch_lines(["FAILED *::test_verdict_never_changes_during_the_run*"])
+    for n in running.session_ids:
+        assert f"session {n!r}: the verdict changed during the run" in output
+
+
 def test_a_verdict_unchanged_all_run_passes(pytester: pytest.Pytester) -> None:
     """The counterpart: an undocumented field changing on every call is no change."""
     result, _ = run_suite(
