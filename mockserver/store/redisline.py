@@ -68,6 +68,11 @@ class Line:
         takes at most the timeout (a Redis that never answers frees the line)."""
         while self._queue:
             queued, self._queue = self._queue, []
+            # A caller that gave up meanwhile (its request answered 503 on a timeout) is not
+            # sent: it would count against the rate limit, take a step and be journaled.
+            queued = [(some, future) for some, future in queued if not future.done()]
+            if not queued:
+                continue
             commands = [command for some, _ in queued for command in some]
             try:
                 async with asyncio.timeout(self._timeout):
