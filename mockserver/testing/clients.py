@@ -96,9 +96,15 @@ def respx_handler(target: InProcessApp, prefix: str = "") -> Callable[[httpx.Req
 
     async def later(request: httpx.Request) -> httpx.Response:
         """An async client's call: in a worker thread, so a delay holds no event loop."""
-        cancel, done = threading.Event(), threading.Event()
+        cancel, done, lock = threading.Event(), threading.Event(), threading.Lock()
+        began = False  # the call reached the mock (else a cancel has nothing to wait for)
 
-        def work() -> Reply:
+        def work() -> Reply | None:
+            nonlocal began
+            with lock:
+                if cancel.is_set():  # cancelled before the thread ran it: never sent
+                    return None
+                began = True
             try:
                 return call(request, cancel)
             finally:
@@ -107,10 +113,14 @@ def respx_handler(target: InProcessApp, prefix: str = "") -> Callable[[httpx.Req
         try:
             reply = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
-            cancel.set()  # the delay stops, and the request is journaled as cancelled
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(done.wait)
+            with lock:
+                cancel.set()  # the delay stops, and the request is journaled as cancelled
+                under_way = began
+            if under_way:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(done.wait)
             raise
+        assert reply is not None  # only a cancel leaves it unsent, and that raised above
         return httpx_reply(request, reply)
 
     def handle(request: httpx.Request) -> Any:

@@ -4,6 +4,7 @@ the client cancels journaled as such, and a base URL of the test's choosing, pat
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -108,6 +109,28 @@ def test_a_call_the_client_cancels_is_journaled_as_cancelled(kind: str, name: st
         assert (entry.status, entry.fault, entry.n) == (None, "cancelled", n)
         again = httpx.get(mock.url(n), headers=mock.headers)  # the step was used by that call
     assert again.json()["verdict"] == "refused"
+
+
+@pytest.mark.parametrize("kind", ["asyncio", "trio"])
+def test_a_call_cancelled_before_it_starts_is_cancelled_at_once(kind: str) -> None:
+    """No thread ever ran it: nothing to wait for (it hung, waiting on a call never made)."""
+    with respx_mock(settings=Settings(api_keys=(KEY,))) as mock:
+        n = mock.mint()
+
+        async def call() -> str:
+            async with httpx.AsyncClient(headers=mock.headers) as session:
+                with anyio.CancelScope() as scope:
+                    scope.cancel()
+                    await session.get(mock.url(n))
+                    return "answered"
+            return "cancelled"
+
+        outcome: list[str] = []
+        thread = threading.Thread(target=lambda: outcome.append(_run(kind, call)), daemon=True)
+        thread.start()
+        thread.join(60)  # a generous deadline: a hang is what this test is about
+        assert outcome == ["cancelled"]
+        assert list(mock.journal) == []  # never reached the mock
 
 
 def test_a_call_that_is_not_cancelled_is_answered() -> None:
