@@ -185,8 +185,12 @@ def test_a_key_made_between_renewals_gets_its_ttl_as_it_is_made(
         assert _get(mock, KEY) == 200  # makes the journal: every key renewed
         (limits,) = [k for k in client.scan_iter(count=1000) if k.endswith(":limits")]
         client.delete(limits)
-        assert _get(mock, other) == 200  # the journal's TTL is fresh: no renewal due
+        clock = limits.replace(":limits", ":clock")
+        client.pexpire(clock, 5000)  # a marker: untouched unless every key is renewed
+        client.pexpire(limits.replace(":limits", ":journal"), int(TTL * 1000) + 30_000)  # fresh,
+        assert _get(mock, other) == 200  # by the test, not by timing: no renewal due
         assert 0 < client.pttl(limits) <= TTL * 1000
+        assert client.pttl(clock) <= 5000  # so the count's own PEXPIRE gave it its TTL
 
 
 def test_a_request_renews_once_the_journal_is_renewed_over_a_second_ago(
@@ -196,9 +200,10 @@ def test_a_request_renews_once_the_journal_is_renewed_over_a_second_ago(
         traffic(mock)
         clock = next(k for k in client.scan_iter(count=1000) if k.endswith(":clock"))
         client.pexpire(clock, 5000)
+        journal = clock.replace(":clock", ":journal")
+        client.pexpire(journal, int(TTL * 1000) + 30_000)  # fresh for 30 s: by the test, not timing
         assert _get(mock, KEY) == 200
         assert client.pttl(clock) <= 5000  # the journal's TTL is fresh: not renewed
-        journal = clock.replace(":clock", ":journal")
         client.pexpire(journal, int(TTL * 1000) - 1001)  # as a second and a bit later
         assert _get(mock, KEY) == 200
         assert client.pttl(clock) > 5000
