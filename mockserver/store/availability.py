@@ -2,7 +2,7 @@
 
 Every call to the store reports here (:meth:`Calls.failed` with the 503 it gives, or
 :meth:`Calls.answered`); only a change is logged, so a Redis down under load writes two
-lines, not one per request. While it is up, :meth:`~Availability.answered` reads one attribute
+lines, not one per request. While it is up, :meth:`Calls.answered` reads one attribute
 and returns (the hot path pays nothing more); the lock is taken only on a change, so calls from
 the event loop and the control API's threads log each change once.
 """

@@ -215,7 +215,7 @@ class SharedCall:
     collected_at: float | None
     lifetime: float
     local_stands: bool  # the local answer stands unless a scripted step replaces it
-    untrusted: bool  # no valid key: journaled in the ring (see journal.untrusted)
+    untrusted: bool  # no valid key: journaled in the ring (see journal.EntryParts.untrusted)
     entry: str  # the journal entry up to its answer's fields (see journal.entry_head)
     tails: tuple[str, str, str, str]
 

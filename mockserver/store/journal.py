@@ -359,18 +359,18 @@ def decode_entry(text: str) -> Entry:
         facts = Served(verdict, conclusive, schema, tuple(extra))
     reading = Outcome(status, said, fault, decided_by, retry_after, delay_ms, facts)
     kept = EntryParts(
-        at,
-        method,
-        path,
-        n,
-        query,
-        authorization,
-        reading,
-        latency,
-        (),
-        _NO_PRINTS,
-        _NO_PRINTS,
-        False,
-        0,
+        time=at,
+        method=method,
+        path=path,
+        n=n,
+        query=query,
+        authorization=authorization,
+        reading=reading,
+        latency_ms=latency,
+        violations=(),
+        header_prints=_NO_PRINTS,  # a shared store keeps no fingerprints
+        param_prints=_NO_PRINTS,
+        untrusted=False,  # (read back: the store kept it in its place already)
+        generation=0,
     )
     return _entry(kept)
