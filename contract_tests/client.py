@@ -306,7 +306,11 @@ class ExplainClient:
     def throttling(self) -> Throttling:
         """What throttling has cost this process so far."""
         return Throttling(
-            str(os.getpid()), self.answered_429, self.waited, self.wait_budget, self.paced
+            process=str(os.getpid()),
+            answered_429=self.answered_429,
+            waited=self.waited,
+            budget=self.wait_budget,
+            paced=self.paced,
         )
 
     def advise(self, text: str) -> None:
@@ -372,7 +376,7 @@ class ExplainClient:
                 )
             time.sleep(wait)
             self.waited += wait
-            announced = said if said is not None and said.strip() else None
+            announced = said  # None, or readable: an unreadable one failed the call above
             attempt += 1
 
     def _remember(

@@ -2,7 +2,7 @@
 
 ``Retry-After`` is delay-seconds (digits only) or an HTTP-date (IMF-fixdate, or the obsolete
 RFC 850 and asctime forms a recipient must also accept). A value that is neither tells a client
-nothing it can act on: the client backs off, and the answer is a breach, not an advisory. A 429
+nothing it can act on: the call that met it fails, a breach, not an advisory. A 429
 without the field is allowed (spec §7 promises the status, no header): an advisory.
 """
 

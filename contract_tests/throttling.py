@@ -33,11 +33,11 @@ class Throttling:
     def loads(cls, text: str) -> Throttling:
         data = json.loads(text)
         return cls(
-            str(data["process"]),
-            int(data["answered_429"]),
-            float(data["waited"]),
-            float(data["budget"]),
-            float(data["paced"]),
+            process=str(data["process"]),
+            answered_429=int(data["answered_429"]),
+            waited=float(data["waited"]),
+            budget=float(data["budget"]),
+            paced=float(data["paced"]),
         )
 
 

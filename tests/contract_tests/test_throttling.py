@@ -17,7 +17,8 @@ from verdict_contract.contract_tests.throttling import RunThrottling, Throttling
 
 THROTTLED_TWICE = CONFORMING["throttled twice, Retry-After in seconds"]
 LINE = re.compile(
-    r"^throttling: +(\d+) answer\(s\) of 429, ([\d.]+) s waited on them of the 60 s wait budget",
+    r"^throttling: +(\d+) answer\(s\) of 429, ([\d.]+) s waited on them of the 60 s"
+    r"(?: per process)? wait budget",
     flags=re.MULTILINE,
 )
 
@@ -88,7 +89,15 @@ def test_a_run_without_429s_says_so_too(pytester: pytest.Pytester) -> None:
 def test_workers_add_up_their_throttling(pytester: pytest.Pytester) -> None:
     with serve(THROTTLED_TWICE) as running:
         result = pytester.runpytest_subprocess(*running.suite_args("-n", "2"))
-    assert result.ret == 0, result.stdout.str()
+        assert running.traffic is not None
+        refused = running.traffic.statuses[429]
+    output = result.stdout.str()
+    assert result.ret == 0, output
+    match = LINE.search(output)
+    assert match is not None, output
+    met, waited = int(match[1]), float(match[2])
+    assert 1 <= met <= refused  # both workers' 429s, the preflight's not among them
+    assert waited >= met  # each said Retry-After: 1
     result.stdout.fnmatch_lines(
         [
             "throttling: * answer(s) of 429, * s waited on them of the 60 s per process wait budget"
