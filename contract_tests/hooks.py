@@ -411,5 +411,6 @@ class _Summary:
             for line in lines:
                 terminalreporter.write_line(line)
         if self.gate is not None and under_github_actions():
+            redactor = terminalreporter.config.stash[REDACTOR]  # as JUnit's copy of them
             for line in workflow_commands(self.report, self.gate):
-                terminalreporter.write_line(line)
+                terminalreporter.write_line(redactor.text(line) if redactor.active else line)
