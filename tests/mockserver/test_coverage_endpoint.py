@@ -53,3 +53,13 @@ def test_the_guard_keeps_other_hosts_and_origins_out() -> None:
         foreign = httpx.get(url, headers={"Origin": "https://evil.example"}, timeout=10)
     assert rebound.status_code == 421
     assert foreign.status_code == 403
+
+
+def test_a_key_sent_in_the_query_is_named_as_a_habit_and_never_shown() -> None:
+    with live_mock(Settings(port=0, api_keys=(KEY,))) as mock:
+        n = mock.mint()
+        with httpx.Client(base_url=mock.base_url, timeout=10) as client:
+            client.get("/e", params={"n": n, "api_key": KEY}, headers=mock.headers)
+            answer = client.get("/_mock/coverage")
+    assert "key_outside_header" in {habit["id"] for habit in answer.json()["habits"]}
+    assert KEY not in answer.text  # named as a habit, the key itself nowhere
