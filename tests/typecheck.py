@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import pytest
 
-from tests.installs import ROOT, shared_dir
+from tests.installs import shared_dir, shared_install
 
 BIN = Path(sys.executable).parent
 """Where this venv's ``mypy`` and ``pyright`` are."""
@@ -67,9 +67,7 @@ def _warm(cache: Path, factory: pytest.TempPathFactory) -> Path | None:
     probe.write_text("import verdict_contract.testing\n")
     if "Success" in mypy([probe], cache, None):
         return None
-    copy = factory.mktemp("typecheck")
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
-    subprocess.run([*pip, "--target", str(copy), str(ROOT)], check=True, capture_output=True)
+    copy = shared_install(factory)  # the run's one wheel, installed once (under its lock)
     mypy([probe], cache, copy)
     return copy
 
