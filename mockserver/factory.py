@@ -19,6 +19,7 @@ from verdict_contract.core.spec import (
     Tier,
     VerdictKind,
     VerdictRow,
+    split_row,
 )
 from verdict_contract.core.types import Verdict
 from verdict_contract.core.validator import validate_verdict
@@ -68,9 +69,10 @@ def make_verdict(
     :class:`InvalidVerdictError` unless ``valid=False`` asks for it on purpose, to test how
     code handles a broken response. ``verdict`` may be a row of §2.4 (``verdict_kind``).
     """
-    if isinstance(verdict, VerdictRow):
-        row = verdict
-        verdict, conclusive = row.verdict, row.conclusive
+    try:  # a row of §2.4 (verdict_kind): both at once
+        verdict, conclusive = split_row(verdict, conclusive)
+    except ValueError as exc:
+        raise InvalidVerdictError(f"make_verdict(): {exc}") from None
     if conclusive and verdict in NEVER_CONCLUSIVE and valid:
         raise InvalidVerdictError(
             f"a {verdict!r} verdict is never conclusive (spec §2.4); "

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, Final
 import httpx
 from flask import Flask
 
-from verdict_contract.core.errors import SettingsError
+from verdict_contract.core.errors import SettingsError, SpecError
 from verdict_contract.core.hosts import is_loopback
-from verdict_contract.core.spec import VerdictKind, VerdictRow
+from verdict_contract.core.spec import VerdictKind, VerdictRow, split_row
 
 from ..model.answer import DOCUMENTED_FIELDS
 from ..model.sessions import ScriptStep as ScriptStep
@@ -129,9 +129,10 @@ class VerdictMock(JournalChecks):
         of these nor a field of the verdict is answered with the closest (did you mean).
         Raises :class:`~verdict_contract.core.errors.SpecError` for an impossible request.
         """
-        if isinstance(verdict, VerdictRow):  # a row of §2.4 (verdict_kind): both at once
-            row = verdict
-            verdict, conclusive = row.verdict, row.conclusive
+        try:  # a row of §2.4 (verdict_kind): both at once
+            verdict, conclusive = split_row(verdict, conclusive)
+        except ValueError as exc:
+            raise SpecError(f"mint(): {exc}") from None
         if not allow_invalid:
             for name in fields:
                 if name not in DOCUMENTED_FIELDS:

@@ -150,3 +150,17 @@ def test_verdict_kind_rows_are_the_seven_of_section_2_4() -> None:
             assert met == f"verdict.{row.id}"
             made = make_verdict(row)
             assert (made["verdict"], made["conclusive"]) == row
+
+
+def test_a_row_and_a_conclusive_that_contradicts_it_are_refused_not_overridden() -> None:
+    from verdict_contract.core.errors import InvalidVerdictError
+
+    row = VerdictRow("contradicted", True)
+    with respx_mock(settings=Settings(api_keys=("future-key-000001",))) as mock:
+        with pytest.raises(SpecError, match="contradicts it"):
+            mock.mint(verdict=row, conclusive=False)
+        agreeing = mock.mint(verdict=row, conclusive=True)  # said twice, the same: taken
+        assert httpx.get(mock.url(agreeing), headers=mock.headers).json()["conclusive"] is True
+    with pytest.raises(InvalidVerdictError, match="contradicts it"):
+        make_verdict(row, conclusive=False)
+    assert make_verdict(VerdictRow("refused", False))["conclusive"] is False

@@ -46,6 +46,21 @@ class VerdictRow(NamedTuple):
         return f"{self.verdict}.{'conclusive' if self.conclusive else 'inconclusive'}"
 
 
+def split_row(
+    verdict: VerdictKind | VerdictRow | None, conclusive: bool | None
+) -> tuple[VerdictKind | None, bool | None]:
+    """A verdict and its ``conclusive`` from what a caller gave: a row of §2.4 (``verdict_kind``)
+    stands for both, and a ``conclusive`` given beside it must agree (ValueError if not)."""
+    if not isinstance(verdict, VerdictRow):
+        return verdict, conclusive
+    if conclusive is not None and conclusive != verdict.conclusive:
+        raise ValueError(
+            f"the row {verdict.id!r} is conclusive={verdict.conclusive}; "
+            f"conclusive={conclusive} beside it contradicts it: give one or the other"
+        )
+    return verdict.verdict, verdict.conclusive
+
+
 VERDICT_OUTCOMES: Final[tuple[VerdictRow, ...]] = tuple(
     VerdictRow(verdict, conclusive)
     for verdict in VERDICTS
