@@ -192,6 +192,8 @@ class RedisBackend:
             self._async = self._clients.make_async()
             url = StateURL(self._url).client_url
             plain = not (self.cluster or self._clients.sentinel)  # else redis-py's pipeline
+            if self._line is not None:  # the previous loop's connection: closed, not left open
+                self._line.close()
             self._line = Line.of(url, self.reply_bytes, TIMEOUT) if plain else None
             self._async_loop, self._batch = loop, []
         future: asyncio.Future[Facts] = loop.create_future()
