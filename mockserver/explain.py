@@ -326,16 +326,19 @@ class _Pending:
         )
 
 
-def record(state: MockState, decision: Decision, fault: str | None = None) -> None:
+def record(state: MockState, decision: Decision, fault: str | None = None) -> float:
     """Journal a decided request; its latency includes any scripted delay waited out.
 
     ``fault`` says what the client got instead of the answer: ``disconnected`` for a client
     that left while its answer was delayed (journaled with no status, when it left). A shared
     state journaled the request as it decided it: nothing is journaled again.
+
+    Returns the latency in seconds, measured once here for the journal and the metrics.
     """
+    latency = time.perf_counter() - decision.started
     if decision.journaled:
-        return
-    latency_ms = (time.perf_counter() - decision.started) * 1000
+        return latency
+    latency_ms = latency * 1000
     d = decision
     journal(
         state,
@@ -348,6 +351,7 @@ def record(state: MockState, decision: Decision, fault: str | None = None) -> No
         latency_ms,
         headers=d.headers,
     )
+    return latency
 
 
 def handle(

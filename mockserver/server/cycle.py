@@ -28,8 +28,7 @@ class Phase(enum.IntEnum):
     QUEUED = 2  # read whole (or refused): waits for the answers before it to be written
     DECIDING = 3  # the app computes its answer on a worker thread, or a shared state decides it
     DELAYED = 4  # its answer is decided; a scripted delay is waited out on the loop
-    WRITING = 5  # its answer goes to the transport (one synchronous step)
-    DONE = 6  # answered, or given up (the client left, the connection was cut)
+    DONE = 5  # answered (its bytes handed to the transport), or given up (the client left)
 
 
 # Each phase as a module constant too: on Python 3.11 reading an Enum member as a class
@@ -39,16 +38,14 @@ READING: Final = Phase.READING
 QUEUED: Final = Phase.QUEUED
 DECIDING: Final = Phase.DECIDING
 DELAYED: Final = Phase.DELAYED
-WRITING: Final = Phase.WRITING
 DONE: Final = Phase.DONE
 
 _MOVES: Final[dict[Phase, frozenset[Phase]]] = {
     Phase.READING: frozenset({Phase.QUEUED, Phase.DONE}),
-    Phase.QUEUED: frozenset({Phase.DECIDING, Phase.DELAYED, Phase.WRITING, Phase.DONE}),
-    Phase.DECIDING: frozenset({Phase.DELAYED, Phase.WRITING, Phase.DONE}),
-    Phase.DELAYED: frozenset({Phase.WRITING, Phase.DONE}),
-    Phase.WRITING: frozenset({Phase.DONE}),
-    Phase.DONE: frozenset(),
+    Phase.QUEUED: frozenset({Phase.DECIDING, Phase.DELAYED, Phase.DONE}),
+    Phase.DECIDING: frozenset({Phase.DELAYED, Phase.DONE}),
+    Phase.DELAYED: frozenset({Phase.DONE}),
+    Phase.DONE: frozenset(),  # answered once: a second answer is refused
 }
 BUSY: Final = frozenset({Phase.DECIDING, Phase.DELAYED})
 """Phases in which the connection waits on something other than its client."""

@@ -25,7 +25,7 @@ from ..explain import Decision, decide, decide_shared, journal_elsewhere, record
 from ..model.answer import Answer, error_answer, failure_answer, not_allowed, status_line
 from ..state import MockState
 from ..web.accesslog import log_request
-from .cycle import DECIDING, DELAYED, DONE, WRITING, RequestCycle
+from .cycle import DECIDING, DELAYED, DONE, RequestCycle
 from .flow import FlowControl
 from .wire import Heads, peer_closed
 from .wsgibridge import call_app, environ_for
@@ -94,10 +94,9 @@ class Responder:
     def start(self, cycle: RequestCycle) -> None:
         """Begin answering the request at the head of the pipeline."""
         if cycle.refusal is not None:
-            cycle.to(WRITING)
+            cycle.to(DONE)
             data = self.server.heads.answer(cycle.refusal, False, True, False)[0]
             self.turn.flow.linger(data, self.server.drain_seconds)
-            cycle.to(DONE)
             return
         request = cycle.request
         assert request is not None
@@ -121,7 +120,7 @@ class Responder:
                         request.headers,
                         answer,
                     )
-                self.send(cycle, answer, started, vary=False)
+                self.send(cycle, answer, time.perf_counter() - started, vary=False)
         else:
             self._app(cycle, request)
 
@@ -141,11 +140,10 @@ class Responder:
         try:
             decision = decide(state, request.method, query, authorization, request.headers)
         except Exception as exc:  # never a 5xx for a request, however it fails
-            self.send(cycle, _failure(exc), time.perf_counter())
+            self.send(cycle, _failure(exc), 0.0)
             return
         if not self._held(cycle, decision):
-            record(state, decision)
-            self.send(cycle, decision.answer, decision.started)
+            self.send(cycle, decision.answer, record(state, decision))
 
     def _held(self, cycle: RequestCycle, decision: Decision) -> bool:
         """Whether the answer waits out its scripted delay on the loop (sent by ``_delayed``)."""
@@ -167,12 +165,12 @@ class Responder:
         try:
             decision = done.result()
         except Exception as exc:  # never a 5xx for a request, however it fails
-            answer, started = _failure(exc), time.perf_counter()
+            answer, latency = _failure(exc), 0.0
         else:
             if self._held(cycle, decision):
                 return
-            answer, started = decision.answer, decision.started
-        self.send(cycle, answer, started)
+            answer, latency = decision.answer, time.perf_counter() - decision.started
+        self.send(cycle, answer, latency)
         self.turn.advance()
 
     def _delayed(self, cycle: RequestCycle, decision: Decision) -> None:
@@ -189,27 +187,25 @@ class Responder:
         # A client that closed its side meanwhile (reading was paused: a peek tells) is
         # journaled as disconnected; the answer is still written, in case it only half-closed.
         gone = self._client_gone()
-        record(self.server.state, decision, fault="disconnected" if gone else None)
-        self.send(cycle, decision.answer, decision.started)
+        latency = record(self.server.state, decision, fault="disconnected" if gone else None)
+        self.send(cycle, decision.answer, latency)
         self.turn.advance()
 
-    def send(self, cycle: RequestCycle, answer: Answer, started: float, vary: bool = True) -> None:
-        """Write an answer to ``/e``, enacting its fault; counted (``started``: perf_counter
-        when its request was decided) for the metrics."""
+    def send(self, cycle: RequestCycle, answer: Answer, latency: float, vary: bool = True) -> None:
+        """Write an answer to ``/e``, enacting its fault; counted for the metrics with its
+        ``latency`` (seconds since its request was decided, as :func:`.explain.record` gives)."""
         request = cycle.request
         assert request is not None
-        cycle.to(WRITING)
+        cycle.to(DONE)  # answered: its bytes go to the transport in this step
         if self.traffic is not None:
-            self.traffic.count(answer.status, answer.outcome, time.perf_counter() - started)
+            self.traffic.count(answer.status, answer.outcome, latency)
         if answer.fault == "reset":
             self._log(request, "000", 0)
-            cycle.to(DONE)
             self.turn.reset()
             return
         close = not cycle.keep_alive or answer.fault == "truncated"
         data, sent = self.server.heads.answer(answer, request.method == "HEAD", close, vary)
         self.turn.flow.transport.write(data)
-        cycle.to(DONE)
         if self.server.access_log:
             self._log(request, status_line(answer.status), sent)
         if close:
@@ -225,7 +221,7 @@ class Responder:
         except httptools.HttpParserInvalidURLError:
             cycle.keep_alive = False
             refusal = error_answer(400, "bad_request", "the URL is not valid")
-            self.send(cycle, refusal, time.perf_counter(), vary=False)
+            self.send(cycle, refusal, 0.0, vary=False)
             return
         if server.hot and is_api_call(request.method, environ["PATH_INFO"]):
             # /e spelled otherwise (absolute-form, /%65): on the loop too, or a delay holds a thread
@@ -252,17 +248,15 @@ class Responder:
             self.turn.reset()
             return
         except Exception as exc:  # never a 5xx: the app's own handlers answered what they could
-            cycle.to(WRITING)
+            cycle.to(DONE)
             cycle.keep_alive = False
             answer = failure_answer(exc, f"answering {request.method}")
             self.turn.flow.transport.write(self.server.heads.answer(answer, False, True, False)[0])
-            cycle.to(DONE)
             self.turn.close()
             return
-        cycle.to(WRITING)
+        cycle.to(DONE)
         data, close = self.server.heads.reply(reply, request.method, cycle.keep_alive)
         self.turn.flow.transport.write(data)
-        cycle.to(DONE)
         if close:
             self.turn.close()
         self.turn.advance()

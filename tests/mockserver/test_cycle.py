@@ -11,11 +11,10 @@ from verdict_contract.mockserver.server.cycle import Phase, PhaseError, RequestC
 @pytest.mark.parametrize(
     "path",
     [
-        [Phase.QUEUED, Phase.WRITING, Phase.DONE],  # answered on the loop
-        [Phase.QUEUED, Phase.DELAYED, Phase.WRITING, Phase.DONE],  # a scripted delay
-        [Phase.QUEUED, Phase.DECIDING, Phase.WRITING, Phase.DONE],  # the app, on a thread
-        [Phase.QUEUED, Phase.DECIDING, Phase.DELAYED, Phase.WRITING, Phase.DONE],  # --state
-        [Phase.QUEUED, Phase.DELAYED, Phase.DONE],  # the client left during the delay
+        [Phase.QUEUED, Phase.DONE],  # answered on the loop
+        [Phase.QUEUED, Phase.DELAYED, Phase.DONE],  # a scripted delay (or the client left)
+        [Phase.QUEUED, Phase.DECIDING, Phase.DONE],  # the app, on a thread
+        [Phase.QUEUED, Phase.DECIDING, Phase.DELAYED, Phase.DONE],  # --state
         [Phase.DONE],  # cut while reading
     ],
 )
@@ -29,8 +28,8 @@ def test_the_phases_of_a_request(path: list[Phase]) -> None:
 @pytest.mark.parametrize(
     ("path", "wrong"),
     [
-        ([], Phase.WRITING),  # an answer before the request was read whole
-        ([Phase.QUEUED, Phase.WRITING, Phase.DONE], Phase.WRITING),  # a second answer
+        ([], Phase.DECIDING),  # decided before the request was read whole
+        ([Phase.QUEUED, Phase.DONE], Phase.DONE),  # a second answer
         ([Phase.QUEUED, Phase.DELAYED], Phase.DECIDING),
         ([Phase.QUEUED, Phase.DECIDING, Phase.DELAYED], Phase.DECIDING),
         ([Phase.DONE], Phase.QUEUED),
