@@ -30,7 +30,7 @@ from .state import MockState
 from .state import authorized as authorized
 from .state import bearer_token as bearer_token
 from .store.backend import Facts, SharedCall, StateUnavailable
-from .store.journal import entry_head, entry_tail, make_parts
+from .store.journal import entry_from, entry_head, entry_tail
 from .store.shown import RawHeaders
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
@@ -271,9 +271,9 @@ class _Pending:
                 entry_tail(normal),
             ]
         # Without a key the 401 stands whatever the store says: the entry says so, and so
-        # goes to the ring of what any page can send (the journal's one rule, entry_parts).
+        # goes to the ring of what any page can send (the journal's one rule, build_entry).
         refused = outcome(_UNAUTHORIZED) if key is None else None
-        entry = make_parts(
+        entry = entry_from(
             {
                 "method": method,
                 "path": ENDPOINT_PATH,

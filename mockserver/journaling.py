@@ -14,7 +14,7 @@ from verdict_contract.core.spec import ENDPOINT_PATH
 from .model.answer import Answer
 from .model.steps import outcome
 from .state import MockState, authorized, key_in
-from .store.journal import entry_parts
+from .store.journal import build_entry
 from .store.shown import CUT, RawHeaders, Shown, as_text, shown_args, shown_path
 
 MAX_UNAUTHORIZED_QUERY = 4096
@@ -67,13 +67,13 @@ def journal(
         shown = _shown(query_string, state.key_bytes)
     if shown is None:
         shown = shown_args(journaled_args(pairs, query_string), state.key_ok)
-    parts = entry_parts(
+    entry = build_entry(
         method, path, authorization, reading, shown, headers, latency_ms, generation=generation
     )
     if state.shared is None:
-        state.journal.add(parts)
+        state.journal.add(entry)
     else:  # the shared journal (its ring, for what any web page can send)
-        state.shared.record(parts)
+        state.shared.record(entry)
 
 
 def query_start(query_string: bytes) -> list[tuple[str, str]] | None:

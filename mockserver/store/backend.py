@@ -27,7 +27,7 @@ from verdict_contract.core.errors import StateUnavailable as StateUnavailable
 
 from ..model.scripts import ScriptBook
 from ..model.sessions import Step
-from .journal import Entry, EntryParts, Journal
+from .journal import Entry, Journal
 from .ratelimit import RateLimiter
 
 MEMORY: Final = "memory"
@@ -215,7 +215,7 @@ class SharedCall:
     collected_at: float | None
     lifetime: float
     local_stands: bool  # the local answer stands unless a scripted step replaces it
-    untrusted: bool  # no valid key: journaled in the ring (see journal.EntryParts.untrusted)
+    untrusted: bool  # no valid key: journaled in the ring (see journal.Entry.untrusted)
     entry: str  # the journal entry up to its answer's fields (see journal.entry_head)
     tails: tuple[str, str, str, str]
 
@@ -257,7 +257,7 @@ class StateBackend(Protocol):
         """Bytes of scripts held now, as :func:`.scripts.script_bytes` counts them."""
         ...
 
-    def record(self, parts: EntryParts) -> None:
+    def record(self, entry: Entry) -> None:
         """Journal a request decided apart from ``/e``'s (a wrong path or method)."""
 
     def entries(self) -> list[Entry]: ...
@@ -339,8 +339,8 @@ class MemoryBackend:
     def script_bytes(self) -> int:
         return self.scripts.size
 
-    def record(self, parts: EntryParts) -> None:
-        self.journal.add(parts)
+    def record(self, entry: Entry) -> None:
+        self.journal.add(entry)
 
     def entries(self) -> list[Entry]:
         return self.journal.entries()

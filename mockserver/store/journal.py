@@ -8,7 +8,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final, NamedTuple, Required, TypedDict, Unpack
 
@@ -29,58 +29,24 @@ from .shown import (
 
 UNTRUSTED_KEPT: Final = 100
 """Entries of requests any web page can send (no valid key, or a path or method the API does not
-take; see :attr:`EntryParts.untrusted`), kept in a ring of their own, so they never evict the
+take; see :attr:`Entry.untrusted`), kept in a ring of their own, so they never evict the
 rest."""
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One journaled request. Query values other than ``n`` are masked: keys get sent there."""
-
-    time: float
-    method: str
-    path: str
-    n: str | None
-    query: dict[str, list[str]]
-    authorization: str | None
-    status: int | None  # None: the client got no status line (a reset, its own timeout)
-    outcome: str
-    latency_ms: float | None = None  # time to answer, as the mock or the proxy measured it
-    fault: str | None = None
-    """What the client got instead of a whole answer: reset, truncated, malformed or timeout."""
-    decided_by: str = "logic"
-    """``script`` if a scripted step decided the answer (a status, a fault, a standing step),
-    ``logic`` if the mock's own rules did (a delay step only delays the logic's answer)."""
-    verdict: str | None = None  # what the client was served whole (a 2xx verdict body)...
-    conclusive: bool | None = None
-    schema: int | None = None
-    extra_fields: tuple[str, ...] = ()  # ...and its top-level fields the spec does not list
-    retry_after: str | None = None  # the Retry-After header sent, as sent
-    delay_ms: int | None = None  # a scripted delay waited out before answering
-    violations: tuple[str, ...] = ()  # contract breaches of a proxied answer (proxy.py)
-    fingerprints: frozenset[bytes] = field(default=frozenset(), repr=False, compare=False)
-    """Salted digests of the headers and parameters sent (:func:`fingerprint`), never shown."""
-
-    def sent(self, kind: str, name: str, value: str) -> bool:
-        """Whether this request sent header (``h``) or parameter (``q``) ``name`` as ``value``."""
-        return fingerprint(kind, name, value) in self.fingerprints
-
-    def to_json(self) -> dict[str, Any]:
-        shown = asdict(self)
-        del shown["fingerprints"]
-        return shown
+_NOTHING_SERVED: Final = Served(None, None, None, ())
+_NO_PRINTS: Final = frozenset[bytes]()
 
 
-class EntryParts(NamedTuple):
-    """An :class:`Entry`'s fields, masked and bounded already: what a journal keeps.
+class Entry(NamedTuple):
+    """One journaled request, as a journal keeps it and a test reads it (both stores).
 
-    A journal keeps these and builds the entries when they are read: building a frozen
-    dataclass costs more than the rest of journaling a request, and most entries are never read
-    (a named tuple costs little more than a tuple). The answer's fields stay the one
-    :class:`~.steps.Outcome` the answer object holds (``reading``), spread out when read.
-    Nothing in them is a secret (:func:`entry_parts` masks and digests before they are kept).
-    A shared store keeps the request's fields and the answer's as a JSON array
-    (:func:`entry_head`, :func:`entry_tail`, :func:`decode_entry`).
+    Masked and bounded as it is made (:func:`entry`): query values other than ``n`` are
+    masked (keys get sent there), the Authorization header too, headers and parameters are kept
+    as salted digests only; nothing in it is a secret. The answer's fields are the one
+    :class:`~.steps.Outcome` its answer object holds (``reading``), read through it
+    (:attr:`status`, :attr:`verdict`...). A named tuple, one per request: a frozen dataclass
+    cost more to build than the rest of journaling the request. A shared store keeps an entry
+    as a JSON array (:func:`entry_head`, :func:`entry_tail`, :func:`decode_entry`).
     """
 
     time: float
@@ -90,25 +56,31 @@ class EntryParts(NamedTuple):
     query: dict[str, list[str]]
     authorization: str | None
     reading: Outcome
-    latency_ms: float | None
-    violations: tuple[str, ...]
-    header_prints: frozenset[bytes]  # the entry's fingerprints: these and the parameters'
-    param_prints: frozenset[bytes]  # (two sets, each shared by a cache: their union is built
-    # when the entry is read; per request it cost 5% of /e: benchmarks/bench_instructions.py)
-    untrusted: bool
+    """What the client got: status, outcome, fault, who decided, Retry-After, the delay and
+    the facts of the verdict body it was served."""
+    elapsed_ms: float | None = None
+    """Time to answer as the mock or the proxy measured it (:attr:`latency_ms` rounds it:
+    round() costs more per request than the rest of a field)."""
+    violations: tuple[str, ...] = ()  # contract breaches of a proxied answer (proxy.py)
+    header_prints: frozenset[bytes] = _NO_PRINTS  # salted digests (:func:`fingerprint`) of the
+    param_prints: frozenset[bytes] = _NO_PRINTS  # headers and parameters sent, never shown:
+    # two sets, each shared by a cache; :attr:`fingerprints` joins them when read (joined per
+    # request it cost 5% of /e: benchmarks/bench_instructions.py)
+    untrusted: bool = False
     """Whether any web page could have sent this request, so it goes to the bounded ring.
 
     A ``no-cors`` fetch or a form reaches any path with any method but carries no
     Authorization: what is not ``GET``/``HEAD /e``, or is refused with a 401 the mock decided
     (not a scripted one), is such a request. Real entries (an accepted key's) are never evicted
-    by them. Decided once, by :func:`entry_parts`, for both stores.
+    by them. Decided once, by :func:`entry`, for both stores.
     """
-    generation: int
-    """The journal's generation when the request arrived: an entry of an earlier one (its
-    request arrived before a ``clear()``) is never read."""
+    generation: int = 0
+    """The in-memory journal's generation when the request arrived: an entry of an earlier one
+    (its request arrived before a ``clear()``) is never read."""
 
     @property
     def status(self) -> int | None:
+        """None: the client got no status line (a reset, its own timeout)."""
         return self.reading.status
 
     @property
@@ -117,7 +89,97 @@ class EntryParts(NamedTuple):
 
     @property
     def fault(self) -> str | None:
+        """What the client got instead of a whole answer: reset, truncated, malformed or
+        timeout."""
         return self.reading.fault
+
+    @property
+    def decided_by(self) -> str:
+        """``script`` if a scripted step decided the answer (a status, a fault, a standing step),
+        ``logic`` if the mock's own rules did (a delay step only delays the logic's answer)."""
+        return self.reading.decided_by
+
+    @property
+    def retry_after(self) -> str | None:
+        """The Retry-After header sent, as sent."""
+        return self.reading.retry_after
+
+    @property
+    def delay_ms(self) -> int | None:
+        """A scripted delay waited out before answering."""
+        return self.reading.delay_ms
+
+    @property
+    def verdict(self) -> str | None:
+        """The verdict of the 2xx body the client was served whole, if any."""
+        return (self.reading.served or _NOTHING_SERVED).verdict
+
+    @property
+    def conclusive(self) -> bool | None:
+        return (self.reading.served or _NOTHING_SERVED).conclusive
+
+    @property
+    def schema(self) -> int | None:
+        return (self.reading.served or _NOTHING_SERVED).schema
+
+    @property
+    def extra_fields(self) -> tuple[str, ...]:
+        """The served body's top-level fields that the spec does not list."""
+        return (self.reading.served or _NOTHING_SERVED).extra_fields
+
+    @property
+    def latency_ms(self) -> float | None:
+        """Time to answer in milliseconds, to the microsecond."""
+        return None if self.elapsed_ms is None else round(self.elapsed_ms, 3)
+
+    @property
+    def fingerprints(self) -> frozenset[bytes]:
+        """Salted digests of the headers and parameters sent (:func:`fingerprint`)."""
+        return self.header_prints | self.param_prints
+
+    def sent(self, kind: str, name: str, value: str) -> bool:
+        """Whether this request sent header (``h``) or parameter (``q``) ``name`` as ``value``."""
+        return fingerprint(kind, name, value) in self.fingerprints
+
+    def replace(self, **changes: Any) -> Entry:
+        """This entry with shown fields changed, by the names :meth:`to_json` shows: a
+        request's (``path``...), its answer's (``status``...) or its served body's
+        (``verdict``...), as :func:`dataclasses.replace` changes a dataclass."""
+        served = {name: changes.pop(name) for name in Served._fields if name in changes}
+        reading = {name: changes.pop(name) for name in _READING_SHOWN if name in changes}
+        if served:
+            reading["served"] = (self.reading.served or _NOTHING_SERVED)._replace(**served)
+        if "latency_ms" in changes:
+            changes["elapsed_ms"] = changes.pop("latency_ms")
+        return self._replace(reading=self.reading._replace(**reading), **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """What the control API and the plugin show of it (no digests, no journal bookkeeping)."""
+        return {name: getattr(self, name) for name in SHOWN_FIELDS}
+
+
+SHOWN_FIELDS: Final = (
+    "time",
+    "method",
+    "path",
+    "n",
+    "query",
+    "authorization",
+    "status",
+    "outcome",
+    "latency_ms",
+    "fault",
+    "decided_by",
+    "verdict",
+    "conclusive",
+    "schema",
+    "extra_fields",
+    "retry_after",
+    "delay_ms",
+    "violations",
+)
+"""An entry's fields as :meth:`Entry.to_json` shows them, in this order."""
+_READING_SHOWN: Final = frozenset(Outcome._fields) - {"served"}
 
 
 _API_METHODS: Final = frozenset({"GET", "HEAD"})
@@ -153,8 +215,8 @@ class Journal:
     """
 
     size: int = 1000
-    _entries: deque[EntryParts] = field(init=False, repr=False)
-    _refused: deque[EntryParts] = field(init=False, repr=False)
+    _entries: deque[Entry] = field(init=False, repr=False)
+    _refused: deque[Entry] = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _generation: int = field(default=0, init=False)
 
@@ -176,29 +238,28 @@ class Journal:
         ``generation`` is :attr:`generation` when the request arrived: a request still in
         flight when the journal was cleared (a delay from an earlier test) is not journaled.
         """
-        self.add(make_parts(fields, self._generation if generation is None else generation))
+        self.add(entry_from(fields, self._generation if generation is None else generation))
 
-    def add(self, parts: EntryParts) -> None:
-        """Keep an entry's :class:`EntryParts` (from :func:`entry_parts`); see :meth:`record`.
+    def add(self, entry: Entry) -> None:
+        """Keep an entry (from :func:`build_entry`); see :meth:`record`.
 
         No lock: a deque's append is atomic. An entry of an earlier generation (its request
         arrived before a ``clear()``) is kept and never read (:meth:`_current`).
         """
-        (self._refused if parts.untrusted else self._entries).append(parts)
+        (self._refused if entry.untrusted else self._entries).append(entry)
 
-    def _current(self) -> list[EntryParts]:
-        """The parts of this generation's entries, oldest first (copies first: a deque copied
+    def _current(self) -> list[Entry]:
+        """This generation's entries, oldest first (copies first: a deque copied
         whole is atomic, while iterating it races the appends)."""
         generation = self._generation
         entries, refused = list(self._entries), list(self._refused)
         if refused:
             entries = list(heapq.merge(entries, refused, key=_time))
-        return [parts for parts in entries if parts.generation == generation]
+        return [entry for entry in entries if entry.generation == generation]
 
     def entries(self) -> list[Entry]:
         with self._lock:
-            kept = self._current()
-        return [_entry(parts) for parts in kept]
+            return self._current()
 
     def clear(self) -> None:
         with self._lock:
@@ -211,11 +272,11 @@ class Journal:
             return len(self._current())
 
 
-def _time(parts: EntryParts) -> float:
-    return parts.time
+def _time(entry: Entry) -> float:
+    return entry.time
 
 
-def entry_parts(
+def build_entry(
     method: str,
     path: str,
     authorization: str | None,
@@ -225,18 +286,18 @@ def entry_parts(
     latency_ms: float | None = None,
     violations: tuple[str, ...] = (),
     generation: int = 0,
-) -> EntryParts:
-    """An entry's :class:`EntryParts`: ``shown`` is :func:`shown_args` of its query (masked), the
+) -> Entry:
+    """A request's :class:`Entry`: ``shown`` is :func:`shown_args` of its query (masked), the
     Authorization header is masked, headers and parameters are kept as digests only;
     ``reading`` is the answer's (:func:`.steps.outcome`); ``generation``: the journal's when the
     request arrived."""
     n, query, params = shown
-    untrusted = (  # the rule of :attr:`EntryParts.untrusted`, its one place
+    untrusted = (  # the rule of :attr:`Entry.untrusted`, its one place
         path != ENDPOINT_PATH
         or method not in _API_METHODS
         or (reading.status == 401 and reading.outcome != "scripted")
     )
-    return EntryParts(
+    return Entry(
         time.time(),
         method,
         path if len(path) <= MAX_PATH_CHARS else cut(path, MAX_PATH_CHARS),
@@ -244,7 +305,7 @@ def entry_parts(
         query,
         mask_authorization(authorization),
         reading,
-        latency_ms,  # rounded when read (round() costs more than the rest of a field)
+        latency_ms,  # rounded when read (Entry.latency_ms)
         violations,
         header_prints(tuple(headers), authorization),
         params,
@@ -253,13 +314,13 @@ def entry_parts(
     )
 
 
-def make_parts(fields: EntryFields, generation: int = 0) -> EntryParts:
-    """An entry's parts from its fields (see :func:`make_entry`), not yet an :class:`Entry`."""
+def entry_from(fields: EntryFields, generation: int = 0) -> Entry:
+    """An entry from its fields (see :func:`make_entry`)."""
     shown = fields.get("shown")
     if shown is None:
         shown = shown_args(fields["args"], fields.get("is_key", _no_key))
     reading = Outcome(fields["status"], fields["outcome"], fields.get("fault"))
-    return entry_parts(
+    return build_entry(
         fields["method"],
         fields["path"],
         fields["authorization"],
@@ -269,40 +330,6 @@ def make_parts(fields: EntryFields, generation: int = 0) -> EntryParts:
         fields.get("latency_ms"),
         fields.get("violations", ()),
         generation,
-    )
-
-
-_NOTHING_SERVED: Final = Served(None, None, None, ())
-_NO_PRINTS: Final = frozenset[bytes]()
-
-
-def _entry(parts: EntryParts) -> Entry:
-    """The entry of kept parts, the answer's reading spread out, its latency rounded to the
-    microsecond."""
-    (at, method, path, n, query, authorization, reading, latency, violations, headers, params,
-     _, _) = parts  # fmt: skip
-    status, said, fault, decided_by, retry_after, delay_ms, facts = reading
-    verdict, conclusive, schema, extra = facts or _NOTHING_SERVED
-    return Entry(
-        at,
-        method,
-        path,
-        n,
-        query,
-        authorization,
-        status,
-        said,
-        None if latency is None else round(latency, 3),
-        fault,
-        decided_by,
-        verdict,
-        conclusive,
-        schema,
-        extra,
-        retry_after,
-        delay_ms,
-        violations,
-        headers | params,
     )
 
 
@@ -316,7 +343,7 @@ def make_entry(**fields: Unpack[EntryFields]) -> Entry:
     ``shown`` is :func:`shown_args` of ``args``, when the caller has it already (a load test
     sends one query again and again); the entries then share it, read-only.
     """
-    return _entry(make_parts(fields))
+    return entry_from(fields)
 
 
 # A shared store keeps an entry as a JSON array: the request's fields and the facts of the
@@ -324,7 +351,7 @@ def make_entry(**fields: Unpack[EntryFields]) -> Entry:
 # tail, the one the store picked; its latency is null: the store journals before the answer
 # exists). A tail says whether its answer served that body: a scripted step's tail is built
 # once per script, without the session's body (redisstate.py).
-def entry_head(parts: EntryParts, body: Served | None = None) -> str:
+def entry_head(parts: Entry, body: Served | None = None) -> str:
     """The entry's JSON array up to its answer's fields, ending with a comma; ``body``: the
     facts of the verdict body the request's session would be served, if any."""
     request = [
@@ -349,8 +376,9 @@ def entry_tail(outcome: Outcome) -> str:
     return json.dumps(tail)[1:]
 
 
-def decode_entry(text: str) -> Entry:
-    """An entry a shared store kept (:func:`entry_head` and :func:`entry_tail` joined)."""
+def decode_entry(text: str, untrusted: bool = False) -> Entry:
+    """An entry a shared store kept (:func:`entry_head` and :func:`entry_tail` joined);
+    ``untrusted``: it was kept in the ring (:attr:`Entry.untrusted`)."""
     (at, method, path, n, query, authorization, body, status, said, latency, fault, decided_by,
      retry_after, delay_ms, with_body) = json.loads(text)  # fmt: skip
     facts = None
@@ -358,19 +386,5 @@ def decode_entry(text: str) -> Entry:
         verdict, conclusive, schema, extra = body
         facts = Served(verdict, conclusive, schema, tuple(extra))
     reading = Outcome(status, said, fault, decided_by, retry_after, delay_ms, facts)
-    kept = EntryParts(
-        time=at,
-        method=method,
-        path=path,
-        n=n,
-        query=query,
-        authorization=authorization,
-        reading=reading,
-        latency_ms=latency,
-        violations=(),
-        header_prints=_NO_PRINTS,  # a shared store keeps no fingerprints
-        param_prints=_NO_PRINTS,
-        untrusted=False,  # (read back: the store kept it in its place already)
-        generation=0,
-    )
-    return _entry(kept)
+    # a shared store keeps no fingerprints, and no generation (a reset empties it at once)
+    return Entry(at, method, path, n, query, authorization, reading, latency, untrusted=untrusted)

@@ -54,7 +54,7 @@ class DecideArgs(NamedTuple):
     collected_at: str  # "" for a session with no collection time
     lifetime: str
     local_stands: str  # "1" or ""
-    untrusted: str  # "1": the entry goes to the ring (journal.EntryParts.untrusted)
+    untrusted: str  # "1": the entry goes to the ring (journal.Entry.untrusted)
     entry_head: str
     tail_limited: str
     tail_local: str

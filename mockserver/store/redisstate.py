@@ -43,7 +43,7 @@ from ..model.sessions import Step
 from ..model.steps import encode_step, outcome, scripted
 from .availability import Calls
 from .backend import DEFAULT_STATE_TTL, Facts, SharedCall, StateUnavailable, StateURL
-from .journal import UNTRUSTED_KEPT, Entry, EntryParts, decode_entry, entry_head, entry_tail
+from .journal import UNTRUSTED_KEPT, Entry, decode_entry, entry_head, entry_tail
 from .luascripts import (
     APPEND,
     DECIDE,
@@ -364,14 +364,14 @@ class RedisBackend:
         with self._guard():
             return int(held or 0)
 
-    def record(self, parts: EntryParts) -> None:
+    def record(self, entry: Entry) -> None:
         """Journal an entry decided apart from ``/e`` (its latency as the store has it: null;
         its generation unread: a reset clears the store's journal at once, nothing is in
         flight)."""
-        tail = entry_tail(parts.reading)
+        tail = entry_tail(entry.reading)
         args = AppendArgs(
-            untrusted="1" if parts.untrusted else "",
-            entry=entry_head(parts) + tail,
+            untrusted="1" if entry.untrusted else "",
+            entry=entry_head(entry) + tail,
             max_entries=str(self._journal_size),
             max_bytes=str(JOURNAL_BYTES),
             ring_entries=str(UNTRUSTED_KEPT),
@@ -390,7 +390,8 @@ class RedisBackend:
         with self._guard():
             entries = [decode_entry(text) for text in kept]
             if ring:
-                entries = list(heapq.merge(entries, map(decode_entry, ring), key=_entry_time))
+                untrusted = [decode_entry(text, untrusted=True) for text in ring]
+                entries = list(heapq.merge(entries, untrusted, key=_entry_time))
             return entries
 
     def clear_journal(self) -> None:

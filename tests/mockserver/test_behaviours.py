@@ -5,11 +5,11 @@ Each id has an entry that is it and a near one that is not.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from verdict_contract.mockserver.model.answer import Outcome, Served
 from verdict_contract.mockserver.store.behaviours import BEHAVIOURS, behaviours
 from verdict_contract.mockserver.store.journal import Entry
 
@@ -20,11 +20,7 @@ BASE = Entry(
     n="session-0001",
     query={},
     authorization="Bearer …1234",
-    status=200,
-    outcome="verdict",
-    verdict="disputed",
-    conclusive=False,
-    schema=7,
+    reading=Outcome(200, "verdict", None, served=Served("disputed", False, 7, ())),
 )
 NO_VERDICT: dict[str, Any] = {"verdict": None, "conclusive": None, "schema": None}
 
@@ -93,17 +89,17 @@ def test_every_behaviour_has_its_cases() -> None:
 @pytest.mark.parametrize("behaviour", CASES)
 def test_an_entry_that_is_it_and_one_that_is_not(behaviour: str) -> None:
     it, not_it = CASES[behaviour]
-    assert behaviour in behaviours(replace(BASE, **it))
-    assert behaviour not in behaviours(replace(BASE, **not_it))
+    assert behaviour in behaviours(BASE.replace(**it))
+    assert behaviour not in behaviours(BASE.replace(**not_it))
 
 
 def test_a_wrong_path_or_method_is_no_answer_of_the_api() -> None:
-    assert behaviours(replace(BASE, path="/e/")) == ()
-    assert behaviours(replace(BASE, method="POST")) == ()
+    assert behaviours(BASE.replace(path="/e/")) == ()
+    assert behaviours(BASE.replace(method="POST")) == ()
 
 
 def test_one_entry_may_be_several() -> None:
-    entry = replace(BASE, verdict="contradicted", conclusive=True, schema=6, extra_fields=("x",))
+    entry = BASE.replace(verdict="contradicted", conclusive=True, schema=6, extra_fields=("x",))
     assert behaviours(entry) == (
         "verdict.contradicted.conclusive",
         "schema.unexpected",

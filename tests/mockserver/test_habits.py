@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from verdict_contract.mockserver.store.habits import ClockMove, habits, on_mock_clock
-from verdict_contract.mockserver.store.journal import make_entry
+from verdict_contract.mockserver.store.journal import Entry, make_entry
 
 KEY = "habits-key-000123456789"
 SESSION = "session-abcdef-0001"
 
 
-def entry(at: float, status: int = 200, n: str = SESSION, **changes: object):  # type: ignore[no-untyped-def]
+def entry(at: float, status: int = 200, n: str = SESSION, **changes: object) -> Entry:
     made = make_entry(
         method="GET",
         path="/e",
@@ -22,7 +20,7 @@ def entry(at: float, status: int = 200, n: str = SESSION, **changes: object):  #
         is_key=lambda v: v == KEY,
     )
     verdict = "refused" if status == 200 else None
-    return replace(made, time=at, verdict=verdict, **changes)  # type: ignore[arg-type]
+    return made.replace(time=at, verdict=verdict, **changes)
 
 
 def ids(found: list) -> list[str]:  # type: ignore[type-arg]

@@ -19,7 +19,6 @@ from tests.redisserver import redis_server
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.answer import Answer, served
 from verdict_contract.mockserver.store.backend import StateURL
-from verdict_contract.mockserver.store.journal import Entry
 from verdict_contract.mockserver.testing.mocks import (
     ScriptStep,
     VerdictMock,
@@ -186,4 +185,4 @@ def test_the_journal_keeps_the_answers_reading_not_a_copy() -> None:
         get(mock.url(n), mock.headers)
         kept = state_of(mock.app).journal._current()
     assert isinstance(kept[0].reading.served, tuple)
-    assert Entry.__dataclass_fields__["decided_by"].default == "logic"
+    assert kept[0].decided_by == "logic"

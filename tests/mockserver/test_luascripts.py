@@ -15,7 +15,7 @@ import redis
 from tests.redisserver import redis_server
 from verdict_contract.mockserver.model.answer import Outcome, Served
 from verdict_contract.mockserver.store.backend import StateURL
-from verdict_contract.mockserver.store.journal import EntryParts, decode_entry
+from verdict_contract.mockserver.store.journal import SHOWN_FIELDS, Entry, decode_entry
 from verdict_contract.mockserver.store.luascripts import (
     AppendArgs,
     DecideArgs,
@@ -84,7 +84,7 @@ READING = Outcome(
     delay_ms=250,
     served=SERVED,
 )
-ENTRY = EntryParts(
+ENTRY = Entry(
     time=1234.5,
     method="HEAD",
     path="/e",
@@ -92,22 +92,17 @@ ENTRY = EntryParts(
     query={"q": ["…4321"]},
     authorization="Bearer …9876",
     reading=READING,
-    latency_ms=None,  # a shared store journals before the answer exists
-    violations=(),
-    header_prints=frozenset(),
-    param_prints=frozenset(),
-    untrusted=False,
-    generation=0,
+    elapsed_ms=None,  # a shared store journals before the answer exists
 )
-KEPT_ONLY = ("reading", "untrusted", "generation")  # the journal's own: not an Entry's fields
-PRINTS = ("header_prints", "param_prints")  # an Entry's fingerprints, their union
 EXPECTED: dict[str, Any] = {
-    **{name: getattr(ENTRY, name) for name in ENTRY._fields if name not in KEPT_ONLY + PRINTS},
-    "fingerprints": frozenset(),
+    **{name: getattr(ENTRY, name) for name in ("time", "method", "path", "n", "query")},
+    "authorization": ENTRY.authorization,
     **{name: getattr(READING, name) for name in READING._fields if name != "served"},
     **SERVED._asdict(),
+    "latency_ms": None,
+    "violations": (),
 }
-SHARED_FIELDS = [name for name in EXPECTED if name not in ("violations", "fingerprints")]
+SHARED_FIELDS = [name for name in EXPECTED if name != "violations"]
 
 
 @pytest.fixture(scope="module")
@@ -131,12 +126,33 @@ def test_each_entry_field_comes_back_from_redis_in_its_place(
     assert decode_entry(stored) == entry
 
 
-def test_the_entry_and_its_parts_name_one_order() -> None:
-    from dataclasses import fields
+def test_an_entry_from_the_ring_reads_back_as_untrusted(backend: RedisBackend) -> None:
+    backend.clear_journal()
+    backend.record(ENTRY._replace(time=1.0, untrusted=True))
+    backend.record(ENTRY._replace(time=2.0))
+    assert [entry.untrusted for entry in backend.entries()] == [True, False]
 
-    from verdict_contract.mockserver.store.journal import Entry
 
-    spread = set(EntryParts._fields) - set(KEPT_ONLY + PRINTS) | {"fingerprints"}
-    spread |= set(Outcome._fields) - {"served"}
-    assert {field.name for field in fields(Entry)} == spread | set(Served._fields)
-    assert set(EXPECTED) == {field.name for field in fields(Entry)}
+def test_an_entry_shows_every_field_of_its_request_its_answer_and_its_body() -> None:
+    assert set(SHOWN_FIELDS) == set(EXPECTED)
+    assert list(ENTRY.to_json()) == list(SHOWN_FIELDS)
+    assert ENTRY.to_json() == EXPECTED
+
+
+def test_an_entry_replaced_by_shown_names_changes_only_those() -> None:
+    changed = ENTRY.replace(status=503, verdict="disputed", path="/x", latency_ms=1.5)
+    assert (changed.status, changed.verdict, changed.path, changed.latency_ms) == (
+        503,
+        "disputed",
+        "/x",
+        1.5,
+    )
+    assert changed.to_json() == {
+        **EXPECTED,
+        "status": 503,
+        "verdict": "disputed",
+        "path": "/x",
+        "latency_ms": 1.5,
+    }
+    with pytest.raises(ValueError, match="unexpected field"):
+        ENTRY.replace(verdit="refused")
