@@ -34,7 +34,7 @@ import signal
 import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..explain import Decision
 from ..settings import Settings
@@ -53,6 +53,9 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
 
 log = logging.getLogger("mockserver.server")
+
+SWEEP_SECONDS: Final = 0.5
+"""How often the answers' Date is brought up to the second and idle connections are swept."""
 
 
 def new_loop() -> asyncio.AbstractEventLoop:
@@ -192,10 +195,13 @@ class AsyncServer:
             self.loop.close()
 
     def _sweep(self) -> None:
+        """Twice a second (or each idle timeout, if shorter): the Date of the answers, then
+        the connections idle, stuck or not reading for too long."""
+        self.heads.tick()
         now = self.loop.time()
         for connection in list(self.connections):
             connection.sweep(now, self.idle_timeout)
-        self._sweeper = self.loop.call_later(min(1.0, self.idle_timeout), self._sweep)
+        self._sweeper = self.loop.call_later(min(SWEEP_SECONDS, self.idle_timeout), self._sweep)
 
 
 _SPARE_FILES = 64  # listener, log files, worker sockets (a proxy's calls upstream)

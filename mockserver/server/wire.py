@@ -50,7 +50,8 @@ class Heads:
 
     Most answers are the same object again and again (a verdict's, a 401's...): those are found
     by identity first, without hashing their headers. Every head ends with Date and Server,
-    formatted once a second.
+    formatted when the second changes: the server calls :meth:`tick` from its sweep, twice a
+    second (as uvicorn's main loop refreshes its Date), not each answer.
     """
 
     def __init__(self) -> None:
@@ -58,14 +59,14 @@ class Heads:
         self._seen: tuple[dict[int, tuple[Answer, bytes]], ...] = ({}, {})  # [vary][id(answer)]
         self._second = -1
         self._date = b""
+        self.tick()
 
-    def date(self) -> bytes:
-        """The Date and Server lines, as of this second."""
+    def tick(self) -> None:
+        """Format the Date and Server lines again if the second has changed."""
         now = int(time.time())
         if now != self._second:
             date = formatdate(now, usegmt=True)
             self._second, self._date = now, f"Date: {date}\r\nServer: verdict-mock\r\n".encode()
-        return self._date
 
     def answer(self, answer: Answer, head_only: bool, close: bool, vary: bool) -> tuple[bytes, int]:
         """The whole answer as bytes, and the length of the body in it."""
@@ -81,9 +82,7 @@ class Heads:
                 seen[id(answer)] = (answer, start)
         body = b"" if head_only or answer.status in NO_BODY else answer.body
         end = _CLOSING if close else _KEEPING
-        now = int(time.time())
-        date = self._date if now == self._second else self.date()
-        return b"".join((start, date, end, body)), len(body)
+        return b"".join((start, self._date, end, body)), len(body)
 
     def _start(self, answer: Answer, vary: bool) -> bytes:
         key = (answer.status, tuple(answer.headers), len(answer.body), vary)
@@ -100,7 +99,7 @@ class Heads:
 
     def head(self, status: str, headers: list[tuple[str, str]], close: bool) -> bytes:
         """The head of an app's answer (its headers as given, then Date, Server, Connection)."""
-        return head_start(status, headers) + self.date() + (_CLOSING if close else _KEEPING)
+        return head_start(status, headers) + self._date + (_CLOSING if close else _KEEPING)
 
     def reply(self, reply: Reply, method: str, keep_alive: bool) -> tuple[bytes, bool]:
         """An app's reply as bytes, and whether the connection must close after it."""

@@ -1,0 +1,41 @@
+"""mockserver.server.wire: the answers' bytes, and their Date brought up to the second."""
+
+from __future__ import annotations
+
+import pytest
+
+from verdict_contract.mockserver.model.answer import error_answer
+from verdict_contract.mockserver.server import wire
+from verdict_contract.mockserver.server.wire import Heads
+
+NOON = 1_790_000_000.0  # 2026-09-21 14:13:20 GMT
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    now = [NOON]
+    monkeypatch.setattr(wire.time, "time", lambda: now[0])
+    return now
+
+
+def _date(data: bytes) -> bytes:
+    return next(line for line in data.split(b"\r\n") if line.startswith(b"Date: "))
+
+
+def test_the_date_is_the_ticks_not_each_answers(clock: list[float]) -> None:
+    heads, answer = Heads(), error_answer(404, "not_found", "no such session")
+    first = heads.answer(answer, False, False, True)[0]
+    assert _date(first) == b"Date: Mon, 21 Sep 2026 14:13:20 GMT"
+    clock[0] += 5
+    assert _date(heads.answer(answer, False, False, True)[0]) == _date(first)
+    heads.tick()
+    assert _date(heads.answer(answer, False, False, True)[0]) == (
+        b"Date: Mon, 21 Sep 2026 14:13:25 GMT"
+    )
+
+
+def test_an_apps_head_ends_with_the_same_date_and_server(clock: list[float]) -> None:
+    head = Heads().head("200 OK", [("Content-Length", "0")], close=True)
+    assert head.endswith(
+        b"Date: Mon, 21 Sep 2026 14:13:20 GMT\r\nServer: verdict-mock\r\nConnection: close\r\n\r\n"
+    )
