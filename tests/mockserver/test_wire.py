@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from verdict_contract.mockserver.model.answer import error_answer
-from verdict_contract.mockserver.server import wire
 from verdict_contract.mockserver.server.wire import Heads
 
 NOON = 1_790_000_000.0  # 2026-09-21 14:13:20 GMT
@@ -14,7 +15,7 @@ NOON = 1_790_000_000.0  # 2026-09-21 14:13:20 GMT
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     now = [NOON]
-    monkeypatch.setattr(wire.time, "time", lambda: now[0])
+    monkeypatch.setattr(time, "time", lambda: now[0])  # wire reads time.time()
     return now
 
 
