@@ -119,6 +119,11 @@ def with_defaults(defaults: Headers, given: Headers) -> list[tuple[str, str]]:
 _REASONS = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
 
 
+NO_STATUS: Final = "000"
+"""How the access log and the metrics name the status of a request that got no status line
+(a reset): as curl and nginx's logs do."""
+
+
 def status_line(status: int) -> str:
     """The WSGI status string for a code: ``"404 Not Found"`` (``"599 Unknown"`` if unnamed)."""
     return _REASONS.get(status) or f"{status} Unknown"

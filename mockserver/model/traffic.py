@@ -11,6 +11,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Final
 
+from .answer import Outcome
+
 LATENCY_BOUNDS: Final = (
     0.0005,
     0.001,
@@ -34,18 +36,19 @@ to a scripted delay's 60 s."""
 
 
 class Traffic:
-    """Answers by status and outcome, and a latency histogram; one per mock, on its loop."""
+    """Answers by status and outcome as the journal reads them (a reset has no status), and a
+    latency histogram; one per mock, on its loop."""
 
     __slots__ = ("answers", "buckets", "latency_sum")
 
     def __init__(self) -> None:
-        self.answers: dict[tuple[int, str], int] = {}
+        self.answers: dict[tuple[int | None, str], int] = {}
         self.buckets = [0] * (len(LATENCY_BOUNDS) + 1)  # per bound, then past the last (+Inf)
         self.latency_sum = 0.0
 
-    def count(self, status: int, outcome: str, seconds: float) -> None:
-        """One answer sent (call it on the event loop only)."""
-        key = (status, outcome)
+    def count(self, reading: Outcome, seconds: float) -> None:
+        """One answer sent: its :attr:`.answer.Answer.reading` (call it on the event loop only)."""
+        key = (reading.status, reading.outcome)
         answers = self.answers
         answers[key] = answers.get(key, 0) + 1
         self.buckets[bisect_left(LATENCY_BOUNDS, seconds)] += 1

@@ -22,7 +22,14 @@ import httptools
 from verdict_contract.core.spec import API_METHODS, ENDPOINT_PATH, is_api_call
 
 from ..explain import Decision, decide, decide_shared, journal_elsewhere, record
-from ..model.answer import Answer, error_answer, failure_answer, not_allowed, status_line
+from ..model.answer import (
+    NO_STATUS,
+    Answer,
+    error_answer,
+    failure_answer,
+    not_allowed,
+    status_line,
+)
 from ..state import MockState
 from ..web.accesslog import log_request
 from .cycle import DECIDING, DELAYED, DONE, RequestCycle
@@ -198,9 +205,9 @@ class Responder:
         assert request is not None
         cycle.to(DONE)  # answered: its bytes go to the transport in this step
         if self.traffic is not None:
-            self.traffic.count(answer.status, answer.outcome, latency)
+            self.traffic.count(answer.reading, latency)
         if answer.fault == "reset":
-            self._log(request, "000", 0)
+            self._log(request, NO_STATUS, 0)
             self.turn.reset()
             return
         close = not cycle.keep_alive or answer.fault == "truncated"

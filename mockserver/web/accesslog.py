@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl
 
+from ..model.answer import NO_STATUS
 from ..store.shown import shown_param, shown_path
 from .guard import TOKEN_PARAM
 
@@ -126,7 +127,7 @@ class AccessLog:
         try:
             body = self.app(environ, start)
         except BaseException:  # e.g. a scripted reset: the client got no answer
-            log.info("%s", log_line(environ, "000", 0, self.is_key))
+            log.info("%s", log_line(environ, NO_STATUS, 0, self.is_key))
             raise
         return _Counted(
             body, lambda size: log.info("%s", log_line(environ, status[0], size, self.is_key))

@@ -23,7 +23,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ..model.answer import NO_STORE
+from ..model.answer import NO_STATUS, NO_STORE
 from ..model.scripts import MAX_SCRIPT_BYTES
 from ..model.traffic import LATENCY_BOUNDS
 from ..state import MockState
@@ -52,8 +52,9 @@ class MockCollector(Collector):
             "Requests to /e answered by the async server, by status and outcome",
             labels=["status", "outcome"],
         )
-        for (status, outcome), count in sorted(answers.items()):
-            requests.add_metric([str(status), outcome], count)
+        labelled = {(_status(status), outcome): n for (status, outcome), n in answers.items()}
+        for labels, count in sorted(labelled.items()):
+            requests.add_metric(list(labels), count)
         yield requests
         cumulative = list(accumulate(buckets))
         yield HistogramMetricFamily(
@@ -117,3 +118,7 @@ def scrape() -> Response:
     response = Response(generate_latest(registry), content_type=CONTENT_TYPE)
     response.headers["Cache-Control"] = NO_STORE
     return response
+
+
+def _status(status: int | None) -> str:
+    return NO_STATUS if status is None else str(status)

@@ -1,0 +1,59 @@
+"""mockserver.web.metrics and model.traffic: what /_mock/metrics counts, as the journal reads it.
+
+Through the async server, on 127.0.0.1 (test_operations.py covers the command's probes and its
+store's round trips).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import KEY, bearer, running
+from verdict_contract.core.rates import RateLimit
+from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.server.serve import BackgroundServer
+
+AUTH = f"Authorization: Bearer {KEY}\r\n"
+
+
+@pytest.fixture
+def server() -> Iterator[BackgroundServer]:
+    settings = Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off"))
+    with running(create_app(settings), server="async") as background:
+        yield background
+
+
+def _requests(http: httpx.Client) -> dict[tuple[str, str], float]:
+    text = http.get("/_mock/metrics").text
+    return {
+        (sample.labels["status"], sample.labels["outcome"]): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "verdict_mock_requests_total"
+    }
+
+
+def test_a_reset_is_counted_with_no_status_as_the_journal_has_it(server: BackgroundServer) -> None:
+    with httpx.Client(base_url=server.base_url, timeout=10) as http:
+        n = http.post("/_mock/sessions", json={"script": ["reset", "truncated"]}).json()["n"]
+        for _ in range(2):  # the reset, then the cut body (a 200 whose body stops short)
+            with socket.create_connection(("127.0.0.1", server.effective_port), timeout=5) as sock:
+                sock.sendall(f"GET /e?n={n} HTTP/1.1\r\nHost: x\r\n{AUTH}\r\n".encode())
+                try:
+                    while sock.recv(65536):
+                        pass
+                except ConnectionResetError:
+                    pass
+        assert http.get("/e", params={"n": n}, headers=bearer()).status_code == 200
+        journaled = [(e["status"], e["outcome"]) for e in http.get("/_mock/requests").json()]
+        assert journaled == [(None, "scripted"), (200, "scripted"), (200, "verdict")]
+        assert _requests(http) == {
+            ("000", "scripted"): 1,
+            ("200", "scripted"): 1,
+            ("200", "verdict"): 1,
+        }
