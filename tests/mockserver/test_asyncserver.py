@@ -119,6 +119,26 @@ def test_answers_carry_a_date_and_the_server_name(http: httpx.Client) -> None:
     assert abs(parsedate_to_datetime(response.headers["date"]).timestamp() - time.time()) < 5
 
 
+@pytest.mark.parametrize(
+    ("target", "status"),
+    [
+        ("/e?n=demo-refused#part", 200),  # the fragment is not the session's
+        ("/e?n=demo-refused#&n=demo-disputed", 200),  # a second n in the fragment is not read
+        ("/e#?n=demo-refused", 400),  # nor a query in it
+        ("/e?n=demo-refused", 200),
+    ],
+)
+def test_a_fragment_on_e_is_not_part_of_the_query(
+    server: BackgroundServer, http: httpx.Client, target: str, status: int
+) -> None:
+    http.delete("/_mock/requests")
+    head = f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".encode()
+    answer = raw_request(server.effective_port, head + AUTH + b"\r\n")
+    assert split(answer)[0] == status
+    (entry,) = http.get("/_mock/requests").json()
+    assert entry["n"] == ("demo-refused" if status == 200 else None)
+
+
 # --- delays and faults ------------------------------------------------------------------------
 
 
