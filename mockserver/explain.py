@@ -29,8 +29,8 @@ from .model.steps import scripted as scripted_answer
 from .state import MockState
 from .state import authorized as authorized
 from .state import bearer_token as bearer_token
-from .store.backend import Facts, SharedCall, StateUnavailable
-from .store.journal import entry_head, entry_tail, make_parts
+from .store.backend import Facts, SharedCall, SharedRules, StateUnavailable
+from .store.journal import TailAround, entry_head, entry_tail, make_parts, tail_around
 from .store.shown import RawHeaders
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
@@ -219,8 +219,13 @@ async def decide_shared(
         return pending.unavailable(exc)
 
 
-_LIMITED_TAIL = entry_tail(outcome(_limited(1.0)))
-_EXPIRED_TAIL = entry_tail(outcome(_EXPIRED))
+_NO_TAIL = TailAround("", "")
+
+
+@lru_cache(maxsize=16)  # one object for a process's rules: a batch is cut where they change
+def _rules(budget: int, window: float, lifetime: float) -> SharedRules:
+    limited, expired = entry_tail(outcome(_limited(1.0))), tail_around(outcome(_EXPIRED))
+    return SharedRules(budget, window, lifetime, limited, expired)
 
 
 @lru_cache(maxsize=64)
@@ -257,19 +262,16 @@ class _Pending:
             looked = _find(state, pairs)
             local = looked if isinstance(looked, Answer) else None
             found = None if isinstance(looked, Answer) else looked
-        tails = [_LIMITED_TAIL, "" if local is None else entry_tail(outcome(local)), "", ""]
-        served = None
+        local_tail = "" if local is None else entry_tail(outcome(local))
+        served_tail, served = _NO_TAIL, None
         if found is not None:
             session, body = found
             always = session.spec.always
             standing = None if always is None else scripted_answer(always, body)
             normal = outcome(_normal(session, body))
             served = normal.served  # the body's facts, for the step that serves it (a 2xx)
-            tails[1:] = [
-                "" if standing is None else entry_tail(outcome(standing)),
-                _EXPIRED_TAIL,
-                entry_tail(normal),
-            ]
+            local_tail = "" if standing is None else entry_tail(outcome(standing))
+            served_tail = tail_around(normal)
         # Without a key the 401 stands whatever the store says: the entry says so, and so
         # goes to the ring of what any page can send (the journal's one rule, entry_parts).
         refused = outcome(_UNAUTHORIZED) if key is None else None
@@ -285,17 +287,16 @@ class _Pending:
             }
         )
         call = SharedCall(
+            rules=_rules(limit.budget, limit.window, state.settings.session_lifetime),
             now=time.time(),
             key=counted,
-            budget=limit.budget,
-            window=limit.window,
             session="" if session is None else session.id,
             collected_at=None if session is None else session.collected_at,
-            lifetime=state.settings.session_lifetime,
-            local_stands=bool(tails[1]) and session is not None,
+            local_stands=bool(local_tail) and session is not None,
             untrusted=entry.untrusted,
             entry=entry_head(entry, served),
-            tails=(tails[0], tails[1], tails[2], tails[3]),
+            local_tail=local_tail,
+            served_tail=served_tail,
         )
         return cls(method, query_string, pairs, authorization, started, local, found, call)
 

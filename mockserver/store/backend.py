@@ -27,7 +27,7 @@ from verdict_contract.core.errors import StateUnavailable as StateUnavailable
 
 from ..model.scripts import ScriptBook
 from ..model.sessions import Step
-from .journal import Entry, EntryParts, Journal
+from .journal import Entry, EntryParts, Journal, TailAround
 from .ratelimit import RateLimiter
 
 MEMORY: Final = "memory"
@@ -199,25 +199,38 @@ def state_problem(settings: StateSettings) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class SharedRules:
+    """What a process's requests to ``/e`` share: its rate limit, its sessions' lifetime, and the
+    journal's tails (see :func:`.journal.entry_tail`) of the rate-limited and expired answers.
+    A store sends them once for a batch of requests that share them."""
+
+    budget: int
+    window: float
+    lifetime: float
+    limited_tail: str
+    expired_tail: TailAround
+
+
+@dataclass(frozen=True, slots=True)
 class SharedCall:
     """One request to ``/e`` as the shared state sees it: what to count, take, check, journal.
 
-    ``tails`` are the journal's endings (see :func:`.journal.entry_tail`) of the answers the
-    store may pick: rate-limited, the local answer (a 401, 400 or 404 decided before the call,
-    or the session's ``always`` step), expired, served.
+    The tails are the journal's endings of the answers the store may pick besides its rules':
+    the local answer (a 401, 400 or 404 decided before the call, or the session's ``always``
+    step) and the served one (the store puts a delay step's delay into it, or into the expired
+    answer's).
     """
 
+    rules: SharedRules
     now: float  # this host's wall clock; the store adds the shared offset
     key: str  # a digest of the API key; "" when nothing is counted (a 401, or no limit)
-    budget: int
-    window: float
     session: str  # the session id; "" when no session was found (400, unknown 404)
     collected_at: float | None
-    lifetime: float
     local_stands: bool  # the local answer stands unless a scripted step replaces it
     untrusted: bool  # no valid key: journaled in the ring (see journal.EntryParts.untrusted)
     entry: str  # the journal entry up to its answer's fields (see journal.entry_head)
-    tails: tuple[str, str, str, str]
+    local_tail: str
+    served_tail: TailAround
 
 
 @dataclass(frozen=True, slots=True)

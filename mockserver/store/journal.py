@@ -339,14 +339,32 @@ def entry_head(parts: EntryParts, body: Served | None = None) -> str:
     return json.dumps(request, ensure_ascii=False)[:-1] + ","
 
 
+class TailAround(NamedTuple):
+    """An entry's tail (:func:`entry_tail`) before and after its ``delay_ms``: a shared store
+    joins them around the delay of the step it takes (``null`` for none)."""
+
+    before_delay: str
+    after_delay: str
+
+    def joined(self, delay_ms: int | None) -> str:
+        return self.before_delay + json.dumps(delay_ms) + self.after_delay
+
+
+@lru_cache(maxsize=256)  # a handful of outcomes, built for every request to /e
+def tail_around(outcome: Outcome) -> TailAround:
+    """The end of an entry's JSON array, status, outcome, latency (null), fault, who decided,
+    Retry-After, the delay, and whether the answer served the session's verdict body, in two:
+    before the delay and after it."""
+    status, said, fault, decided_by, retry_after, _, _ = outcome
+    with_body = fault is None and status is not None and 200 <= status < 300
+    before = [status, said, None, fault, decided_by, retry_after]
+    return TailAround(json.dumps(before)[1:-1] + ", ", ", " + json.dumps([with_body])[1:])
+
+
 @lru_cache(maxsize=256)  # a handful of outcomes, built for every request to /e
 def entry_tail(outcome: Outcome) -> str:
-    """The end of an entry's JSON array: status, outcome, latency (null), fault, who decided,
-    Retry-After, the delay, and whether the answer served the session's verdict body."""
-    status, said, fault, decided_by, retry_after, delay_ms, _ = outcome
-    with_body = fault is None and status is not None and 200 <= status < 300
-    tail = [status, said, None, fault, decided_by, retry_after, delay_ms, with_body]
-    return json.dumps(tail)[1:]
+    """The end of an entry's JSON array (:func:`tail_around`, its delay in place)."""
+    return tail_around(outcome).joined(outcome.delay_ms)
 
 
 def decode_entry(text: str) -> Entry:

@@ -18,18 +18,20 @@ from verdict_contract.mockserver.store.backend import StateURL
 from verdict_contract.mockserver.store.journal import EntryParts, decode_entry
 from verdict_contract.mockserver.store.luascripts import (
     AppendArgs,
+    BatchArgs,
     DecideArgs,
     DecideKeys,
     JournalKeys,
     LoadArgs,
     LoadKeys,
     flat,
+    for_each_group,
     preamble,
 )
 from verdict_contract.mockserver.store.redisstate import RedisBackend
 
 PAIRS: list[tuple[type[Any], type[Any]]] = [
-    (DecideKeys, DecideArgs),
+    (DecideKeys, BatchArgs),
     (JournalKeys, AppendArgs),
     (LoadKeys, LoadArgs),
 ]
@@ -72,6 +74,29 @@ def test_each_key_and_argument_reaches_the_script_under_its_name(
     seen = dict(zip([f"{f}_key" for f in keys._fields] + list(args._fields), echoed, strict=True))
     where = f"{name}_key" if kind == "key" else name
     assert [local for local, value in seen.items() if marked in value] == [where]
+
+
+@pytest.mark.parametrize("name", DecideArgs._fields)
+def test_each_request_argument_reaches_the_script_under_its_name_in_each_group(
+    client: redis.Redis, name: str
+) -> None:
+    """A batch: the shared arguments, then one group per request; each group's field is read
+    from its own group (one slot off, or a group read twice, fails)."""
+    keys = DecideKeys(*(f"{{t}}:k-{field}" for field in DecideKeys._fields))
+    shared = BatchArgs(*(f"<shared {field}>" for field in BatchArgs._fields))
+    blank = DecideArgs(*("" for _ in DecideArgs._fields))
+    groups = [blank._replace(**{name: f"<{which}>"}) for which in ("first", "second", "third")]
+    locals_ = ", ".join(DecideArgs._fields)
+    echo = preamble(DecideKeys, BatchArgs) + "local seen = {}\n"
+    echo += for_each_group(BatchArgs, DecideArgs, f"seen[#seen + 1] = {{{locals_}}}\n")
+    echo += "return seen"
+    argv = [value for group in groups for value in group]
+    echoed = client.eval(echo, len(keys), *keys, *shared, *argv)
+    assert len(echoed) == len(groups)
+    for seen, which in zip(echoed, ("first", "second", "third"), strict=True):
+        named = dict(zip(DecideArgs._fields, seen, strict=True))
+        assert [field for field, value in named.items() if value] == [name]
+        assert named[name] == f"<{which}>"
 
 
 SERVED = Served("refused", True, 8, ("extra",))

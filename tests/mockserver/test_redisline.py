@@ -7,11 +7,9 @@ says (the line authenticates and selects as redis-py's own clients do).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
-import hiredis
 import httpx
 import pytest
 import redis
@@ -19,7 +17,6 @@ import redis
 from tests.redisserver import redis_server
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.store.backend import StateURL
-from verdict_contract.mockserver.store.redisline import Line
 from verdict_contract.mockserver.testing.mocks import live_mock
 
 PASSWORD = "line-test-pass-0001"
@@ -60,45 +57,3 @@ def test_a_password_a_database_and_a_unix_socket_are_honoured(
     assert other.dbsize() == 0
     other.close()
     raw.close()
-
-
-def test_a_caller_that_gave_up_while_queued_is_not_sent() -> None:
-    """A request answered 503 on a timeout while its call waited its turn must not reach Redis:
-    it would count against the rate limit, take a scripted step and be journaled."""
-    received: list[list[bytes]] = []
-    release, ended = asyncio.Event(), asyncio.Event()
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        parser = hiredis.Reader()
-        while data := await reader.read(65536):
-            parser.feed(data)
-            while (command := parser.gets()) is not False:
-                received.append(command)
-                if command[0] == b"PING":
-                    await release.wait()  # the first round trip is held: the next calls queue
-                writer.write(b"+OK\r\n")
-            await writer.drain()
-        writer.close()
-        ended.set()
-
-    async def run() -> None:
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        line = Line.of(f"redis://127.0.0.1:{port}", 1 << 20, timeout=30)
-        assert line is not None
-        first = asyncio.ensure_future(line.send([("PING",)]))
-        await asyncio.sleep(0)  # the first round trip is under way
-        stale = asyncio.ensure_future(line.send([("ECHO", "stale")]))
-        await asyncio.sleep(0)
-        stale.cancel()  # given up while queued
-        release.set()
-        assert await first == ["OK"]
-        assert await line.send([("ECHO", "fresh")]) == ["OK"]
-        line.close()
-        server.close()
-        await asyncio.wait_for(ended.wait(), 30)  # the handler saw the line's EOF, closed its side
-        await server.wait_closed()
-
-    asyncio.run(run())
-    assert [command[0] for command in received] == [b"PING", b"ECHO"]
-    assert received[1][1] == b"fresh"

@@ -1,0 +1,114 @@
+"""``GET /e`` on Redis in batches (store/redisbatch.py): one round trip at a time, the requests
+that come meanwhile in the next, as one run of the script; a failed round trip fails those
+waiting behind it, unsent.
+
+A stand-in for the connection records what would be sent; no Redis is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from verdict_contract.mockserver.store.availability import Calls
+from verdict_contract.mockserver.store.backend import (
+    Facts,
+    SharedCall,
+    SharedRules,
+    StateUnavailable,
+)
+from verdict_contract.mockserver.store.journal import TailAround
+from verdict_contract.mockserver.store.luascripts import BatchArgs, DecideArgs, DecideKeys
+from verdict_contract.mockserver.store.redisbatch import MAX_BATCH, Batches, runs
+from verdict_contract.mockserver.store.redisline import Command
+
+KEYS = DecideKeys(*(f"{{t}}:{field}" for field in DecideKeys._fields))
+BOUNDS = ("1000", "1000000", "100", "60000")
+RULES = SharedRules(10, 60.0, 3600.0, "limited]", TailAround("expired, ", "]"))
+PREFIX = 3 + len(KEYS) + len(BatchArgs._fields)  # EVALSHA, its SHA1, the number of keys
+
+
+def call(session: str, rules: SharedRules = RULES) -> SharedCall:
+    tail = TailAround("served, ", "]")
+    return SharedCall(rules, 1.0, "k", session, None, False, False, "[", "", tail)
+
+
+def batches(send: Any, timeout: float = 5.0) -> Batches:
+    def unavailable(exc: BaseException) -> StateUnavailable:
+        return StateUnavailable("test", repr(exc))
+
+    return Batches(KEYS, BOUNDS, send, Calls("test"), unavailable, timeout)
+
+
+def sessions(command: Command) -> list[str]:
+    """The session of each request a command decides, in order."""
+    groups = list(command[PREFIX:])
+    width = len(DecideArgs._fields)
+    assert len(groups) % width == 0
+    return [DecideArgs(*groups[i : i + width]).session for i in range(0, len(groups), width)]  # type: ignore[arg-type]
+
+
+def test_requests_that_come_during_a_round_trip_go_together_in_the_next() -> None:
+    sent: list[list[Command]] = []
+    release = asyncio.Event()
+
+    async def send(commands: list[Command]) -> list[Any]:
+        sent.append(commands)
+        if len(sent) == 1:
+            await release.wait()  # the first round trip is held: the next requests wait
+        return [["", "", 0] * len(sessions(command)) for command in commands]
+
+    async def run() -> list[Facts | StateUnavailable]:
+        told: list[Facts | StateUnavailable] = []
+        line = batches(send)
+        line.submit(call("a"), told.append)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the first round trip is out
+        for name in ("b", "c", "d"):
+            line.submit(call(name), told.append)
+        release.set()
+        while len(told) < 4:
+            await asyncio.sleep(0.01)
+        return told
+
+    told = asyncio.run(run())
+    assert [[sessions(command) for command in commands] for commands in sent] == [
+        [["a"]],
+        [["b", "c", "d"]],  # one run of the script for the three
+    ]
+    assert told == [Facts(None, None, False)] * 4
+
+
+def test_a_failed_round_trip_fails_the_requests_waiting_behind_it_unsent() -> None:
+    """Sent after it, each would be counted, take a step and be journaled by a Redis that
+    comes back, while its client got a 503."""
+    sent: list[list[Command]] = []
+
+    async def send(commands: list[Command]) -> list[Any]:
+        sent.append(commands)
+        await asyncio.sleep(30)  # a frozen Redis: the timeout ends it
+        return []
+
+    async def run() -> list[Facts | StateUnavailable]:
+        told: list[Facts | StateUnavailable] = []
+        line = batches(send, timeout=0.2)
+        line.submit(call("a"), told.append)
+        await asyncio.sleep(0.05)  # the first round trip is out
+        line.submit(call("b"), told.append)
+        while len(told) < 2:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        return told
+
+    told = asyncio.run(run())
+    assert len(sent) == 1
+    assert [sessions(command) for command in sent[0]] == [["a"]]
+    assert all(isinstance(facts, StateUnavailable) for facts in told)
+
+
+def test_a_run_shares_its_rules_and_is_bounded() -> None:
+    other = SharedRules(5, 60.0, 3600.0, "limited]", TailAround("expired, ", "]"))
+    calls = [call(str(i)) for i in range(MAX_BATCH + 2)] + [call("x", other), call("y")]
+    made = runs(calls)
+    assert [len(run) for run in made] == [MAX_BATCH, 2, 1, 1]
+    assert [run[0].rules for run in made] == [RULES, RULES, other, RULES]
