@@ -12,8 +12,9 @@ import hashlib
 import hmac
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
@@ -207,16 +208,18 @@ def decide(
     )
 
 
-async def decide_shared(
-    state: MockState, method: str, query_string: bytes, authorization: str | None
-) -> Decision:
-    """:func:`decide` with a shared state, on the event loop: one round trip, journaled."""
+def decide_shared(
+    state: MockState,
+    method: str,
+    query_string: bytes,
+    authorization: str | None,
+    done: Callable[[Decision | Exception], None],
+) -> None:
+    """:func:`decide` with a shared state, on the event loop: decided (and journaled) in the
+    next round trip, ``done`` told the decision (or why there is none) then."""
     assert state.shared is not None
     pending = _Pending.of(state, method, query_string, authorization)
-    try:
-        return pending.decision(state, await state.shared.decide_async(pending.call))
-    except StateUnavailable as exc:
-        return pending.unavailable(exc)
+    state.shared.submit(pending.call, partial(pending.told, state, done))
 
 
 _NO_TAIL = TailAround("", "")
@@ -310,6 +313,22 @@ class _Pending:
             step = decode_step(facts.step) if facts.step else None
             answer = _answer(state, session, body, step, facts.expired)
         return self._decided(answer)
+
+    def told(
+        self,
+        state: MockState,
+        done: Callable[[Decision | Exception], None],
+        facts: Facts | StateUnavailable,
+    ) -> None:
+        """The store's answer: the decision it makes, for ``done``."""
+        try:
+            if isinstance(facts, StateUnavailable):
+                decided: Decision | Exception = self.unavailable(facts)
+            else:
+                decided = self.decision(state, facts)
+        except Exception as exc:  # never a 5xx for a request, however it fails
+            decided = exc
+        done(decided)
 
     def unavailable(self, exc: StateUnavailable) -> Decision:
         return self._decided(unavailable_answer(exc, "; the mock keeps running"))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import socket
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple, Protocol
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -296,8 +296,9 @@ class SharedBackend(StateBackend, Protocol):
         """For blocking servers (waitress, Flask, in-process); raises StateUnavailable."""
         ...
 
-    async def decide_async(self, call: SharedCall) -> Facts:
-        """On the event loop, in one round trip; raises StateUnavailable."""
+    def submit(self, call: SharedCall, done: Callable[[Facts | StateUnavailable], None]) -> None:
+        """On the event loop: decided in the next round trip, ``done`` told the facts, or the
+        StateUnavailable that stands for them (called on the loop, never raising)."""
         ...
 
     async def close_async(self) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from itertools import chain
@@ -35,6 +36,8 @@ MAX_BATCH: Final = 256
 DECIDE_SHA: Final = hashlib.sha1(DECIDE.encode()).hexdigest()  # noqa: S324 - Redis names it so
 _FACTS: Final = 3
 """Replies per request: seconds to wait (or ""), the step taken (or ""), expired (1 or 0)."""
+
+log = logging.getLogger("mockserver.state")
 
 Done = Callable[[Facts | StateUnavailable], None]
 """Told a request's decision, or why there is none (a 503)."""
@@ -142,21 +145,6 @@ class Batches:
         if self._flushing is None:
             self._flushing = asyncio.get_running_loop().create_task(self._flush())
 
-    async def decide(self, call: SharedCall) -> Facts:
-        """:meth:`submit`, awaited; raises StateUnavailable."""
-        future: asyncio.Future[Facts] = asyncio.get_running_loop().create_future()
-
-        def done(facts: Facts | StateUnavailable) -> None:
-            if future.done():  # cancelled meanwhile
-                return
-            if isinstance(facts, StateUnavailable):
-                future.set_exception(facts)
-            else:
-                future.set_result(facts)
-
-        self.submit(call, done)
-        return await future
-
     async def _flush(self) -> None:
         """Round trips, one at a time, until no request waits."""
         try:
@@ -209,7 +197,7 @@ class Batches:
                 continue
             self._calls.answered()
             for (_, done), fact in zip(told, facts, strict=True):
-                done(fact)
+                _told(done, fact)
         return None
 
     def _failed(self, exc: BaseException) -> StateUnavailable:
@@ -234,4 +222,12 @@ class Batches:
 
 def _tell(batch: list[tuple[SharedCall, Done]], failed: StateUnavailable) -> None:
     for _, done in batch:
-        done(failed)
+        _told(done, failed)
+
+
+def _told(done: Done, facts: Facts | StateUnavailable) -> None:
+    """Tell one request; a caller that fails does not keep the others untold."""
+    try:
+        done(facts)
+    except Exception:
+        log.exception("a request to /e failed on its shared state's answer")

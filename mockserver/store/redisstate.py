@@ -177,9 +177,6 @@ class RedisBackend:
         """Decide ``call`` in the running loop's next round trip; ``done`` is told."""
         self._batches().submit(call, done)
 
-    async def decide_async(self, call: SharedCall) -> Facts:
-        return await self._batches().decide(call)
-
     async def _pipeline(self, commands: list[Command]) -> list[Any]:
         """A round trip through redis-py (a cluster, Sentinel, TLS)."""
         assert self._async is not None
