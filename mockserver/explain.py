@@ -16,14 +16,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 
-from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
+from verdict_contract.core.spec import SESSION_PARAM
 
 from .journaling import MAX_UNAUTHORIZED_QUERY as MAX_UNAUTHORIZED_QUERY
+from .journaling import head_past_time, query_start
 from .journaling import journal as journal
 from .journaling import journal_elsewhere as journal_elsewhere
-from .journaling import journaled_args, query_start
 from .journaling import parse_query as parse_query
-from .model.answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer, unavailable_answer
+from .model.answer import (
+    CACHED_BODY_BYTES,
+    NO_STORE,
+    Answer,
+    error_answer,
+    unavailable_answer,
+)
 from .model.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from .model.steps import decode_step, outcome
 from .model.steps import scripted as scripted_answer
@@ -31,7 +37,7 @@ from .state import MockState
 from .state import authorized as authorized
 from .state import bearer_token as bearer_token
 from .store.backend import Facts, SharedCall, SharedRules, StateUnavailable
-from .store.journal import TailAround, entry_head, entry_tail, make_parts, tail_around
+from .store.journal import TailAround, entry_tail, head_at, tail_around
 from .store.shown import RawHeaders
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
@@ -275,29 +281,22 @@ class _Pending:
             served = normal.served  # the body's facts, for the step that serves it (a 2xx)
             local_tail = "" if standing is None else entry_tail(outcome(standing))
             served_tail = tail_around(normal)
-        # Without a key the 401 stands whatever the store says: the entry says so, and so
-        # goes to the ring of what any page can send (the journal's one rule, entry_parts).
+        now = time.time()
+        # Without a key the 401 stands whatever the store says: the entry says so (and so goes
+        # to the ring of what any page can send: the journal's one rule, entry_parts).
         refused = outcome(_UNAUTHORIZED) if key is None else None
-        entry = make_parts(
-            {
-                "method": method,
-                "path": ENDPOINT_PATH,
-                "args": journaled_args(pairs, query_string),
-                "authorization": authorization,
-                "status": None if refused is None else refused.status,
-                "outcome": "" if refused is None else refused.outcome,
-                "is_key": state.key_ok,
-            }
+        past_time, untrusted = head_past_time(
+            state, method, query_string, pairs, authorization, refused, served
         )
         call = SharedCall(
             rules=_rules(limit.budget, limit.window, state.settings.session_lifetime),
-            now=time.time(),
+            now=now,
             key=counted,
             session="" if session is None else session.id,
             collected_at=None if session is None else session.collected_at,
             local_stands=bool(local_tail) and session is not None,
-            untrusted=entry.untrusted,
-            entry=entry_head(entry, served),
+            untrusted=untrusted,
+            entry=head_at(now, past_time),
             local_tail=local_tail,
             served_tail=served_tail,
         )

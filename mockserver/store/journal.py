@@ -327,8 +327,12 @@ def make_entry(**fields: Unpack[EntryFields]) -> Entry:
 def entry_head(parts: EntryParts, body: Served | None = None) -> str:
     """The entry's JSON array up to its answer's fields, ending with a comma; ``body``: the
     facts of the verdict body the request's session would be served, if any."""
+    return head_at(parts.time, head_past_time(parts, body))
+
+
+def head_past_time(parts: EntryParts, body: Served | None = None) -> str:
+    """:func:`entry_head` past the entry's time: the same for each request of one kind."""
     request = [
-        parts.time,
         parts.method,
         parts.path,
         parts.n,
@@ -336,7 +340,12 @@ def entry_head(parts: EntryParts, body: Served | None = None) -> str:
         parts.authorization,
         parts.reading.served if body is None else body,
     ]
-    return json.dumps(request, ensure_ascii=False)[:-1] + ","
+    return json.dumps(request, ensure_ascii=False)[1:-1] + ","
+
+
+def head_at(at: float, past_time: str) -> str:
+    """:func:`entry_head` of an entry made at ``at`` (its time as JSON writes a float)."""
+    return f"[{at!r}, {past_time}"
 
 
 class TailAround(NamedTuple):
