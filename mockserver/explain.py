@@ -37,7 +37,7 @@ from .state import MockState
 from .state import authorized as authorized
 from .state import bearer_token as bearer_token
 from .store.backend import Facts, SharedCall, SharedRules, StateUnavailable
-from .store.journal import TailAround, entry_tail, head_at, tail_around
+from .store.journal import TailAround, entry_tail, tail_around
 from .store.shown import RawHeaders
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
@@ -296,7 +296,7 @@ class _Pending:
             collected_at=None if session is None else session.collected_at,
             local_stands=bool(local_tail) and session is not None,
             untrusted=untrusted,
-            entry=head_at(now, past_time),
+            entry=past_time,
             local_tail=local_tail,
             served_tail=served_tail,
         )

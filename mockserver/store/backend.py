@@ -211,8 +211,7 @@ class SharedRules:
     expired_tail: TailAround
 
 
-@dataclass(frozen=True, slots=True)
-class SharedCall:
+class SharedCall(NamedTuple):  # a tuple: made per request (0.8 µs as a frozen dataclass, 0.2)
     """One request to ``/e`` as the shared state sees it: what to count, take, check, journal.
 
     The tails are the journal's endings of the answers the store may pick besides its rules':
@@ -228,7 +227,7 @@ class SharedCall:
     collected_at: float | None
     local_stands: bool  # the local answer stands unless a scripted step replaces it
     untrusted: bool  # no valid key: journaled in the ring (see journal.EntryParts.untrusted)
-    entry: str  # the journal entry up to its answer's fields (see journal.entry_head)
+    entry: str  # the journal entry past its time, up to its answer (journal.head_past_time)
     local_tail: str
     served_tail: TailAround
 

@@ -324,14 +324,11 @@ def make_entry(**fields: Unpack[EntryFields]) -> Entry:
 # tail, the one the store picked; its latency is null: the store journals before the answer
 # exists). A tail says whether its answer served that body: a scripted step's tail is built
 # once per script, without the session's body (redisstate.py).
-def entry_head(parts: EntryParts, body: Served | None = None) -> str:
-    """The entry's JSON array up to its answer's fields, ending with a comma; ``body``: the
-    facts of the verdict body the request's session would be served, if any."""
-    return head_at(parts.time, head_past_time(parts, body))
-
-
+# The store puts the entry's time in front (luascripts._ENTRY_AT), as the request is decided.
 def head_past_time(parts: EntryParts, body: Served | None = None) -> str:
-    """:func:`entry_head` past the entry's time: the same for each request of one kind."""
+    """The entry's JSON array past its time and up to its answer's fields, ending with a comma
+    (the same for each request of one kind); ``body``: the facts of the verdict body the
+    request's session would be served, if any."""
     request = [
         parts.method,
         parts.path,
@@ -341,11 +338,6 @@ def head_past_time(parts: EntryParts, body: Served | None = None) -> str:
         parts.reading.served if body is None else body,
     ]
     return json.dumps(request, ensure_ascii=False)[1:-1] + ","
-
-
-def head_at(at: float, past_time: str) -> str:
-    """:func:`entry_head` of an entry made at ``at`` (its time as JSON writes a float)."""
-    return f"[{at!r}, {past_time}"
 
 
 class TailAround(NamedTuple):
@@ -377,7 +369,7 @@ def entry_tail(outcome: Outcome) -> str:
 
 
 def decode_entry(text: str) -> Entry:
-    """An entry a shared store kept (:func:`entry_head` and :func:`entry_tail` joined)."""
+    """An entry a shared store kept: its time, :func:`head_past_time`, :func:`entry_tail`."""
     (at, method, path, n, query, authorization, body, status, said, latency, fault, decided_by,
      retry_after, delay_ms, with_body) = json.loads(text)  # fmt: skip
     facts = None

@@ -70,7 +70,7 @@ class DecideArgs(NamedTuple):
     collected_at: str  # "" for a session with no collection time
     local_stands: str  # "1" or ""
     untrusted: str  # "1": the entry goes to the ring (journal.EntryParts.untrusted)
-    entry_head: str
+    entry_past_time: str  # the journal entry past its time, up to its answer (head_past_time)
     tail_local: str
     served_before_delay: str  # the served answer's tail around its delay_ms (TailAround)
     served_after_delay: str
@@ -80,7 +80,8 @@ class AppendArgs(NamedTuple):
     """One entry journaled apart from a decision (a wrong path or method)."""
 
     untrusted: str
-    entry: str
+    now: str  # the entry's time
+    fields: str  # the entry's fields past its time (journal.head_past_time, then its tail)
     max_entries: str
     max_bytes: str
     ring_entries: str
@@ -138,6 +139,14 @@ def flat(keys: tuple[str, ...], args: tuple[str, ...], *extra: str) -> tuple[lis
 _RENEW: Final = """
 local function renew()
   for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl_ms) end
+end
+"""
+
+# A journal entry: its time (a float as Python's repr writes it, which JSON reads), then the
+# rest of its fields, as JSON (journal.decode_entry reads it back).
+_ENTRY_AT: Final = """
+local function entry_at(now, fields, tail)
+  return '[' .. now .. ', ' .. fields .. tail
 end
 """
 
@@ -249,7 +258,7 @@ elseif session ~= '' then
     tail = before .. (delay > 0 and string.format('%d', delay) or 'null') .. after
   end
 end
-local entry = entry_head .. tail
+local entry = entry_at(now, entry_past_time, tail)
 if untrusted == '1' then ringed[#ringed + 1] = entry else kept[#kept + 1] = entry end
 replies[#replies + 1] = wait
 replies[#replies + 1] = step
@@ -263,6 +272,7 @@ replies[#replies + 1] = expired
 DECIDE: Final = (
     preamble(DecideKeys, BatchArgs)
     + _RENEW
+    + _ENTRY_AT
     + _JOURNAL
     + _RENEW_DUE
     + f"""
@@ -306,8 +316,10 @@ return replies
 APPEND: Final = (
     preamble(JournalKeys, AppendArgs)
     + _RENEW
+    + _ENTRY_AT
     + _JOURNAL
     + """
+local entry = entry_at(now, fields, '')
 if untrusted == '1' then journal({}, {entry}) else journal({entry}, {}) end
 renew()
 return 1

@@ -59,7 +59,7 @@ def decide_args(call: SharedCall) -> DecideArgs:
         collected_at=_number(call.collected_at),
         local_stands="1" if call.local_stands else "",
         untrusted="1" if call.untrusted else "",
-        entry_head=call.entry,
+        entry_past_time=call.entry,
         tail_local=call.local_tail,
         served_before_delay=served.before_delay,
         served_after_delay=served.after_delay,

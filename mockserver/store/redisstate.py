@@ -43,7 +43,7 @@ from ..model.sessions import Step
 from ..model.steps import encode_step, outcome, scripted
 from .availability import Calls
 from .backend import DEFAULT_STATE_TTL, Facts, SharedCall, StateUnavailable, StateURL
-from .journal import UNTRUSTED_KEPT, Entry, EntryParts, decode_entry, entry_head, entry_tail
+from .journal import UNTRUSTED_KEPT, Entry, EntryParts, decode_entry, entry_tail, head_past_time
 from .luascripts import (
     APPEND,
     DECIDE,
@@ -301,7 +301,8 @@ class RedisBackend:
         tail = entry_tail(parts.reading)
         args = AppendArgs(
             untrusted="1" if parts.untrusted else "",
-            entry=entry_head(parts) + tail,
+            now=repr(parts.time),
+            fields=head_past_time(parts) + tail,
             max_entries=str(self._journal_size),
             max_bytes=str(JOURNAL_BYTES),
             ring_entries=str(UNTRUSTED_KEPT),
