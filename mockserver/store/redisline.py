@@ -55,13 +55,16 @@ class Line:
         """Each command's reply, in order (an error reply as redis-py's exception, not raised);
         connects first if it must. The caller bounds the time it takes."""
         try:
-            replies = self._replies or await self._connect()
+            replies = self._replies
+            if replies is None or not replies.usable:  # never made, or broken since
+                replies = await self._connect()
             return await replies.exchange(commands)
         except BaseException:  # the line is out of step: dropped
             self.close()
             raise
 
     async def _connect(self) -> _Replies:
+        self.close()
         options = self._options
         loop = asyncio.get_running_loop()
         made = lambda: _Replies(self._reply_bytes)  # noqa: E731
@@ -105,6 +108,10 @@ class _Replies(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's is none by class
+
+    @property
+    def usable(self) -> bool:
+        return self._transport is not None and self._broken is None
 
     def exchange(self, commands: list[Command]) -> asyncio.Future[list[Any]]:
         """Write ``commands``; the future of their replies."""

@@ -7,9 +7,11 @@ says (the line authenticates and selects as redis-py's own clients do).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
+import hiredis
 import httpx
 import pytest
 import redis
@@ -17,6 +19,7 @@ import redis
 from tests.redisserver import redis_server
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.store.backend import StateURL
+from verdict_contract.mockserver.store.redisline import Line
 from verdict_contract.mockserver.testing.mocks import live_mock
 
 PASSWORD = "line-test-pass-0001"
@@ -57,3 +60,47 @@ def test_a_password_a_database_and_a_unix_socket_are_honoured(
     assert other.dbsize() == 0
     other.close()
     raw.close()
+
+
+def test_a_reply_to_no_command_breaks_the_line_and_the_next_round_trip_connects_again() -> None:
+    """A reply past those asked for puts the line out of step: dropped, not read as the next
+    round trip's."""
+    connections: list[int] = []
+    ended: list[int] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        parser = hiredis.Reader()
+        try:
+            while data := await reader.read(65536):
+                parser.feed(data)
+                while (command := parser.gets()) is not False:
+                    writer.write(b"$%d\r\n%s\r\n" % (len(command[-1]), command[-1]))
+                    await writer.drain()
+                    if command[-1] == b"first":  # once that round trip is over: a reply to nothing
+                        await asyncio.sleep(0.05)
+                        writer.write(b"+EXTRA\r\n")
+                        await writer.drain()
+        finally:
+            writer.close()
+            ended.append(1)
+
+    async def run() -> list[list[object]]:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        line = Line.of(f"redis://127.0.0.1:{port}", 1 << 20)
+        assert line is not None
+        first = await line.send([("ECHO", "first")])
+        await asyncio.sleep(0.1)  # the extra reply comes
+        second = await line.send([("ECHO", "second")])
+        line.close()
+        for _ in range(100):  # both connections closed on both sides
+            if len(ended) == 2:
+                break
+            await asyncio.sleep(0.01)
+        server.close()
+        await server.wait_closed()
+        return [first, second]
+
+    assert asyncio.run(run()) == [["first"], ["second"]]
+    assert len(connections) == 2
