@@ -52,17 +52,17 @@ def _number(value: float | None) -> str:
 def decide_args(call: SharedCall) -> DecideArgs:
     """One request to ``/e`` as :data:`.luascripts.DECIDE` reads it."""
     served = call.served_tail
-    return DecideArgs(
-        now=repr(call.now),
-        counted=call.key,
-        session=call.session,
-        collected_at=_number(call.collected_at),
-        local_stands="1" if call.local_stands else "",
-        untrusted="1" if call.untrusted else "",
-        entry_past_time=call.entry,
-        tail_local=call.local_tail,
-        served_before_delay=served.before_delay,
-        served_after_delay=served.after_delay,
+    return DecideArgs(  # by position: 0.8 µs a request, 1.3 by keyword (test_redisbatch.py)
+        repr(call.now),  # now
+        call.key,  # counted
+        call.session,  # session
+        _number(call.collected_at),  # collected_at
+        "1" if call.local_stands else "",  # local_stands
+        "1" if call.untrusted else "",  # untrusted
+        call.entry,  # entry_past_time
+        call.local_tail,  # tail_local
+        served.before_delay,  # served_before_delay
+        served.after_delay,  # served_after_delay
     )
 
 

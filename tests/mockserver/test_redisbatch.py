@@ -19,7 +19,7 @@ from verdict_contract.mockserver.store.backend import (
 )
 from verdict_contract.mockserver.store.journal import TailAround
 from verdict_contract.mockserver.store.luascripts import BatchArgs, DecideArgs, DecideKeys
-from verdict_contract.mockserver.store.redisbatch import MAX_BATCH, Batches, runs
+from verdict_contract.mockserver.store.redisbatch import MAX_BATCH, Batches, decide_args, runs
 from verdict_contract.mockserver.store.redisline import Command
 
 KEYS = DecideKeys(*(f"{{t}}:{field}" for field in DecideKeys._fields))
@@ -112,3 +112,34 @@ def test_a_run_shares_its_rules_and_is_bounded() -> None:
     made = runs(calls)
     assert [len(run) for run in made] == [MAX_BATCH, 2, 1, 1]
     assert [run[0].rules for run in made] == [RULES, RULES, other, RULES]
+
+
+def test_each_field_of_a_call_goes_to_its_argument() -> None:
+    """decide_args fills DecideArgs by position: each field of the call, a value of its own,
+    must land in the argument of its name."""
+    made = SharedCall(
+        RULES,
+        now=1.5,
+        key="the-key",
+        session="the-session",
+        collected_at=2.5,
+        local_stands=True,
+        untrusted=False,
+        entry="the-entry",
+        local_tail="the-local-tail",
+        served_tail=TailAround("served-before", "served-after"),
+    )
+    assert decide_args(made)._asdict() == {
+        "now": "1.5",
+        "counted": "the-key",
+        "session": "the-session",
+        "collected_at": "2.5",
+        "local_stands": "1",
+        "untrusted": "",
+        "entry_past_time": "the-entry",
+        "tail_local": "the-local-tail",
+        "served_before_delay": "served-before",
+        "served_after_delay": "served-after",
+    }
+    untrusted = decide_args(made._replace(untrusted=True, local_stands=False))
+    assert (untrusted.untrusted, untrusted.local_stands) == ("1", "")
