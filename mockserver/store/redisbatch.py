@@ -155,6 +155,10 @@ class Batches:
                 if failed is not None:  # the line failed: so do those waiting behind it
                     batch, self._waiting = self._waiting, []
                     _tell(batch, failed)
+                # One turn of the loop first: the requests whose bytes are in already join the
+                # next round trip (bench_serve's load, paired runs: 28.1 -> 25.5 µs a request,
+                # the mock's and Redis's CPU; the same latency).
+                await asyncio.sleep(0)
         finally:
             self._flushing = None
 

@@ -1,11 +1,10 @@
 """The mock's per-call state in Redis, so processes on any number of hosts behave as one mock.
 
-Each request to ``/e`` is one run of a Lua script (:data:`DECIDE`): it counts the key in its
-fixed window, takes the session's next scripted step, checks expiry against the shared clock
-offset and appends the journal entry, atomically. Redis runs scripts one at a time, so the
-count is exact, each step is used once, and the journal is in order of arrival. On the event
-loop, the requests decided in one turn of the loop go as one pipeline: one round trip for all
-of them, never more than one per request.
+Requests to ``/e`` are decided by a Lua script (:data:`DECIDE`), one run for the requests of
+one round trip (:mod:`.redisbatch`): for each, in order, it counts the key in its fixed window,
+takes the session's next scripted step, checks expiry against the shared clock offset and
+appends the journal entry, atomically. Redis runs scripts one at a time, so the count is exact,
+each step is used once, and the journal is in order of arrival.
 
 Why a script of our own rather than the ``limits`` library: one round trip must also take the
 step and journal the request, which ``limits`` (its own commands, its own keys) cannot join;
@@ -18,10 +17,10 @@ they are, and the braces keep them in one Redis Cluster slot, as a script needs.
 ``--state-ttl`` seconds past the mock's last use: each request and control call renews them all
 in its own round trip. API keys are stored as HMAC digests, never as they are.
 
-On the event loop, ``/e`` goes through its own connection (:mod:`.redisline`: hiredis over an
-asyncio stream; those that come while a round trip is under way go in the next), or, on a
-cluster or over TLS, ``redis.asyncio``'s pipeline; the control API, on worker threads, uses
-the blocking client (:mod:`.redisclients`: one server or a cluster).
+On the event loop, ``/e`` goes through its own connection (:mod:`.redisline`: hiredis over the
+connection's protocol), or, on a cluster or over TLS, ``redis.asyncio``'s pipeline; the control
+API, on worker threads, uses the blocking client (:mod:`.redisclients`: one server or a
+cluster).
 """
 
 from __future__ import annotations
