@@ -36,7 +36,7 @@ from .model.steps import scripted as scripted_answer
 from .state import MockState
 from .state import authorized as authorized
 from .state import bearer_token as bearer_token
-from .store.backend import Facts, SharedCall, SharedRules, StateUnavailable
+from .store.backend import CallKind, Facts, SharedCall, SharedRules, StateUnavailable
 from .store.journal import TailAround, entry_tail, tail_around
 from .store.shown import RawHeaders
 
@@ -281,16 +281,13 @@ class _Pending:
             served = normal.served  # the body's facts, for the step that serves it (a 2xx)
             local_tail = "" if standing is None else entry_tail(outcome(standing))
             served_tail = tail_around(normal)
-        now = time.time()
         # Without a key the 401 stands whatever the store says: the entry says so (and so goes
         # to the ring of what any page can send: the journal's one rule, entry_parts).
         refused = outcome(_UNAUTHORIZED) if key is None else None
         past_time, untrusted = head_past_time(
             state, method, query_string, pairs, authorization, refused, served
         )
-        call = SharedCall(
-            rules=_rules(limit.budget, limit.window, state.settings.session_lifetime),
-            now=now,
+        kind = CallKind(
             key=counted,
             session="" if session is None else session.id,
             collected_at=None if session is None else session.collected_at,
@@ -300,6 +297,8 @@ class _Pending:
             local_tail=local_tail,
             served_tail=served_tail,
         )
+        rules = _rules(limit.budget, limit.window, state.settings.session_lifetime)
+        call = SharedCall(rules, time.time(), kind)
         return cls(method, query_string, pairs, authorization, started, local, found, call)
 
     def decision(self, state: MockState, facts: Facts) -> Decision:

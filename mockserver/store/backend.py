@@ -211,8 +211,9 @@ class SharedRules:
     expired_tail: TailAround
 
 
-class SharedCall(NamedTuple):  # a tuple: made per request (0.8 µs as a frozen dataclass, 0.2)
-    """One request to ``/e`` as the shared state sees it: what to count, take, check, journal.
+class CallKind(NamedTuple):
+    """All of a request to ``/e`` but its time, as the shared state sees it: what to count,
+    take, check, journal. Requests alike (a load test's) are of one kind.
 
     The tails are the journal's endings of the answers the store may pick besides its rules':
     the local answer (a 401, 400 or 404 decided before the call, or the session's ``always``
@@ -220,8 +221,6 @@ class SharedCall(NamedTuple):  # a tuple: made per request (0.8 µs as a frozen 
     answer's).
     """
 
-    rules: SharedRules
-    now: float  # this host's wall clock; the store adds the shared offset
     key: str  # a digest of the API key; "" when nothing is counted (a 401, or no limit)
     session: str  # the session id; "" when no session was found (400, unknown 404)
     collected_at: float | None
@@ -230,6 +229,14 @@ class SharedCall(NamedTuple):  # a tuple: made per request (0.8 µs as a frozen 
     entry: str  # the journal entry past its time, up to its answer (journal.head_past_time)
     local_tail: str
     served_tail: TailAround
+
+
+class SharedCall(NamedTuple):  # tuples: made per request (0.8 µs as a frozen dataclass, 0.2)
+    """One request to ``/e`` as the shared state sees it."""
+
+    rules: SharedRules
+    now: float  # this host's wall clock; the store adds the shared offset
+    kind: CallKind
 
 
 @dataclass(frozen=True, slots=True)

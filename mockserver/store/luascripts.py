@@ -46,8 +46,9 @@ class DecideKeys(NamedTuple):
 
 
 class BatchArgs(NamedTuple):
-    """What every request of one ``/e`` batch shares (its :class:`.backend.SharedRules`), then
-    the store's bounds; one :class:`DecideArgs` group per request follows."""
+    """What every request of one ``/e`` batch shares (its :class:`.backend.SharedRules`), the
+    store's bounds, and how many kinds of request follow: a :class:`KindArgs` group per kind,
+    then a :class:`DecideArgs` group per request."""
 
     budget: str
     window: str
@@ -59,12 +60,13 @@ class BatchArgs(NamedTuple):
     max_bytes: str
     ring_entries: str
     ttl_ms: str  # every key's time to live, renewed
+    kinds_count: str  # the KindArgs groups that follow
 
 
-class DecideArgs(NamedTuple):
-    """One request to ``/e`` (a :class:`.backend.SharedCall`), as text for Redis."""
+class KindArgs(NamedTuple):
+    """A kind of request to ``/e`` (a :class:`.backend.CallKind`: all of a request but its time,
+    as text for Redis); the requests of a batch that are alike send it once."""
 
-    now: str
     counted: str  # the API key's digest; "" when nothing is counted
     session: str
     collected_at: str  # "" for a session with no collection time
@@ -74,6 +76,13 @@ class DecideArgs(NamedTuple):
     tail_local: str
     served_before_delay: str  # the served answer's tail around its delay_ms (TailAround)
     served_after_delay: str
+
+
+class DecideArgs(NamedTuple):
+    """One request to ``/e`` (a :class:`.backend.SharedCall`), as text for Redis."""
+
+    now: str
+    kind: str  # its KindArgs group, counted from 1
 
 
 class AppendArgs(NamedTuple):
@@ -121,12 +130,40 @@ def group(args: type[tuple[str, ...]], base: str) -> str:
     return f"local {', '.join(names)} = {slots}\n"
 
 
-def for_each_group(shared: type[tuple[str, ...]], args: type[tuple[str, ...]], body: str) -> str:
-    """Lua running ``body`` for each group of ARGV past the ``shared`` arguments, the group's
-    slots read into locals named as the fields of ``args``."""
+def groups(args: type[tuple[str, ...]], start: str, stop: str, body: str) -> str:
+    """Lua running ``body`` for each group of ARGV from slot ``start + 1`` to ``stop``, the
+    group's slots read into locals named as the fields of ``args``."""
     width = len(getattr(args, "_fields"))  # noqa: B009 - a NamedTuple class
-    first = len(getattr(shared, "_fields"))  # noqa: B009
-    return f"for base = {first}, #ARGV - 1, {width} do\n{group(args, 'base')}{body}end\n"
+    return f"for base = {start}, {stop} - 1, {width} do\n{group(args, 'base')}{body}end\n"
+
+
+def unpacked(args: type[tuple[str, ...]], table: str) -> str:
+    """Lua reading the array ``table``, made of the locals of a group of ``args`` in their
+    order, back into locals of the same names."""
+    names: tuple[str, ...] = getattr(args, "_fields")  # noqa: B009 - a NamedTuple class
+    return f"local {', '.join(names)} = unpack({table})\n"
+
+
+# A batch's groups: the kinds of request (each read into an array of its fields, in
+# KindArgs's order), then the requests.
+_KINDS_FROM: Final = str(len(BatchArgs._fields))
+_EACH_REQUEST: Final = (
+    "local kinds = {}\n"
+    + f"local requests_from = {_KINDS_FROM} + tonumber(kinds_count) * {len(KindArgs._fields)}\n"
+    + groups(
+        KindArgs,
+        _KINDS_FROM,
+        "requests_from",
+        "kinds[#kinds + 1] = {" + ", ".join(KindArgs._fields) + "}\n",
+    )
+)
+
+
+def for_each_request(body: str) -> str:
+    """Lua running ``body`` for each request of a batch of :data:`DECIDE`, the fields of its
+    group and of its kind read into locals named as theirs."""
+    each = unpacked(KindArgs, "kinds[tonumber(kind)]") + body
+    return _EACH_REQUEST + groups(DecideArgs, "requests_from", "#ARGV", each)
 
 
 def flat(keys: tuple[str, ...], args: tuple[str, ...], *extra: str) -> tuple[list[str], list[str]]:
@@ -283,7 +320,7 @@ local scripts, taken, taken_from = {{}}, {{}}, {{}}  -- per session: its steps l
 local marks = {{}}  -- per session: expired by hand
 local freed = 0
 local kept, ringed, replies = {{}}, {{}}, {{}}
-{for_each_group(BatchArgs, DecideArgs, _DECIDE_ONE)}local counted_now = {{}}
+{for_each_request(_DECIDE_ONE)}local counted_now = {{}}
 for _, key in ipairs(counted_keys) do
   local held = counts[key]
   if held[3] then

@@ -4,8 +4,10 @@ On the event loop, requests to ``/e`` wait in one list while a round trip is out
 round trip takes them all, as one run of :data:`.luascripts.DECIDE` (one EVALSHA: Redis parses
 the command, finds the script and enters Lua once for the batch, which reads the clock, renews
 the keys and pushes the journal once; :data:`MAX_BATCH` requests at most a run, more go as
-several in the same round trip). One round trip at a time, so the batching is here alone: the
-connection under it (:mod:`.redisline`, or redis-py's pipeline) only carries it.
+several in the same round trip). The requests of a run that are alike (a load test's) send what
+they share once, each its time and the number of its kind. One round trip at a time, so the
+batching is here alone: the connection under it (:mod:`.redisline`, or redis-py's pipeline)
+only carries it.
 
 A request waits at most :data:`.redisclients.TIMEOUT` from the moment its batch began to gather
 (connecting included): a round trip that fails or times out fails its batch and every request
@@ -21,14 +23,13 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from functools import lru_cache
-from itertools import chain
 from typing import Any, Final
 
 from redis.exceptions import NoScriptError
 
 from .availability import Calls
-from .backend import Facts, SharedCall, SharedRules, StateUnavailable
-from .luascripts import DECIDE, BatchArgs, DecideArgs, DecideKeys
+from .backend import CallKind, Facts, SharedCall, SharedRules, StateUnavailable
+from .luascripts import DECIDE, BatchArgs, DecideArgs, DecideKeys, KindArgs
 from .redisline import Command
 
 MAX_BATCH: Final = 256
@@ -49,27 +50,28 @@ def _number(value: float | None) -> str:
     return "" if value is None else repr(float(value))
 
 
-def decide_args(call: SharedCall) -> DecideArgs:
-    """One request to ``/e`` as :data:`.luascripts.DECIDE` reads it."""
-    served = call.served_tail
-    return DecideArgs(  # by position: 0.8 µs a request, 1.3 by keyword (test_redisbatch.py)
-        repr(call.now),  # now
-        call.key,  # counted
-        call.session,  # session
-        _number(call.collected_at),  # collected_at
-        "1" if call.local_stands else "",  # local_stands
-        "1" if call.untrusted else "",  # untrusted
-        call.entry,  # entry_past_time
-        call.local_tail,  # tail_local
+def kind_args(kind: CallKind) -> KindArgs:
+    """A kind of request to ``/e`` as :data:`.luascripts.DECIDE` reads it."""
+    served = kind.served_tail
+    return KindArgs(  # by position: 0.8 µs, 1.3 by keyword (test_redisbatch.py)
+        kind.key,  # counted
+        kind.session,  # session
+        _number(kind.collected_at),  # collected_at
+        "1" if kind.local_stands else "",  # local_stands
+        "1" if kind.untrusted else "",  # untrusted
+        kind.entry,  # entry_past_time
+        kind.local_tail,  # tail_local
         served.before_delay,  # served_before_delay
         served.after_delay,  # served_after_delay
     )
 
 
-@lru_cache(maxsize=16)  # a process's rules are one object (explain.py), its bounds fixed
-def batch_args(rules: SharedRules, bounds: tuple[str, str, str, str]) -> BatchArgs:
-    """What a batch of requests sharing ``rules`` shares, and ``bounds``: the journal's entries
-    and bytes, the ring's entries, the keys' TTL in ms."""
+@lru_cache(maxsize=256)  # a process's rules are one object (explain.py), its bounds fixed
+def batch_args(
+    rules: SharedRules, bounds: tuple[str, str, str, str], kinds_count: int
+) -> BatchArgs:
+    """What a batch of requests sharing ``rules`` shares, ``bounds`` (the journal's entries
+    and bytes, the ring's entries, the keys' TTL in ms), and how many kinds of request it has."""
     max_entries, max_bytes, ring_entries, ttl_ms = bounds
     return BatchArgs(
         budget=str(rules.budget),
@@ -82,6 +84,7 @@ def batch_args(rules: SharedRules, bounds: tuple[str, str, str, str]) -> BatchAr
         max_bytes=max_bytes,
         ring_entries=ring_entries,
         ttl_ms=ttl_ms,
+        kinds_count=str(kinds_count),
     )
 
 
@@ -97,8 +100,18 @@ def runs(calls: list[SharedCall]) -> list[list[SharedCall]]:
 
 
 def decide_argv(bounds: tuple[str, str, str, str], run: list[SharedCall]) -> list[str]:
-    """The script's ARGV for ``run``: what it shares, then a group per request."""
-    return [*batch_args(run[0].rules, bounds), *chain.from_iterable(map(decide_args, run))]
+    """The script's ARGV for ``run``: what it shares, a group per kind of request (requests
+    alike send theirs once: a load test's batch sends one), then a group per request."""
+    numbers: dict[CallKind, str] = {}
+    kinds: list[str] = []
+    requests: list[str] = []
+    for call in run:
+        number = numbers.get(call.kind)
+        if number is None:
+            number = numbers[call.kind] = str(len(numbers) + 1)
+            kinds += kind_args(call.kind)
+        requests += DecideArgs(repr(call.now), number)
+    return [*batch_args(run[0].rules, bounds, len(numbers)), *kinds, *requests]
 
 
 def decide_command(

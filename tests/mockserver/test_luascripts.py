@@ -22,10 +22,11 @@ from verdict_contract.mockserver.store.luascripts import (
     DecideArgs,
     DecideKeys,
     JournalKeys,
+    KindArgs,
     LoadArgs,
     LoadKeys,
     flat,
-    for_each_group,
+    for_each_request,
     preamble,
 )
 from verdict_contract.mockserver.store.redisstate import RedisBackend
@@ -76,27 +77,42 @@ def test_each_key_and_argument_reaches_the_script_under_its_name(
     assert [local for local, value in seen.items() if marked in value] == [where]
 
 
-@pytest.mark.parametrize("name", DecideArgs._fields)
-def test_each_request_argument_reaches_the_script_under_its_name_in_each_group(
-    client: redis.Redis, name: str
+REQUEST_FIELDS = [("kind", name) for name in KindArgs._fields] + [
+    ("request", name) for name in DecideArgs._fields if name != "kind"
+]
+
+
+@pytest.mark.parametrize(("where", "name"), REQUEST_FIELDS)
+def test_each_request_and_kind_argument_reaches_the_script_under_its_name(
+    client: redis.Redis, where: str, name: str
 ) -> None:
-    """A batch: the shared arguments, then one group per request; each group's field is read
-    from its own group (one slot off, or a group read twice, fails)."""
+    """A batch: the shared arguments, a group per kind of request, a group per request naming
+    its kind; each field is read from its own group (one slot off, a group read twice, or a
+    request given another's kind, fails)."""
     keys = DecideKeys(*(f"{{t}}:k-{field}" for field in DecideKeys._fields))
-    shared = BatchArgs(*(f"<shared {field}>" for field in BatchArgs._fields))
-    blank = DecideArgs(*("" for _ in DecideArgs._fields))
-    groups = [blank._replace(**{name: f"<{which}>"}) for which in ("first", "second", "third")]
-    locals_ = ", ".join(DecideArgs._fields)
+    shared = BatchArgs(*(f"<shared {field}>" for field in BatchArgs._fields))._replace(
+        kinds_count="2"
+    )
+    blank_kind = KindArgs(*("" for _ in KindArgs._fields))
+    kinds = [blank_kind, blank_kind]
+    requests = [DecideArgs("", "2"), DecideArgs("", "1"), DecideArgs("", "2")]
+    if where == "kind":
+        kinds = [blank_kind._replace(**{name: f"<kind {i}>"}) for i in (1, 2)]
+        expected = ["<kind 2>", "<kind 1>", "<kind 2>"]
+    else:
+        requests = [r._replace(**{name: f"<request {i}>"}) for i, r in enumerate(requests)]
+        expected = ["<request 0>", "<request 1>", "<request 2>"]
+    fields = [field for field in (*KindArgs._fields, *DecideArgs._fields) if field != "kind"]
     echo = preamble(DecideKeys, BatchArgs) + "local seen = {}\n"
-    echo += for_each_group(BatchArgs, DecideArgs, f"seen[#seen + 1] = {{{locals_}}}\n")
+    echo += for_each_request(f"seen[#seen + 1] = {{{', '.join(fields)}}}\n")
     echo += "return seen"
-    argv = [value for group in groups for value in group]
-    echoed = client.eval(echo, len(keys), *keys, *shared, *argv)
-    assert len(echoed) == len(groups)
-    for seen, which in zip(echoed, ("first", "second", "third"), strict=True):
-        named = dict(zip(DecideArgs._fields, seen, strict=True))
+    argv = [*shared, *(v for kind in kinds for v in kind), *(v for r in requests for v in r)]
+    echoed = client.eval(echo, len(keys), *keys, *argv)
+    assert len(echoed) == len(requests)
+    for seen, marked in zip(echoed, expected, strict=True):
+        named = dict(zip(fields, seen, strict=True))
         assert [field for field, value in named.items() if value] == [name]
-        assert named[name] == f"<{which}>"
+        assert named[name] == marked
 
 
 SERVED = Served("refused", True, 8, ("extra",))

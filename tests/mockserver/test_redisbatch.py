@@ -12,25 +12,36 @@ from typing import Any
 
 from verdict_contract.mockserver.store.availability import Calls
 from verdict_contract.mockserver.store.backend import (
+    CallKind,
     Facts,
     SharedCall,
     SharedRules,
     StateUnavailable,
 )
 from verdict_contract.mockserver.store.journal import TailAround
-from verdict_contract.mockserver.store.luascripts import BatchArgs, DecideArgs, DecideKeys
-from verdict_contract.mockserver.store.redisbatch import MAX_BATCH, Batches, decide_args, runs
+from verdict_contract.mockserver.store.luascripts import (
+    BatchArgs,
+    DecideArgs,
+    DecideKeys,
+    KindArgs,
+)
+from verdict_contract.mockserver.store.redisbatch import (
+    MAX_BATCH,
+    Batches,
+    decide_argv,
+    kind_args,
+    runs,
+)
 from verdict_contract.mockserver.store.redisline import Command
 
 KEYS = DecideKeys(*(f"{{t}}:{field}" for field in DecideKeys._fields))
 BOUNDS = ("1000", "1000000", "100", "60000")
 RULES = SharedRules(10, 60.0, 3600.0, "limited]", TailAround("expired, ", "]"))
-PREFIX = 3 + len(KEYS) + len(BatchArgs._fields)  # EVALSHA, its SHA1, the number of keys
 
 
 def call(session: str, rules: SharedRules = RULES) -> SharedCall:
     tail = TailAround("served, ", "]")
-    return SharedCall(rules, 1.0, "k", session, None, False, False, "[", "", tail)
+    return SharedCall(rules, 1.0, CallKind("k", session, None, False, False, "[", "", tail))
 
 
 def batches(send: Any, timeout: float = 5.0) -> Batches:
@@ -42,10 +53,15 @@ def batches(send: Any, timeout: float = 5.0) -> Batches:
 
 def sessions(command: Command) -> list[str]:
     """The session of each request a command decides, in order."""
-    groups = list(command[PREFIX:])
-    width = len(DecideArgs._fields)
-    assert len(groups) % width == 0
-    return [DecideArgs(*groups[i : i + width]).session for i in range(0, len(groups), width)]  # type: ignore[arg-type]
+    args = [str(value) for value in command[3 + len(KEYS) :]]
+    shared = BatchArgs(*args[: len(BatchArgs._fields)])
+    width, count = len(KindArgs._fields), int(shared.kinds_count)
+    start = len(BatchArgs._fields)
+    kinds = [KindArgs(*args[start + i * width : start + (i + 1) * width]) for i in range(count)]
+    rest = args[start + count * width :]
+    step = len(DecideArgs._fields)
+    requests = [DecideArgs(*rest[i : i + step]) for i in range(0, len(rest), step)]
+    return [kinds[int(request.kind) - 1].session for request in requests]
 
 
 def test_requests_that_come_during_a_round_trip_go_together_in_the_next() -> None:
@@ -114,12 +130,10 @@ def test_a_run_shares_its_rules_and_is_bounded() -> None:
     assert [run[0].rules for run in made] == [RULES, RULES, other, RULES]
 
 
-def test_each_field_of_a_call_goes_to_its_argument() -> None:
-    """decide_args fills DecideArgs by position: each field of the call, a value of its own,
-    must land in the argument of its name."""
-    made = SharedCall(
-        RULES,
-        now=1.5,
+def test_each_field_of_a_kind_goes_to_its_argument() -> None:
+    """kind_args fills KindArgs by position: each field of the kind, a value of its own, must
+    land in the argument of its name."""
+    made = CallKind(
         key="the-key",
         session="the-session",
         collected_at=2.5,
@@ -129,8 +143,7 @@ def test_each_field_of_a_call_goes_to_its_argument() -> None:
         local_tail="the-local-tail",
         served_tail=TailAround("served-before", "served-after"),
     )
-    assert decide_args(made)._asdict() == {
-        "now": "1.5",
+    assert kind_args(made)._asdict() == {
         "counted": "the-key",
         "session": "the-session",
         "collected_at": "2.5",
@@ -141,5 +154,21 @@ def test_each_field_of_a_call_goes_to_its_argument() -> None:
         "served_before_delay": "served-before",
         "served_after_delay": "served-after",
     }
-    untrusted = decide_args(made._replace(untrusted=True, local_stands=False))
+    untrusted = kind_args(made._replace(untrusted=True, local_stands=False))
     assert (untrusted.untrusted, untrusted.local_stands) == ("1", "")
+
+
+def test_requests_alike_send_their_kind_once() -> None:
+    calls = [call("a"), call("b"), call("a"), call("a")._replace(now=2.0)]
+    argv = decide_argv(BOUNDS, calls)
+    start = len(BatchArgs._fields)
+    assert BatchArgs(*argv[:start]).kinds_count == "2"
+    kinds_end = start + 2 * len(KindArgs._fields)
+    requests = argv[kinds_end:]
+    assert [DecideArgs(*requests[i : i + 2]) for i in range(0, len(requests), 2)] == [
+        DecideArgs("1.0", "1"),
+        DecideArgs("1.0", "2"),
+        DecideArgs("1.0", "1"),
+        DecideArgs("2.0", "1"),
+    ]
+    assert sessions(("EVALSHA", "sha", len(KEYS), *KEYS, *argv)) == ["a", "b", "a", "a"]
