@@ -12,25 +12,32 @@ import hashlib
 import hmac
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 
-from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
+from verdict_contract.core.spec import SESSION_PARAM
 
 from .journaling import MAX_UNAUTHORIZED_QUERY as MAX_UNAUTHORIZED_QUERY
+from .journaling import head_past_time, query_start
 from .journaling import journal as journal
 from .journaling import journal_elsewhere as journal_elsewhere
-from .journaling import journaled_args, query_start
 from .journaling import parse_query as parse_query
-from .model.answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer, unavailable_answer
+from .model.answer import (
+    CACHED_BODY_BYTES,
+    NO_STORE,
+    Answer,
+    error_answer,
+    unavailable_answer,
+)
 from .model.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from .model.steps import decode_step, outcome
 from .model.steps import scripted as scripted_answer
 from .state import MockState
 from .state import authorized as authorized
 from .state import bearer_token as bearer_token
-from .store.backend import Facts, SharedCall, StateUnavailable
-from .store.journal import entry_from, entry_head, entry_tail
+from .store.backend import CallKind, Facts, SharedCall, SharedRules, StateUnavailable
+from .store.journal import TailAround, entry_tail, tail_around
 from .store.shown import RawHeaders
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
@@ -207,20 +214,27 @@ def decide(
     )
 
 
-async def decide_shared(
-    state: MockState, method: str, query_string: bytes, authorization: str | None
-) -> Decision:
-    """:func:`decide` with a shared state, on the event loop: one round trip, journaled."""
+def decide_shared(
+    state: MockState,
+    method: str,
+    query_string: bytes,
+    authorization: str | None,
+    done: Callable[[Decision | Exception], None],
+) -> None:
+    """:func:`decide` with a shared state, on the event loop: decided (and journaled) in the
+    next round trip, ``done`` told the decision (or why there is none) then."""
     assert state.shared is not None
     pending = _Pending.of(state, method, query_string, authorization)
-    try:
-        return pending.decision(state, await state.shared.decide_async(pending.call))
-    except StateUnavailable as exc:
-        return pending.unavailable(exc)
+    state.shared.submit(pending.call, partial(pending.told, state, done))
 
 
-_LIMITED_TAIL = entry_tail(outcome(_limited(1.0)))
-_EXPIRED_TAIL = entry_tail(outcome(_EXPIRED))
+_NO_TAIL = TailAround("", "")
+
+
+@lru_cache(maxsize=16)  # one object for a process's rules: a batch is cut where they change
+def _rules(budget: int, window: float, lifetime: float) -> SharedRules:
+    limited, expired = entry_tail(outcome(_limited(1.0))), tail_around(outcome(_EXPIRED))
+    return SharedRules(budget, window, lifetime, limited, expired)
 
 
 @lru_cache(maxsize=64)
@@ -257,46 +271,34 @@ class _Pending:
             looked = _find(state, pairs)
             local = looked if isinstance(looked, Answer) else None
             found = None if isinstance(looked, Answer) else looked
-        tails = [_LIMITED_TAIL, "" if local is None else entry_tail(outcome(local)), "", ""]
-        served = None
+        local_tail = "" if local is None else entry_tail(outcome(local))
+        served_tail, served = _NO_TAIL, None
         if found is not None:
             session, body = found
             always = session.spec.always
             standing = None if always is None else scripted_answer(always, body)
             normal = outcome(_normal(session, body))
             served = normal.served  # the body's facts, for the step that serves it (a 2xx)
-            tails[1:] = [
-                "" if standing is None else entry_tail(outcome(standing)),
-                _EXPIRED_TAIL,
-                entry_tail(normal),
-            ]
-        # Without a key the 401 stands whatever the store says: the entry says so, and so
-        # goes to the ring of what any page can send (the journal's one rule, build_entry).
+            local_tail = "" if standing is None else entry_tail(outcome(standing))
+            served_tail = tail_around(normal)
+        # Without a key the 401 stands whatever the store says: the entry says so (and so goes
+        # to the ring of what any page can send: the journal's one rule, build_entry).
         refused = outcome(_UNAUTHORIZED) if key is None else None
-        entry = entry_from(
-            {
-                "method": method,
-                "path": ENDPOINT_PATH,
-                "args": journaled_args(pairs, query_string),
-                "authorization": authorization,
-                "status": None if refused is None else refused.status,
-                "outcome": "" if refused is None else refused.outcome,
-                "is_key": state.key_ok,
-            }
+        past_time, untrusted = head_past_time(
+            state, method, query_string, pairs, authorization, refused, served
         )
-        call = SharedCall(
-            now=time.time(),
+        kind = CallKind(
             key=counted,
-            budget=limit.budget,
-            window=limit.window,
             session="" if session is None else session.id,
             collected_at=None if session is None else session.collected_at,
-            lifetime=state.settings.session_lifetime,
-            local_stands=bool(tails[1]) and session is not None,
-            untrusted=entry.untrusted,
-            entry=entry_head(entry, served),
-            tails=(tails[0], tails[1], tails[2], tails[3]),
+            local_stands=bool(local_tail) and session is not None,
+            untrusted=untrusted,
+            entry=past_time,
+            local_tail=local_tail,
+            served_tail=served_tail,
         )
+        rules = _rules(limit.budget, limit.window, state.settings.session_lifetime)
+        call = SharedCall(rules, time.time(), kind)
         return cls(method, query_string, pairs, authorization, started, local, found, call)
 
     def decision(self, state: MockState, facts: Facts) -> Decision:
@@ -309,6 +311,22 @@ class _Pending:
             step = decode_step(facts.step) if facts.step else None
             answer = _answer(state, session, body, step, facts.expired)
         return self._decided(answer)
+
+    def told(
+        self,
+        state: MockState,
+        done: Callable[[Decision | Exception], None],
+        facts: Facts | StateUnavailable,
+    ) -> None:
+        """The store's answer: the decision it makes, for ``done``."""
+        try:
+            if isinstance(facts, StateUnavailable):
+                decided: Decision | Exception = self.unavailable(facts)
+            else:
+                decided = self.decision(state, facts)
+        except Exception as exc:  # never a 5xx for a request, however it fails
+            decided = exc
+        done(decided)
 
     def unavailable(self, exc: StateUnavailable) -> Decision:
         return self._decided(unavailable_answer(exc, "; the mock keeps running"))

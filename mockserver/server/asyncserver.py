@@ -36,7 +36,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Final
 
-from ..explain import Decision
 from ..settings import Settings
 from ..state import MockState
 from ..web.app import parts_of
@@ -100,7 +99,6 @@ class AsyncServer:
         self.connections: set[HttpConnection] = set()
         room_for(self.max_connections)
         self.open = 0  # connections counted against --max-connections
-        self.tasks: set[asyncio.Task[Decision]] = set()  # shared-state decisions under way
         self.sock = _bind(host, port, reuse_port=settings.workers > 1)
         self.address: tuple[str, int] = self.sock.getsockname()[:2]
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="verdict-mock-app")
@@ -148,8 +146,6 @@ class AsyncServer:
             if self._sweeper is not None:
                 self._sweeper.cancel()
             listener.close()
-            for task in list(self.tasks):  # a shared state still deciding: not answered now
-                task.cancel()
             for connection in list(self.connections):
                 connection.abort()
             if self._proxy is not None:  # calls upstream end now, not at their timeout

@@ -60,7 +60,6 @@ class Server(Protocol):
     address: tuple[str, int]
     pool: ThreadPoolExecutor
     loop: asyncio.AbstractEventLoop
-    tasks: set[asyncio.Task[Decision]]  # a shared state's decisions under way
 
 
 class Turn(Protocol):
@@ -139,11 +138,16 @@ class Responder:
         assert state is not None  # the hot path is on for the mock's own app only
         if state.shared is not None:  # --state: the shared store decides (one round trip)
             cycle.to(DECIDING)
-            task = self.server.loop.create_task(
-                decide_shared(state, request.method, query, authorization)
-            )
-            self.server.tasks.add(task)
-            task.add_done_callback(lambda done: self._shared_decided(cycle, done))
+            try:
+                decide_shared(
+                    state,
+                    request.method,
+                    query,
+                    authorization,
+                    lambda decided: self._shared_decided(cycle, decided),
+                )
+            except Exception as exc:  # never a 5xx for a request, however it fails
+                self._shared_decided(cycle, exc)
             return
         try:
             decision = decide(state, request.method, query, authorization, request.headers)
@@ -164,20 +168,17 @@ class Responder:
         )
         return True
 
-    def _shared_decided(self, cycle: RequestCycle, done: asyncio.Task[Decision]) -> None:
+    def _shared_decided(self, cycle: RequestCycle, decided: Decision | Exception) -> None:
         """A shared state's decision (journaled already): sent now, or after its delay."""
-        self.server.tasks.discard(done)
-        if done.cancelled() or cycle.phase is not DECIDING or not self.turn.flow.writes:
+        if cycle.phase is not DECIDING or not self.turn.flow.writes:
             return  # the server stopped, or the client left, meanwhile
         self.turn.rested()
-        try:
-            decision = done.result()
-        except Exception as exc:  # never a 5xx for a request, however it fails
-            answer, latency = _failure(exc), 0.0
+        if isinstance(decided, Exception):
+            answer, latency = _failure(decided), 0.0
         else:
-            if self._held(cycle, decision):
+            if self._held(cycle, decided):
                 return
-            answer, latency = decision.answer, time.perf_counter() - decision.started
+            answer, latency = decided.answer, time.perf_counter() - decided.started
         self.send(cycle, answer, latency)
         self.turn.advance()
 

@@ -351,33 +351,52 @@ def make_entry(**fields: Unpack[EntryFields]) -> Entry:
 # tail, the one the store picked; its latency is null: the store journals before the answer
 # exists). A tail says whether its answer served that body: a scripted step's tail is built
 # once per script, without the session's body (redisstate.py).
-def entry_head(parts: Entry, body: Served | None = None) -> str:
-    """The entry's JSON array up to its answer's fields, ending with a comma; ``body``: the
-    facts of the verdict body the request's session would be served, if any."""
+# The store puts the entry's time in front (luascripts._ENTRY_AT), as the request is decided.
+def head_past_time(entry: Entry, body: Served | None = None) -> str:
+    """The entry's JSON array past its time and up to its answer's fields, ending with a comma
+    (the same for each request of one kind); ``body``: the facts of the verdict body the
+    request's session would be served, if any."""
     request = [
-        parts.time,
-        parts.method,
-        parts.path,
-        parts.n,
-        parts.query,
-        parts.authorization,
-        parts.reading.served if body is None else body,
+        entry.method,
+        entry.path,
+        entry.n,
+        entry.query,
+        entry.authorization,
+        entry.reading.served if body is None else body,
     ]
-    return json.dumps(request, ensure_ascii=False)[:-1] + ","
+    return json.dumps(request, ensure_ascii=False)[1:-1] + ","
+
+
+class TailAround(NamedTuple):
+    """An entry's tail (:func:`entry_tail`) before and after its ``delay_ms``: a shared store
+    joins them around the delay of the step it takes (``null`` for none)."""
+
+    before_delay: str
+    after_delay: str
+
+    def joined(self, delay_ms: int | None) -> str:
+        return self.before_delay + json.dumps(delay_ms) + self.after_delay
+
+
+@lru_cache(maxsize=256)  # a handful of outcomes, built for every request to /e
+def tail_around(outcome: Outcome) -> TailAround:
+    """The end of an entry's JSON array, status, outcome, latency (null), fault, who decided,
+    Retry-After, the delay, and whether the answer served the session's verdict body, in two:
+    before the delay and after it."""
+    status, said, fault, decided_by, retry_after, _, _ = outcome
+    with_body = fault is None and status is not None and 200 <= status < 300
+    before = [status, said, None, fault, decided_by, retry_after]
+    return TailAround(json.dumps(before)[1:-1] + ", ", ", " + json.dumps([with_body])[1:])
 
 
 @lru_cache(maxsize=256)  # a handful of outcomes, built for every request to /e
 def entry_tail(outcome: Outcome) -> str:
-    """The end of an entry's JSON array: status, outcome, latency (null), fault, who decided,
-    Retry-After, the delay, and whether the answer served the session's verdict body."""
-    status, said, fault, decided_by, retry_after, delay_ms, _ = outcome
-    with_body = fault is None and status is not None and 200 <= status < 300
-    tail = [status, said, None, fault, decided_by, retry_after, delay_ms, with_body]
-    return json.dumps(tail)[1:]
+    """The end of an entry's JSON array (:func:`tail_around`, its delay in place)."""
+    return tail_around(outcome).joined(outcome.delay_ms)
 
 
 def decode_entry(text: str, untrusted: bool = False) -> Entry:
-    """An entry a shared store kept (:func:`entry_head` and :func:`entry_tail` joined);
+    """An entry a shared store kept: its time, :func:`head_past_time`, :func:`entry_tail`;
     ``untrusted``: it was kept in the ring (:attr:`Entry.untrusted`)."""
     (at, method, path, n, query, authorization, body, status, said, latency, fault, decided_by,
      retry_after, delay_ms, with_body) = json.loads(text)  # fmt: skip

@@ -3,7 +3,9 @@
 A script's keys and arguments are named here once, as named tuples: Python builds ``KEYS`` and
 ``ARGV`` from them (:func:`flat`), and each script starts by reading them into locals of the same
 names (:func:`preamble`: ``<name>_key`` for a key, ``<name>`` for an argument), so neither side
-addresses a slot by its number and the two orders cannot drift apart.
+addresses a slot by its number and the two orders cannot drift apart. ``/e`` goes in batches:
+one run of :data:`DECIDE` decides every request of a round trip, the batch's shared arguments
+(:class:`BatchArgs`) first, then one group of :class:`DecideArgs` per request (:func:`group`).
 
 Every script gets every key of its mock (those it does not name follow the named ones in
 ``KEYS``) and ``ttl_ms``: before it returns it renews them all (:data:`_RENEW`), so a mock in use
@@ -43,34 +45,52 @@ class DecideKeys(NamedTuple):
     named: str  # the fingerprint of the named scripts last loaded
 
 
-class DecideArgs(NamedTuple):
-    """One request to ``/e`` (a :class:`.backend.SharedCall`), as text for Redis."""
+class BatchArgs(NamedTuple):
+    """What every request of one ``/e`` batch shares (its :class:`.backend.SharedRules`), the
+    store's bounds, and how many kinds of request follow: a :class:`KindArgs` group per kind,
+    then a :class:`DecideArgs` group per request."""
 
-    now: str
-    counted: str  # the API key's digest; "" when nothing is counted
     budget: str
     window: str
-    session: str
-    collected_at: str  # "" for a session with no collection time
     lifetime: str
-    local_stands: str  # "1" or ""
-    untrusted: str  # "1": the entry goes to the ring (journal.Entry.untrusted)
-    entry_head: str
     tail_limited: str
-    tail_local: str
-    tail_expired: str
-    tail_served: str
+    expired_before_delay: str  # the expired answer's tail around its delay_ms (TailAround)
+    expired_after_delay: str
     max_entries: str
     max_bytes: str
     ring_entries: str
     ttl_ms: str  # every key's time to live, renewed
+    kinds_count: str  # the KindArgs groups that follow
+
+
+class KindArgs(NamedTuple):
+    """A kind of request to ``/e`` (a :class:`.backend.CallKind`: all of a request but its time,
+    as text for Redis); the requests of a batch that are alike send it once."""
+
+    counted: str  # the API key's digest; "" when nothing is counted
+    session: str
+    collected_at: str  # "" for a session with no collection time
+    local_stands: str  # "1" or ""
+    untrusted: str  # "1": the entry goes to the ring (journal.Entry.untrusted)
+    entry_past_time: str  # the journal entry past its time, up to its answer (head_past_time)
+    tail_local: str
+    served_before_delay: str  # the served answer's tail around its delay_ms (TailAround)
+    served_after_delay: str
+
+
+class DecideArgs(NamedTuple):
+    """One request to ``/e`` (a :class:`.backend.SharedCall`), as text for Redis."""
+
+    now: str
+    kind: str  # its KindArgs group, counted from 1
 
 
 class AppendArgs(NamedTuple):
     """One entry journaled apart from a decision (a wrong path or method)."""
 
     untrusted: str
-    entry: str
+    now: str  # the entry's time
+    fields: str  # the entry's fields past its time (journal.head_past_time, then its tail)
     max_entries: str
     max_bytes: str
     ring_entries: str
@@ -102,6 +122,50 @@ def preamble(keys: type[tuple[str, ...]], args: type[tuple[str, ...]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def group(args: type[tuple[str, ...]], base: str) -> str:
+    """Lua reading one group of ARGV, the slots after ``base``, into locals named as the
+    fields of ``args`` (a batch: one group per request)."""
+    names: tuple[str, ...] = getattr(args, "_fields")  # noqa: B009 - a NamedTuple class
+    slots = ", ".join(f"ARGV[{base} + {i}]" for i in range(1, len(names) + 1))
+    return f"local {', '.join(names)} = {slots}\n"
+
+
+def groups(args: type[tuple[str, ...]], start: str, stop: str, body: str) -> str:
+    """Lua running ``body`` for each group of ARGV from slot ``start + 1`` to ``stop``, the
+    group's slots read into locals named as the fields of ``args``."""
+    width = len(getattr(args, "_fields"))  # noqa: B009 - a NamedTuple class
+    return f"for base = {start}, {stop} - 1, {width} do\n{group(args, 'base')}{body}end\n"
+
+
+def unpacked(args: type[tuple[str, ...]], table: str) -> str:
+    """Lua reading the array ``table``, made of the locals of a group of ``args`` in their
+    order, back into locals of the same names."""
+    names: tuple[str, ...] = getattr(args, "_fields")  # noqa: B009 - a NamedTuple class
+    return f"local {', '.join(names)} = unpack({table})\n"
+
+
+# A batch's groups: the kinds of request (each read into an array of its fields, in
+# KindArgs's order), then the requests.
+_KINDS_FROM: Final = str(len(BatchArgs._fields))
+_EACH_REQUEST: Final = (
+    "local kinds = {}\n"
+    + f"local requests_from = {_KINDS_FROM} + tonumber(kinds_count) * {len(KindArgs._fields)}\n"
+    + groups(
+        KindArgs,
+        _KINDS_FROM,
+        "requests_from",
+        "kinds[#kinds + 1] = {" + ", ".join(KindArgs._fields) + "}\n",
+    )
+)
+
+
+def for_each_request(body: str) -> str:
+    """Lua running ``body`` for each request of a batch of :data:`DECIDE`, the fields of its
+    group and of its kind read into locals named as theirs."""
+    each = unpacked(KindArgs, "kinds[tonumber(kind)]") + body
+    return _EACH_REQUEST + groups(DecideArgs, "requests_from", "#ARGV", each)
+
+
 def flat(keys: tuple[str, ...], args: tuple[str, ...], *extra: str) -> tuple[list[str], list[str]]:
     """KEYS and ARGV of a named pair (``extra``: arguments past the named ones)."""
     return list(keys), [*args, *extra]
@@ -115,33 +179,54 @@ local function renew()
 end
 """
 
-# Appends an entry to the journal, or to the ring when any web page could have sent it; the
-# oldest go past either's count or its bytes (a counter kept beside each list, in UTF-8 bytes).
-_JOURNAL: Final = """
-local function push(list, counter, entry, most)
-  local excess = redis.call('RPUSH', list, entry) - most  -- RPUSH answers the length
-  local bytes = redis.call('INCRBY', counter, #entry)
-  while excess > 0 or bytes > tonumber(max_bytes) do
-    local old = redis.call('LPOP', list)
-    if not old then break end
-    bytes = redis.call('DECRBY', counter, #old)
-    excess = excess - 1
-  end
-end
-local function journal(entry)
-  if untrusted == '1' then
-    push(ring_key, ring_bytes_key, entry, tonumber(ring_entries))
-    return ring_key
-  end
-  push(journal_key, journal_bytes_key, entry, tonumber(max_entries))
-  return journal_key
+# A journal entry: its time (a float as Python's repr writes it, which JSON reads), then the
+# rest of its fields, as JSON (journal.decode_entry reads it back).
+_ENTRY_AT: Final = """
+local function entry_at(now, fields, tail)
+  return '[' .. now .. ', ' .. fields .. tail
 end
 """
 
-# /e renews every key when the list it journaled to was renewed over a tenth of the TTL (at
-# most 1 s) ago, or is new: one PTTL a request instead of a PEXPIRE per key, a third of what
-# Redis spent on a request. A key it may create in between (a new API key's count) gets its
-# TTL as it is made.
+# Appends entries, in order, to the journal, or to the ring those any web page could have sent;
+# the oldest go past either's count or its bytes (a counter kept beside each list, in UTF-8
+# bytes). A batch's entries go in one RPUSH, and those past the count in one LTRIM.
+_JOURNAL: Final = """
+local function push(list, counter, entries, most)
+  local length = redis.call('RPUSH', list, unpack(entries))
+  local size = 0
+  for _, entry in ipairs(entries) do size = size + #entry end
+  local bytes = redis.call('INCRBY', counter, size)
+  if length > most then
+    local gone = 0
+    for _, old in ipairs(redis.call('LRANGE', list, 0, length - most - 1)) do
+      gone = gone + #old
+    end
+    redis.call('LTRIM', list, length - most, -1)
+    bytes = redis.call('DECRBY', counter, gone)
+  end
+  while bytes > tonumber(max_bytes) do
+    local old = redis.call('LPOP', list)
+    if not old then break end
+    bytes = redis.call('DECRBY', counter, #old)
+  end
+end
+local function journal(kept, ringed)  -- the lists written to
+  local written = {}
+  if #kept > 0 then
+    push(journal_key, journal_bytes_key, kept, tonumber(max_entries))
+    written[#written + 1] = journal_key
+  end
+  if #ringed > 0 then
+    push(ring_key, ring_bytes_key, ringed, tonumber(ring_entries))
+    written[#written + 1] = ring_key
+  end
+  return written
+end
+"""
+
+# /e renews every key when a list it journaled to was renewed over a tenth of the TTL (at
+# most 1 s) ago, or is new: one PTTL a batch instead of a PEXPIRE per key. A key it may create
+# in between (a new API key's count) gets its TTL as it is made.
 _RENEW_DUE: Final = """
 local function renew_due(list)
   local ttl = tonumber(ttl_ms)
@@ -149,30 +234,29 @@ local function renew_due(list)
 end
 """
 
-DECIDE: Final = (
-    preamble(DecideKeys, DecideArgs)
-    + _RENEW
-    + _JOURNAL
-    + _RENEW_DUE
-    + """
-local at = tonumber(now) + tonumber(redis.call('GET', clock_key) or '0')
+# One request of a batch, its group read into locals: its key counted in its fixed window, its
+# session's next step taken, its expiry checked against the shared clock, its entry kept for
+# the journal and its facts for the reply.
+_DECIDE_ONE: Final = """
+local at = tonumber(now) + offset
 local wait = ''
 if counted ~= '' then
-  local most, span = tonumber(budget), tonumber(window)
-  local start, count = at, 0
-  local held = redis.call('HGET', limits_key, counted)
-  if held then
-    local s, c = string.match(held, '^(%S+) (%d+)$')
-    start, count = tonumber(s), tonumber(c)
-    if at - start >= span then start, count = at, 0 end
-  end
-  if count >= most then
-    wait = string.format('%.17g', start + span - at)
-  else
-    local counts = string.format('%.17g %d', start, count + 1)
-    if redis.call('HSET', limits_key, counted, counts) == 1 then  -- made: its TTL now
-      redis.call('PEXPIRE', limits_key, ttl_ms)
+  local held = counts[counted]
+  if not held then
+    held = {at, 0, false}
+    local stored = redis.call('HGET', limits_key, counted)
+    if stored then
+      local s, c = string.match(stored, '^(%S+) (%d+)$')
+      held = {tonumber(s), tonumber(c), false}
     end
+    counts[counted] = held
+    counted_keys[#counted_keys + 1] = counted
+  end
+  if at - held[1] >= span then held[1], held[2] = at, 0 end
+  if held[2] >= most then
+    wait = string.format('%.17g', held[1] + span - at)
+  else
+    held[2], held[3] = held[2] + 1, true
   end
 end
 local tail, step, expired, delay = tail_local, '', 0, 0
@@ -180,39 +264,103 @@ if wait ~= '' then
   tail = tail_limited
 elseif session ~= '' then
   local own = ''
-  local held = redis.call('HGET', scripts_key, session)
-  if held then
-    local steps = cjson.decode(held)
+  local steps = scripts[session]
+  if steps == nil then
+    local stored = redis.call('HGET', scripts_key, session)
+    steps = stored and cjson.decode(stored) or false
+    scripts[session] = steps
+  end
+  if steps and #steps > 0 then
     local first = table.remove(steps, 1)
     own, step, delay = first[1], first[2], tonumber(first[4]) or 0
-    redis.call('DECRBY', script_bytes_key, first[3])
-    if #steps == 0 then
-      redis.call('HDEL', scripts_key, session)
-    else
-      redis.call('HSET', scripts_key, session, cjson.encode(steps))
+    freed = freed + first[3]
+    if not taken[session] then  -- written back once, at the end
+      taken[session] = true
+      taken_from[#taken_from + 1] = session
     end
   end
   if own ~= '' then
     tail = own
   elseif step ~= '' or local_stands ~= '1' then
-    local marked = redis.call('SISMEMBER', expired_key, session) == 1
-    if marked or (collected_at ~= '' and at - tonumber(collected_at) >= tonumber(lifetime)) then
-      expired, tail = 1, tail_expired
-    else
-      tail = tail_served
+    local marked = marks[session]
+    if marked == nil then
+      marked = redis.call('SISMEMBER', expired_key, session) == 1
+      marks[session] = marked
     end
-    if delay > 0 then  -- a delay step: the answer's tail with its delay_ms (entry_tail's order)
-      tail = string.gsub(tail, 'null, (%a+)%]$', string.format('%d, %%1]', delay))
+    local before, after = served_before_delay, served_after_delay
+    if marked or (collected_at ~= '' and at - tonumber(collected_at) >= life) then
+      expired, before, after = 1, expired_before_delay, expired_after_delay
     end
+    -- a delay step: the answer's tail with its delay_ms
+    tail = before .. (delay > 0 and string.format('%d', delay) or 'null') .. after
   end
 end
-if renew_due(journal(entry_head .. tail)) then renew() end
-return {wait, step, expired}
+local entry = entry_at(now, entry_past_time, tail)
+if untrusted == '1' then ringed[#ringed + 1] = entry else kept[#kept + 1] = entry end
+replies[#replies + 1] = wait
+replies[#replies + 1] = step
+replies[#replies + 1] = expired
+"""
+
+# A batch of requests to /e, decided in their order as one request at a time would be: what the
+# batch reads (the clock, an API key's count, a session's steps and expiry mark) is read once and
+# kept in a table, what it changes is written once at the end, its entries pushed at once; the
+# reply: wait, step, expired, per request.
+DECIDE: Final = (
+    preamble(DecideKeys, BatchArgs)
+    + _RENEW
+    + _ENTRY_AT
+    + _JOURNAL
+    + _RENEW_DUE
+    + f"""
+local offset = tonumber(redis.call('GET', clock_key) or '0')
+local most, span, life = tonumber(budget), tonumber(window), tonumber(lifetime)
+local counts, counted_keys = {{}}, {{}}  -- per API key: {{start, count, changed}}
+local scripts, taken, taken_from = {{}}, {{}}, {{}}  -- per session: its steps left (false: none)
+local marks = {{}}  -- per session: expired by hand
+local freed = 0
+local kept, ringed, replies = {{}}, {{}}, {{}}
+{for_each_request(_DECIDE_ONE)}local counted_now = {{}}
+for _, key in ipairs(counted_keys) do
+  local held = counts[key]
+  if held[3] then
+    counted_now[#counted_now + 1] = key
+    counted_now[#counted_now + 1] = string.format('%.17g %d', held[1], held[2])
+  end
+end
+if #counted_now > 0 and redis.call('HSET', limits_key, unpack(counted_now)) > 0 then
+  redis.call('PEXPIRE', limits_key, ttl_ms)  -- a count made: its TTL now
+end
+for _, session in ipairs(taken_from) do
+  local steps = scripts[session]
+  if #steps == 0 then
+    redis.call('HDEL', scripts_key, session)
+  else
+    redis.call('HSET', scripts_key, session, cjson.encode(steps))
+  end
+end
+if freed ~= 0 then redis.call('DECRBY', script_bytes_key, freed) end
+for _, list in ipairs(journal(kept, ringed)) do
+  if renew_due(list) then
+    renew()
+    break
+  end
+end
+return replies
 """
 )
 
 APPEND: Final = (
-    preamble(JournalKeys, AppendArgs) + _RENEW + _JOURNAL + "journal(entry)\nrenew()\nreturn 1\n"
+    preamble(JournalKeys, AppendArgs)
+    + _RENEW
+    + _ENTRY_AT
+    + _JOURNAL
+    + """
+local entry = entry_at(now, fields, '')
+if untrusted == '1' then journal({}, {entry}) else journal({entry}, {}) end
+renew()
+return 1
+"""
 )
 
 LOAD: Final = (

@@ -1,11 +1,10 @@
 """The mock's per-call state in Redis, so processes on any number of hosts behave as one mock.
 
-Each request to ``/e`` is one run of a Lua script (:data:`DECIDE`): it counts the key in its
-fixed window, takes the session's next scripted step, checks expiry against the shared clock
-offset and appends the journal entry, atomically. Redis runs scripts one at a time, so the
-count is exact, each step is used once, and the journal is in order of arrival. On the event
-loop, the requests decided in one turn of the loop go as one pipeline: one round trip for all
-of them, never more than one per request.
+Requests to ``/e`` are decided by a Lua script (:data:`DECIDE`), one run for the requests of
+one round trip (:mod:`.redisbatch`): for each, in order, it counts the key in its fixed window,
+takes the session's next scripted step, checks expiry against the shared clock offset and
+appends the journal entry, atomically. Redis runs scripts one at a time, so the count is exact,
+each step is used once, and the journal is in order of arrival.
 
 Why a script of our own rather than the ``limits`` library: one round trip must also take the
 step and journal the request, which ``limits`` (its own commands, its own keys) cannot join;
@@ -18,10 +17,10 @@ they are, and the braces keep them in one Redis Cluster slot, as a script needs.
 ``--state-ttl`` seconds past the mock's last use: each request and control call renews them all
 in its own round trip. API keys are stored as HMAC digests, never as they are.
 
-On the event loop, ``/e`` goes through its own connection (:mod:`.redisline`: hiredis over an
-asyncio stream; those that come while a round trip is under way go in the next), or, on a
-cluster or over TLS, ``redis.asyncio``'s pipeline; the control API, on worker threads, uses
-the blocking client (:mod:`.redisclients`: one server or a cluster).
+On the event loop, ``/e`` goes through its own connection (:mod:`.redisline`: hiredis over the
+connection's protocol), or, on a cluster or over TLS, ``redis.asyncio``'s pipeline; the control
+API, on worker threads, uses the blocking client (:mod:`.redisclients`: one server or a
+cluster).
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
-from redis.exceptions import NoScriptError, OutOfMemoryError, ReadOnlyError
+from redis.exceptions import OutOfMemoryError, ReadOnlyError
 
 from ..model import scripts as script_store
 from ..model.scripts import ScriptStoreFull, script_bytes, store_full
@@ -43,19 +42,19 @@ from ..model.sessions import Step
 from ..model.steps import encode_step, outcome, scripted
 from .availability import Calls
 from .backend import DEFAULT_STATE_TTL, Facts, SharedCall, StateUnavailable, StateURL
-from .journal import UNTRUSTED_KEPT, Entry, decode_entry, entry_head, entry_tail
+from .journal import UNTRUSTED_KEPT, Entry, decode_entry, entry_tail, head_past_time
 from .luascripts import (
     APPEND,
     DECIDE,
     LOAD,
     AppendArgs,
-    DecideArgs,
     DecideKeys,
     JournalKeys,
     LoadArgs,
     LoadKeys,
     flat,
 )
+from .redisbatch import Batches, Done, decide_argv, read_facts
 from .redisclients import TIMEOUT as TIMEOUT
 from .redisclients import AsyncClient, Clients, ClusterURLError
 from .redisline import Command, Line
@@ -68,7 +67,6 @@ _ENTRY_FRAMING: Final = 32
 """Bytes of RESP framing per journal entry in a reply (``$<length>\r\n...\r\n``), at most."""
 _NAMING: Final = (b"verdict-mock state keys", 20_000)
 """PBKDF2's salt and rounds for the secret's digest in key names: slow to guess back from."""
-_DECIDE_SHA: Final = hashlib.sha1(DECIDE.encode()).hexdigest()  # noqa: S324 - Redis names it so
 
 
 def _stored(steps: tuple[Step, ...]) -> str:
@@ -85,35 +83,6 @@ def _stored(steps: tuple[Step, ...]) -> str:
         delay = step.delay_ms if answer is None else 0
         items.append([tail, encode_step(step), script_bytes((step,)), delay])
     return json.dumps(items, separators=(",", ":"))
-
-
-def _number(value: float | None) -> str:
-    return "" if value is None else repr(float(value))
-
-
-def decide_args(call: SharedCall, journal_size: int, ttl_ms: str) -> DecideArgs:
-    """One request to ``/e`` as :data:`.luascripts.DECIDE` reads it."""
-    limited, local, expired, served = call.tails
-    return DecideArgs(
-        now=repr(call.now),
-        counted=call.key,
-        budget=str(call.budget),
-        window=repr(call.window),
-        session=call.session,
-        collected_at=_number(call.collected_at),
-        lifetime=repr(call.lifetime),
-        local_stands="1" if call.local_stands else "",
-        untrusted="1" if call.untrusted else "",
-        entry_head=call.entry,
-        tail_limited=limited,
-        tail_local=local,
-        tail_expired=expired,
-        tail_served=served,
-        max_entries=str(journal_size),
-        max_bytes=str(JOURNAL_BYTES),
-        ring_entries=str(UNTRUSTED_KEPT),
-        ttl_ms=ttl_ms,
-    )
 
 
 def key_prefix(secret: str, name: str | None = None) -> str:
@@ -159,8 +128,7 @@ class RedisBackend:
         self._async: AsyncClient | None = None
         self._line: Line | None = None  # the hot path's own connection (not on a cluster)
         self._async_loop: asyncio.AbstractEventLoop | None = None
-        self._batch: list[tuple[SharedCall, asyncio.Future[Facts]]] = []
-        self._sending: set[asyncio.Task[None]] = set()
+        self._batches_now: Batches | None = None
 
     @property
     def cluster(self) -> bool:
@@ -175,83 +143,41 @@ class RedisBackend:
         return f"RedisBackend({self.label!r})"
 
     # -- the hot path -------------------------------------------------------------------------
-    @staticmethod
-    def _facts(reply: list[Any]) -> Facts:
-        wait, step, expired = reply
-        return Facts(float(wait) if wait else None, step or None, bool(expired))
+    @property
+    def bounds(self) -> tuple[str, str, str, str]:
+        """The journal's entries and bytes, the ring's entries, the keys' TTL (as DECIDE reads
+        them)."""
+        return str(self._journal_size), str(JOURNAL_BYTES), str(UNTRUSTED_KEPT), self.ttl_ms
 
     def decide(self, call: SharedCall) -> Facts:
-        keys, args = flat(self.keys, decide_args(call, self._journal_size, self.ttl_ms))
+        argv = decide_argv(self.bounds, [call])
         with self._guard():
-            return self._facts(self._decide(keys=keys, args=args))
+            (facts,) = read_facts(self._decide(keys=list(self.keys), args=argv), 1)
+            return facts
 
-    async def decide_async(self, call: SharedCall) -> Facts:
-        """One request's decision; the calls of one turn of the loop go as one pipeline."""
+    def _batches(self) -> Batches:
+        """The running loop's batches (made on the first request of each loop)."""
         loop = asyncio.get_running_loop()
-        if self._async_loop is not loop:  # a client is per loop: made on the first that asks
+        if self._async_loop is not loop or self._batches_now is None:
             self._async = self._clients.make_async()
             url = StateURL(self._url).client_url
             plain = not (self.cluster or self._clients.sentinel)  # else redis-py's pipeline
             if self._line is not None:  # the previous loop's connection: closed, not left open
                 self._line.close()
-            self._line = Line.of(url, self.reply_bytes, TIMEOUT) if plain else None
-            self._async_loop, self._batch = loop, []
-        future: asyncio.Future[Facts] = loop.create_future()
-        self._batch.append((call, future))
-        if len(self._batch) == 1:
-            loop.call_soon(self._send_batch)
-        return await future
+            self._line = Line.of(url, self.reply_bytes) if plain else None
+            send = self._pipeline if self._line is None else self._line.send
+            self._async_loop = loop
+            self._batches_now = Batches(
+                self.keys, self.bounds, send, self._calls, self._unavailable, TIMEOUT
+            )
+        return self._batches_now
 
-    def _send_batch(self) -> None:
-        batch, self._batch = self._batch, []
-        if batch and self._async_loop is not None:
-            task = self._async_loop.create_task(self._run(batch))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+    def submit(self, call: SharedCall, done: Done) -> None:
+        """Decide ``call`` in the running loop's next round trip; ``done`` is told."""
+        self._batches().submit(call, done)
 
-    async def _run(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> None:
-        """Send a batch: each call one EVALSHA in one pipeline (one round trip for all)."""
-        self._calls.trips += 1
-        try:
-            async with asyncio.timeout(TIMEOUT):
-                replies = await self._pipeline(batch)
-                lost = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-                if lost:  # Redis restarted and forgot the script: those calls did not run
-                    self._calls.trips += 2
-                    assert self._async is not None
-                    await self._async.script_load(DECIDE)
-                    again = await self._pipeline([batch[i] for i in lost])
-                    for index, reply in zip(lost, again, strict=True):
-                        replies[index] = reply
-        except Exception as exc:  # whatever a broken store causes: a 503
-            self._calls.errors += 1
-            failed = self._unavailable(exc)
-            self._calls.failed(failed)
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(failed)
-            return
-        for (_, future), reply in zip(batch, replies, strict=True):
-            if future.done():  # cancelled: the server is stopping
-                continue
-            try:
-                if isinstance(reply, Exception):
-                    raise reply
-                future.set_result(self._facts(reply))
-            except Exception as exc:  # a reply of the wrong shape, or refused (full): a 503
-                self._calls.errors += 1
-                future.set_exception(failed := self._unavailable(exc))
-                self._calls.failed(failed)
-            else:
-                self._calls.answered()
-
-    async def _pipeline(self, batch: list[tuple[SharedCall, asyncio.Future[Facts]]]) -> list[Any]:
-        keys, size, ttl = list(self.keys), self._journal_size, self.ttl_ms
-        commands: list[Command] = [
-            ("EVALSHA", _DECIDE_SHA, len(keys), *keys, *decide_args(c, size, ttl)) for c, _ in batch
-        ]
-        if self._line is not None:
-            return await self._line.send(commands)
+    async def _pipeline(self, commands: list[Command]) -> list[Any]:
+        """A round trip through redis-py (a cluster, Sentinel, TLS)."""
         assert self._async is not None
         pipe = self._async.pipeline(transaction=False)
         for command in commands:  # by name: redis-py's cluster pipeline refuses .evalsha()
@@ -261,8 +187,11 @@ class RedisBackend:
 
     async def close_async(self) -> None:
         client, self._async, self._async_loop = self._async, None, None
+        batches, self._batches_now = self._batches_now, None
+        if batches is not None:
+            await batches.aclose()
         if self._line is not None:
-            await self._line.aclose()
+            self._line.close()
         if client is not None:
             await self._clients.aclose(client)
 
@@ -371,7 +300,8 @@ class RedisBackend:
         tail = entry_tail(entry.reading)
         args = AppendArgs(
             untrusted="1" if entry.untrusted else "",
-            entry=entry_head(entry) + tail,
+            now=repr(entry.time),
+            fields=head_past_time(entry) + tail,
             max_entries=str(self._journal_size),
             max_bytes=str(JOURNAL_BYTES),
             ring_entries=str(UNTRUSTED_KEPT),

@@ -18,18 +18,21 @@ from verdict_contract.mockserver.store.backend import StateURL
 from verdict_contract.mockserver.store.journal import SHOWN_FIELDS, Entry, decode_entry
 from verdict_contract.mockserver.store.luascripts import (
     AppendArgs,
+    BatchArgs,
     DecideArgs,
     DecideKeys,
     JournalKeys,
+    KindArgs,
     LoadArgs,
     LoadKeys,
     flat,
+    for_each_request,
     preamble,
 )
 from verdict_contract.mockserver.store.redisstate import RedisBackend
 
 PAIRS: list[tuple[type[Any], type[Any]]] = [
-    (DecideKeys, DecideArgs),
+    (DecideKeys, BatchArgs),
     (JournalKeys, AppendArgs),
     (LoadKeys, LoadArgs),
 ]
@@ -72,6 +75,44 @@ def test_each_key_and_argument_reaches_the_script_under_its_name(
     seen = dict(zip([f"{f}_key" for f in keys._fields] + list(args._fields), echoed, strict=True))
     where = f"{name}_key" if kind == "key" else name
     assert [local for local, value in seen.items() if marked in value] == [where]
+
+
+REQUEST_FIELDS = [("kind", name) for name in KindArgs._fields] + [
+    ("request", name) for name in DecideArgs._fields if name != "kind"
+]
+
+
+@pytest.mark.parametrize(("where", "name"), REQUEST_FIELDS)
+def test_each_request_and_kind_argument_reaches_the_script_under_its_name(
+    client: redis.Redis, where: str, name: str
+) -> None:
+    """A batch: the shared arguments, a group per kind of request, a group per request naming
+    its kind; each field is read from its own group (one slot off, a group read twice, or a
+    request given another's kind, fails)."""
+    keys = DecideKeys(*(f"{{t}}:k-{field}" for field in DecideKeys._fields))
+    shared = BatchArgs(*(f"<shared {field}>" for field in BatchArgs._fields))._replace(
+        kinds_count="2"
+    )
+    blank_kind = KindArgs(*("" for _ in KindArgs._fields))
+    kinds = [blank_kind, blank_kind]
+    requests = [DecideArgs("", "2"), DecideArgs("", "1"), DecideArgs("", "2")]
+    if where == "kind":
+        kinds = [blank_kind._replace(**{name: f"<kind {i}>"}) for i in (1, 2)]
+        expected = ["<kind 2>", "<kind 1>", "<kind 2>"]
+    else:
+        requests = [r._replace(**{name: f"<request {i}>"}) for i, r in enumerate(requests)]
+        expected = ["<request 0>", "<request 1>", "<request 2>"]
+    fields = [field for field in (*KindArgs._fields, *DecideArgs._fields) if field != "kind"]
+    echo = preamble(DecideKeys, BatchArgs) + "local seen = {}\n"
+    echo += for_each_request(f"seen[#seen + 1] = {{{', '.join(fields)}}}\n")
+    echo += "return seen"
+    argv = [*shared, *(v for kind in kinds for v in kind), *(v for r in requests for v in r)]
+    echoed = client.eval(echo, len(keys), *keys, *argv)
+    assert len(echoed) == len(requests)
+    for seen, marked in zip(echoed, expected, strict=True):
+        named = dict(zip(fields, seen, strict=True))
+        assert [field for field, value in named.items() if value] == [name]
+        assert named[name] == marked
 
 
 SERVED = Served("refused", True, 8, ("extra",))
