@@ -47,6 +47,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: run_order(item.path))  # stable: the others keep pytest's order
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``-n``, each worker is sent the next test when it is ready for one, not a quarter of
+    the run at the start: xdist's default sends each worker a block of consecutive tests first,
+    so the first worker got all of :data:`LONGEST_FIRST` and ran them one after the other while
+    the second ran the short ones, then idled. One at a time, each long test goes to whichever
+    worker is free, and the short ones fill in around them. (Each worker still runs a module's
+    tests in their order, one after the other: its module-scoped fixtures start once.)"""
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("maxschedchunk") is None:
+        config.option.maxschedchunk = 1
+
+
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytest's own, whose runs also leave out the plugins none of them use (pytester drops the
