@@ -63,6 +63,22 @@ if _missing := missing_test_modules():
     )
     raise SystemExit(4)  # pytest's exit code for a usage error; SystemExit, so pytest adds nothing
 
+BYTECODE_OFF = bool(os.environ.pop("PYTHONDONTWRITEBYTECODE", None))
+"""Whether the environment asked Python to write no bytecode (``PYTHONDONTWRITEBYTECODE``, as
+some containers set): this run's Python processes write it all the same, where Python keeps it
+(``__pycache__`` folders, which git ignores).
+
+Without it, each of the hundreds of Python processes the tests start (pytest runs, the mock, the
+CLI, their xdist workers) compiles every module of the package and of the tests it imports from
+source, and each pytest run rewrites the asserts of the suite again: about 40 s of CPU in a run
+of 250 s. (Installed packages keep the bytecode pip wrote at install.) A ``PYTHONPYCACHEPREFIX``
+would keep it all out of the tree, but Python then ignores that bytecode of the installed
+packages and compiles them all again (70 MB on a fresh run).
+"""
+
+if BYTECODE_OFF:
+    sys.dont_write_bytecode = False  # this process's later imports (the tests' modules) too
+
 CHILD_PLUGINS_OFF = ("faker", "hypothesispytest", "respx", "anyio")
 """Plugins of the test install that no pytest run started by a test uses, and their cost.
 
