@@ -64,10 +64,10 @@ if _missing := missing_test_modules():
     )
     raise SystemExit(4)  # pytest's exit code for a usage error; SystemExit, so pytest adds nothing
 
-BYTECODE_OFF = bool(os.environ.pop("PYTHONDONTWRITEBYTECODE", None))
-"""Whether the environment asked Python to write no bytecode (``PYTHONDONTWRITEBYTECODE``, as
-some containers set): this run's Python processes write it all the same, where Python keeps it
-(``__pycache__`` folders, which git ignores).
+BYTECODE_OFF = bool(os.environ.pop("PYTHONDONTWRITEBYTECODE", None)) or sys.dont_write_bytecode
+"""Whether Python was asked to write no bytecode (``PYTHONDONTWRITEBYTECODE``, as some
+containers set, or ``python -B``): this run's Python processes write it all the same, where
+Python keeps it (``__pycache__`` folders, which git ignores).
 
 Without it, each of the hundreds of Python processes the tests start (pytest runs, the mock, the
 CLI, their xdist workers) compiles every module of the package and of the tests it imports from
