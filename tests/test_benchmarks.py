@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -52,7 +53,10 @@ def test_the_requests_wrk_completed_are_read_not_its_rate() -> None:
 
 def test_cpu_is_counted_for_a_process_and_its_children() -> None:
     # --workers: the parent's CPU and its workers'; a child that burns CPU must show
-    burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    # It burns more than the 0.3 s looked for: /proc's ticks are sampled and may show less than
+    # the burn's own clock (with a burn of exactly 0.3 s, a run under load waited here until the
+    # child's sleep ended: 30 s).
+    burn = "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass"
     child = subprocess.Popen([sys.executable, "-c", f"{burn}\nimport time; time.sleep(30)"])
     try:
         found = tree(os.getpid())
@@ -60,6 +64,7 @@ def test_cpu_is_counted_for_a_process_and_its_children() -> None:
         assert child.pid in found
         while cpu_seconds([child.pid]) < 0.3:  # it burns, then sleeps: bounded by its burn
             assert child.poll() is None
+            time.sleep(0.01)  # not a busy wait: the child it waits for needs the CPU
         own = cpu_seconds([os.getpid()])  # read first: this process moves on meanwhile
         assert cpu_seconds(found) - own >= 0.29  # in clock ticks of 10 ms
     finally:

@@ -1,13 +1,21 @@
-"""The test run itself: its longest modules start first, and the pytest runs tests start are light.
+"""The test run itself: its longest modules start first, spread over enough workers, and the
+pytest runs tests start are light.
 
 The plugins none of those runs uses are left out of them (the root conftest), not out of this run.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+from typing import cast
+
 import pytest
 
-from tests.conftest import LONGEST_FIRST, run_order
+import conftest as root
+from tests.conftest import LONGEST_FIRST, SCHEDULE_CHUNK, pytest_configure, run_order
 from tests.installs import ROOT
 
 
@@ -55,3 +63,52 @@ def test_a_pytest_run_a_test_starts_leaves_the_unused_plugins_out(
         """
     )
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_auto_starts_two_workers_per_core(
+    pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    monkeypatch.setattr(pytestconfig.option, "numprocesses", "auto")
+    assert root.pytest_xdist_auto_num_workers(pytestconfig) == 2 * (cores or 1)
+    # xdist's own meanings stay: -n logical, and its variable
+    monkeypatch.setattr(pytestconfig.option, "numprocesses", "logical")
+    assert root.pytest_xdist_auto_num_workers(pytestconfig) is None
+    monkeypatch.setattr(pytestconfig.option, "numprocesses", "auto")
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "3")
+    assert root.pytest_xdist_auto_num_workers(pytestconfig) is None
+
+
+class _Options:
+    """What ``pytest_configure`` reads of a run's configuration."""
+
+    def __init__(self, maxschedchunk: int | None) -> None:
+        self.option = SimpleNamespace(maxschedchunk=maxschedchunk)
+        self.pluginmanager = SimpleNamespace(hasplugin=lambda name: name == "xdist")
+
+    def getoption(self, name: str) -> object:
+        return getattr(self.option, name)
+
+
+@pytest.mark.parametrize(("given", "used"), [(None, SCHEDULE_CHUNK), (4, 4)])
+def test_workers_get_their_tests_in_blocks_unless_told_otherwise(
+    given: int | None, used: int
+) -> None:
+    options = _Options(given)
+    pytest_configure(cast(pytest.Config, options))
+    assert options.option.maxschedchunk == used
+
+
+def test_the_processes_a_test_starts_write_their_bytecode() -> None:
+    """Even where the environment said not to (``PYTHONDONTWRITEBYTECODE``): see the root
+    conftest's ``BYTECODE_OFF``."""
+    assert "PYTHONDONTWRITEBYTECODE" not in os.environ
+    assert not sys.dont_write_bytecode
+    child = subprocess.run(
+        [sys.executable, "-c", "import sys; print(sys.dont_write_bytecode)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert child.stdout.strip() == "False"
