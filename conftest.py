@@ -6,6 +6,7 @@ uses its markers); in an integrator's project it loads only where the suite runs
 
 from __future__ import annotations
 
+import compileall
 import importlib.util
 import os
 import sys
@@ -119,6 +120,21 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 def pytest_xdist_setupnodes(specs: Sequence[XSpec]) -> None:
-    """This run's own workers get the outer ``PYTEST_ADDOPTS``, with every plugin of the run."""
+    """This run's own workers get the outer ``PYTEST_ADDOPTS``, with every plugin of the run;
+    the package is compiled first (:func:`compile_package`)."""
     for spec in specs:
         spec.env["PYTEST_ADDOPTS"] = OUTER_ADDOPTS
+    compile_package()
+
+
+def compile_package() -> None:
+    """Write the package's bytecode where it is imported from, once, before the workers start.
+
+    On a fresh checkout none is there yet, and the dozens of Python processes the first tests
+    start at once (pytest runs, the mock, pip) each compiled the whole package: about 30 s of
+    CPU of a first run (128 s and 243 s of CPU against 114 s and 211 s warm, 2 cores). Here it
+    costs about 2 s once, and a stat per module when the bytecode is there.
+    """
+    spec = importlib.util.find_spec("verdict_contract")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        compileall.compile_dir(folder, quiet=1)
