@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
@@ -112,3 +113,14 @@ def test_the_processes_a_test_starts_write_their_bytecode() -> None:
         check=True,
     )
     assert child.stdout.strip() == "False"
+
+
+def test_the_package_is_compiled_where_it_is_imported_from() -> None:
+    import importlib.util
+
+    import verdict_contract.core.rates as module
+
+    cached = Path(importlib.util.cache_from_source(module.__file__))
+    cached.unlink(missing_ok=True)  # another worker importing it meanwhile writes it again
+    root.compile_package()
+    assert cached.is_file()
