@@ -154,8 +154,14 @@ class Entry(NamedTuple):
         return self._replace(reading=self.reading._replace(**reading), **changes)
 
     def to_json(self) -> dict[str, Any]:
-        """What the control API and the plugin show of it (no digests, no journal bookkeeping)."""
-        return {name: getattr(self, name) for name in SHOWN_FIELDS}
+        """What the control API and the plugin show of it (no digests, no journal bookkeeping).
+
+        A copy: the query's dict is shared by the entries of one query (a cache), so a caller
+        that edits what it was given changes no entry.
+        """
+        shown = {name: getattr(self, name) for name in SHOWN_FIELDS}
+        shown["query"] = {name: list(values) for name, values in self.query.items()}
+        return shown
 
 
 SHOWN_FIELDS: Final = (

@@ -180,6 +180,14 @@ def test_an_entry_shows_every_field_of_its_request_its_answer_and_its_body() -> 
     assert ENTRY.to_json() == EXPECTED
 
 
+def test_what_an_entry_shows_is_a_copy_its_reader_may_edit() -> None:
+    shown = ENTRY.to_json()
+    shown["query"]["q"].append("edited")
+    shown["query"]["new"] = ["x"]
+    assert ENTRY.query == {"q": ["…4321"]}
+    assert ENTRY.to_json() == EXPECTED
+
+
 def test_an_entry_replaced_by_shown_names_changes_only_those() -> None:
     changed = ENTRY.replace(status=503, verdict="disputed", path="/x", latency_ms=1.5)
     assert (changed.status, changed.verdict, changed.path, changed.latency_ms) == (
