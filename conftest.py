@@ -13,8 +13,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import pytest
+
 if TYPE_CHECKING:
-    import pytest
     from execnet import XSpec
 
 TEST_COMMAND = (
@@ -110,6 +111,7 @@ per core fill those waits with other tests (measured on 2 cores: 198 s with 2 wo
 with 4; the CPU of the run grew 8 %, each worker collecting the tests once)."""
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hooks: a run with `-p no:xdist` has none
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto``: :data:`WORKERS_PER_CORE` per core this process may run on; ``-n logical``
     and xdist's own ``PYTEST_XDIST_AUTO_NUM_WORKERS`` as xdist reads them."""
@@ -119,6 +121,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return WORKERS_PER_CORE * (cores or 1)
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_setupnodes(specs: Sequence[XSpec]) -> None:
     """This run's own workers get the outer ``PYTEST_ADDOPTS``, with every plugin of the run;
     the package is compiled first (:func:`compile_package`)."""

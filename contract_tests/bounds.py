@@ -11,11 +11,14 @@ drip run forever).
 
 from __future__ import annotations
 
+import functools
+import os
+import ssl
 import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpcore
 import httpx
@@ -154,13 +157,52 @@ class _Backend(httpcore.NetworkBackend):
         self.inner.sleep(seconds)
 
 
-def bounded_client(base_url: str, timeout: float, verify: Any, deadline: Deadline) -> httpx.Client:
-    """An httpx client whose sockets obey ``deadline`` and that asks only for what it decodes."""
-    transport = httpx.HTTPTransport(verify=verify)
+class TrustSource(NamedTuple):
+    """Where the CAs that verify https come from, first given first: the suite's
+    ``--verdict-ca-bundle``, then ``SSL_CERT_FILE``, then ``SSL_CERT_DIR`` (as httpx reads
+    them), else certifi's."""
+
+    ca_bundle: str | None
+    cert_file: str | None
+    cert_dir: str | None
+
+
+def tls_context(ca_bundle: str | None) -> ssl.SSLContext:
+    """What https is verified with (:class:`TrustSource`).
+
+    Made once per process for each source (:func:`_tls_context`): loading a CA bundle costs
+    about 18 ms of CPU, and a run makes a client for its first reach, its preflight and its
+    checks (each of the hundreds of suite runs of this project's tests paid it six times). A
+    context is only read once made, and shared by every connection, as Python's ssl allows.
+    """
+    return _tls_context(
+        TrustSource(
+            os.path.abspath(ca_bundle) if ca_bundle else None,
+            os.environ.get("SSL_CERT_FILE") or None,
+            os.environ.get("SSL_CERT_DIR") or None,
+        )
+    )
+
+
+@functools.cache
+def _tls_context(source: TrustSource) -> ssl.SSLContext:
+    if source.ca_bundle or source.cert_file:
+        return ssl.create_default_context(cafile=source.ca_bundle or source.cert_file)
+    if source.cert_dir:
+        return ssl.create_default_context(capath=source.cert_dir)
+    return httpx.create_ssl_context(trust_env=False)  # certifi's CAs
+
+
+def bounded_client(
+    base_url: str, timeout: float, ca_bundle: str | None, deadline: Deadline
+) -> httpx.Client:
+    """An httpx client whose sockets obey ``deadline`` and that asks only for what it decodes;
+    https is verified with :func:`tls_context`."""
+    context = tls_context(ca_bundle)
+    transport = httpx.HTTPTransport(verify=context)
     # httpx takes no network backend; its pool is rebuilt with ours (same TLS context).
     transport._pool = httpcore.ConnectionPool(
-        ssl_context=httpx.create_ssl_context(verify=verify),
-        network_backend=_Backend(deadline),
+        ssl_context=context, network_backend=_Backend(deadline)
     )
     return httpx.Client(
         base_url=base_url,

@@ -114,11 +114,6 @@ def transport_cause(exc: httpx.TransportError, timeout: float) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def verify(ca_bundle: str | None) -> ssl.SSLContext | bool:
-    """What httpx verifies https with: the system's CAs (and SSL_CERT_FILE), or ``ca_bundle``."""
-    return ssl.create_default_context(cafile=ca_bundle) if ca_bundle else True
-
-
 def _signed_by_the_mock(response: httpx.Response) -> bool:
     try:
         health = response.json()
@@ -151,7 +146,7 @@ def reach(
     """
     deadline = Deadline(call_timeout)
     try:
-        with bounded_client(base_url, timeout, verify(ca_bundle), deadline) as http:
+        with bounded_client(base_url, timeout, ca_bundle, deadline) as http:
             health = fetch(
                 http, http.build_request("GET", "/_mock/health"), deadline, MAX_ANSWER_BYTES
             )
@@ -284,9 +279,7 @@ class ExplainClient:
 
     def __post_init__(self) -> None:
         self._deadline = Deadline(self.call_timeout)
-        self._http = bounded_client(
-            self.base_url, self.timeout, verify(self.ca_bundle), self._deadline
-        )
+        self._http = bounded_client(self.base_url, self.timeout, self.ca_bundle, self._deadline)
 
     def _fetch(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One call, bounded in time in all and in decoded bytes (:mod:`.bounds`)."""

@@ -378,11 +378,10 @@ def load_config(config: pytest.Config) -> SuiteConfig:
                 f"{ENV['api_key']}"
             )
         if key is not None and not mock_target and not hasattr(config, "workerinput"):
-            from .client import verify
             from .preflight import mistake
 
             given = tuple(i.strip() for i in ids.split(",") if i.strip())
-            wrong = mistake(base_url, key, given, timeout, verify(ca_bundle), call_timeout)
+            wrong = mistake(base_url, key, given, timeout, ca_bundle, call_timeout)
             if wrong is not None:
                 raise pytest.UsageError(wrong)
     return SuiteConfig(

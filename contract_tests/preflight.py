@@ -40,7 +40,7 @@ def mistake(
     key: str,
     session_ids: tuple[str, ...],
     timeout: float,
-    verify: object,
+    ca_bundle: str | None,
     call_timeout: float,
 ) -> str | None:
     """The configuration mistake the target's answers show, in one line; None if none shows.
@@ -56,7 +56,7 @@ def mistake(
     deadline = Deadline(call_timeout)
     made_up = f"verdict-contract-unknown-{uuid.uuid4().hex}"
     try:
-        with bounded_client(base_url, timeout, verify, deadline) as http:
+        with bounded_client(base_url, timeout, ca_bundle, deadline) as http:
 
             def get(n: str, with_key: bool) -> httpx.Response:
                 headers = {"Authorization": f"Bearer {key}"} if with_key else {}

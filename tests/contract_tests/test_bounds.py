@@ -7,10 +7,14 @@ server side stops on its own (64 MiB, or 2,000 drips) if the client does not han
 
 from __future__ import annotations
 
+import ssl
 import tracemalloc
 from pathlib import Path
 
 import pytest
+import trustme
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from tests.contract_tests.servers import (
     CONFORMING,
@@ -24,7 +28,7 @@ from tests.contract_tests.servers import (
     serve,
     serve_streaming,
 )
-from verdict_contract.contract_tests.bounds import MAX_ANSWER_BYTES
+from verdict_contract.contract_tests.bounds import MAX_ANSWER_BYTES, tls_context
 from verdict_contract.contract_tests.client import BrokenAnswer, ExplainClient
 from verdict_contract.core.redact import Secret
 
@@ -114,3 +118,38 @@ def test_a_hostile_staging_fails_the_session_and_the_run_writes_its_report(
     assert EXPECTED[attack] in report.read_text()
     assert EXPECTED[attack] in junit.read_text()
     assert "--verdict-call-timeout 1" in report.read_text()
+
+
+def test_a_tls_context_is_made_once_per_bundle_and_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading CAs costs milliseconds of CPU per client: one context serves a process's clients,
+    and a new bundle or a new ``SSL_CERT_FILE`` gets its own, trusting what it names."""
+    first, second = trustme.CA(), trustme.CA()
+    for name, ca in (("first.pem", first), ("second.pem", second)):
+        ca.cert_pem.write_to_path(str(tmp_path / name))
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+    default = tls_context(None)
+    assert tls_context(None) is default
+    bundled = tls_context("first.pem")
+    assert tls_context(str(tmp_path / "first.pem")) is bundled  # the same file, however named
+    assert tls_context("second.pem") is not bundled
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "second.pem"))
+    from_environment = tls_context(None)
+    assert from_environment is not default
+
+    def trusted(context: ssl.SSLContext) -> set[bytes]:
+        return set(context.get_ca_certs(binary_form=True))
+
+    assert trusted(bundled) == {_der(first)}
+    assert trusted(from_environment) == {_der(second)}
+    assert not trusted(default) & {_der(first), _der(second)}
+
+
+def _der(ca: trustme.CA) -> bytes:
+    """The CA's certificate as a context lists what it trusts."""
+    certificate = x509.load_pem_x509_certificate(ca.cert_pem.bytes())
+    return certificate.public_bytes(serialization.Encoding.DER)
