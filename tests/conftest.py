@@ -33,10 +33,10 @@ LONGEST_FIRST = (
 )
 """The modules whose tests build, install or start pytest runs, those with the longest tests first
 (by a measured ``--durations`` run). They start first: under xdist the longest tests then never
-end a run alone on one worker while the others idle (:data:`SCHEDULE_CHUNK` spreads them over
-the workers). Each module stays whole in the order (a worker given several of its tests runs
-them one after the other: its module-scoped fixtures start once), and its tests keep their
-order."""
+end a run alone on one worker while the others idle (work stealing, the root ``conftest.py``,
+spreads them over the workers). Each module stays whole in the order (a worker given several of
+its tests runs them one after the other: its module-scoped fixtures start once), and its tests
+keep their order."""
 
 
 def run_order(path: Path) -> int:
@@ -47,23 +47,6 @@ def run_order(path: Path) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: run_order(item.path))  # stable: the others keep pytest's order
-
-
-SCHEDULE_CHUNK = 16
-"""Under ``-n``, the most tests xdist sends a worker at once (its ``--maxschedchunk``; a value
-given on the command line wins). xdist's default first sends each worker a block of a quarter of
-the run: the first worker got all of :data:`LONGEST_FIRST` and ran them one after the other while
-the others ran the short tests, then idled (54 s at the end of a measured run). In blocks of 16,
-the long tests are spread over the workers, each next block going to the first worker ready for
-one, and a module's tests mostly stay together on a worker, which starts its module-scoped
-fixtures (a browser, redis-servers, mock processes) once. Measured on 2 cores with 4 workers:
-blocks of 1 spread the long tests as well, but cost 19 s more CPU, each worker starting most of
-those fixtures; blocks of 32 left a worker running 24 s after the others."""
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    if config.pluginmanager.hasplugin("xdist") and config.getoption("maxschedchunk") is None:
-        config.option.maxschedchunk = SCHEDULE_CHUNK
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from typing import cast
 import pytest
 
 import conftest as root
-from tests.conftest import LONGEST_FIRST, SCHEDULE_CHUNK, pytest_configure, run_order
+from tests.conftest import LONGEST_FIRST, run_order
 from tests.installs import ROOT
 
 
@@ -81,24 +81,33 @@ def test_auto_starts_two_workers_per_core(
     assert root.pytest_xdist_auto_num_workers(pytestconfig) is None
 
 
-class _Options:
-    """What ``pytest_configure`` reads of a run's configuration."""
-
-    def __init__(self, maxschedchunk: int | None) -> None:
-        self.option = SimpleNamespace(maxschedchunk=maxschedchunk)
-        self.pluginmanager = SimpleNamespace(hasplugin=lambda name: name == "xdist")
-
-    def getoption(self, name: str) -> object:
-        return getattr(self.option, name)
-
-
-@pytest.mark.parametrize(("given", "used"), [(None, SCHEDULE_CHUNK), (4, 4)])
-def test_workers_get_their_tests_in_blocks_unless_told_otherwise(
-    given: int | None, used: int
+@pytest.mark.parametrize(
+    ("numprocesses", "given", "used"),
+    [
+        ("auto", "no", "worksteal"),  # `-n auto`, no --dist: xdist would make it "load"
+        (4, "no", "worksteal"),
+        ("auto", "load", "load"),  # an explicit --dist wins
+        ("auto", "loadscope", "loadscope"),
+        (None, "no", "no"),  # no -n: no distribution
+        (0, "no", "no"),
+    ],
+)
+def test_workers_steal_work_unless_told_otherwise(
+    numprocesses: int | str | None, given: str, used: str
 ) -> None:
-    options = _Options(given)
-    pytest_configure(cast(pytest.Config, options))
-    assert options.option.maxschedchunk == used
+    config = SimpleNamespace(option=SimpleNamespace(numprocesses=numprocesses, dist=given))
+    root.pytest_cmdline_main(cast(pytest.Config, config))
+    assert config.option.dist == used
+
+
+def test_the_run_steals_work_where_xdist_would_load(pytester: pytest.Pytester) -> None:
+    """Through xdist itself: its own hook comes after the conftest's, and keeps the choice."""
+    pytester.makeconftest("from conftest_under_test import pytest_cmdline_main  # noqa: F401\n")
+    (pytester.path / "conftest_under_test.py").write_text((ROOT / "conftest.py").read_text())
+    pytester.makepyfile("def test_one():\n    pass\n\ndef test_two():\n    pass\n")
+    result = pytester.runpytest_subprocess("-n", "2", "-v", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*scheduling tests via WorkStealingScheduling*"])
+    result.assert_outcomes(passed=2)
 
 
 def test_the_processes_a_test_starts_write_their_bytecode() -> None:
