@@ -75,7 +75,8 @@ def test_a_route_of_the_test_still_wins_over_the_pass_through(verdict_respx, htt
 
 def test_verdict_respx_works_beside_pytest_httpserver(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_beside=BESIDE_HTTPSERVER)
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    # the plugin, left out of the runs tests start (the root conftest), asked for again
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "pytest_httpserver")
     result.assert_outcomes(passed=2)
 
 

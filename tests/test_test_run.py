@@ -45,7 +45,7 @@ def test_the_longest_modules_come_first_and_the_others_keep_their_order() -> Non
 
 def test_this_run_keeps_every_plugin(pytestconfig: pytest.Config) -> None:
     """Under xdist too: the workers get the run's own ``PYTEST_ADDOPTS``, not the children's."""
-    for name in ("hypothesispytest", "respx", "anyio"):
+    for name in ("hypothesispytest", "respx", "anyio", "pytest_httpserver"):
         assert pytestconfig.pluginmanager.has_plugin(name), name
 
 
@@ -57,7 +57,7 @@ def test_a_pytest_run_a_test_starts_leaves_the_unused_plugins_out(
         import sys
 
         def test_light(pytestconfig):
-            for name in ("faker", "hypothesispytest", "respx", "anyio"):
+            for name in ("faker", "hypothesispytest", "respx", "anyio", "pytest_httpserver"):
                 assert not pytestconfig.pluginmanager.has_plugin(name), name
             assert not {"faker", "hypothesis"} & set(sys.modules)
             assert pytestconfig.pluginmanager.has_plugin("verdict_contract")

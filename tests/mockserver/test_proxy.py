@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -399,3 +401,23 @@ def test_a_session_id_with_control_characters_is_logged_escaped(
     for line in breaches:
         assert "(n=\\x1b]0;PWNED\\x07\\x1b[2J\\x9b)" in line
         assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in line), repr(line)
+
+
+def test_a_mock_that_proxies_nothing_starts_and_answers_without_httpx() -> None:
+    """httpx is imported where a proxy is made: its import was a sixth of every start's CPU."""
+    code = (
+        "import sys; sys.modules['httpx'] = None  # any import of it fails\n"
+        "from verdict_contract.mockserver import Settings, create_app\n"
+        "from verdict_contract.mockserver.server.serve import BackgroundServer\n"
+        "import urllib.request\n"
+        "with BackgroundServer(create_app(Settings()), threads=1) as server:\n"
+        "    request = urllib.request.Request(\n"
+        "        server.base_url + '/e?n=demo-refused',\n"
+        "        headers={'Authorization': 'Bearer verdict-mock-local-key'},\n"
+        "    )\n"
+        "    print(urllib.request.urlopen(request, timeout=10).status)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "200"), done.stderr
