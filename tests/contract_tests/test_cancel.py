@@ -6,12 +6,13 @@ Ctrl-C does), while it runs against a local service that answers slowly, so a ca
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,17 @@ class Arrivals:
 
 def children_of(pid: int) -> list[int]:
     """The processes whose parent is ``pid`` (read from /proc)."""
-    found = []
+    return [process for process, parent, _ in _processes() if parent == pid]
+
+
+def session_of(sid: int) -> list[int]:
+    """The processes of session ``sid`` (read from /proc): all that the session's leader
+    started in turn, whatever their parent now, unless one made a session of its own."""
+    return [process for process, _, session in _processes() if session == sid]
+
+
+def _processes() -> Iterator[tuple[int, int, int]]:
+    """(pid, parent pid, session id) of each process (``/proc/<pid>/stat``)."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -52,9 +63,8 @@ def children_of(pid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if int(stat.rpartition(")")[2].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
+        fields = stat.rpartition(")")[2].split()  # state, ppid, pgrp, session, ...
+        yield int(entry.name), int(fields[1]), int(fields[3])
 
 
 def alive(pid: int) -> bool:
@@ -114,6 +124,8 @@ def test_a_cancelled_run_stops_writes_its_outputs_and_leaves_nothing_running(
             wait_for(lambda: arrivals.count >= 3)  # mid-flight: calls answered, one pending
             started = children_of(process.pid)
             assert started, "the command runs pytest as a child"
+            if workers:  # what the leftover check below reads sees the workers, grandchildren
+                wait_for(lambda: len(session_of(started[0])) >= 3)  # pytest and its 2 workers
             if to_group:
                 os.killpg(process.pid, signum)
             else:
@@ -123,17 +135,21 @@ def test_a_cancelled_run_stops_writes_its_outputs_and_leaves_nothing_running(
             if process.poll() is None:  # the test failed: leave nothing behind
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+        # Nothing the command started is left, however deep (an xdist worker is a grandchild,
+        # in the session of the pytest the command started in a session of its own): no
+        # process is left to call the service again, which the server then says is so.
+        leftovers = [pid for pid in started if alive(pid)] + [
+            pid for leader in (process.pid, *started) for pid in session_of(leader)
+        ]
         at_exit = arrivals.count
-        leftovers = [pid for pid in started if alive(pid)]
-        time.sleep(1.5)  # several slow answers' time: an orphan would have called again
-        after = arrivals.count
-    for pid in leftovers:  # the test failed: leave nothing behind
-        os.kill(pid, signal.SIGKILL)
+    for pid in set(leftovers):  # the test failed: leave nothing behind
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     output = out + err
     assert process.returncode == 1, output
     assert "Traceback" not in err, err
     assert leftovers == [], output
-    assert after == at_exit, "the service was called after the command exited"
+    assert arrivals.count == at_exit, "the service was called after the command exited"
     junit = (tmp_path / "junit.xml").read_text()
     assert 'name="verdict_outcome" value="interrupted (exit 1)"' in junit
     assert 'name="run_outcome"' in junit
