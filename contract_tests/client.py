@@ -12,7 +12,6 @@ import json
 import os
 import shlex
 import ssl
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ import httpx
 from verdict_contract.core.redact import Secret
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
+from . import clock
 from .body import BodyError, strict_json
 from .bounds import (
     DEFAULT_CALL_TIMEOUT,
@@ -367,7 +367,7 @@ class ExplainClient:
                     "retries (raise --verdict-wait-budget, pace with --verdict-max-rate, or run "
                     "later)"
                 )
-            time.sleep(wait)
+            clock.CLOCK.sleep(wait)
             self.waited += wait
             announced = said  # None, or readable: an unreadable one failed the call above
             attempt += 1

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 
+from verdict_contract.contract_tests import clock
 from verdict_contract.contract_tests.client import ExplainClient
 from verdict_contract.contract_tests.config import flag
 from verdict_contract.contract_tests.retry import retry_after_seconds, unreadable_retry_after
@@ -73,15 +73,15 @@ def test_rate_limit_answers_429_then_recovers(
             f"the service asks to wait {wait:.0f} s; recovery is not awaited past {MAX_WAIT} s"
         )
     else:
-        time.sleep(wait)
-    started = time.monotonic()
+        clock.CLOCK.sleep(wait)
+    started = clock.CLOCK.monotonic()
     pause = 0.25
     status = client.request(params=[("n", n)], honour_429=False).status_code
-    while status == 429 and time.monotonic() - started < MAX_WAIT - wait:
-        time.sleep(pause)
+    while status == 429 and clock.CLOCK.monotonic() - started < MAX_WAIT - wait:
+        clock.CLOCK.sleep(pause)
         pause = min(pause * 2, 2.0)
         status = client.request(params=[("n", n)], honour_429=False).status_code
-    late = time.monotonic() - started
+    late = clock.CLOCK.monotonic() - started
     advisories = []
     if said and status == 429:
         advisories.append(

@@ -32,6 +32,7 @@ import pytest
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
+from verdict_contract.contract_tests import clock
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.sessions import parse_spec
@@ -76,12 +77,45 @@ class Traffic:
 
 
 @dataclass
+class MovedClock:
+    """The suite's clock (:mod:`verdict_contract.contract_tests.clock`) while a service of these
+    tests serves: a wait the suite makes moves it, and the service's own clock (its mock's rate
+    window), at once instead of passing (a ``Retry-After`` that lies cost 5 s of real time)."""
+
+    service: Callable[[float], None]
+    """Moves the served mock's clock as far."""
+    now: float = 0.0
+    slept: list[float] = field(default_factory=list)
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        self.service(seconds)
+
+
+@contextmanager
+def moved_clock(service: Callable[[float], None]) -> Iterator[MovedClock]:
+    """The suite's waits in this process move a :class:`MovedClock` until the block ends."""
+    moved = MovedClock(service)
+    before, clock.CLOCK = clock.CLOCK, moved
+    try:
+        yield moved
+    finally:
+        clock.CLOCK = before
+
+
+@dataclass
 class Running:
     base_url: str
     session_ids: list[str]
     expired_id: str
     key: str = KEY
     traffic: Traffic | None = None
+    clock: MovedClock | None = None
+    """What the suite's waits in this process did while it served (``serve`` only)."""
 
     def target_args(self, *extra: str) -> list[str]:
         """The suite's command line for this target: its URL and key, no session id."""
@@ -157,10 +191,16 @@ def _app(variant: Variant, key: str) -> tuple[Any, list[str], str]:
 
 @contextmanager
 def serve(variant: Variant, key: str = KEY) -> Iterator[Running]:
+    """``variant`` on 127.0.0.1 under the mock's own server; meanwhile the suite's waits in this
+    process move a :class:`MovedClock` and the mock's clock with it (a suite run in another
+    process sleeps for real)."""
     app, ids, expired = _app(variant, key)
     traffic = Traffic(Counter(), Counter())
-    with BackgroundServer(_wrap(app, variant, ids, traffic)) as server:
-        yield Running(server.base_url, ids, expired, key, traffic)
+    with (
+        BackgroundServer(_wrap(app, variant, ids, traffic)) as server,
+        moved_clock(state_of(app).advance) as moved,
+    ):
+        yield Running(server.base_url, ids, expired, key, traffic, moved)
 
 
 @contextmanager

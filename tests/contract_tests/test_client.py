@@ -104,6 +104,9 @@ def test_a_throttled_call_is_retried_after_the_wait() -> None:
         assert client.explain(running.session_ids[0]).status_code == 200
         assert [s.status for s in client.sent] == [429, 429, 200]
         assert 0 < client.waited <= BACKOFF_BASE * 3
+        assert running.clock is not None
+        assert sum(running.clock.slept) == client.waited  # each wait slept, on the suite's clock
+        assert len(running.clock.slept) == 2
         client.close()
 
 
