@@ -203,5 +203,5 @@ def test_an_entry_replaced_by_shown_names_changes_only_those() -> None:
         "path": "/x",
         "latency_ms": 1.5,
     }
-    with pytest.raises(ValueError, match="unexpected field"):
+    with pytest.raises(TypeError, match=r"unexpected field names: \['verdit'\]"):
         ENTRY.replace(verdit="refused")
