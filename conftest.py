@@ -86,9 +86,10 @@ CHILD_PLUGINS_OFF = ("faker", "hypothesispytest", "respx", "anyio", "pytest_http
 """Plugins of the test install that no pytest run started by a test uses, and their cost.
 
 Each imports its library at every pytest start: faker's (its `faker` fixture) about 0.6 s of CPU,
-hypothesis' 0.55 s, respx's and anyio's together 0.3 s (httpx, httpcore, trio), pytest-httpserver's
-0.02 s (werkzeug's server); an empty run takes 0.2 s without them, 1.6 s with them, in each of the hundreds of pytest runs the tests start
-(pytester's too: ``tests/conftest.py``). Runs that stand for an integrator's own
+hypothesis' 0.55 s, respx's and anyio's together 0.3 s (httpx, httpcore, trio),
+pytest-httpserver's 0.02 s (werkzeug's server); an empty run takes 0.2 s without them, 1.6 s
+with them, in each of the hundreds of pytest runs the tests start (pytester's too:
+``tests/conftest.py``). Runs that stand for an integrator's own
 (tests/test_integrator_project.py) drop this and keep them, as theirs would. This run's own
 xdist workers keep them (``pytest_xdist_setupnodes`` below): the property tests use hypothesis'.
 """
@@ -111,16 +112,23 @@ per core fill those waits with other tests (measured on 2 cores: 198 s with 2 wo
 with 4; the CPU of the run grew 8 %, each worker collecting the tests once)."""
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which turns an unset --dist into "load"
+# tryfirst, as xdist's own (which turns an unset --dist into "load"): among hooks of one kind the
+# last registered runs first, and a conftest registers after the plugins installed
+# (tests/test_test_run.py runs it through xdist).
+@pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """``-n`` without ``--dist`` schedules by work stealing: a worker out of tests takes half of
-    what another has left, so the run's long tests never end it alone on one worker.
+    what another has left, so no worker runs the last long tests alone while the others idle.
 
     xdist's default (``load``) sends each worker a block of tests and more only while its tests
     are short: the worker given the first long ones kept getting the next (a suite run, pip, mypy),
     and ran the cancel tests (27 s of waiting on signals) alone at the end while the other three
     idled: 117 to 143 s on 2 cores against 114 s with work stealing, run after run. An explicit
     ``--dist`` wins.
+
+    Work stealing first gives each worker a contiguous quarter of the run, so every module of
+    ``LONGEST_FIRST`` (``tests/conftest.py``) starts on the first worker; the others, done with
+    their short tests, take the long ones from the end of its queue.
     """
     option = config.option
     if getattr(option, "numprocesses", None) and getattr(option, "dist", None) == "no":

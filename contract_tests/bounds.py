@@ -158,9 +158,8 @@ class _Backend(httpcore.NetworkBackend):
 
 
 class TrustSource(NamedTuple):
-    """Where the CAs that verify https come from, first given first: the suite's
-    ``--verdict-ca-bundle``, then ``SSL_CERT_FILE``, then ``SSL_CERT_DIR`` (as httpx reads
-    them), else certifi's."""
+    """What decides which CAs verify https: the suite's ``--verdict-ca-bundle`` if given, else
+    httpx's own reading of ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` (certifi's CAs without them)."""
 
     ca_bundle: str | None
     cert_file: str | None
@@ -172,25 +171,25 @@ def tls_context(ca_bundle: str | None) -> ssl.SSLContext:
 
     Made once per process for each source (:func:`_tls_context`): loading a CA bundle costs
     about 18 ms of CPU, and a run makes a client for its first reach, its preflight and its
-    checks (each of the hundreds of suite runs of this project's tests paid it six times). A
-    context is only read once made, and shared by every connection, as Python's ssl allows.
+    checks (each of the hundreds of suite runs of this project's tests paid it six times). The
+    clients of a process share it, as Python's ssl allows; httpcore sets the same ALPN
+    (http/1.1) on it for each connection.
     """
     return _tls_context(
         TrustSource(
             os.path.abspath(ca_bundle) if ca_bundle else None,
-            os.environ.get("SSL_CERT_FILE") or None,
-            os.environ.get("SSL_CERT_DIR") or None,
+            os.environ.get("SSL_CERT_FILE"),
+            os.environ.get("SSL_CERT_DIR"),
         )
     )
 
 
 @functools.cache
 def _tls_context(source: TrustSource) -> ssl.SSLContext:
-    if source.ca_bundle or source.cert_file:
-        return ssl.create_default_context(cafile=source.ca_bundle or source.cert_file)
-    if source.cert_dir:
-        return ssl.create_default_context(capath=source.cert_dir)
-    return httpx.create_ssl_context(trust_env=False)  # certifi's CAs
+    if source.ca_bundle:
+        return ssl.create_default_context(cafile=source.ca_bundle)
+    # httpx reads the variables itself (source.cert_file and .cert_dir only key the cache)
+    return httpx.create_ssl_context()
 
 
 def bounded_client(

@@ -3,9 +3,10 @@
 Only those waits read it. A call's own deadline (:mod:`.bounds`) and the pace between calls
 (:mod:`.pace`) keep the system's time: they bound real sockets and a real rate limit.
 
-The project's tests run the suite against services that throttle by count, not by time; they
-replace :data:`CLOCK` with one that moves when slept on (``tests/contract_tests/servers.py``),
-so a test of a 5 s ``Retry-After`` takes no 5 s. Against a real target nothing replaces it.
+The project's tests run the suite against services whose clock they hold (a mock's); they
+replace :data:`CLOCK` with one that moves, and moves the service's, when slept on
+(``tests/contract_tests/servers.py``), so a test of a 5 s ``Retry-After`` takes no 5 s. Against
+a real target nothing replaces it.
 """
 
 from __future__ import annotations

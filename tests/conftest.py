@@ -32,11 +32,11 @@ LONGEST_FIRST = (
     "tests/test_extras.py",
 )
 """The modules whose tests build, install or start pytest runs, those with the longest tests first
-(by a measured ``--durations`` run). They start first: under xdist the longest tests then never
-end a run alone on one worker while the others idle (work stealing, the root ``conftest.py``,
-spreads them over the workers). Each module stays whole in the order (a worker given several of
-its tests runs them one after the other: its module-scoped fixtures start once), and its tests
-keep their order."""
+(by a measured ``--durations`` run). They start first, on the first worker under xdist's work
+stealing (the root ``conftest.py``), and the other workers take them from the end of its queue
+once done with their own short tests. Each module stays whole in the order (a worker given
+several of its tests runs them one after the other: its module-scoped fixtures start once), and
+its tests keep their order."""
 
 
 def run_order(path: Path) -> int:

@@ -65,6 +65,9 @@ class Variant:
 
 KNOWN_IDS = "verdict.known_ids"
 """The WSGI environ key under which a variant finds the fresh ids its mock knows."""
+MOCK_CLOCK = "verdict.mock_clock"
+"""The WSGI environ key under which a variant finds its mock's monotonic clock: the one the
+suite's waits move while it serves (:class:`MovedClock`)."""
 
 
 @dataclass
@@ -157,6 +160,7 @@ def _wrap(app: Any, variant: Variant, ids: list[str], traffic: Traffic) -> Any:
 
     def wsgi(environ: WSGIEnvironment, start_response: StartResponse) -> Any:
         environ[KNOWN_IDS] = ids
+        environ[MOCK_CLOCK] = state_of(app).monotonic
         request = Request(environ)
         answer = variant.before(request) if variant.before else None
         if answer is None:
@@ -617,7 +621,8 @@ def _no_retry_after(request: Request, response: Response) -> None:
 def _probe_told_to_wait_1_s_for_4() -> Callable[[Request], Response | None]:
     """The rate-limit probe's session (only) is refused from its 11th call on, for 4 s, each 429
     saying ``Retry-After: 1``: a lie however fast or slow the run is, and no other check is
-    throttled (a key-wide window would make it a matter of when the window began)."""
+    throttled (a key-wide window would make it a matter of when the window began). The 4 s are
+    the mock's (``MOCK_CLOCK``), which the suite's waits move while it serves."""
     seen: dict[str, list[float]] = {}  # per served instance: [calls, first refusal]
 
     def before(request: Request) -> Response | None:
@@ -627,8 +632,9 @@ def _probe_told_to_wait_1_s_for_4() -> Callable[[Request], Response | None]:
         state[0] += 1
         if state[0] <= 10:
             return None
-        state[1] = state[1] or time.monotonic()
-        if time.monotonic() - state[1] >= 4.0:
+        now = request.environ[MOCK_CLOCK]()
+        state[1] = state[1] or now
+        if now - state[1] >= 4.0:
             return None
         answer = Response('{"code": "rate_limited"}', 429, content_type="application/json")
         answer.headers["Retry-After"] = "1"
