@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import run_threads
+from tests.mockserver.entries import ENTRY, EXPECTED
 from verdict_contract.core.redact import mask
-from verdict_contract.mockserver.store.journal import Journal
+from verdict_contract.mockserver.store.journal import SHOWN_FIELDS, Journal
 from verdict_contract.mockserver.store.shown import (
     CUT,
     MAX_HEADERS,
@@ -343,3 +344,36 @@ def test_an_entry_of_a_request_from_before_a_clear_is_never_read() -> None:
     _record(journal, generation=journal.generation)
     assert len(journal) == 1
     assert len(journal.entries()) == 1
+
+
+def test_an_entry_shows_every_field_of_its_request_its_answer_and_its_body() -> None:
+    assert set(SHOWN_FIELDS) == set(EXPECTED)
+    assert list(ENTRY.to_json()) == list(SHOWN_FIELDS)
+    assert ENTRY.to_json() == EXPECTED
+
+
+def test_what_an_entry_shows_is_a_copy_its_reader_may_edit() -> None:
+    shown = ENTRY.to_json()
+    shown["query"]["q"].append("edited")
+    shown["query"]["new"] = ["x"]
+    assert ENTRY.query == {"q": ["…4321"]}
+    assert ENTRY.to_json() == EXPECTED
+
+
+def test_an_entry_replaced_by_shown_names_changes_only_those() -> None:
+    changed = ENTRY.replace(status=503, verdict="disputed", path="/x", latency_ms=1.5)
+    assert (changed.status, changed.verdict, changed.path, changed.latency_ms) == (
+        503,
+        "disputed",
+        "/x",
+        1.5,
+    )
+    assert changed.to_json() == {
+        **EXPECTED,
+        "status": 503,
+        "verdict": "disputed",
+        "path": "/x",
+        "latency_ms": 1.5,
+    }
+    with pytest.raises(TypeError, match=r"unexpected field names: \['verdit'\]"):
+        ENTRY.replace(verdit="refused")

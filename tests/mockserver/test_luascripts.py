@@ -12,10 +12,10 @@ from typing import Any, NamedTuple
 import pytest
 import redis
 
+from tests.mockserver.entries import ENTRY, EXPECTED
 from tests.redisserver import redis_server
-from verdict_contract.mockserver.model.answer import Outcome, Served
 from verdict_contract.mockserver.store.backend import StateURL
-from verdict_contract.mockserver.store.journal import SHOWN_FIELDS, Entry, decode_entry
+from verdict_contract.mockserver.store.journal import decode_entry
 from verdict_contract.mockserver.store.luascripts import (
     AppendArgs,
     BatchArgs,
@@ -115,34 +115,6 @@ def test_each_request_and_kind_argument_reaches_the_script_under_its_name(
         assert named[name] == marked
 
 
-SERVED = Served("refused", True, 8, ("extra",))
-READING = Outcome(
-    status=218,
-    outcome="the-outcome",
-    fault=None,
-    decided_by="script",
-    retry_after="7",
-    delay_ms=250,
-    served=SERVED,
-)
-ENTRY = Entry(
-    time=1234.5,
-    method="HEAD",
-    path="/e",
-    n="the-n",
-    query={"q": ["…4321"]},
-    authorization="Bearer …9876",
-    reading=READING,
-    elapsed_ms=None,  # a shared store journals before the answer exists
-)
-EXPECTED: dict[str, Any] = {
-    **{name: getattr(ENTRY, name) for name in ("time", "method", "path", "n", "query")},
-    "authorization": ENTRY.authorization,
-    **{name: getattr(READING, name) for name in READING._fields if name != "served"},
-    **SERVED._asdict(),
-    "latency_ms": None,
-    "violations": (),
-}
 SHARED_FIELDS = [name for name in EXPECTED if name != "violations"]
 
 
@@ -172,36 +144,3 @@ def test_an_entry_from_the_ring_reads_back_as_untrusted(backend: RedisBackend) -
     backend.record(ENTRY._replace(time=1.0, untrusted=True))
     backend.record(ENTRY._replace(time=2.0))
     assert [entry.untrusted for entry in backend.entries()] == [True, False]
-
-
-def test_an_entry_shows_every_field_of_its_request_its_answer_and_its_body() -> None:
-    assert set(SHOWN_FIELDS) == set(EXPECTED)
-    assert list(ENTRY.to_json()) == list(SHOWN_FIELDS)
-    assert ENTRY.to_json() == EXPECTED
-
-
-def test_what_an_entry_shows_is_a_copy_its_reader_may_edit() -> None:
-    shown = ENTRY.to_json()
-    shown["query"]["q"].append("edited")
-    shown["query"]["new"] = ["x"]
-    assert ENTRY.query == {"q": ["…4321"]}
-    assert ENTRY.to_json() == EXPECTED
-
-
-def test_an_entry_replaced_by_shown_names_changes_only_those() -> None:
-    changed = ENTRY.replace(status=503, verdict="disputed", path="/x", latency_ms=1.5)
-    assert (changed.status, changed.verdict, changed.path, changed.latency_ms) == (
-        503,
-        "disputed",
-        "/x",
-        1.5,
-    )
-    assert changed.to_json() == {
-        **EXPECTED,
-        "status": 503,
-        "verdict": "disputed",
-        "path": "/x",
-        "latency_ms": 1.5,
-    }
-    with pytest.raises(TypeError, match=r"unexpected field names: \['verdit'\]"):
-        ENTRY.replace(verdit="refused")
