@@ -133,3 +133,12 @@ def test_the_package_is_compiled_where_it_is_imported_from() -> None:
     cached.unlink(missing_ok=True)  # another worker importing it meanwhile writes it again
     root.compile_package()
     assert cached.is_file()
+
+
+def test_this_run_collects_garbage_less_often_once_its_tests_are_collected() -> None:
+    """The root conftest's ``pytest_collection_finish``: what was collected is frozen out of
+    the collector's scans, and the collector runs less often."""
+    import gc
+
+    assert gc.get_threshold() == root.GC_THRESHOLD
+    assert gc.get_freeze_count() > 10_000  # the collected tests, their modules, the plugins
