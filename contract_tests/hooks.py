@@ -178,7 +178,7 @@ def _cancel_on_signals(config: pytest.Config) -> Callable[[], None]:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
-    def cancel(signum: int, frame: object) -> None:
+    def cancel(signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name
         config.stash[CANCELLED] = f"cancelled by {name}"
         restore()

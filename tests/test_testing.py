@@ -79,12 +79,19 @@ def test_misspelt_kind(make_verdict: MakeVerdict) -> None:
 MISSPELT_LINE = INTEGRATOR_TESTS.splitlines().index('    make_verdict("contradictd")') + 1
 
 
-def test_importing_it_loads_neither_flask_nor_faker() -> None:
+def test_its_types_load_nothing_heavy() -> None:
+    """The types an integrator imports at the top of a test module load neither the Flask app,
+    nor faker, jsonschema or prometheus-client; a mock that mints loads faker then."""
     code = (
         "import sys, verdict_contract.testing as t\n"
-        "assert not {'flask', 'faker', 'respx', 'responses'} & set(sys.modules), sys.modules\n"
-        "t.VerdictMock\n"
-        "assert 'flask' in sys.modules\n"
+        "heavy = {'flask', 'faker', 'jsonschema', 'prometheus_client', 'respx', 'responses'}\n"
+        "assert not heavy & set(sys.modules), sys.modules\n"
+        "t.VerdictMock, t.RespxVerdictMock, t.ResponsesVerdictMock, t.JournalEntry, t.Settings\n"
+        "assert not heavy & set(sys.modules), sorted(heavy & set(sys.modules))\n"
+        "from verdict_contract.mockserver.testing.mocks import respx_mock\n"
+        "with respx_mock() as mock:\n"
+        "    mock.mint()\n"
+        "assert 'faker' in sys.modules and 'flask' not in sys.modules\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

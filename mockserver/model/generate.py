@@ -13,9 +13,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
-
-from faker import Faker
+from typing import TYPE_CHECKING, Any
 
 from verdict_contract.core.spec import (
     FAMILIES,
@@ -29,6 +27,9 @@ from verdict_contract.core.validator import validate_verdict
 
 from .catalogue import SignalTemplate, templates
 from .sessions import SessionSpec, SpecError
+
+if TYPE_CHECKING:
+    from faker import Faker
 
 DEFAULT_SEED = "verdict-mock"
 """The seed of the mock's verdicts unless one is configured."""
@@ -101,6 +102,8 @@ class VerdictGenerator:
     def _faker(self) -> Faker:
         fake: Faker | None = getattr(self._local, "faker", None)
         if fake is None:
+            from faker import Faker  # on first use: a test that mints nothing never loads it
+
             fake = self._local.faker = Faker("en_US")
         return fake
 

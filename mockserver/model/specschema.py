@@ -15,13 +15,14 @@ import reprlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Final, cast
-
-from jsonschema import Draft202012Validator, ValidationError, validators
-from jsonschema.protocols import Validator
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from verdict_contract.core.resources import schema_dir
 from verdict_contract.core.spec import VERDICTS
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
+    from jsonschema.protocols import Validator
 
 SCENARIO_SCHEMA_FILE: Final = "mock-scenario.schema.json"
 
@@ -64,16 +65,17 @@ def _strict_integer(_: object, instance: object) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-_StrictValidator: Any = validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator,
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
-)
-
-
 @cache
 def _validator(definition: str | None) -> Validator:
-    """A validator of the whole file, or of one of its ``$defs`` (refs resolve in the file)."""
-    root: Validator = _StrictValidator(scenario_schema())
+    """A validator of the whole file, or of one of its ``$defs`` (refs resolve in the file);
+    jsonschema is imported on first use (an in-process test that mints nothing never needs it)."""
+    from jsonschema import Draft202012Validator, validators
+
+    strict: Any = validators.extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator,
+        type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
+    )
+    root: Validator = strict(scenario_schema())
     if definition is None:
         return root
     return root.evolve(schema=scenario_schema()["$defs"][definition])

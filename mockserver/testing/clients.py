@@ -12,9 +12,9 @@ its answer (``asyncio.timeout``, ``anyio.fail_after``) is journaled as ``cancell
 from __future__ import annotations
 
 import importlib.util
-import sys
 import threading
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import anyio
@@ -39,16 +39,9 @@ def httpx2_installed() -> bool:
     return importlib.util.find_spec("httpcore2") is not None
 
 
-def _in_async_respx() -> bool:
-    """Whether respx is resolving an async client's request (its ``aresolve`` is calling)."""
-    frame = sys._getframe(2)
-    for _ in range(10):
-        if frame is None:
-            return False
-        if frame.f_code.co_name == "aresolve":
-            return True
-        frame = frame.f_back  # type: ignore[assignment]
-    return False
+RESOLVING_ASYNC: ContextVar[bool] = ContextVar("verdict_resolving_async", default=False)
+"""Set while the mock's respx router resolves an async client's request (its ``aresolve``):
+the side effect then returns a coroutine, which only ``aresolve`` awaits."""
 
 
 def _raise_httpx2(fault: str) -> None:
@@ -124,7 +117,7 @@ def respx_handler(target: InProcessApp, prefix: str = "") -> Callable[[httpx.Req
         return httpx_reply(request, reply)
 
     def handle(request: httpx.Request) -> Any:
-        if _in_async_respx():
+        if RESOLVING_ASYNC.get():
             return later(request)
         return httpx_reply(request, call(request))
 

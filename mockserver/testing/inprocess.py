@@ -1,9 +1,12 @@
-"""Calling the mock app in-process, for the transports of :mod:`.testing` (respx, responses).
+"""Calling the mock in-process, for the transports of :mod:`.testing` (respx, responses).
 
-One request goes through the same WSGI stack as over HTTP, minus the socket; a scripted fault
-comes back as a :class:`Reply` naming it, for each adapter to raise its own client's error. A
-scripted delay at least as long as the client's read timeout becomes the fault ``timeout`` at
-once (the client would have given up), and is journaled so.
+``GET``/``HEAD /e`` is answered by :func:`..explain.handle`, the framework-free function every
+server calls, on a :class:`MockState` built once per settings and reset per test: no Flask app,
+no metrics. Any other request (a wrong path or method, ``/_mock/...``) goes to the Flask app,
+built on first use around the same state. A scripted fault comes back as a :class:`Reply` naming
+it, for each adapter to raise its own client's error. A scripted delay at least as long as the
+client's read timeout becomes the fault ``timeout`` at once (the client would have given up), and
+is journaled so.
 """
 
 from __future__ import annotations
@@ -12,18 +15,18 @@ import threading
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-from flask import Flask
-from werkzeug.test import EnvironBuilder
-from werkzeug.wrappers import Response
+from verdict_contract.core.spec import is_api_call
 
-from verdict_contract.core.spec import ENDPOINT_PATH
-
-from ..explain import journal, parse_query
+from ..explain import handle, journal, parse_query
+from ..model.answer import explain_headers, failure_answer
 from ..model.faults import FAULT_HEADER
-from ..web.faults import FaultMiddleware
-from ..web.glue import state_of
+from ..settings import Settings
+from ..state import MockState
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 
 @dataclass(frozen=True)
@@ -48,20 +51,30 @@ class _ClientCancelled(BaseException):
     """The client cancelled its call while a scripted delay held the answer (async only)."""
 
 
-class InProcessApp:
-    """The mock app behind a function call; scripted delays honour the caller's timeout."""
+def _split_fault(headers: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], str | None]:
+    """An answer's headers less the fault mark, and the fault it names (None: a plain answer)."""
+    fault = next((value for name, value in headers if name == FAULT_HEADER), None)
+    return [(name, value) for name, value in headers if name != FAULT_HEADER], fault
 
-    def __init__(self, app: Flask) -> None:
-        # Faults act on sockets; in-process, their marks are read instead. The request limits and
-        # access log above them guard a socket server, so in-process calls start below them too.
-        wsgi: Any = app.wsgi_app
-        while not isinstance(wsgi, FaultMiddleware) and hasattr(wsgi, "app"):
-            wsgi = wsgi.app
-        self._wsgi: Any = wsgi.app if isinstance(wsgi, FaultMiddleware) else app.wsgi_app
-        self.state = state_of(app)
+
+class InProcessApp:
+    """The mock behind a function call; scripted delays honour the caller's timeout."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.state = MockState(settings)
+        self._app: Flask | None = None
         self._read_timeout: ContextVar[float | None] = ContextVar("read_timeout", default=None)
         self._cancel: ContextVar[threading.Event | None] = ContextVar("cancel", default=None)
         self.state.delay = self._delay
+
+    @property
+    def app(self) -> Flask:
+        """The Flask app around :attr:`state`, for every request but ``/e``'s own."""
+        if self._app is None:
+            from ..web.app import create_app
+
+            self._app = create_app(self.state.settings, state=self.state)
+        return self._app
 
     def _delay(self, seconds: float) -> None:
         timeout = self._read_timeout.get()
@@ -87,6 +100,30 @@ class InProcessApp:
         ends a scripted delay early: the request is journaled with the fault ``cancelled``."""
         self._read_timeout.set(read_timeout)
         self._cancel.set(cancel)
+        if not is_api_call(method, path):
+            return self._call_app(method, path, query, headers, body)
+        authorization = next((v for k, v in headers if k.lower() == "authorization"), None)
+        generation = self.state.journal.generation
+        try:
+            answer = handle(self.state, method, query, authorization, headers)
+        except (_ScriptedTimeout, _ClientCancelled) as stopped:
+            gone = "timeout" if isinstance(stopped, _ScriptedTimeout) else "cancelled"
+            pairs = parse_query(query)
+            journal(
+                self.state, method, pairs, query, authorization, gone, generation, headers=headers
+            )
+            return Reply(0, [], b"", gone)
+        except Exception as exc:  # never a 5xx of the mock's own, as on every server
+            answer = failure_answer(exc, f"answering {method} {path}")
+        kept, fault = _split_fault(explain_headers(answer))
+        return Reply(answer.status, kept, b"" if method == "HEAD" else answer.body, fault)
+
+    def _call_app(
+        self, method: str, path: str, query: bytes, headers: list[tuple[str, str]], body: bytes
+    ) -> Reply:
+        from werkzeug.test import EnvironBuilder
+        from werkzeug.wrappers import Response
+
         environ = EnvironBuilder(
             method=method,
             path=path,
@@ -94,25 +131,6 @@ class InProcessApp:
             headers=headers,
             data=body,
         ).get_environ()
-        generation = self.state.journal.generation
-        try:
-            answer = Response.from_app(self._wsgi, environ)
-        except (_ScriptedTimeout, _ClientCancelled) as stopped:
-            gone = "timeout" if isinstance(stopped, _ScriptedTimeout) else "cancelled"
-            if path == ENDPOINT_PATH:
-                authorization = next((v for k, v in headers if k.lower() == "authorization"), None)
-                pairs = parse_query(query)
-                journal(
-                    self.state,
-                    method,
-                    pairs,
-                    query,
-                    authorization,
-                    gone,
-                    generation,
-                    headers=headers,
-                )
-            return Reply(0, [], b"", gone)
-        fault = answer.headers.get(FAULT_HEADER)
-        kept = [(k, v) for k, v in answer.headers.items() if k != FAULT_HEADER]
+        answer = Response.from_app(self.app.wsgi_app, environ)
+        kept, fault = _split_fault(list(answer.headers.items()))
         return Reply(answer.status_code, kept, answer.get_data(), fault)

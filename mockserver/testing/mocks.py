@@ -1,11 +1,12 @@
-"""The mock for integrators' tests: one app, over real HTTP, or in-process for httpx and requests.
+"""The mock for integrators' tests: over real HTTP, or in-process for httpx and requests.
 
 Every transport gives a :class:`VerdictMock` with the same ``base_url``, ``api_key``, ``mint``,
-journal checks (:mod:`.verify`), clock control and ``reset``; all run the same Flask app as
-``verdict-mock``. In-process, a scripted fault raises the error the client library raises for a
-real one: httpx through respx (:func:`respx_mock`, a :class:`RespxVerdictMock` with its
-``router``), requests through responses (:func:`responses_mock`, a
-:class:`ResponsesVerdictMock` with its ``responses``).
+journal checks (:mod:`.verify`), clock control and ``reset``; all decide ``/e`` with the function
+``verdict-mock`` serves it with (:func:`..explain.handle`), on a state built from the same
+settings. In-process, a scripted fault raises the error the client library raises for a real
+one: httpx through respx (:func:`respx_mock`, a :class:`RespxVerdictMock` with its ``router``),
+requests through responses (:func:`responses_mock`, a :class:`ResponsesVerdictMock` with its
+``responses``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from email.utils import format_datetime
 from typing import TYPE_CHECKING, Any, Final
 
 import httpx
-from flask import Flask
 
 from verdict_contract.core.errors import SettingsError, SpecError
 from verdict_contract.core.hosts import is_loopback
@@ -28,13 +28,10 @@ from verdict_contract.core.spec import VerdictKind, VerdictRow, split_row
 from ..model.answer import DOCUMENTED_FIELDS
 from ..model.sessions import ScriptStep as ScriptStep
 from ..model.sessions import StatusStep, Step, parse_spec, unknown_field
-from ..server.serve import BackgroundServer
 from ..settings import Settings
 from ..state import MockState
 from ..store.journal import Entry
-from ..web.app import create_app
-from ..web.glue import state_of
-from .clients import also_httpx2, respx_handler
+from .clients import RESOLVING_ASYNC, also_httpx2, respx_handler
 from .inprocess import InProcessApp
 from .verify import JournalChecks
 
@@ -87,16 +84,12 @@ def reply(
 class VerdictMock(JournalChecks):
     """A running mock: where it is, which key it takes, its journal and its controls."""
 
-    app: Flask
+    state: MockState
     base_url: str
 
     def __repr__(self) -> str:  # never the key (pytest -l prints fixtures)
         name = type(self).__name__
         return f"{name}(base_url={self.base_url!r}, settings={self.state.settings!r})"
-
-    @property
-    def state(self) -> MockState:
-        return state_of(self.app)
 
     @property
     def api_key(self) -> str:
@@ -224,12 +217,16 @@ def checked_base_url(base_url: str) -> str:
 @contextmanager
 def live_mock(settings: Settings | None = None) -> Iterator[VerdictMock]:
     """Serve the mock over real HTTP on 127.0.0.1 (a free port) for the block's duration."""
+    from ..server.serve import BackgroundServer
+    from ..web.app import create_app
+    from ..web.glue import state_of
+
     settings = settings or Settings(port=0)
     app = create_app(settings)
     with BackgroundServer(
         app, host=settings.host, port=settings.port, threads=settings.threads
     ) as server:
-        yield VerdictMock(app, server.base_url)
+        yield VerdictMock(state_of(app), server.base_url)
 
 
 _THROUGH = "verdict-loopback"
@@ -246,7 +243,15 @@ def _router_class() -> type[respx.MockRouter]:
     from respx.models import Route
 
     class VerdictRouter(respx.MockRouter):
-        """respx's router whose loopback route stays last, so routes added later come first."""
+        """respx's router whose loopback route stays last, so routes added later come first;
+        it tells the mock's side effect when an async client's request is being resolved."""
+
+        async def aresolve(self, request: httpx.Request) -> Any:
+            token = RESOLVING_ASYNC.set(True)
+            try:
+                return await super().aresolve(request)
+            finally:
+                RESOLVING_ASYNC.reset(token)
 
         def add(self, route: Route, *, name: str | None = None) -> Route:
             through: Route | None = self.routes.pop(_THROUGH, None)  # type: ignore[no-untyped-call]
@@ -260,7 +265,11 @@ def _router_class() -> type[respx.MockRouter]:
 
 @contextmanager
 def respx_mock(
-    base_url: str = RESPX_BASE_URL, settings: Settings | None = None, **router_options: Any
+    base_url: str = RESPX_BASE_URL,
+    settings: Settings | None = None,
+    *,
+    target: InProcessApp | None = None,
+    **router_options: Any,
 ) -> Iterator[RespxVerdictMock]:
     """Route httpx (and httpx2) requests under ``base_url`` to the mock app, in-process.
 
@@ -271,11 +280,12 @@ def respx_mock(
     thread, so the event loop keeps running). Requests to this machine (``127.0.0.1``,
     ``localhost``: pytest-httpserver, the live mock) go through. Requests elsewhere follow
     respx's defaults: an unmatched request raises ``respx.models.AllMockedAssertionError`` (pass
-    ``assert_all_mocked=False`` to let it through to the network instead).
+    ``assert_all_mocked=False`` to let it through to the network instead). ``target``: a mock
+    kept from an earlier test (the plugin keeps one per settings), else a new one.
     """
     from respx.patterns import M
 
-    app = create_app(settings or Settings())
+    target = target or InProcessApp(settings or Settings())
     base = httpx.URL(checked_base_url(base_url))
     prefix = base.path.rstrip("/")
     options = {"assert_all_called": False, **router_options}
@@ -285,11 +295,11 @@ def respx_mock(
             mine &= M(port=base.port)
         if prefix:
             mine &= M(path__regex="^" + re.escape(prefix) + "(/|$)")
-        router.route(mine).mock(side_effect=respx_handler(InProcessApp(app), prefix))
+        router.route(mine).mock(side_effect=respx_handler(target, prefix))
         router.route(M(host__regex=r"."), name=_THROUGH).mock(side_effect=_through_if_loopback)
         undo = also_httpx2(router)
         try:
-            yield RespxVerdictMock(app, str(base).rstrip("/"), router=router)
+            yield RespxVerdictMock(target.state, str(base).rstrip("/"), router=router)
         finally:
             undo()
 
@@ -347,7 +357,10 @@ def _any_method_response(pattern: re.Pattern[str], callback: Any) -> Any:
 
 @contextmanager
 def responses_mock(
-    base_url: str = RESPONSES_BASE_URL, settings: Settings | None = None
+    base_url: str = RESPONSES_BASE_URL,
+    settings: Settings | None = None,
+    *,
+    target: InProcessApp | None = None,
 ) -> Iterator[ResponsesVerdictMock]:
     """Answer ``requests`` calls under ``base_url`` with the mock app, in-process (responses).
 
@@ -361,11 +374,11 @@ def responses_mock(
     import requests.adapters
     import responses
 
-    app = create_app(settings or Settings())
+    target = target or InProcessApp(settings or Settings())
     base = checked_base_url(base_url)
     prefix = httpx.URL(base).path.rstrip("/")
     pattern = re.compile(re.escape(base) + r"(/[^?#]*)?(\?.*)?$")
-    answer = _any_method_response(pattern, _responses_callback(InProcessApp(app), prefix))
+    answer = _any_method_response(pattern, _responses_callback(target, prefix))
     below: Any = requests.adapters.HTTPAdapter.send  # responses' own alias of its type differs
     layered = below is not responses._real_send  # another mock is started: hand it the rest
     mock = responses.RequestsMock(assert_all_requests_are_fired=False, real_adapter_send=below)
@@ -376,7 +389,7 @@ def responses_mock(
     try:
         with mock:
             mock.add(answer)
-            yield ResponsesVerdictMock(app, base, responses=mock)
+            yield ResponsesVerdictMock(target.state, base, responses=mock)
     finally:
         current = responses.mock.get_registry()  # activate() may have replaced or reset it
         current.registered[:] = [r for r in current.registered if r is not answer]

@@ -11,7 +11,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from verdict_contract.core.spec import ENDPOINT_PATH
 
-from ..explain import handle, journal_elsewhere
+from ..explain import journal_elsewhere
 from ..model.answer import Answer, error_answer, failure_answer, not_allowed, status_line
 from ..settings import Settings
 from ..state import MockState
@@ -104,14 +104,10 @@ def _unexpected_error(error: Exception) -> Response:
     return to_response(failure_answer(error, doing))
 
 
-def explain_view() -> Response:
-    """``/e`` as a Flask view: what answers when the app runs without the fast path."""
-    headers = list(request.headers.items())
-    authorization = request.headers.get("Authorization")
-    answer = handle(state_of(), request.method, request.query_string, authorization, headers)
-    response = to_response(answer)
-    response.headers["Vary"] = "Authorization"
-    return response
+def _answered_below() -> Response:
+    """Never called: ``GET``/``HEAD /e`` is answered below Flask (``ExplainMiddleware`` or the
+    proxy); the route is there so that every other method gets its 405 from Flask."""
+    raise AssertionError("GET /e reached Flask")
 
 
 def standard_status(status: str) -> str:
@@ -139,20 +135,21 @@ class StandardReasons:
         return self.app(environ, start)
 
 
-def create_app(settings: Settings | None = None) -> Flask:
-    """Build the mock app for ``settings`` (the defaults serve the demo sessions)."""
-    settings = settings or Settings()
+def create_app(settings: Settings | None = None, state: MockState | None = None) -> Flask:
+    """Build the mock app for ``settings`` (the defaults serve the demo sessions), around
+    ``state`` if given (the in-process transports build their state first)."""
+    settings = state.settings if state is not None else settings or Settings()
     # Named after this module (an import name Flask can locate, not the working directory) and
     # with no static route: nothing of the disk is served, only the dashboard's own assets, which
     # dashboard.py reads from the package (issue 27: Flask("mockserver") served ./static/).
     app = Flask(__name__, static_folder=None)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body  # a chunked body, cut as it is read
-    state = MockState(settings)
+    state = state or MockState(settings)
     app.extensions[EXTENSION] = state
     # GET and HEAD are answered by ExplainMiddleware; the route gives other methods their 405.
     app.add_url_rule(
-        ENDPOINT_PATH, "explain", explain_view, methods=["GET"], provide_automatic_options=False
+        ENDPOINT_PATH, "explain", _answered_below, methods=["GET"], provide_automatic_options=False
     )
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected_error)

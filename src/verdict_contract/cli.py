@@ -239,7 +239,7 @@ def supervise(command: list[str], interactive: bool = False, grace: float = GRAC
     """
     received: list[int] = []
 
-    def note(signum: int, frame: object) -> None:
+    def note(signum: int, _frame: object) -> None:
         received.append(signum)
 
     previous = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -25,6 +25,7 @@ from .core.spec import VERDICT_OUTCOMES
 if TYPE_CHECKING:
     from verdict_contract.mockserver import Settings
     from verdict_contract.mockserver.factory import MakeVerdict
+    from verdict_contract.mockserver.testing.inprocess import InProcessApp
     from verdict_contract.mockserver.testing.mocks import (
         ResponsesVerdictMock,
         RespxVerdictMock,
@@ -46,6 +47,8 @@ BASE_URL = "base_url"
 """A ``verdict_mock`` marker argument, not a setting: where the in-process mocks answer."""
 MAX_LIVE_SERVERS = 4
 """Live servers kept at once for distinct settings; the least recently used one stops first."""
+MAX_IN_PROCESS_MOCKS = 16
+"""In-process mocks kept at once for distinct settings; the least recently used one goes first."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -237,6 +240,35 @@ def verdict_mock_servers() -> Iterator[_LiveServers]:
     servers.close()
 
 
+class _InProcessMocks:
+    """In-process mocks by settings: built on first use, reset for each test that takes one."""
+
+    def __init__(self) -> None:
+        self._built: OrderedDict[Settings, InProcessApp] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"_InProcessMocks({len(self._built)} built)"
+
+    def get(self, settings: Settings) -> InProcessApp:
+        from verdict_contract.mockserver.testing.inprocess import InProcessApp
+
+        target = self._built.pop(settings, None)
+        if target is None:
+            target = InProcessApp(settings)
+        else:
+            target.state.reset()
+        self._built[settings] = target
+        while len(self._built) > MAX_IN_PROCESS_MOCKS:
+            self._built.popitem(last=False)
+        return target
+
+
+@pytest.fixture(scope="session")
+def verdict_inprocess_mocks() -> _InProcessMocks:
+    """The session's in-process mocks, one per distinct settings (per xdist worker)."""
+    return _InProcessMocks()
+
+
 def _base_url(request: pytest.FixtureRequest, default: str) -> str:
     """``@pytest.mark.verdict_mock(base_url=...)``: where an in-process mock answers (the
     closest marker that names one), checked; else ``default``."""
@@ -283,15 +315,17 @@ def verdict_mock(
 
 @pytest.fixture
 def verdict_respx(
-    request: pytest.FixtureRequest, verdict_mock_settings: Settings
+    request: pytest.FixtureRequest,
+    verdict_mock_settings: Settings,
+    verdict_inprocess_mocks: _InProcessMocks,
 ) -> Iterator[RespxVerdictMock]:
     """httpx and httpx2 requests to ``verdict_respx.base_url`` answered in-process (respx), same
     settings; ``@pytest.mark.verdict_mock(base_url="https://api.example/v2")`` moves it."""
     __tracebackhide__ = True  # a failed check at teardown points at the test, not here
     from verdict_contract.mockserver.testing.mocks import RESPX_BASE_URL, respx_mock
 
-    settings = _settings_for(request, verdict_mock_settings)
-    with respx_mock(_base_url(request, RESPX_BASE_URL), settings=settings) as mock:
+    target = verdict_inprocess_mocks.get(_settings_for(request, verdict_mock_settings))
+    with respx_mock(_base_url(request, RESPX_BASE_URL), target=target) as mock:
         yield mock
         _gathered(request, mock)
         _checked_at_teardown(request, mock)
@@ -299,15 +333,17 @@ def verdict_respx(
 
 @pytest.fixture
 def verdict_responses(
-    request: pytest.FixtureRequest, verdict_mock_settings: Settings
+    request: pytest.FixtureRequest,
+    verdict_mock_settings: Settings,
+    verdict_inprocess_mocks: _InProcessMocks,
 ) -> Iterator[ResponsesVerdictMock]:
     """requests calls to ``verdict_responses.base_url`` answered in-process (responses);
     ``@pytest.mark.verdict_mock(base_url=...)`` moves it."""
     __tracebackhide__ = True  # a failed check at teardown points at the test, not here
     from verdict_contract.mockserver.testing.mocks import RESPONSES_BASE_URL, responses_mock
 
-    settings = _settings_for(request, verdict_mock_settings)
-    with responses_mock(_base_url(request, RESPONSES_BASE_URL), settings=settings) as mock:
+    target = verdict_inprocess_mocks.get(_settings_for(request, verdict_mock_settings))
+    with responses_mock(_base_url(request, RESPONSES_BASE_URL), target=target) as mock:
         yield mock
         _gathered(request, mock)
         _checked_at_teardown(request, mock)

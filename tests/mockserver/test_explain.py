@@ -440,15 +440,3 @@ def test_a_key_sent_as_a_plain_name_or_as_n_is_masked_in_the_journal() -> None:
     journal = json.dumps(client.get("/_mock/requests").get_json(), ensure_ascii=False)
     assert secret not in journal
     assert "…cret" in journal
-
-
-def test_the_flask_view_answers_like_the_fast_path() -> None:
-    from verdict_contract.mockserver.web.app import explain_view as flask_view
-
-    app = create_app(Settings())
-    headers = {"Authorization": f"Bearer {DEFAULT_API_KEY}"}
-    with app.test_request_context("/e?n=demo-refused", headers=headers):
-        view = flask_view()
-    fast = app.test_client().get("/e?n=demo-refused", headers=headers)
-    assert (view.status_code, view.get_data()) == (200, fast.get_data())
-    assert view.headers["Cache-Control"] == fast.headers["Cache-Control"]

@@ -68,7 +68,7 @@ def _flask() -> Iterator[tuple[VerdictMock, Get]]:
         with suppress(ConnectionResetError):
             client.get(path, headers=headers)
 
-    yield VerdictMock(app, "http://flask.test"), get
+    yield VerdictMock(state_of(app), "http://flask.test"), get
 
 
 @contextmanager
@@ -183,6 +183,6 @@ def test_the_journal_keeps_the_answers_reading_not_a_copy() -> None:
     with _respx() as (mock, get):
         n = mock.mint(verdict="refused")
         get(mock.url(n), mock.headers)
-        kept = state_of(mock.app).journal._current()
+        kept = mock.state.journal._current()
     assert isinstance(kept[0].reading.served, tuple)
     assert kept[0].decided_by == "logic"
