@@ -255,8 +255,8 @@ def test_an_integrator_project_from_a_wheel_gets_coverage_on_a_2026_stack(
     assert _sets(alone) == _sets(spread)  # the same sets, serially and from two workers
     for output in (serial, parallel):
         assert "verdict coverage" in output
-        assert "5 of 21 behaviours of the spec met" in output
-        assert "never met (16): verdict.contradicted.conclusive" in output
+        assert "5 of 21 behaviours of the spec served" in output
+        assert "never served (16): verdict.contradicted.conclusive" in output
         assert "refetch  test_stack.py::test_httpx2_at_our_own_host" in output
     met = {b for b, m in alone["behaviours"].items() if m["exercised"]}
     assert met == {
@@ -273,4 +273,4 @@ def test_an_integrator_project_from_a_wheel_gets_coverage_on_a_2026_stack(
         pythonpath=str(wheel_install),
     )
     assert failed.returncode == 1, failed.stdout + failed.stderr
-    assert "required behaviour(s) never met: fault.malformed" in failed.stdout
+    assert "required behaviour(s) never served: fault.malformed" in failed.stdout

@@ -91,13 +91,21 @@ def test_the_table_and_the_json_name_what_the_tests_met(
     habits = [(h["id"], h["test"]) for h in report["habits"]]
     assert habits == [("refetch", "test_consumer.py::test_caches_nothing")]
     assert "…" in report["habits"][0]["detail"]  # the session, masked
+    assert report["modules"]["test_consumer.py"]["requests"]["served"] == ["auth.missing"]
+    assert "auth.missing" not in report["modules"]["test_consumer.py"]["requests"]["never"]
+    assert "notfound.unknown" in report["modules"]["test_consumer.py"]["httpx"]["never"]
+    assert report["modules"]["test_consumer.py"]["http"]["served"] == [
+        "notfound.unknown",
+        "ratelimit.retry_after",
+    ]
     text = result.stdout.str()
-    assert "5 of 21 behaviours of the spec met" in text
+    assert "5 of 21 behaviours of the spec served" in text
     result.stdout.re_match_lines(
         [
             r"verdict\.contradicted\.conclusive +2 +test_consumer\.py::test_caches_nothing$",
             r"auth\.wrong +0 +-$",
-            r"never met \(16\): verdict\.contradicted\.inconclusive, .*fields\.extra$",
+            r"never served \(16\): verdict\.contradicted\.inconclusive, .*fields\.extra$",
+            r"  test_consumer\.py \(http\): 18: verdict\.contradicted\.conclusive, .*$",
             r"  refetch +test_consumer\.py::test_caches_nothing +session …\S+: fetched again .*$",
         ],
         consecutive=False,
@@ -105,18 +113,85 @@ def test_the_table_and_the_json_name_what_the_tests_met(
 
 
 def test_a_required_behaviour_never_met_fails_the_run(pytester: pytest.Pytester) -> None:
-    result, _ = _run(pytester, "--verdict-require-coverage=auth.missing,fault.reset,slow")
+    pytester.makepyfile(test_consumer=CONSUMER_TESTS)
+    args = ("-p", "no:cacheprovider", "--verdict-require-coverage=auth.missing,fault.reset,slow")
+    result = pytester.runpytest_subprocess(*args)
     result.assert_outcomes(passed=5)
     assert result.ret == 1
-    result.stdout.fnmatch_lines(
-        ["verdict coverage: required behaviour(s) never met: fault.reset, slow"]
+    assert "never served (16)" in result.stdout.str()  # the table, without --verdict-coverage
+    last = result.stdout.lines[-1]
+    assert last == (
+        "FAILED (exit 1): verdict coverage: required behaviour(s) never served: fault.reset, "
+        "slow (--verdict-require-coverage)"
+    )
+
+
+EVERY_CORRECT_ANSWER = """
+import httpx
+import pytest
+from verdict_contract.testing import reply
+
+@pytest.mark.parametrize("kind", ["contradicted", "refused"])
+@pytest.mark.parametrize("conclusive", [True, False])
+def test_rows(verdict_respx, kind, conclusive):
+    n = verdict_respx.mint(verdict=kind, conclusive=conclusive)
+    assert httpx.get(verdict_respx.url(n), headers=verdict_respx.headers).status_code == 200
+
+@pytest.mark.parametrize("kind", ["disputed", "uncontradicted", "insufficient"])
+def test_other_verdicts(verdict_respx, kind):
+    n = verdict_respx.mint(verdict=kind)
+    assert httpx.get(verdict_respx.url(n), headers=verdict_respx.headers).status_code == 200
+
+def test_errors(verdict_respx):
+    url = verdict_respx.url
+    assert httpx.get(url("x"), headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert httpx.get(url("x"), headers=verdict_respx.headers).status_code == 404
+    n = verdict_respx.mint(verdict="refused")
+    verdict_respx.expire(n)
+    assert httpx.get(url(n), headers=verdict_respx.headers).status_code == 404
+    SCRIPT
+    n = verdict_respx.mint(verdict="refused", script=steps, schema=8, extra={"new": 1})
+    for _ in steps:
+        try:
+            httpx.get(url(n), headers=verdict_respx.headers, timeout=0.5)
+        except httpx.HTTPError:
+            pass
+    httpx.get(url(n), headers=verdict_respx.headers)
+"""
+SCRIPT = (
+    'steps = [429, reply(429), "reset", "truncated", "malformed", {"delay_ms": 900}, '
+    '{"delay_ms": 10}, 503]'
+)
+
+
+@pytest.mark.parametrize(
+    "script", [SCRIPT, SCRIPT.replace(', "truncated"', "")], ids=["all", "one missing"]
+)
+def test_all_is_every_answer_a_correct_client_can_meet(
+    pytester: pytest.Pytester, script: str
+) -> None:
+    """A suite that never sends a request without a key passes ``all``; one answer short, the
+    gate fails and its last line names it."""
+    pytester.makepyfile(test_client=EVERY_CORRECT_ANSWER.replace("SCRIPT", script))
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--verdict-require-coverage=all"
+    )
+    result.assert_outcomes(passed=8)
+    if "truncated" in script:
+        assert result.ret == 0, result.stdout.str()
+        return
+    assert result.ret == 1
+    assert result.stdout.lines[-1].startswith(
+        "FAILED (exit 1): verdict coverage: required behaviour(s) never served: fault.truncated"
     )
 
 
 def test_an_unknown_behaviour_id_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--verdict-require-coverage=auth.misssing")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*unknown behaviour id(s) auth.misssing*"])
+    result.stderr.fnmatch_lines(
+        ["*unknown behaviour id(s) auth.misssing (did you mean auth.missing?)*"]
+    )
 
 
 def test_without_the_options_no_hook_of_coverage_joins_the_run(pytester: pytest.Pytester) -> None:

@@ -39,6 +39,10 @@ BEHAVIOURS: Final[dict[str, str]] = {
 }
 """Every behaviour id, in the report's order, with what it means."""
 
+BROKEN_CLIENT_ONLY: Final = frozenset({"auth.missing"})
+"""What only a client that breaks the spec can meet (a correct one always sends its key):
+``--verdict-require-coverage=all`` leaves these out; they can still be required by name."""
+
 _BY_VERDICT: Final[dict[tuple[str, bool], str]] = {
     (row.verdict, row.conclusive): f"verdict.{row.id}" for row in VERDICT_OUTCOMES
 }

@@ -4,6 +4,11 @@ Registered by the plugin only in a run that asks (``--verdict-coverage``,
 ``--verdict-coverage-json=PATH``, ``--verdict-require-coverage=IDS``): each fixture's journal is
 read at its test's teardown (:meth:`CoveragePlugin.add`); an xdist worker hands its part to the
 controller in ``workeroutput``, which merges them (``pytest_testnodedown``) and reports once.
+
+The report says "served": what the mock answered a test's client. Whether the test then checked
+what its client did with it cannot be told from outside the test, so it is not claimed. It is
+broken down per test module and per client (the fixture's transport), since a behaviour served
+to one client says nothing of another's handling of it.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from typing import Any, Final
 
 import pytest
 
-from ..store.behaviours import BEHAVIOURS, behaviours
+from verdict_contract.core.suggest import closest
+
+from ..store.behaviours import BEHAVIOURS, BROKEN_CLIENT_ONLY, behaviours
 from ..store.habits import ClockMove, habits
 from ..store.journal import Entry
-from .mocks import VerdictMock
+from .mocks import ResponsesVerdictMock, RespxVerdictMock, VerdictMock
 
 PLUGIN_NAME: Final = "verdict-coverage"
 WORKER_KEY: Final = "verdict_coverage"
@@ -26,12 +33,34 @@ TESTS_SHOWN: Final = 3
 """Tests named per behaviour in the table (the JSON names them all)."""
 
 
+def client_of(mock: VerdictMock) -> str:
+    """Which client library a fixture's mock answers: what the report breaks coverage down by."""
+    if isinstance(mock, RespxVerdictMock):
+        return "httpx"
+    if isinstance(mock, ResponsesVerdictMock):
+        return "requests"
+    return "http"
+
+
+def module_of(test: str) -> str:
+    """A test's module, from its node id (``tests/test_x.py::test_y[1]``: ``tests/test_x.py``)."""
+    return test.partition("::")[0]
+
+
+def correct_client_ids() -> list[str]:
+    """What ``all`` requires: every answer the spec lets a service give a correct client."""
+    return [behaviour for behaviour in BEHAVIOURS if behaviour not in BROKEN_CLIENT_ONLY]
+
+
 class Coverage:
-    """Behaviours met (how often, by which tests) and habits seen, mergeable across workers."""
+    """Behaviours served (how often, to which tests, per module and client) and habits seen,
+    mergeable across workers."""
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = dict.fromkeys(BEHAVIOURS, 0)
         self.tests: dict[str, set[str]] = {behaviour: set() for behaviour in BEHAVIOURS}
+        self.modules: dict[str, dict[str, set[str]]] = {}
+        """Per test module, per client: the behaviours served there."""
         self.habits: list[dict[str, str]] = []
 
     def add(
@@ -40,19 +69,29 @@ class Coverage:
         entries: Iterable[Entry],
         keys: Iterable[str] = (),
         moves: Sequence[ClockMove] = (),
+        client: str = "http",
     ) -> None:
         """Count one test's journal (its entries, the mock's keys and clock moves)."""
         entries = list(entries)
+        served = self.modules.setdefault(module_of(test), {}).setdefault(client, set())
         for entry in entries:
             for behaviour in behaviours(entry):
                 self.counts[behaviour] += 1
                 self.tests[behaviour].add(test)
+                served.add(behaviour)
         for habit in habits(entries, keys, moves):
             detail = f"session {habit.session}: {habit.detail}"
             self.habits.append({"id": habit.id, "test": test, "detail": detail})
 
     def never(self) -> list[str]:
         return [behaviour for behaviour, count in self.counts.items() if not count]
+
+    def module_never(self, module: str) -> dict[str, list[str]]:
+        """Per client of ``module``: what a correct client could meet and was never served."""
+        return {
+            client: [b for b in correct_client_ids() if b not in served]
+            for client, served in sorted(self.modules.get(module, {}).items())
+        }
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +100,13 @@ class Coverage:
                 for behaviour, count in self.counts.items()
             },
             "never": self.never(),
+            "modules": {
+                module: {
+                    client: {"served": sorted(served), "never": self.module_never(module)[client]}
+                    for client, served in sorted(clients.items())
+                }
+                for module, clients in sorted(self.modules.items())
+            },
             "habits": sorted(self.habits, key=lambda h: (h["test"], h["id"], h["detail"])),
         }
 
@@ -70,24 +116,37 @@ class Coverage:
             if behaviour in self.counts:
                 self.counts[behaviour] += met["exercised"]
                 self.tests[behaviour].update(met["tests"])
+        for module, clients in data["modules"].items():
+            for client, part in clients.items():
+                served = self.modules.setdefault(module, {}).setdefault(client, set())
+                served.update(part["served"])
         self.habits.extend(data["habits"])
 
     def lines(self) -> list[str]:
-        """The report: one table of the answer space, the behaviours never met, the habits."""
+        """The report: one table of the answer space, the behaviours never served (in all and
+        per module and client), the habits."""
         met = len(BEHAVIOURS) - len(self.never())
         width = max(map(len, BEHAVIOURS))
         out = [
-            f"{met} of {len(BEHAVIOURS)} behaviours of the spec met",
-            f"{'behaviour':<{width}}  {'met':>5}  tests",
+            f"{met} of {len(BEHAVIOURS)} behaviours of the spec served",
+            f"{'behaviour':<{width}}  {'served':>6}  tests",
         ]
         for behaviour, count in self.counts.items():
             tests = sorted(self.tests[behaviour])
             shown = ", ".join(tests[:TESTS_SHOWN])
             if len(tests) > TESTS_SHOWN:
                 shown += f", +{len(tests) - TESTS_SHOWN} more"
-            out.append(f"{behaviour:<{width}}  {count:>5}  {shown or '-'}")
+            out.append(f"{behaviour:<{width}}  {count:>6}  {shown or '-'}")
         never = self.never()
-        out.append(f"never met ({len(never)}): {', '.join(never) or 'none'}")
+        out.append(f"never served ({len(never)}): {', '.join(never) or 'none'}")
+        broken = ", ".join(sorted(BROKEN_CLIENT_ONLY))
+        out.append(f"(only a client that breaks the spec meets {broken}: 'all' leaves it out)")
+        if len(self.modules) > 1 or any(len(c) > 1 for c in self.modules.values()):
+            out.append("never served, per test module and client (what a correct client meets):")
+            for module in sorted(self.modules):
+                for client, missing in self.module_never(module).items():
+                    listed = f"{len(missing)}: {', '.join(missing)}" if missing else "none"
+                    out.append(f"  {module} ({client}): {listed}")
         if self.habits:
             out.append(f"client habits (advisory, {len(self.habits)}):")
             for habit in self.to_json()["habits"]:
@@ -96,16 +155,23 @@ class Coverage:
 
 
 def required(value: str | None) -> list[str]:
-    """The ids ``--verdict-require-coverage`` names (``all``: every one); unknown ones refused."""
+    """The ids ``--verdict-require-coverage`` names (``all``: every answer a correct client can
+    meet, :func:`correct_client_ids`; with more ids: those too); unknown ones refused."""
     if not value:
         return []
-    if value.strip() == "all":
-        return list(BEHAVIOURS)
-    ids = [part.strip() for part in value.split(",") if part.strip()]
+    ids: list[str] = []
+    for part in (part.strip() for part in value.split(",")):
+        for behaviour in correct_client_ids() if part == "all" else [part] if part else []:
+            if behaviour not in ids:
+                ids.append(behaviour)
     unknown = [i for i in ids if i not in BEHAVIOURS]
     if unknown:
+        named = []
+        for word in unknown:
+            close = closest(word, BEHAVIOURS)
+            named.append(f"{word} (did you mean {close}?)" if close else word)
         raise pytest.UsageError(
-            f"--verdict-require-coverage: unknown behaviour id(s) {', '.join(unknown)}; "
+            f"--verdict-require-coverage: unknown behaviour id(s) {', '.join(named)}; "
             f"known: all, {', '.join(BEHAVIOURS)}"
         )
     return ids
@@ -129,7 +195,8 @@ class CoveragePlugin:
 
     def add(self, test: str, mock: VerdictMock) -> None:
         state = mock.state
-        self.coverage.add(test, mock.journal, state.api_keys, list(state.clock_moves))
+        moves = list(state.clock_moves)
+        self.coverage.add(test, mock.journal, state.api_keys, moves, client_of(mock))
 
     @property
     def _is_worker(self) -> bool:
@@ -158,12 +225,20 @@ class CoveragePlugin:
         if self._is_worker:
             return
         terminalreporter.write_sep("=", "verdict coverage")
-        for line in self.coverage.lines() if self.show else ():
+        for line in self.coverage.lines() if self.show or self.missing else ():
             terminalreporter.write_line(line)
         if self.json_path:
             terminalreporter.write_line(f"verdict coverage JSON written to {self.json_path}")
-        if self.missing:
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """A failing gate says why on the run's last line, after pytest's own counts."""
+        if self._is_worker or not self.missing:
+            return
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
             names = ", ".join(self.missing)
-            terminalreporter.write_line(
-                f"verdict coverage: required behaviour(s) never met: {names}", red=True
+            reporter.write_line(
+                f"FAILED (exit 1): verdict coverage: required behaviour(s) never served: {names}"
+                " (--verdict-require-coverage)",
+                red=True,
             )

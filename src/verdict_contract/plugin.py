@@ -78,7 +78,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         REQUIRE_OPTION,
         metavar="IDS",
         default=None,
-        help="fail the run if a behaviour id of IDS (comma-separated, or all) was never met",
+        help="fail the run if a behaviour id of IDS (comma-separated) was never served; "
+        "all: every answer a correct client can meet",
     )
 
 
