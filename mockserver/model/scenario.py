@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -104,8 +105,13 @@ def named_sessions(specs: Mapping[str, SessionSpec], loaded_at: float) -> dict[s
     }
 
 
+@cache  # parsed once: a reset per in-process test re-parsed them, a third of its cost
+def _demo_specs() -> dict[str, SessionSpec]:
+    return {name: parse_spec(raw, name) for name, raw in DEMO_SESSIONS.items()}
+
+
 def demo_sessions(loaded_at: float) -> dict[str, Session]:
-    return named_sessions({n: parse_spec(s, n) for n, s in DEMO_SESSIONS.items()}, loaded_at)
+    return named_sessions(_demo_specs(), loaded_at)
 
 
 def parse_scenario(raw: object, loaded_at: float) -> Scenario:
