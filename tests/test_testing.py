@@ -160,7 +160,16 @@ def test_steps(verdict_respx: RespxVerdictMock) -> None:
     late: StatusStep = reply(503, retry_after=2, delay_ms=300)
     good: list[ScriptStep] = [429, "reset", fault, slow, late, {"status": 418}]
     verdict_respx.mint(script=good)
+    verdict_respx.mint(script=["reset"] * 4)
+    verdict_respx.mint(script=[429] * 3)
+    verdict_respx.mint(script=[{"delay_ms": 9000}] * 4)
+    verdict_respx.mint(script=("reset", 429), summary="Written by hand.")
+    faults: list[FaultName] = ["reset", "truncated"]
+    verdict_respx.mint(script=faults)
+    verdict_respx.mint(allow_invalid=True, summary=3, debug="on")
     verdict_respx.mint(script=["rest"])  # misspelt
+    verdict_respx.mint(verdcit="refused")  # misspelt
+    verdict_respx.mint(summary=3)  # misspelt
     verdict_respx.mint(script=[{"dleay_ms": 200}])  # misspelt
     verdict_respx.mint(script=[402])  # misspelt
     reply(503, dleay_ms=200)  # misspelt
@@ -196,6 +205,18 @@ def test_the_well_typed_steps_run_and_the_misspelt_ones_are_refused(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*SpecError: mint().script[[]0[]] must be one of the statuses*"])
     result.stdout.fnmatch_lines(['*verdict_respx.mint(script=[[]"rest"[]])*'])
+
+
+def test_a_misspelt_field_points_at_the_test_not_at_mint(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_field="def test_field(verdict_respx):\n    verdict_respx.mint(verdcit='refused')\n"
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*'verdcit' is not a field of the verdict; did you mean 'verdict'?"]
+    )
+    assert "def mint(" not in result.stdout.str()  # the test's line, not mint()'s source
 
 
 def test_the_typed_file_runs(pytester: pytest.Pytester) -> None:

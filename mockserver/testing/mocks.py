@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from email.utils import format_datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict, overload
 
 import httpx
 
@@ -39,6 +39,20 @@ if TYPE_CHECKING:
     import requests
     import responses
     import respx
+    from typing_extensions import Unpack
+
+    from verdict_contract.core.types import Families, Provenance, Signal
+
+
+class VerdictFields(TypedDict, total=False):
+    """The verdict's own fields ``mint`` takes as keywords (spec §2.2), for type checkers."""
+
+    provenance: Provenance
+    summary: str
+    contradicting_families: Sequence[str]
+    families: Families
+    signals: Sequence[Signal]
+
 
 RESPX_BASE_URL = "https://verdict.mock"
 RESPONSES_BASE_URL = "https://verdict.mock"
@@ -100,6 +114,53 @@ class VerdictMock(JournalChecks):
         """``Authorization: Bearer <key>`` for the mock's first key."""
         return {"Authorization": f"Bearer {self.api_key}"}
 
+    # Overloads for type checkers: a list of steps as its own type first, so that pyright infers
+    # ``["reset"] * 4`` against it (it does not against a Sequence); a Sequence for the rest (a
+    # tuple, a list of one kind). A misspelt step or field is an error in both, unless
+    # ``allow_invalid=True`` (a body that breaks the spec on purpose).
+    @overload
+    def mint(
+        self,
+        verdict: VerdictKind | VerdictRow | None = None,
+        conclusive: bool | None = None,
+        age_seconds: float | None = None,
+        script: list[ScriptStep] = ...,
+        allow_invalid: Literal[False] = False,
+        seed: str | None = None,
+        schema: int | None = None,
+        extra: Mapping[str, Any] | None = None,
+        **fields: Unpack[VerdictFields],
+    ) -> str: ...
+
+    @overload
+    def mint(
+        self,
+        verdict: VerdictKind | VerdictRow | None = None,
+        conclusive: bool | None = None,
+        age_seconds: float | None = None,
+        script: Sequence[ScriptStep] = ...,
+        allow_invalid: Literal[False] = False,
+        seed: str | None = None,
+        schema: int | None = None,
+        extra: Mapping[str, Any] | None = None,
+        **fields: Unpack[VerdictFields],
+    ) -> str: ...
+
+    @overload
+    def mint(
+        self,
+        verdict: VerdictKind | VerdictRow | None = None,
+        conclusive: bool | None = None,
+        age_seconds: float | None = None,
+        script: Sequence[Any] = ...,
+        *,
+        allow_invalid: Literal[True],
+        seed: str | None = None,
+        schema: int | None = None,
+        extra: Mapping[str, Any] | None = None,
+        **fields: Any,
+    ) -> str: ...
+
     def mint(
         self,
         verdict: VerdictKind | VerdictRow | None = None,
@@ -122,6 +183,7 @@ class VerdictMock(JournalChecks):
         of these nor a field of the verdict is answered with the closest (did you mean).
         Raises :class:`~verdict_contract.core.errors.SpecError` for an impossible request.
         """
+        __tracebackhide__ = True  # pytest shows the test's line that asked, not this source
         try:  # a row of §2.4 (verdict_kind): both at once
             verdict, conclusive = split_row(verdict, conclusive)
         except ValueError as exc:

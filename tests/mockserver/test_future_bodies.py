@@ -128,7 +128,7 @@ def test_a_documented_field_is_still_overridden_and_checked() -> None:
         )
         assert body["summary"] == "Hand-written."
         with pytest.raises(SpecError, match="allow_invalid"):  # a broken value: on purpose only
-            mock.mint(summary=3)
+            mock.mint(summary=3)  # type: ignore[call-overload]
         assert mock.mint(allow_invalid=True, debug="on")  # a broken body stays possible
 
 

@@ -227,7 +227,7 @@ def test_a_delay_does_not_block_an_async_clients_event_loop() -> None:
 def test_mint_by_kind_gives_the_same_body_on_every_run_and_a_seed_reproduces_one() -> None:
     def bodies(settings: Settings, **mint: object) -> list[dict[str, object]]:
         with respx_mock(settings=settings) as mock:
-            ids = [mock.mint(verdict="contradicted", **mint) for _ in range(2)]  # type: ignore[arg-type]
+            ids = [mock.mint(verdict="contradicted", **mint) for _ in range(2)]  # type: ignore[call-overload]
             return [httpx.get(mock.url(n), headers=mock.headers).json() for n in ids]
 
     first, again = bodies(Settings()), bodies(Settings())
