@@ -6,6 +6,7 @@ They come from the mock's own generator, so they look like what ``verdict-mock``
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Protocol, cast
 
@@ -45,6 +46,8 @@ class MakeVerdict(Protocol):
         seed: str = ...,
         session_id: str | None = None,
         valid: bool = True,
+        schema: int | None = None,
+        extra: Mapping[str, Any] | None = None,
         **overrides: Any,
     ) -> Verdict: ...
 
@@ -61,13 +64,18 @@ def make_verdict(
     seed: str = DEFAULT_SEED,
     session_id: str | None = None,
     valid: bool = True,
+    schema: int | None = None,
+    extra: Mapping[str, Any] | None = None,
     **overrides: Any,
 ) -> Verdict:
     """Return a contract-valid verdict body, the same for the same arguments and seed.
 
     ``overrides`` replace top-level fields. A result that breaks the contract raises
     :class:`InvalidVerdictError` unless ``valid=False`` asks for it on purpose, to test how
-    code handles a broken response. ``verdict`` may be a row of §2.4 (``verdict_kind``).
+    code handles a broken response. ``verdict`` may be a row of §2.4 (``verdict_kind``). A
+    future body, on purpose and valid as the spec lets it change (as ``mint`` builds one):
+    ``schema=8`` announces another schema (§9.3), ``extra={"name": value}`` adds fields the
+    spec does not list (an additive change).
     """
     try:  # a row of §2.4 (verdict_kind): both at once
         verdict, conclusive = split_row(verdict, conclusive)
@@ -91,6 +99,9 @@ def make_verdict(
                 format_violations(violations, subject="make_verdict(...)")
                 + "\n(pass valid=False to build a broken verdict on purpose)"
             )
+    if schema is not None:
+        body["schema"] = schema
+    body.update(copy.deepcopy(dict(extra or {})))
     return cast(Verdict, body)  # checked above, unless valid=False asked for a broken one
 
 

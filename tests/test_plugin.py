@@ -200,7 +200,11 @@ def test_wrong_type(verdict_respx):
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(errors=2)
     output = result.stdout.str()
-    assert "@pytest.mark.verdict_mock: unknown setting(s) ['rate_limits']; known: [" in output
+    assert (
+        "@pytest.mark.verdict_mock: unknown setting(s) 'rate_limits' (did you mean "
+        "'rate_limit'?); the mock's settings are" in output
+    )
+    assert "'access_log'" not in output  # not the whole list of the server's settings
     assert "@pytest.mark.verdict_mock: Settings(rate_limit=...): received 5; documented" in output
     assert "During handling" not in output  # one readable line, no chained traceback
 
@@ -355,21 +359,44 @@ def test_no_scheme(verdict_respx):
     pass
 
 
-@pytest.mark.verdict_mock(base_url="https://api.example/v2")
+"""
+MODULE_WIDE_BASE_URL = """
+import httpx
+import pytest
+
+pytestmark = pytest.mark.verdict_mock(base_url="https://api.example/v2")
+
+
+def test_in_process(verdict_respx):
+    n = verdict_respx.mint(verdict="refused")
+    assert httpx.get(f"https://api.example/v2/e?n={n}", headers=verdict_respx.headers).is_success
+
+
 def test_over_real_http(verdict_mock):
-    pass
+    n = verdict_mock.mint(verdict="refused")
+    assert verdict_mock.base_url.startswith("http://127.0.0.1:")
+    assert httpx.get(verdict_mock.url(n), headers=verdict_mock.headers).is_success
 """
 
 
 def test_a_marker_chooses_the_base_url_of_the_in_process_mocks(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_base_url=BASE_URL_TESTS)
     result = pytester.runpytest("-p", "no:cacheprovider", "-rA")
-    result.assert_outcomes(passed=3, errors=2)
+    result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(
         [
             "*@pytest.mark.verdict_mock: base_url 'api.example/v2' is not an http(s) URL with a "
             "host, such as https://api.example/v2*",
-            "*@pytest.mark.verdict_mock(base_url=...) is for verdict_respx and verdict_responses;*",
         ]
     )
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_module_wide_base_url_moves_the_in_process_mocks_and_not_the_live_one(
+    pytester: pytest.Pytester,
+) -> None:
+    """A ``pytestmark`` (or conftest) base URL is for the in-process fixtures; ``verdict_mock``
+    serves at its own address under it, as it always does."""
+    pytester.makepyfile(test_module_wide=MODULE_WIDE_BASE_URL)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)

@@ -176,7 +176,8 @@ class VerdictMock(JournalChecks):
         """Create a session and return its id; ``fields`` override documented verdict fields.
 
         The body is the same on every run: drawn from the mock's seed and the number of this
-        mint since the test began, or from ``seed`` if given. ``conclusive`` left out takes the
+        mint since the test began, or from ``seed`` if given; so is the kind of a bare ``mint()``
+        (name ``verdict`` when the test depends on it). ``conclusive`` left out takes the
         documented default of the verdict (``generate.DEFAULT_CONCLUSIVE``). A future body, on
         purpose and without ``allow_invalid``: ``schema=8`` announces another schema (§9.3),
         ``extra={"name": value}`` adds fields the spec does not list. A keyword that is none

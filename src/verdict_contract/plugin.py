@@ -65,8 +65,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         COVERAGE_OPTION,
         action="store_true",
         default=False,
-        help="after the run, print which of the spec's answers the tests met through the "
-        "verdict fixtures, and the client's habits (docs/plugin.md)",
+        help="after the run, print which of the spec's answers the verdict fixtures served "
+        "the tests (every behaviour id, per test module and client), and the client's habits",
     )
     group.addoption(
         COVERAGE_JSON_OPTION,
@@ -190,8 +190,15 @@ def _settings_for(request: pytest.FixtureRequest, base: Settings) -> Settings:
     known = {f.name for f in fields(base)}
     unknown = sorted(set(changes) - known)
     if unknown:
+        from .core.suggest import closest
+
+        named = []
+        for name in unknown:
+            close = closest(name, [*known, CHECK_SCRIPTS, BASE_URL])
+            named.append(f"{name!r} (did you mean {close!r}?)" if close else repr(name))
         pytest.fail(
-            f"@pytest.mark.{MARKER}: unknown setting(s) {unknown}; known: {sorted(known)}",
+            f"@pytest.mark.{MARKER}: unknown setting(s) {', '.join(named)}; the mock's settings "
+            "are verdict_contract.mockserver.Settings' fields (verdict-mock --help)",
             pytrace=False,
         )
     try:
@@ -281,7 +288,8 @@ def _base_url(request: pytest.FixtureRequest, default: str) -> str:
             try:
                 return checked_base_url(marker.kwargs[BASE_URL])
             except SettingsError as exc:
-                pytest.fail(f"@pytest.mark.{MARKER}: {exc}", pytrace=False)
+                problem = str(exc)  # failed outside the except: the error is shown once
+            pytest.fail(f"@pytest.mark.{MARKER}: {problem}", pytrace=False)
     return default
 
 
@@ -301,12 +309,7 @@ def verdict_mock(
 ) -> Iterator[VerdictMock]:
     """The mock over real HTTP on 127.0.0.1, with this test's settings, cleared for this test."""
     __tracebackhide__ = True  # a failed check at teardown points at the test, not here
-    if any(BASE_URL in m.kwargs for m in request.node.iter_markers(MARKER)):
-        pytest.fail(
-            f"@pytest.mark.{MARKER}(base_url=...) is for verdict_respx and verdict_responses; "
-            "verdict_mock serves over real HTTP at its own verdict_mock.base_url",
-            pytrace=False,
-        )
+    # A marker's base_url is for the in-process fixtures: this one serves at its own address.
     mock = verdict_mock_servers.get(_settings_for(request, verdict_mock_settings))
     mock.reset()
     yield mock

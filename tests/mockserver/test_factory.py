@@ -42,13 +42,26 @@ def test_valid_overrides_are_applied() -> None:
 
 
 @pytest.mark.parametrize(
-    "overrides", [{"schema": 8}, {"contradicting_families": ["render"]}, {"summary": ""}]
+    "overrides", [{"signals": "none"}, {"contradicting_families": ["render"]}, {"summary": ""}]
 )
 def test_breaking_overrides_raise(overrides: dict[str, Any]) -> None:
     with pytest.raises(InvalidVerdictError, match="valid=False"):
         make_verdict("uncontradicted", **overrides)
     broken = make_verdict("uncontradicted", valid=False, **overrides)
     assert validate_verdict(broken) != []
+
+
+def test_a_future_body_is_built_on_purpose_as_mint_builds_one() -> None:
+    """``schema=`` and ``extra=`` change the body as §9 lets the service change it; the same
+    keywords as field overrides still break the contract and raise."""
+    body: dict[str, Any] = dict(make_verdict("refused", schema=8, extra={"appeal": "open"}))
+    assert body["schema"] == 8
+    assert body["appeal"] == "open"
+    del body["appeal"]
+    body["schema"] = 7
+    assert body == make_verdict("refused")  # nothing else changed, and that is valid
+    with pytest.raises(InvalidVerdictError, match="valid=False"):
+        make_verdict("refused", appeal="open")
 
 
 def test_impossible_conclusive_raises_unless_asked() -> None:
