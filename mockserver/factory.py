@@ -1,4 +1,4 @@
-"""Verdicts for integrators' unit tests: ``make_verdict`` and a faker provider.
+"""Verdicts for integrators' unit tests: ``make_verdict`` (faker's provider: testing/provider.py).
 
 They come from the mock's own generator, so they look like what ``verdict-mock`` serves.
 """
@@ -10,14 +10,9 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Protocol, cast
 
-from faker.providers import BaseProvider
-
 from verdict_contract.core.errors import InvalidVerdictError as InvalidVerdictError
 from verdict_contract.core.spec import (
-    FAMILIES,
     NEVER_CONCLUSIVE,
-    TIERS,
-    Tier,
     VerdictKind,
     VerdictRow,
     split_row,
@@ -26,8 +21,7 @@ from verdict_contract.core.types import Verdict
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import format_violations
 
-from .model.catalogue import templates
-from .model.generate import DEFAULT_SEED, VerdictGenerator, headline_context
+from .model.generate import DEFAULT_SEED, VerdictGenerator
 from .model.sessions import SessionSpec
 
 
@@ -103,24 +97,3 @@ def make_verdict(
         body["schema"] = schema
     body.update(copy.deepcopy(dict(extra or {})))
     return cast(Verdict, body)  # checked above, unless valid=False asked for a broken one
-
-
-class VerdictProvider(BaseProvider):
-    """Faker provider: ``fake.verdict(...)`` and ``fake.signal(...)``, seeded by faker."""
-
-    def verdict(
-        self, verdict: VerdictKind | None = None, conclusive: bool | None = None, **overrides: Any
-    ) -> Verdict:
-        session_id = f"faker-{self.generator.random.getrandbits(64):016x}"
-        return make_verdict(verdict, conclusive, session_id=session_id, **overrides)
-
-    def signal(self, family: str | None = None, tier: Tier | None = None) -> dict[str, str]:
-        family = family or self.random_element(FAMILIES)
-        chosen: Tier = tier if tier is not None else self.random_element(TIERS)
-        template = self.random_element(templates(family, chosen))
-        context = headline_context(self.generator.random, self.generator)
-        return {
-            "id": template.id_for(family),
-            "tier": template.tier,
-            "headline": template.headline.format(**context),
-        }

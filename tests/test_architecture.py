@@ -145,30 +145,15 @@ def test_the_import_check_can_fail(tmp_path: Path) -> None:
     assert "no file of the checkout" in found[2]
 
 
-MAX_MODULE_LINES = 450
-MAX_CLASS_LINES = 300
 MAX_TOP_MODULES = 14
 
 
-def test_the_mock_is_rooms_a_reader_can_hold() -> None:
-    """At most 14 modules and folders at the mock's top; modules to 450 lines, classes to 300."""
+def test_the_mocks_top_is_a_few_named_parts() -> None:
+    """At most 14 modules and folders at the mock's top: the rest lives in folders that name
+    its parts. No cap on a module's length: a module is one idea, whatever its length."""
     top = PACKAGES["verdict_contract.mockserver"]
     entries = [p for p in top.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()]
     assert len(entries) <= MAX_TOP_MODULES, sorted(p.name for p in entries)
-    too_long = {}
-    for name, path in _modules().items():
-        if not name.startswith("mockserver/"):
-            continue
-        source = path.read_text(encoding="utf-8")
-        if (lines := source.count("\n")) > MAX_MODULE_LINES:
-            too_long[name] = lines
-        for node in ast.walk(ast.parse(source)):
-            length = (
-                (node.end_lineno or 0) - node.lineno + 1 if isinstance(node, ast.ClassDef) else 0
-            )
-            if length > MAX_CLASS_LINES:
-                too_long[f"{name}:{getattr(node, 'name', '?')}"] = length
-    assert not too_long, too_long
 
 
 def test_every_module_is_on_the_map_and_the_map_names_no_missing_module() -> None:

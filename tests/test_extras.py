@@ -45,7 +45,8 @@ def test_a_plain_install_leaves_each_extras_packages_out() -> None:
         assert package not in plain, f"{package} is in every install: the [{extra}] extra has it"
         assert package in _names(extras[extra]), f"the [{extra}] extra lacks {package}"
     (own,) = [Requirement(r) for r in extras["test"] if "verdict-contract" in r]
-    assert own.extras == {"server", "redis", "hypothesis"}  # the tests run every server and store
+    # the tests run every server and store, and faker's provider
+    assert own.extras == {"server", "redis", "hypothesis", "faker"}
 
 
 def _refusal(extra: str, module: str, needed_by: str) -> str:
@@ -201,8 +202,9 @@ def _plain_install() -> set[str]:
 def test_the_docs_count_the_packages_a_plain_install_pulls() -> None:
     plain = _plain_install()
     assert not plain & {"redis", "hiredis", "waitress", "uvloop"}
-    assert {"flask", "faker", "httptools", "respx", "responses", "pytest"} <= plain
-    figure = f"**{len(plain)} packages besides pip and setuptools, 66 MB of"
+    assert {"flask", "httptools", "respx", "responses", "pytest"} <= plain
+    assert "faker" not in plain  # its pytest plugin would load in every run of the project
+    figure = f"**{len(plain)} packages besides pip and setuptools, 42 MB of"
     for page in ("plugin.md", "development.md"):
         text = " ".join((ROOT / "docs" / page).read_text(encoding="utf-8").split())
         assert figure in text, f"docs/{page}: a plain install pulls {len(plain)} packages here"

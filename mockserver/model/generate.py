@@ -1,7 +1,8 @@
-"""Deterministic, realistic verdicts from faker: the same (seed, session id) gives the same bytes.
+"""Deterministic, realistic verdicts: the same (seed, session id) gives the same bytes.
 
-Faker instances are built once per thread and re-seeded per verdict, so generation is
-thread-safe without a lock and never constructs a Faker on the request path after warm-up.
+Each verdict draws from a ``random.Random`` seeded by the seed and the session id alone, so
+generation is thread-safe without a lock. The headlines' places, zones and languages come from
+the small lists below (a verdict needs a handful of plausible names, not a fake-data library).
 """
 
 from __future__ import annotations
@@ -9,11 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from verdict_contract.core.spec import (
     FAMILIES,
@@ -27,9 +27,6 @@ from verdict_contract.core.validator import validate_verdict
 
 from .catalogue import SignalTemplate, templates
 from .sessions import SessionSpec, SpecError
-
-if TYPE_CHECKING:
-    from faker import Faker
 
 DEFAULT_SEED = "verdict-mock"
 """The seed of the mock's verdicts unless one is configured."""
@@ -52,6 +49,12 @@ _BROWSERS = ("Chrome", "Firefox", "Safari", "Edge")
 _TLS_LIBRARIES = ("Go crypto/tls", "OpenSSL 3", "curl-impersonate", "Python ssl")
 _GPUS = ("Apple M3", "Adreno 750", "NVIDIA GeForce RTX 4070", "Intel Iris Xe", "Mali-G715")
 _ARCHES = ("x86-64", "ARM64")
+# Places, zones and languages for the headlines: a few plausible names each.
+_COUNTRIES = ("Germany", "Brazil", "Japan", "Canada", "India", "Kenya", "Norway", "Mexico")
+_CITIES = ("Frankfurt", "Osaka", "Toronto", "Mumbai", "Nairobi", "Oslo", "Warsaw", "Perth")
+_TIMEZONES = ("Europe/Berlin", "America/Sao_Paulo", "Asia/Tokyo", "Asia/Kolkata", "Europe/Oslo")
+_LOCALES = ("de-DE", "pt-BR", "ja-JP", "en-CA", "hi-IN", "sw-KE", "nb-NO", "es-MX", "pl-PL")
+_LANGUAGES = ("German", "Portuguese", "Japanese", "English", "Hindi", "Swahili", "Spanish")
 
 
 def _phrase(families: Sequence[str]) -> str:
@@ -61,17 +64,17 @@ def _phrase(families: Sequence[str]) -> str:
     return ", ".join(names[:-1]) + f" and {names[-1]} measurements"
 
 
-def headline_context(rng: random.Random, fake: Faker) -> dict[str, str]:
+def headline_context(rng: random.Random) -> dict[str, str]:
     """Values for the placeholders of the catalogue's headline templates."""
     claimed_os, real_os = rng.sample(_OSES, 2)
     claimed_arch, real_arch = rng.sample(_ARCHES, 2)
     cores = rng.choice((2, 4, 8, 16))
     return {
-        "country": fake.country(),
-        "city": fake.city(),
-        "timezone": fake.timezone(),
-        "locale": fake.locale().replace("_", "-"),
-        "language": fake.language_name(),
+        "country": rng.choice(_COUNTRIES),
+        "city": rng.choice(_CITIES),
+        "timezone": rng.choice(_TIMEZONES),
+        "locale": rng.choice(_LOCALES),
+        "language": rng.choice(_LANGUAGES),
         "rtt": str(rng.randint(2, 9)),
         "ttl": str(rng.choice((64, 128, 255))),
         "mss": str(rng.choice((1360, 1380, 1400, 1420))),
@@ -94,18 +97,9 @@ class VerdictGenerator:
 
     seed: str = DEFAULT_SEED
     cache_size: int = 4096
-    _local: threading.local = field(default_factory=threading.local, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.render = lru_cache(maxsize=self.cache_size)(self._render)
-
-    def _faker(self) -> Faker:
-        fake: Faker | None = getattr(self._local, "faker", None)
-        if fake is None:
-            from faker import Faker  # on first use: a test that mints nothing never loads it
-
-            fake = self._local.faker = Faker("en_US")
-        return fake
 
     def _rng(self, session_id: str) -> random.Random:
         digest = hashlib.blake2b(f"{self.seed}\0{session_id}".encode(), digest_size=8).digest()
@@ -119,8 +113,6 @@ class VerdictGenerator:
         """Return the verdict body for ``session_id``; raises SpecError for an impossible spec."""
         spec = spec or SessionSpec()
         rng = self._rng(spec.key or session_id)
-        fake = self._faker()
-        fake.seed_instance(rng.getrandbits(64))
         if spec.verdict is not None:
             verdict: VerdictKind = spec.verdict
         elif spec.conclusive:  # only these two can be conclusive
@@ -138,7 +130,7 @@ class VerdictGenerator:
         measured, reporting = self._counts(rng, verdict)
         taking_part = list[str](rng.sample(FAMILIES, measured)[:reporting])
         chosen = self._signals(rng, verdict, conclusive, taking_part)
-        context = headline_context(rng, fake)
+        context = headline_context(rng)
         contradicting = (
             list(dict.fromkeys(family for family, _ in chosen)) if verdict == "contradicted" else []
         )

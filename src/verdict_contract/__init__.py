@@ -10,8 +10,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from verdict_contract.mockserver.factory import VerdictProvider as VerdictProvider
     from verdict_contract.mockserver.factory import make_verdict as make_verdict
+    from verdict_contract.mockserver.testing.provider import VerdictProvider as VerdictProvider
 
     from .core.errors import InvalidVerdictError as InvalidVerdictError
     from .core.errors import MissingExtraError as MissingExtraError
@@ -53,7 +53,7 @@ _EXPORTS = {
     "assert_valid_verdict": "verdict_contract.core.validator",
     "unknown_properties": "verdict_contract.core.validator",
     "validate_verdict": "verdict_contract.core.validator",
-    "VerdictProvider": "verdict_contract.mockserver.factory",
+    "VerdictProvider": "verdict_contract.mockserver.testing.provider",
     "make_verdict": "verdict_contract.mockserver.factory",
 }
 

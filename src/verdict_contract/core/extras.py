@@ -2,7 +2,8 @@
 
 A plain install (of the wheel, the checkout or its git URL, no extra) holds what the pytest plugin's
 fixtures, the contract suite and ``validate`` need. The mock's shared state and its second
-server come with extras (``pyproject.toml``): ``[redis]`` and ``[server]``.
+server come with extras (``pyproject.toml``): ``[redis]`` and ``[server]``; faker's provider of
+verdicts with ``[faker]``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ from typing import Final
 
 from .errors import MissingExtraError
 
-EXTRAS: Final = {"redis": "redis", "hiredis": "redis", "waitress": "server", "uvloop": "server"}
+EXTRAS: Final = {
+    "redis": "redis",
+    "hiredis": "redis",
+    "waitress": "server",
+    "uvloop": "server",
+    "faker": "faker",
+}
 """The extra that brings each optional package this package imports."""
 
 
