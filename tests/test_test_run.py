@@ -1,4 +1,4 @@
-"""The test run itself: its longest modules start first, spread over enough workers, and the
+"""The test run itself: spread over enough workers that steal work from each other, and the
 pytest runs tests start are light.
 
 The plugins none of those runs uses are left out of them (the root conftest), not out of this run.
@@ -16,31 +16,7 @@ from typing import cast
 import pytest
 
 import conftest as root
-from tests.conftest import LONGEST_FIRST, run_order
 from tests.installs import ROOT
-
-
-def test_every_module_named_longest_first_exists() -> None:
-    missing = [name for name in LONGEST_FIRST if not (ROOT / name).is_file()]
-    assert missing == [], "renamed or removed: update LONGEST_FIRST in tests/conftest.py"
-
-
-def test_the_longest_modules_come_first_and_the_others_keep_their_order() -> None:
-    modules = [
-        "tests/core/test_rules.py",
-        "tests/test_plugin.py",
-        "contract_tests/test_auth.py",
-        "tests/test_readme.py",
-        "tests/core/test_spec.py",
-    ]
-    ordered = sorted(modules, key=lambda name: run_order(ROOT / name))
-    assert ordered == [
-        "tests/test_readme.py",
-        "tests/test_plugin.py",
-        "tests/core/test_rules.py",
-        "contract_tests/test_auth.py",
-        "tests/core/test_spec.py",
-    ]
 
 
 def test_this_run_keeps_every_plugin(pytestconfig: pytest.Config) -> None:
