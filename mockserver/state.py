@@ -90,7 +90,7 @@ class MockState:
     shared: SharedBackend | None = field(default=None, init=False, repr=False)
     """A store shared with other processes (``--state``); None: this process's memory."""
     _read: Callable[[str], Session | None] = field(init=False, repr=False)
-    _bodies: dict[int, tuple[Session, bytes]] = field(default_factory=dict, init=False, repr=False)
+    _bodies: dict[str, tuple[Session, bytes]] = field(default_factory=dict, init=False, repr=False)
     traffic: Traffic = field(default_factory=Traffic, init=False, repr=False)
     """What the async server answered, counted on its loop (``/_mock/metrics`` reads it)."""
     scenario_problem: str | None = field(default=None, init=False)
@@ -248,18 +248,18 @@ class MockState:
     def body(self, session: Session) -> bytes:
         """What ``session`` answers with: its recorded body, or its verdict as JSON.
 
-        Found by the session object first (a named, minted or any-id session stays one object
-        while it is cached): hashing its spec for the generator's cache costs more than the rest
-        of answering. The value holds the session, so its id is not reused meanwhile.
+        Found by the session's id first, then the session compared (a named, minted or any-id
+        session stays one object while it is cached, so ``is`` decides at once): hashing its spec
+        for the generator's cache costs more than the rest of answering.
         """
-        known = self._bodies.get(id(session))
-        if known is not None and known[0] is session:
+        known = self._bodies.get(session.id)
+        if known is not None and (known[0] is session or known[0] == session):
             return known[1]
         recorded = session.spec.recorded
         body = recorded.body if recorded else self.generator.render(session.id, session.spec)
         if len(self._bodies) >= READ_CACHE_SIZE:
             self._bodies.clear()
-        self._bodies[id(session)] = (session, body)
+        self._bodies[session.id] = (session, body)
         return body
 
     def mint(self, spec: SessionSpec) -> Session:

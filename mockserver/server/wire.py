@@ -18,7 +18,6 @@ from email.utils import formatdate
 from typing import Final
 
 from ..model.answer import (
-    CACHED_BODY_BYTES,
     Answer,
     explain_headers,
     status_line,
@@ -48,15 +47,13 @@ def head_start(status: str, headers: list[tuple[str, str]]) -> bytes:
 class Heads:
     """Answer bytes: the start of a head is the same for every answer of one shape, built once.
 
-    Most answers are the same object again and again (a verdict's, a 401's...): those are found
-    by identity first, without hashing their headers. Every head ends with Date and Server,
+    Every head ends with Date and Server,
     formatted when the second changes: the server calls :meth:`tick` from its sweep, twice a
     second (as uvicorn's main loop refreshes its Date), not each answer.
     """
 
     def __init__(self) -> None:
         self._kept: dict[tuple[int, tuple[tuple[str, str], ...], int, bool], bytes] = {}
-        self._seen: tuple[dict[int, tuple[Answer, bytes]], ...] = ({}, {})  # [vary][id(answer)]
         self._second = -1
         self._date = b""
         self.tick()
@@ -70,16 +67,7 @@ class Heads:
 
     def answer(self, answer: Answer, head_only: bool, close: bool, vary: bool) -> tuple[bytes, int]:
         """The whole answer as bytes, and the length of the body in it."""
-        seen = self._seen[vary]
-        known = seen.get(id(answer))
-        if known is not None and known[0] is answer:  # (held in the value: its id is not reused)
-            start = known[1]
-        else:
-            start = self._start(answer, vary)
-            if len(answer.body) <= CACHED_BODY_BYTES:  # the value holds the answer, body too
-                if len(seen) >= _HEADS_KEPT:
-                    seen.clear()
-                seen[id(answer)] = (answer, start)
+        start = self._start(answer, vary)
         body = b"" if head_only or answer.status in NO_BODY else answer.body
         end = _CLOSING if close else _KEEPING
         return b"".join((start, self._date, end, body)), len(body)
