@@ -43,11 +43,12 @@ TEST_MODULES = (
     "trustme",
     "httpx2",
     "trio",
-    # the extras it pulls: [server], [redis], [hypothesis]
+    # the extras it pulls: [server], [redis], [hypothesis], [faker]
     "waitress",
     *(() if sys.platform == "win32" else ("uvloop",)),
     "redis",
     "hypothesis",
+    "faker",
 )
 """What the tests import beyond pytest: the package and its test install."""
 
