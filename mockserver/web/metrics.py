@@ -4,16 +4,21 @@ Like the probes (:mod:`.probes`), it stands outside the control API and its guar
 sends the pod's IP as ``Host``), with ``--no-control`` too, and takes ``GET``/``HEAD`` only.
 prometheus-client writes the format; its metric objects are not used on the hot path: a
 collector reads the plain counters of :class:`.traffic.Traffic` and the store's when scraped.
-No key, session id or journal entry is shown: counts by status and outcome only.
+No key, session id or journal entry is shown: counts by status and outcome only. Beside them,
+what an operator expects of any Python service: prometheus-client's process and platform
+collectors, a build-info series, and the control API's calls counted by route and status.
 """
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Iterator
+from importlib.metadata import PackageNotFoundError, version
 from itertools import accumulate
 from typing import Final
 
-from flask import Blueprint, Flask, Response, current_app
+from flask import Blueprint, Flask, Response, current_app, request
+from prometheus_client import PLATFORM_COLLECTOR, PROCESS_COLLECTOR, Counter
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -33,6 +38,10 @@ METRICS_EXTENSION: Final = "verdict_mock_metrics"
 """Where a mock app keeps its metrics registry (``app.extensions``)."""
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 """The text format every Prometheus reads (the names here need none of 1.0.0's escaping)."""
+
+_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+"""Methods counted by name; any other is ``other`` (a client sends what it likes: the labels
+stay bounded)."""
 
 metrics = Blueprint("metrics", __name__, url_prefix="/_mock")
 
@@ -103,10 +112,47 @@ class MockCollector(Collector):
         yield GaugeMetricFamily("verdict_mock_script_bytes", "Bytes of scripts held", value=held)
 
 
+def _build_info() -> Metric:
+    try:
+        ours = version("verdict-contract")
+    except PackageNotFoundError:  # a checkout on sys.path, not installed
+        ours = "unknown"
+    info = GaugeMetricFamily(
+        "verdict_mock_build_info",
+        "The mock's version and Python's, as labels (always 1)",
+        labels=["version", "python", "implementation"],
+    )
+    info.add_metric([ours, platform.python_version(), platform.python_implementation()], 1)
+    return info
+
+
+class _BuildCollector(Collector):
+    def collect(self) -> Iterator[Metric]:
+        yield _build_info()
+
+
 def install_metrics(app: Flask, state: MockState) -> None:
-    """Give the app ``/_mock/metrics`` and the registry it reads."""
+    """Give the app ``/_mock/metrics`` and the registry it reads, and count its control calls."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(MockCollector(state))
+    registry.register(_BuildCollector())
+    registry.register(PROCESS_COLLECTOR)  # process_cpu_seconds_total, resident memory, fds...
+    registry.register(PLATFORM_COLLECTOR)  # python_info
+    control_calls = Counter(
+        "verdict_mock_control_requests",
+        "Calls of the control API and the probes under /_mock/, by route, method and status",
+        ["route", "method", "status"],
+        registry=registry,
+    )
+
+    @app.after_request
+    def count_control_call(response: Response) -> Response:
+        if request.path.startswith("/_mock"):  # a route's rule, not the path: bounded labels
+            route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+            method = request.method if request.method in _METHODS else "other"
+            control_calls.labels(route, method, str(response.status_code)).inc()
+        return response
+
     app.extensions[METRICS_EXTENSION] = registry
     app.register_blueprint(metrics)
 

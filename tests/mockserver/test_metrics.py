@@ -57,3 +57,35 @@ def test_a_reset_is_counted_with_no_status_as_the_journal_has_it(server: Backgro
             ("200", "scripted"): 1,
             ("200", "verdict"): 1,
         }
+
+
+def _samples(http: httpx.Client) -> dict[str, list[tuple[dict[str, str], float]]]:
+    found: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(http.get("/_mock/metrics").text):
+        for sample in family.samples:
+            found.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return found
+
+
+def test_an_operator_finds_the_process_the_build_and_the_control_calls(
+    server: BackgroundServer,
+) -> None:
+    """What any Python service exports (process and platform), the mock's version, and its
+    control calls by route, method and status, with labels a client cannot multiply."""
+    with httpx.Client(base_url=server.base_url, timeout=10) as http:
+        assert http.post("/_mock/reset").status_code == 204
+        assert http.post("/_mock/reset").status_code == 204
+        for method in ("PROPFIND", "MKCOL", "LOCK"):  # methods the mock takes no part in
+            http.request(method, "/_mock/nope")
+        samples = _samples(http)
+    assert samples["process_resident_memory_bytes"][0][1] > 0
+    assert samples["python_info"][0][0]["implementation"] == "CPython"
+    (info,) = samples["verdict_mock_build_info"]
+    assert info[1] == 1 and info[0]["python"].count(".") == 2
+    calls = {
+        (labels["route"], labels["method"], labels["status"]): value
+        for labels, value in samples["verdict_mock_control_requests_total"]
+    }
+    assert calls[("/_mock/reset", "POST", "204")] == 2
+    made_up = {key: value for key, value in calls.items() if key[0] == "unmatched"}
+    assert made_up == {("unmatched", "other", "404"): 3}
