@@ -80,8 +80,9 @@ def test_an_operator_finds_the_process_the_build_and_the_control_calls(
         samples = _samples(http)
     assert samples["process_resident_memory_bytes"][0][1] > 0
     assert samples["python_info"][0][0]["implementation"] == "CPython"
-    (info,) = samples["verdict_mock_build_info"]
-    assert info[1] == 1 and info[0]["python"].count(".") == 2
+    ((labels, value),) = samples["verdict_mock_build_info"]
+    assert value == 1
+    assert labels["python"].count(".") == 2
     calls = {
         (labels["route"], labels["method"], labels["status"]): value
         for labels, value in samples["verdict_mock_control_requests_total"]
