@@ -7,6 +7,7 @@ this process by default, or in a store that several processes share (``--state``
 from __future__ import annotations
 
 import hmac
+import logging
 import threading
 import time
 from collections import deque
@@ -38,6 +39,8 @@ from .store.backend import MemoryBackend, SharedBackend, StateBackend
 from .store.habits import ClockMove
 from .store.journal import Entry, Journal
 from .store.ratelimit import RateLimiter
+
+log = logging.getLogger("mockserver.state")
 
 READ_CACHE_SIZE = 4096
 """Decoded session ids remembered (ids are at most 256 characters: a few MB at most)."""
@@ -118,6 +121,16 @@ class MockState:
             ):  # the [redis] extra: refused in one line if missing
                 require_extra(package, state)
             from .store.redisstate import RedisBackend
+
+            if not self.settings.secret:
+                log.warning(
+                    "--state %s with the default signing secret: anyone can forge this mock's "
+                    "session ids and read its Redis keys, and every mock left on defaults "
+                    "shares this state. Give the mocks that share it one secret of their own: "
+                    "VERDICT_MOCK_SECRET=$(python3 -c 'import secrets; "
+                    "print(secrets.token_urlsafe(32))') (or --secret)",
+                    self.settings.state.label,
+                )
 
             self.backend = self.shared = RedisBackend(
                 self.settings.state,

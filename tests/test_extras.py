@@ -63,7 +63,7 @@ def test_a_shared_state_without_redis_is_refused_naming_the_extra(
     monkeypatch.setitem(sys.modules, "redis", None)
     with pytest.raises(MissingExtraError) as refused:
         create_app(settings)
-    needed_by = "--state redis://:…@127.0.0.1:6379/0 (VERDICT_MOCK_STATE)"  # no password shown
+    needed_by = "--state redis://127.0.0.1:6379/0 (VERDICT_MOCK_STATE)"  # no password shown
     assert str(refused.value) == _refusal("redis", "redis", needed_by)
 
 

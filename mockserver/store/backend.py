@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple, Protocol
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from verdict_contract.core.errors import StateUnavailable as StateUnavailable
 
@@ -70,7 +70,8 @@ def _sentinel(text: str) -> SentinelTarget:
 
 
 class StateURL(str):
-    """Where the state lives: ``memory``, or a Redis URL; its password never prints."""
+    """Where the state lives: ``memory``, or a Redis URL; its credentials never print (``str()``
+    gives the URL for redis-py; everything shown uses :attr:`label`)."""
 
     __slots__ = ()
 
@@ -123,7 +124,7 @@ class StateURL(str):
 
     @property
     def label(self) -> str:
-        """The URL as messages show it: the password masked."""
+        """The URL as messages show it: scheme, hosts, ports, path and db; no credential."""
         return _masked(str(self))  # a plain str: repr() of it does not come back here
 
     def __repr__(self) -> str:
@@ -131,12 +132,33 @@ class StateURL(str):
 
 
 def _masked(url: str) -> str:
+    """A state URL as every message, answer, probe and log line shows it: its scheme, hosts and
+    ports, path and database, and nothing else (no user, password or query parameter: redis-py
+    takes a password as ``user:pw@``, ``?password=`` and ``?ssl_password=`` alike)."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:  # not a URL at all (an error message quotes it): up to a query, no user
+        return url.partition("?")[0].rpartition("@")[2]
+    where, slash, path = rest.partition("/")
+    path, _, query = path.partition("#")[0].partition("?")
+    db = parse_qs(query).get("db", [])
+    return f"{scheme}://{where.rpartition('@')[2]}{slash}{path}" + (f"?db={db[0]}" if db else "")
+
+
+def secrets_of(url: str) -> list[str]:
+    """What a state URL holds that no text may show: its password, and the value of any query
+    parameter named for a secret (``password``, ``ssl_password``, a token, a key)."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:…@{host}"))
+    found = [parts.password] if parts.password else []
+    if parts.scheme == SENTINEL:  # its netloc lists hosts: read the credentials by hand
+        credentials = parts.netloc.rpartition("@")[0]
+        found += [unquote(credentials.partition(":")[2])] if ":" in credentials else []
+    for name, values in parse_qs(parts.query).items():
+        if any(word in name.lower() for word in _SECRET_WORDS):
+            found += values
+    return sorted({secret for secret in found if secret}, key=len, reverse=True)
+
+
+_SECRET_WORDS: Final = ("pass", "secret", "token", "key", "auth", "credential")
 
 
 class StateSettings(Protocol):

@@ -41,7 +41,14 @@ from ..model.scripts import ScriptStoreFull, script_bytes, store_full
 from ..model.sessions import Step
 from ..model.steps import encode_step, outcome, scripted
 from .availability import Calls
-from .backend import DEFAULT_STATE_TTL, Facts, SharedCall, StateUnavailable, StateURL
+from .backend import (
+    DEFAULT_STATE_TTL,
+    Facts,
+    SharedCall,
+    StateUnavailable,
+    StateURL,
+    secrets_of,
+)
 from .journal import UNTRUSTED_KEPT, Entry, decode_entry, entry_tail, head_past_time
 from .luascripts import (
     APPEND,
@@ -365,7 +372,10 @@ def unavailable(exc: BaseException, label: str, url: str) -> StateUnavailable:
         code, reason = refused
         return StateUnavailable(label, reason, code=code, retry=False)
     reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
-    return StateUnavailable(label, reason.replace(url, label)[:200])
+    reason = reason.replace(url, label)
+    for secret in secrets_of(url):  # whatever redis-py quoted of it
+        reason = reason.replace(secret, "…")
+    return StateUnavailable(label, reason[:200])
 
 
 def _entry_time(entry: Entry) -> float:

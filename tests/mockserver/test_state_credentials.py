@@ -1,0 +1,117 @@
+"""A shared state's credentials never leave the mock: probes, health, answers, logs (issue 38).
+
+A real ``redis-server`` asks for a password; the mock is given it in each form redis-py takes
+(``user:pw@``, ``?password=``, ``?ssl_password=`` beside it), and everything anyone who can reach
+the mock reads is searched for it: ``readyz`` and ``health`` from a foreign ``Host``, ``/e``'s
+503 once Redis is gone, and the log lines of the outage.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.helpers import running
+from tests.redisserver import redis_server
+from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.store.backend import StateURL, secrets_of
+
+PASSWORD = "s3cretpw-9f8e7d6c"
+FOREIGN = {"Host": "attacker.example"}
+
+
+def _fragments(secret: str) -> list[str]:
+    """Every run of 8 characters of ``secret``: none may show anywhere."""
+    return [secret[i : i + 8] for i in range(len(secret) - 7)]
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "redis://127.0.0.1:{port}/0?password={pw}",
+        "redis://default:{pw}@127.0.0.1:{port}/0",
+        "unix://{sock}?db=0&password={pw}",
+    ],
+    ids=["query", "userinfo", "unix socket"],
+)
+def test_no_answer_probe_or_log_line_shows_the_redis_password(
+    form: str, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    sock = tmp_path / "redis.sock"
+    options = ("--requirepass", PASSWORD, "--unixsocket", str(sock), "--unixsocketperm", "700")
+    with redis_server(*options, password=PASSWORD) as redis:
+        url = StateURL.parse(form.format(port=redis.port, pw=PASSWORD, sock=sock))
+        place = (
+            f"unix://{sock}?db=0" if url.startswith("unix") else f"redis://127.0.0.1:{redis.port}/0"
+        )
+        settings = Settings(port=0, state=url, secret="credentials-test", api_keys=("k" * 24,))
+        shown: list[str] = [repr(settings), str(settings.state.label)]
+        with (
+            caplog.at_level(logging.INFO),
+            running(create_app(settings), server="async") as server,
+            httpx.Client(base_url=server.base_url, timeout=10) as http,
+        ):
+            ready = http.get("/_mock/readyz", headers=FOREIGN)
+            assert ready.status_code == 200
+            assert ready.json()["state"] == place
+            shown += [ready.text, http.get("/_mock/health").text]
+            redis.stop()
+            down = http.get("/e", params={"n": "x"})  # keyless, as anyone can send it
+            assert down.status_code == 503
+            not_ready = http.get("/_mock/readyz", headers=FOREIGN)
+            assert not_ready.status_code == 503
+            shown += [down.text, not_ready.text, http.get("/_mock/health").text]
+        shown += [record.getMessage() + repr(record.__dict__) for record in caplog.records]
+    assert any("state store down" in text for text in shown)  # the outage was logged
+    everything = "\n".join(shown)
+    for fragment in _fragments(PASSWORD):
+        assert fragment not in everything
+
+
+def test_a_label_keeps_the_place_and_drops_every_credential() -> None:
+    """Scheme, hosts, ports, path and db: what an operator needs to tell stores apart."""
+    cases = {
+        "redis://127.0.0.1:16379/0?password=s3cretpw": "redis://127.0.0.1:16379/0",
+        "rediss://cache:6380/2?ssl_password=pem-pass&ssl_cert_reqs=none": "rediss://cache:6380/2",
+        "unix:///run/redis.sock?db=3&password=abcdefgh": "unix:///run/redis.sock?db=3",
+        "redis+sentinel://:sentpass@a:26379,b:26379/primary/1": (
+            "redis+sentinel://a:26379,b:26379/primary/1"
+        ),
+        "redis+cluster://user:pw@node:7000": "redis+cluster://node:7000",
+    }
+    for raw, label in cases.items():
+        url = StateURL.parse(raw)
+        assert url.label == label
+        assert repr(url) == repr(label)
+        assert label in repr(Settings(state=url, secret="x"))
+    assert sorted(secrets_of("redis://u:p4ss@h:1/0?password=q&auth_token=t&db=2")) == [
+        "p4ss",
+        "q",
+        "t",
+    ]
+
+
+def test_a_url_refused_at_start_is_quoted_without_its_credentials() -> None:
+    with pytest.raises(ValueError, match="not a state URL") as refused:
+        StateURL.parse("http://user:hunter2hunter2@cache.internal/?password=hunter2hunter2")
+    assert "hunter2" not in str(refused.value)
+
+
+def test_a_shared_state_on_the_default_secret_is_warned_with_the_line_to_fix_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The default secret is derived from the seed: ids forgeable, keys predictable, and any
+    other mock on defaults joins the state. One warning, with the command that fixes it."""
+    with redis_server() as redis:
+        url = StateURL.parse(redis.url)
+        with caplog.at_level(logging.WARNING, logger="mockserver.state"):
+            create_app(Settings(port=0, state=url))
+        (warned,) = [r.getMessage() for r in caplog.records if "signing secret" in r.getMessage()]
+        assert "VERDICT_MOCK_SECRET=$(python3 -c 'import secrets;" in warned
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="mockserver.state"):
+            create_app(Settings(port=0, state=url, secret="one-of-our-own"))
+        assert not [r for r in caplog.records if "signing secret" in r.getMessage()]
