@@ -7,9 +7,11 @@ shared state the entry goes to the shared journal (:meth:`.backend.StateBackend.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from functools import lru_cache, partial
 from urllib.parse import parse_qsl
 
+from verdict_contract.core.errors import StateUnavailable
 from verdict_contract.core.spec import ENDPOINT_PATH
 
 from .model.answer import Answer, Served
@@ -165,7 +167,9 @@ def journal_elsewhere(
     """Journal a request the API does not take (a wrong path, or ``/e`` with a wrong method).
 
     A client that gets 404 or 405 sent something: a check that says "no request at all" would
-    send its author looking in the wrong place. The entry is bounded like any other.
+    send its author looking in the wrong place. The entry is bounded like any other. While a
+    shared store fails, the answer stays what it is (a wrong path is a 404 whatever the store
+    says); the store's outage is logged and counted where every call of it is.
     """
     authorization = next(
         (as_text(v) for k, v in headers if as_text(k).lower() == "authorization"), None
@@ -174,17 +178,18 @@ def journal_elsewhere(
     keyed = authorized(state, authorization) is not None
     pairs = parse_query(query_string) if keyed else query_start(query_string)
     generation = state.journal.generation
-    journal(
-        state,
-        method,
-        pairs,
-        query_string,
-        authorization,
-        answer,
-        generation,
-        headers=headers,
-        path=shown_path(path, state.key_ok),
-    )
+    with suppress(StateUnavailable):  # the store's own calls log its outage (availability.py)
+        journal(
+            state,
+            method,
+            pairs,
+            query_string,
+            authorization,
+            answer,
+            generation,
+            headers=headers,
+            path=shown_path(path, state.key_ok),
+        )
 
 
 def journaled_args(

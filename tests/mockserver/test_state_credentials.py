@@ -115,3 +115,19 @@ def test_a_shared_state_on_the_default_secret_is_warned_with_the_line_to_fix_it(
         with caplog.at_level(logging.WARNING, logger="mockserver.state"):
             create_app(Settings(port=0, state=url, secret="one-of-our-own"))
         assert not [r for r in caplog.records if "signing secret" in r.getMessage()]
+
+
+def test_a_wrong_path_or_method_keeps_its_answer_while_the_store_is_down() -> None:
+    """The journal of a request the API does not take is best effort: a 404 stays a 404 and a
+    405 a 405 (not a 500 turned into a 400), while ``/e`` itself says 503."""
+    with redis_server() as redis:
+        settings = Settings(port=0, state=StateURL.parse(redis.url), secret="down")
+        with (
+            running(create_app(settings), server="async") as server,
+            httpx.Client(base_url=server.base_url, timeout=10) as http,
+        ):
+            redis.stop()
+            assert http.get("/nope").status_code == 404
+            assert http.get("/").status_code == 404
+            assert http.post("/e").status_code == 405
+            assert http.get("/e", params={"n": "x"}).status_code == 503
