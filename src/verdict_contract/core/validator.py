@@ -49,16 +49,11 @@ def _conforms(body: object) -> bool:
 
 
 def _rule_tag(error: ValidationError) -> str | None:
-    """Return the registry rule a schema constraint is tagged with (``x-rule``), if any."""
-    node: Any = verdict_schema()
-    for step in error.absolute_schema_path:
-        if isinstance(node, Mapping) and "x-rule" in node:
-            return str(node["x-rule"])
-        try:
-            node = node[step]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return None
+    """Return the registry rule a schema constraint restates: the ``title`` of its ``allOf`` entry."""
+    path = list(error.absolute_schema_path)
+    if len(path) < 2 or path[0] != "allOf" or not isinstance(path[1], int):
+        return None
+    return str(verdict_schema()["allOf"][path[1]]["title"])
 
 
 def _schema_violations(body: object, reported: set[str]) -> list[Violation]:
