@@ -49,7 +49,7 @@ def _conforms(body: object) -> bool:
 
 
 def _rule_tag(error: ValidationError) -> str | None:
-    """Return the registry rule a schema constraint restates: the ``title`` of its ``allOf`` entry."""
+    """The registry rule a schema constraint restates: the ``title`` of its ``allOf`` entry."""
     path = list(error.absolute_schema_path)
     if len(path) < 2 or path[0] != "allOf" or not isinstance(path[1], int):
         return None
