@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 import fastjsonschema
 
 from .resources import verdict_schema
-from .rules import RULES
+from .rules import RULES, refusal
 from .violations import Violation, describe, format_violations, pointer
 
 if TYPE_CHECKING:
@@ -112,12 +112,19 @@ def validate_verdict(body: object, *, strict: bool = False) -> list[Violation]:
     violations: list[Violation] = []
     if isinstance(body, Mapping):
         for contract_rule in RULES.values():
-            if strict or not contract_rule.strict_only:
+            if contract_rule.reads == "verdict" and (strict or not contract_rule.strict_only):
                 violations.extend(contract_rule.run(body))
     violations[:0] = _schema_violations(body, {v.rule for v in violations})
     # A version mismatch explains most other failures, so it leads the list.
     violations.sort(key=lambda v: v.rule != "schema_version")
     return violations
+
+
+def check_refusal(text: str, verdict: Mapping[str, Any] | None) -> list[Violation]:
+    """Every way the answer ``text`` to a call without a valid key gives away the session's
+    ``verdict`` (the rules that read a refusal); empty when it gives away nothing."""
+    exchange = refusal(text, verdict)
+    return [v for r in RULES.values() if r.reads == "refusal" for v in r.run(exchange)]
 
 
 def unknown_properties(body: object) -> list[Violation]:
