@@ -102,6 +102,8 @@ def _rules(args: argparse.Namespace) -> int:
         mode = " (strict only)" if contract_rule.strict_only else ""
         if contract_rule.reads == "refusal":
             mode = " (reads the answer to a call without a valid key)"
+        elif contract_rule.reads == "repeat":
+            mode = " (reads a session's verdict and one read later)"
         print(f"{contract_rule.name:48} {contract_rule.clause:14} {contract_rule.summary}{mode}")
     return 0
 

@@ -13,7 +13,7 @@ from tests.bodies import Body, contradicted, uncontradicted
 from verdict_contract import RULES, validate_verdict
 from verdict_contract.core.resources import verdict_schema
 from verdict_contract.core.rules import rule, sentence_count
-from verdict_contract.core.validator import check_refusal
+from verdict_contract.core.validator import check_refusal, check_repeat
 
 
 def _set(path: str, value: Any) -> Callable[[Body], None]:
@@ -163,6 +163,33 @@ def test_the_base_bodies_conform() -> None:
 def test_every_rule_has_a_case() -> None:
     assert set(CASES) == {name for name, r in RULES.items() if r.reads == "verdict"}
     assert set(REFUSALS) == {name for name, r in RULES.items() if r.reads == "refusal"}
+    assert set(REPEATS) == {name for name, r in RULES.items() if r.reads == "repeat"}
+
+
+REPEATS: dict[str, tuple[Callable[[Body], None], Callable[[Body], None]]] = {
+    # rule name -> (a change a later read may show, a change it may not)
+    "verdict_never_changes": (
+        _many(_set("meta", {"request_id": "r-2"}), _set("signals.0.score", 0.4)),
+        _set("families.reporting", 5),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(REPEATS))
+def test_repeat_rule_passes_and_catches(name: str) -> None:
+    allowed, forbidden = contradicted(), contradicted()
+    REPEATS[name][0](allowed)
+    REPEATS[name][1](forbidden)
+    assert check_repeat(contradicted(), allowed) == []
+    (violation,) = check_repeat(contradicted(), forbidden)
+    assert (violation.rule, violation.path) == (name, "/families")
+
+
+def test_a_documented_field_gone_later_is_a_change() -> None:
+    later = contradicted()
+    del later["summary"]
+    assert [v.path for v in check_repeat(contradicted(), later)] == ["/summary"]
+    assert [v.received for v in check_repeat(contradicted(), later)] == ["(absent)"]
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,9 @@ Each rule is a plain generator function registered with :func:`rule` under its o
 name and the spec clause it enforces. Most rules read one verdict: they receive the decoded body
 (any JSON value inside a mapping) and must never raise on a malformed one: a field of the wrong
 type is the schema's to report, so a rule simply skips what it cannot read. A few read an
-exchange instead (``reads="refusal"``): what a call without a valid key was answered, beside
-the session's verdict; :func:`refusal` builds what they read.
+exchange instead: what a call without a valid key was answered, beside the session's verdict
+(``reads="refusal"``, built by :func:`refusal`), or a verdict and the same session's verdict
+read later (``reads="repeat"``, built by :func:`repeat`).
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ class Finding:
 
 
 CheckFn = Callable[[Body], Iterator[Finding]]
-Reads = Literal["verdict", "refusal"]
-"""What a rule reads: a verdict body, or a refusal (:func:`refusal`: the answer to a call
-without a valid key, beside the session's verdict)."""
+Reads = Literal["verdict", "refusal", "repeat"]
+"""What a rule reads: a verdict body; a refusal (:func:`refusal`: the answer to a call without
+a valid key, beside the session's verdict); or a repeat (:func:`repeat`: a session's first
+verdict and one read later)."""
 
 
 @dataclass(frozen=True)
@@ -591,3 +593,45 @@ def no_verdict_without_a_key(body: Body) -> Iterator[Finding]:
         yield Finding(
             "", f"an answer without a valid key quotes the session's {quoted}", "", documented
         )
+
+
+def repeat(first: Mapping[str, Any], later: Mapping[str, Any]) -> Body:
+    """What a ``reads="repeat"`` rule reads: a session's first verdict and one read later."""
+    return {"first": first, "later": later}
+
+
+def _documented(value: object, schema: Mapping[str, Any]) -> object:
+    """``value`` with only the members the schema documents, at every depth."""
+    properties = schema.get("properties")
+    if isinstance(value, Mapping) and isinstance(properties, Mapping):
+        return {k: _documented(v, properties[k]) for k, v in value.items() if k in properties}
+    items = schema.get("items")
+    if isinstance(value, list) and isinstance(items, Mapping):
+        return [_documented(v, items) for v in value]
+    return value
+
+
+_ABSENT = object()
+
+
+@rule("§3, §8", reads="repeat")
+def verdict_never_changes(body: Body) -> Iterator[Finding]:
+    """A session's verdict read again, at any later time in its life, is the same verdict.
+
+    Every documented field is compared; a field the spec does not document (a request id) may
+    change.
+    """
+    first, later = body.get("first"), body.get("later")
+    if not isinstance(first, Mapping) or not isinstance(later, Mapping):
+        return
+    for key, schema in verdict_schema()["properties"].items():
+        was = _documented(first[key], schema) if key in first else _ABSENT
+        now = _documented(later[key], schema) if key in later else _ABSENT
+        if was != now:
+            yield Finding(
+                f"/{key}",
+                f"{key} changed since the session's first verdict",
+                "(absent)" if now is _ABSENT else describe(now),
+                f"{'(absent)' if was is _ABSENT else describe(was)}, as first produced: "
+                "a verdict is immutable",
+            )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 import fastjsonschema
 
 from .resources import verdict_schema
-from .rules import RULES, refusal
+from .rules import RULES, refusal, repeat
 from .violations import Violation, describe, format_violations, pointer
 
 if TYPE_CHECKING:
@@ -125,6 +125,13 @@ def check_refusal(text: str, verdict: Mapping[str, Any] | None) -> list[Violatio
     ``verdict`` (the rules that read a refusal); empty when it gives away nothing."""
     exchange = refusal(text, verdict)
     return [v for r in RULES.values() if r.reads == "refusal" for v in r.run(exchange)]
+
+
+def check_repeat(first: Mapping[str, Any], later: Mapping[str, Any]) -> list[Violation]:
+    """Every documented field in which a session's ``later`` verdict differs from its ``first``
+    (the rules that read a repeat); empty when it is the same verdict."""
+    exchange = repeat(first, later)
+    return [v for r in RULES.values() if r.reads == "repeat" for v in r.run(exchange)]
 
 
 def unknown_properties(body: object) -> list[Violation]:
