@@ -31,6 +31,8 @@ TEST_MODULES = (
     "h11",
     "hiredis",
     "openapi_spec_validator",
+    "openapi_core",
+    "schemathesis",
     "xdist",
     "setuptools",
     "importlinter",
@@ -83,12 +85,20 @@ packages and compiles them all again (70 MB on a fresh run).
 if BYTECODE_OFF:
     sys.dont_write_bytecode = False  # this process's later imports (the tests' modules) too
 
-CHILD_PLUGINS_OFF = ("faker", "hypothesispytest", "respx", "anyio", "pytest_httpserver")
+CHILD_PLUGINS_OFF = (
+    "faker",
+    "hypothesispytest",
+    "respx",
+    "anyio",
+    "pytest_httpserver",
+    "schemathesis",
+)
 """Plugins of the test install that no pytest run started by a test uses, and their cost.
 
 Each imports its library at every pytest start: faker's (its `faker` fixture) about 0.6 s of CPU,
 hypothesis' 0.55 s, respx's and anyio's together 0.3 s (httpx, httpcore, trio),
-pytest-httpserver's 0.02 s (werkzeug's server); an empty run takes 0.2 s without them, 1.6 s
+pytest-httpserver's 0.02 s (werkzeug's server), schemathesis' 0.55 s (its CLI is what
+tests/test_openapi_mock.py runs); an empty run takes 0.2 s without them, 1.6 s
 with them, in each of the hundreds of pytest runs the tests start (pytester's too:
 ``tests/conftest.py``). Runs that stand for an integrator's own
 (tests/test_integrator_project.py) drop this and keep them, as theirs would. This run's own
