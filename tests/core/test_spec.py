@@ -9,7 +9,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from verdict_contract import RULES
-from verdict_contract.core.resources import verdict_schema
+from verdict_contract.core.resources import bundled_openapi, verdict_schema
 from verdict_contract.core.spec import (
     FAMILIES,
     KNOWN_PREFIXES,
@@ -184,3 +184,16 @@ def test_the_schema_passes_ajv_strict_mode() -> None:
 )
 def test_what_ajv_strict_mode_refuses_is_found(schema: dict[str, Any], problem: str) -> None:
     assert any(problem in found for found in strict_mode_problems(schema))
+
+
+def test_the_openapi_documents_schemas_pass_ajv_strict_mode() -> None:
+    document = bundled_openapi()
+    components = document["components"]
+    schemas = {
+        **{f"schemas.{name}": schema for name, schema in components["schemas"].items()},
+        **{f"headers.{name}": header["schema"] for name, header in components["headers"].items()},
+        **{f"parameters.{n}": param["schema"] for n, param in components["parameters"].items()},
+    }
+    assert len(schemas) >= 6
+    for name, schema in schemas.items():
+        assert strict_mode_problems(schema, name) == []
