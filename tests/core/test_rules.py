@@ -228,6 +228,14 @@ def test_sentence_count(text: str, count: int) -> None:
     assert sentence_count(text) == count
 
 
+@pytest.mark.parametrize("run", [".", "a.", "!?", ". A"])
+def test_text_rules_read_a_hostile_summary_in_one_pass(run: str) -> None:
+    """200,000 characters of marks: a backtracking pattern would not return in a lifetime."""
+    body = contradicted()
+    body["summary"] = run * (200_000 // len(run))
+    assert {v.rule for v in validate_verdict(body)} <= {"summary_is_one_or_two_sentences"}
+
+
 REFUSALS: dict[str, tuple[str, str]] = {
     # rule name -> (an answer without a valid key that keeps it, one that breaks it)
     "no_verdict_without_a_key": (

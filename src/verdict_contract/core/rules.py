@@ -162,8 +162,9 @@ def summary_is_non_empty(body: Body) -> Iterator[Finding]:
 
 _LINE_BREAK = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 """What ``str.splitlines`` splits at: a text holding one of these is more than one line."""
-_SENTENCE_END = re.compile(r"(\S+?)[.!?]+[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
-"""A sentence's end: ``.``, ``!`` or ``?`` after a word, then space and a capital or digit."""
+_SENTENCE_END = re.compile(r"(?<![.!?])[.!?]++[\"')\]]*+\s++(?=[\"'(\[]?[A-Z0-9])")
+"""A sentence's end: ``.``, ``!`` or ``?``, then space and a capital or digit (possessive, and
+from a run's first mark only: linear on any text a service sends)."""
 _NO_SENTENCE_END = frozenset({"approx", "cf", "etc", "incl", "vs", "mrs"})
 """Abbreviations whose dot ends no sentence (besides initialisms and ``Dr.``-like pairs)."""
 _MARKUP = re.compile(r"<\s*/?\s*[A-Za-z][^<>]*>|&(?:[A-Za-z]+|#[0-9]+|#x[0-9A-Fa-f]+);")
@@ -185,14 +186,17 @@ def sentence_count(text: str) -> int:
     false alarm.
     """
     ends = 0
-    for match in _SENTENCE_END.finditer(text.strip()):
-        word = match.group(1)
-        bare = word.strip("\"'([").rstrip(".")
+    text = text.strip()
+    for match in _SENTENCE_END.finditer(text):
+        before = text[max(0, match.start() - 64) : match.start()].split()
+        if not before:
+            continue  # a mark with no word before it ends nothing
+        bare = before[-1].strip("\"'([").rstrip(".")
         title_case_pair = len(bare) == 2 and bare[0].isupper() and bare[1].islower()  # Dr, No
         if "." in bare or len(bare) == 1 or title_case_pair or bare.lower() in _NO_SENTENCE_END:
             continue
         ends += 1
-    return ends + 1 if text.strip() else 0
+    return ends + 1 if text else 0
 
 
 def _texts(body: Body) -> Iterator[tuple[str, str, str]]:
