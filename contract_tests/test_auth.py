@@ -227,6 +227,7 @@ def test_credential_is_never_reflected(
 
 
 @pytest.mark.clause("§4 rule 1, §5.3")
+@pytest.mark.run_last
 def test_no_verdict_without_a_valid_key(
     contract_target: Target, session_answers: list[Answer]
 ) -> None:
@@ -235,7 +236,8 @@ def test_no_verdict_without_a_valid_key(
     Each fresh session is asked with no key and with a wrong one; the answer may not hold a
     member only a verdict has, nor quote the session's own texts (the registry's
     ``no_verdict_without_a_key``). A session without a verdict to compare is still read for the
-    members.
+    members. It runs among the last, so the run's answers are fetched when the checks of
+    verdicts first need them, not earlier for this one.
     """
     client = contract_target.client
     wrong = f"Bearer {decoy(client.api_key.reveal())}"
