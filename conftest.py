@@ -31,6 +31,8 @@ TEST_MODULES = (
     "h11",
     "hiredis",
     "openapi_spec_validator",
+    "openapi_core",
+    "schemathesis",
     "xdist",
     "setuptools",
     "importlinter",
@@ -76,7 +78,14 @@ git-ignored), or each of the hundreds of processes the tests start compiles the 
 if BYTECODE_OFF:
     sys.dont_write_bytecode = False  # this process's later imports (the tests' modules) too
 
-CHILD_PLUGINS_OFF = ("faker", "hypothesispytest", "respx", "anyio", "pytest_httpserver")
+CHILD_PLUGINS_OFF = (
+    "faker",
+    "hypothesispytest",
+    "respx",
+    "anyio",
+    "pytest_httpserver",
+    "schemathesis",
+)
 """Plugins of the test install that no pytest run started by a test uses: each imports its
 library at every start of the hundreds of pytest runs the tests start (pytester's too:
 ``tests/conftest.py``). Runs that stand for an integrator's own (tests/test_integrator_project.py)

@@ -16,10 +16,12 @@ import hmac
 
 import pytest
 
+from verdict_contract.contract_tests.body import Answer
 from verdict_contract.contract_tests.client import KEY, Derived
 from verdict_contract.contract_tests.config import flag
 from verdict_contract.contract_tests.leaks import reflection
 from verdict_contract.contract_tests.target import Target
+from verdict_contract.core.validator import check_refusal
 
 WRONG_KEY = "verdict-contract-not-a-key-0000"
 
@@ -220,5 +222,37 @@ def test_credential_is_never_reflected(
                 f"({where}); documented: the key is a server-side secret (§5)\n"
                 f"    replay: {client.sent[-1].curl()}"
             )
+    if found:
+        pytest.fail("\n".join(found), pytrace=False)
+
+
+@pytest.mark.clause("§4 rule 1, §5.3")
+@pytest.mark.run_last
+def test_no_verdict_without_a_valid_key(
+    contract_target: Target, session_answers: list[Answer]
+) -> None:
+    """Whatever its status, an answer to a call without a valid key holds nothing of the verdict.
+
+    Each fresh session is asked with no key and with a wrong one; the answer may not hold a
+    member only a verdict has, nor quote the session's own texts (the registry's
+    ``no_verdict_without_a_key``). A session without a verdict to compare is still read for the
+    members. It runs among the last, so the run's answers are fetched when the checks of
+    verdicts first need them, not earlier for this one.
+    """
+    client = contract_target.client
+    wrong = f"Bearer {decoy(client.api_key.reveal())}"
+    found = []
+    for answer in session_answers:
+        if answer.throttled:
+            continue
+        for what, authorization in (("no key", None), ("a wrong key", wrong)):
+            response = client.request(params=[("n", answer.session)], authorization=authorization)
+            for violation in check_refusal(response.text, answer.verdict()):
+                found.append(
+                    f"{answer.where()}, {what}: the {response.status_code} answer "
+                    f"{violation.message}; documented: {violation.documented} "
+                    f"[{violation.rule}, spec {violation.clause}]\n"
+                    f"    replay: {client.sent[-1].curl()}"
+                )
     if found:
         pytest.fail("\n".join(found), pytrace=False)

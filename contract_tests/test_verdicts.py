@@ -17,7 +17,7 @@ from verdict_contract.contract_tests.diff import documented_diff
 from verdict_contract.contract_tests.report import BUILD, SCHEMA, UNDOCUMENTED, VERIFIED
 from verdict_contract.contract_tests.target import Target
 from verdict_contract.core.spec import SCHEMA_VERSION
-from verdict_contract.core.validator import unknown_properties, validate_verdict
+from verdict_contract.core.validator import check_repeat, unknown_properties, validate_verdict
 from verdict_contract.core.violations import format_violations
 
 pytestmark = pytest.mark.checks_verdicts  # every check here reads verdict bodies
@@ -139,14 +139,16 @@ def test_schema_version(request: pytest.FixtureRequest, verdict_answers: list[An
 
 
 def _changed(answer: Answer, first: Verdict, later: Verdict, when: str, replay: str) -> str | None:
-    """The documented fields that differ between a session's first verdict and a later one.
+    """The documented fields that differ between a session's first verdict and a later one
+    (the registry's ``verdict_never_changes``), shown as a diff.
 
     ``replay`` is the later call's replay line, named as the diff names that call.
     """
-    diff = documented_diff(first, later, replay.partition(":")[0])
-    if not diff:
+    changed = check_repeat(first, later)
+    if not changed:
         return None
-    shown = "\n".join(f"    {line}" for line in diff)
+    diff = documented_diff(first, later, replay.partition(":")[0])
+    shown = "\n".join(f"    {line}" for line in diff or [str(v) for v in changed])
     return (
         f"{answer.where()}: the verdict changed {when}; documented: a verdict is immutable once "
         f"produced (documented fields compared):\n{shown}"

@@ -127,7 +127,7 @@ class VerdictGenerator:
             conclusive = rng.random() < chance
         if conclusive and verdict in NEVER_CONCLUSIVE:
             raise SpecError(f"a {verdict!r} verdict is never conclusive (spec §2.4)")
-        measured, reporting = self._counts(rng, verdict)
+        measured, reporting = self._counts(rng, verdict, conclusive)
         taking_part = list[str](rng.sample(FAMILIES, measured)[:reporting])
         chosen = self._signals(rng, verdict, conclusive, taking_part)
         context = headline_context(rng)
@@ -170,10 +170,10 @@ class VerdictGenerator:
         return body
 
     @staticmethod
-    def _counts(rng: random.Random, verdict: str) -> tuple[int, int]:
+    def _counts(rng: random.Random, verdict: str, conclusive: bool) -> tuple[int, int]:
         measured = rng.randint(4, len(FAMILIES))
-        if verdict == "refused":  # far fewer report than were measured
-            return measured, rng.randint(0, measured - 3)
+        if verdict == "refused":  # far fewer report than were measured; a basis needs one
+            return measured, rng.randint(1 if conclusive else 0, measured - 3)
         if verdict == "insufficient":
             return measured, rng.randint(0, 2)
         return measured, rng.randint(max(3, measured - 2), measured)
@@ -183,14 +183,14 @@ class VerdictGenerator:
         rng: random.Random, verdict: str, conclusive: bool, families: list[str]
     ) -> list[tuple[str, SignalTemplate]]:
         pick = rng.choice
-        if verdict == "contradicted" and conclusive:
-            if rng.random() < 0.5:
+        if conclusive:  # §2.2: one absolute signal, or composites from two families
+            if len(families) < 2 or rng.random() < 0.5:
                 family = pick(families)
                 chosen = [(family, pick(templates(family, "absolute")))]
             else:
                 first, second = rng.sample(families, 2)
                 chosen = [(f, pick(templates(f, "composite"))) for f in (first, second)]
-            if rng.random() < 0.5:
+            if verdict == "contradicted" and rng.random() < 0.5:
                 family = chosen[0][0]
                 chosen.append((family, pick(templates(family, "conditional", "weak"))))
             return chosen
@@ -232,6 +232,11 @@ class VerdictGenerator:
                 else "The evidence supports a review rather than automatic blocking."
             )
             return f"The claims of this {claim} are contradicted by {_phrase(families)}. {tail}"
+        if verdict == "refused" and conclusive:
+            return (
+                f"The client refused {measured - reporting} of {measured} measurements, and "
+                f"{_phrase(families)} alone are strong enough for automatic action."
+            )
         if verdict == "refused":
             return (
                 f"The client refused {measured - reporting} of {measured} measurements, "

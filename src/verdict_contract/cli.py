@@ -100,6 +100,10 @@ def _validate(args: argparse.Namespace) -> int:
 def _rules(args: argparse.Namespace) -> int:
     for contract_rule in RULES.values():
         mode = " (strict only)" if contract_rule.strict_only else ""
+        if contract_rule.reads == "refusal":
+            mode = " (reads the answer to a call without a valid key)"
+        elif contract_rule.reads == "repeat":
+            mode = " (reads a session's verdict and one read later)"
         print(f"{contract_rule.name:48} {contract_rule.clause:14} {contract_rule.summary}{mode}")
     return 0
 

@@ -1165,3 +1165,95 @@ def raw_server(pieces: Callable[[], Iterator[bytes]], pause: float = 0.0) -> Ite
         stop.set()
         thread.join(timeout=10)
         listener.close()
+
+
+# --- issue 42: the spec's words on text, and a refusal that gives the verdict away -----------
+
+
+def _refusal_with_the_verdict(give: Callable[[dict[str, Any]], dict[str, Any]]) -> Alter:
+    """A cache in front of the key check: each verdict it served is remembered per session, and
+    a 401 for that session then answers ``give(verdict)``: what a careless error page shows."""
+    served: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def alter(request: Request, response: Response) -> None:
+        seen = (request.host, request.args.get("n", ""))
+        if response.status_code == 200:
+            served[seen] = _body(response)
+        elif response.status_code == 401 and seen in served:
+            _set_body(response, give(served[seen]))
+
+    return alter
+
+
+def _quoting_the_summary(verdict: dict[str, Any]) -> dict[str, Any]:
+    message = f"key refused; last answer for this session: {verdict['summary']}"
+    return {"error": {"code": "unauthorized", "message": message}}
+
+
+def _headline_of_two_lines(body: dict[str, Any]) -> None:
+    for signal in body["signals"]:
+        signal["headline"] += "\nSee the measurement trace."
+
+
+def _summary_of_three_sentences(body: dict[str, Any]) -> None:
+    body["summary"] += " Review the session. Then decide."
+
+
+def _markup_in_the_summary(body: dict[str, Any]) -> None:
+    body["summary"] = f"<b>{body['summary']}</b>"
+
+
+def _no_signals_when_refused(body: dict[str, Any]) -> None:
+    if body["verdict"] == "refused":
+        body["signals"] = []
+
+
+def _abbreviations_and_symbols(body: dict[str, Any]) -> None:
+    body["summary"] = "RTT of 4.2 ms fits e.g. Lyon, not the U.S. client Dr. Ng claims. Review it."
+    for signal in body["signals"]:
+        signal["headline"] = "RTT < 5 ms & TTL > 64: Linux (not Windows)."
+
+
+def _rfc_6750_challenge(request: Request, response: Response) -> None:
+    if response.status_code == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="svs", error="invalid_token"'
+        _set_body(response, {"error": "invalid_token", "summary": "Send a valid Bearer key."})
+
+
+BROKEN.update(
+    {
+        "a 401 holding the session's verdict": Variant(
+            alter=_refusal_with_the_verdict(lambda v: {"error": "unauthorized", "cached": v}),
+            fails=("test_no_verdict_without_a_valid_key",),
+        ),
+        "a 401 quoting the session's summary": Variant(
+            alter=_refusal_with_the_verdict(_quoting_the_summary),
+            fails=("test_no_verdict_without_a_valid_key",),
+        ),
+        "a headline of two lines": Variant(
+            alter=on_verdict(_headline_of_two_lines), fails=("test_verdicts_keep_the_contract",)
+        ),
+        "a summary of three sentences": Variant(
+            alter=on_verdict(_summary_of_three_sentences),
+            fails=("test_verdicts_keep_the_contract",),
+        ),
+        "markup in the summary": Variant(
+            alter=on_verdict(_markup_in_the_summary), fails=("test_verdicts_keep_the_contract",)
+        ),
+    }
+)
+
+CONFORMING.update(
+    {
+        "refused and conclusive without signals (section 2.4: it varies)": Variant(
+            alter=on_verdict(_no_signals_when_refused),
+            sessions=({"verdict": "refused", "conclusive": True},),
+        ),
+        "abbreviations, decimals and symbols in the texts": Variant(
+            alter=on_verdict(_abbreviations_and_symbols)
+        ),
+        "a 401 with an RFC 6750 challenge and a summary of its own": Variant(
+            alter=_rfc_6750_challenge
+        ),
+    }
+)

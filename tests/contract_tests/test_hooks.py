@@ -271,6 +271,7 @@ AUTH = {
     "test_key_in_the_query_does_not_authorise",
     "test_key_in_another_header_does_not_authorise",
     "test_credential_is_never_reflected",
+    "test_no_verdict_without_a_valid_key",
 }
 
 
@@ -281,6 +282,7 @@ SELECTIONS: list[tuple[list[str], set[str]]] = [
             "test_missing_or_invalid_key_is_401",
             "test_near_miss_key_is_401",
             "test_auth_comes_before_lookup",
+            "test_no_verdict_without_a_valid_key",
         },
     ),
     (["-m", "clause_5"], AUTH | {"test_no_cross_origin_invitation"}),

@@ -43,11 +43,35 @@ def test_bundled_openapi_is_self_contained() -> None:
     assert "Error" in document["components"]["schemas"]
 
 
+def _links(node: object) -> list[str]:
+    """Every ``$ref`` and ``externalValue`` in a document, as written."""
+    if isinstance(node, dict):
+        found = [v for k, v in node.items() if k in ("$ref", "externalValue")]
+        return found + [link for value in node.values() for link in _links(value)]
+    if isinstance(node, list):
+        return [link for value in node for link in _links(value)]
+    return []
+
+
+def test_every_link_resolves_where_the_document_is() -> None:
+    """The file's relative links name files beside it; the served copy has only inner ones."""
+    outward = [link for link in _links(openapi_document()) if not link.startswith("#")]
+    assert outward, "the file links its schema and example"
+    for link in outward:
+        assert (ROOT / "schema" / link).is_file(), link
+    assert all(link.startswith("#/") for link in _links(bundled_openapi()))
+    media = bundled_openapi()["paths"]["/e"]["get"]["responses"]["200"]["content"]
+    assert media["application/json"]["examples"]["contradicted"]["value"]["schema"] == 7
+
+
 def test_openapi_describes_the_endpoint() -> None:
-    operation = openapi_document()["paths"]["/e"]["get"]
-    (param,) = operation["parameters"]
+    document = openapi_document()
+    for method in ("get", "head"):
+        operation = document["paths"]["/e"][method]
+        assert operation["parameters"] == [{"$ref": "#/components/parameters/SessionId"}]
+        assert set(operation["responses"]) == {"200", "400", "401", "404", "429", "503"}
+    param = document["components"]["parameters"]["SessionId"]
     assert (param["name"], param["in"], param["required"]) == ("n", "query", True)
-    assert set(operation["responses"]) == {"200", "400", "401", "404", "429", "503"}
     assert (param["schema"]["minLength"], param["schema"]["maxLength"]) == (1, 256)
     assert openapi_document()["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
 

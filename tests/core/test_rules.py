@@ -12,7 +12,8 @@ from jsonschema import Draft202012Validator
 from tests.bodies import Body, contradicted, uncontradicted
 from verdict_contract import RULES, validate_verdict
 from verdict_contract.core.resources import verdict_schema
-from verdict_contract.core.rules import rule
+from verdict_contract.core.rules import rule, sentence_count
+from verdict_contract.core.validator import check_refusal, check_repeat
 
 
 def _set(path: str, value: Any) -> Callable[[Body], None]:
@@ -119,6 +120,18 @@ CASES: dict[str, tuple[Callable[[Body], None], Callable[[Body], None]]] = {
         _many(_set("signals.2", _RENDER_WEAK), _set("families", {"measured": 3, "reporting": 3})),
         _many(_set("signals.2", _RENDER_WEAK), _set("families", {"measured": 3, "reporting": 2})),
     ),
+    "headline_is_one_line": (
+        _set("signals.0.headline", "RTT is below the floor for Lyon; see geo.rtt-floor."),
+        _set("signals.0.headline", "RTT is below the floor.\nSee the trace."),
+    ),
+    "summary_is_one_or_two_sentences": (  # abbreviations, initialisms and decimals end none
+        _set("summary", "RTT of 4.2 ms fits e.g. Lyon, not the U.S. client Dr. Ng claims. Act."),
+        _set("summary", "The locale is contradicted. The stack is Linux. Act on it."),
+    ),
+    "text_is_plain_language": (
+        _set("signals.0.headline", "RTT < 5 ms & TTL > 64: Linux (not Windows)."),
+        _set("signals.0.headline", "<b>RTT</b> is below the floor."),
+    ),
     "strong_signal_family_contradicts": (
         _set("contradicting_families", ["network-geometry", "transport-stack", "render"]),
         _set("contradicting_families", ["network-geometry", "render"]),  # stack.ttl-os unlisted
@@ -139,7 +152,7 @@ def _schema_alone_rejects(body: Body) -> bool:
 
 
 def _tagged_rules() -> set[str]:
-    return {entry["x-rule"] for entry in verdict_schema()["allOf"]}
+    return {entry["title"] for entry in verdict_schema()["allOf"]}
 
 
 def test_the_base_bodies_conform() -> None:
@@ -148,7 +161,131 @@ def test_the_base_bodies_conform() -> None:
 
 
 def test_every_rule_has_a_case() -> None:
-    assert set(CASES) == set(RULES)
+    assert set(CASES) == {name for name, r in RULES.items() if r.reads == "verdict"}
+    assert set(REFUSALS) == {name for name, r in RULES.items() if r.reads == "refusal"}
+    assert set(REPEATS) == {name for name, r in RULES.items() if r.reads == "repeat"}
+
+
+REPEATS: dict[str, tuple[Callable[[Body], None], Callable[[Body], None]]] = {
+    # rule name -> (a change a later read may show, a change it may not)
+    "verdict_never_changes": (
+        _many(_set("meta", {"request_id": "r-2"}), _set("signals.0.score", 0.4)),
+        _set("families.reporting", 5),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(REPEATS))
+def test_repeat_rule_passes_and_catches(name: str) -> None:
+    allowed, forbidden = contradicted(), contradicted()
+    REPEATS[name][0](allowed)
+    REPEATS[name][1](forbidden)
+    assert check_repeat(contradicted(), allowed) == []
+    (violation,) = check_repeat(contradicted(), forbidden)
+    assert (violation.rule, violation.path) == (name, "/families")
+
+
+def test_a_documented_field_gone_later_is_a_change() -> None:
+    later = contradicted()
+    del later["summary"]
+    assert [v.path for v in check_repeat(contradicted(), later)] == ["/summary"]
+    assert [v.received for v in check_repeat(contradicted(), later)] == ["(absent)"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a<br>line",
+        "Hello &amp; bye",
+        "Seen in ${city}.",
+        "Seen in %(city)s.",
+        "bell\x07",
+        "undefined",
+        "None",
+    ],
+)
+def test_plain_language_refuses_what_no_reader_wants(text: str) -> None:
+    body = contradicted()
+    body["summary"] = text
+    assert [v.rule for v in validate_verdict(body)] == ["text_is_plain_language"]
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        ("", 0),
+        ("No contradiction.", 1),
+        ("Found in 3 families. 2 fired.", 2),
+        ("Is it so? Yes! Done.", 3),
+        ("RTT of 4.2 ms. Next.", 2),
+        ("Seen by Dr. Smith. No. 5 agrees.", 2),
+        ("Ends with etc. and more. Then e.g. this. Fine.", 3),
+        ("Virgin Islands, U.S. Two.", 1),  # errs low: no false alarm,
+        ("Seen (in Lyon.) Then more.", 2),
+    ],
+)
+def test_sentence_count(text: str, count: int) -> None:
+    assert sentence_count(text) == count
+
+
+@pytest.mark.parametrize("run", [".", "a.", "!?", ". A"])
+def test_text_rules_read_a_hostile_summary_in_one_pass(run: str) -> None:
+    """200,000 characters of marks: a backtracking pattern would not return in a lifetime."""
+    body = contradicted()
+    body["summary"] = run * (200_000 // len(run))
+    assert {v.rule for v in validate_verdict(body)} <= {"summary_is_one_or_two_sentences"}
+
+
+REFUSALS: dict[str, tuple[str, str]] = {
+    # rule name -> (an answer without a valid key that keeps it, one that breaks it)
+    "no_verdict_without_a_key": (
+        '{"error": {"code": "unauthorized", "message": "Bearer key missing or invalid"}}',
+        '{"error": "unauthorized", "data": {"verdict": "contradicted"}}',
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSALS))
+def test_refusal_rule_passes_and_catches(name: str) -> None:
+    kept, broken = REFUSALS[name]
+    assert check_refusal(kept, contradicted()) == []
+    assert [v.rule for v in check_refusal(broken, contradicted())] == [name]
+    assert validate_verdict(contradicted()) == []  # a verdict is never read as a refusal
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("unauthorized: svs-2026.11.3-4f9c2e1", "provenance.build"),
+        (
+            "<p>The claimed locale is contradicted by network geometry and the TCP stack.</p>",
+            "summary",
+        ),
+        ('{"error": "unauthorized", "hint": "geo.rtt-floor"}', "signals[0].id"),
+        ("401 Unauthorized\nTTL points to Linux.", "signals[1].headline"),
+        ('{"verdict": "refused"}', "'verdict'"),
+        ('[{"x": {"signals": []}}]', "'signals'"),
+    ],
+)
+def test_a_refusal_quoting_the_verdict_is_caught(text: str, found: str) -> None:
+    (violation,) = check_refusal(text, contradicted())
+    assert found in violation.message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "Unauthorized",
+        '{"error": {"code": "unauthorized", "message": "Provide a Bearer key."}}',
+        '{"error": "bad key", "summary": "Send Authorization: Bearer <key>"}',
+        "composite",  # a tier alone (shorter than a quote) is no giveaway
+        "not JSON {",
+    ],
+)
+def test_a_refusal_without_verdict_data_passes(text: str) -> None:
+    assert check_refusal(text, contradicted()) == []
+    assert check_refusal(text, None) == []
 
 
 @pytest.mark.parametrize("name", list(CASES))

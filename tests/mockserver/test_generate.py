@@ -106,6 +106,32 @@ def test_every_verdict_and_conclusive_combination_appears(
     assert seen[("refused", True)] > 0
 
 
+def _basis(body: dict[str, Any]) -> bool:
+    """Whether the signals make a verdict conclusive by §2.2: one absolute, or composites from
+    two families."""
+    tiers = [(s["tier"], family_of(s["id"])) for s in body["signals"]]
+    composite = {family for tier, family in tiers if tier == "composite"}
+    return any(tier == "absolute" for tier, _ in tiers) or len(composite) >= 2
+
+
+def test_a_conclusive_refusal_rests_on_the_basis_of_section_2_2(
+    bodies: list[dict[str, Any]],
+) -> None:
+    """§2.4 lets a refusal's conclusive vary; §2.2 says what conclusive rests on: the mock's
+    conclusive refusals meet it, and its inconclusive ones do not."""
+    refused = [b for b in bodies if b["verdict"] == "refused"]
+    asked = [
+        VerdictGenerator("s").verdict(
+            f"r-{i}", parse_spec({"verdict": "refused", "conclusive": True})
+        )
+        for i in range(200)
+    ]
+    for body in [*refused, *asked]:
+        assert _basis(body) is body["conclusive"], body
+    assert sum(b["conclusive"] for b in refused) > 0
+    assert not _basis({"signals": [{"id": "geo.a", "tier": "composite"}]})  # one family: none
+
+
 def test_signals_come_from_the_catalogue_with_filled_headlines(
     bodies: list[dict[str, Any]],
 ) -> None:

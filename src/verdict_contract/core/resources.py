@@ -48,11 +48,17 @@ def example_verdict() -> dict[str, Any]:
 def bundled_openapi() -> dict[str, Any]:
     """Return the OpenAPI document with the verdict schema inlined under ``components``.
 
-    ``openapi.yaml`` refers to the schema file next to it; tools that take a single document
-    (Swagger UI from a URL, the mock's ``/_mock/openapi.json``) get this self-contained copy.
+    ``openapi.yaml`` refers to the schema file and the example next to it; tools that take a
+    single document (Swagger UI from a URL, the mock's ``/_mock/openapi.json``) get this
+    self-contained copy, where neither link would resolve: both are inlined.
     """
     document = json.loads(json.dumps(openapi_document()))  # a deep copy, never the cached one
     document["components"].setdefault("schemas", {})["Verdict"] = verdict_schema()
     media = document["paths"]["/e"]["get"]["responses"]["200"]["content"]["application/json"]
     media["schema"] = {"$ref": "#/components/schemas/Verdict"}
+    for example in media.get("examples", {}).values():
+        linked = example.pop("externalValue", None)
+        if linked is not None:
+            text = (schema_dir() / linked).read_text(encoding="utf-8")
+            example["value"] = json.loads(text)
     return cast(dict[str, Any], document)

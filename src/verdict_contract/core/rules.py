@@ -1,17 +1,21 @@
 """The semantic rules of the verdict that JSON Schema alone cannot express, in one registry.
 
 Each rule is a plain generator function registered with :func:`rule` under its own (unique)
-name and the spec clause it enforces. Rules receive the decoded body (any JSON value inside a
-mapping) and must never raise on a malformed one: a field of the wrong type is the schema's to
-report, so a rule simply skips what it cannot read.
+name and the spec clause it enforces. Most rules read one verdict: they receive the decoded body
+(any JSON value inside a mapping) and must never raise on a malformed one: a field of the wrong
+type is the schema's to report, so a rule simply skips what it cannot read. A few read an
+exchange instead: what a call without a valid key was answered, beside the session's verdict
+(``reads="refusal"``, built by :func:`refusal`), or a verdict and the same session's verdict
+read later (``reads="repeat"``, built by :func:`repeat`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from .resources import verdict_schema
 from .spec import (
@@ -40,6 +44,10 @@ class Finding:
 
 
 CheckFn = Callable[[Body], Iterator[Finding]]
+Reads = Literal["verdict", "refusal", "repeat"]
+"""What a rule reads: a verdict body; a refusal (:func:`refusal`: the answer to a call without
+a valid key, beside the session's verdict); or a repeat (:func:`repeat`: a session's first
+verdict and one read later)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,7 @@ class Rule:
     clause: str
     check: CheckFn
     strict_only: bool = False
+    reads: Reads = "verdict"
 
     @property
     def summary(self) -> str:
@@ -66,14 +75,16 @@ RULES: dict[str, Rule] = {}
 """Every rule, by name, in registration order."""
 
 
-def rule(clause: str, *, strict_only: bool = False) -> Callable[[CheckFn], CheckFn]:
+def rule(
+    clause: str, *, strict_only: bool = False, reads: Reads = "verdict"
+) -> Callable[[CheckFn], CheckFn]:
     """Register a rule function under its own name; a second rule of that name is an error."""
 
     def register(check: CheckFn) -> CheckFn:
         name = check.__name__
         if name in RULES:
             raise ValueError(f"a contract rule named {name!r} is already registered")
-        RULES[name] = Rule(name, clause, check, strict_only)
+        RULES[name] = Rule(name, clause, check, strict_only, reads)
         return check
 
     return register
@@ -147,6 +158,105 @@ def summary_is_non_empty(body: Body) -> Iterator[Finding]:
     """``summary`` explains the ruling: a non-blank string."""
     summary = _get(body, "summary", str)
     yield from _blank(summary, "/summary", "summary", "one or two sentences in plain language")
+
+
+_LINE_BREAK = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+"""What ``str.splitlines`` splits at: a text holding one of these is more than one line."""
+_SENTENCE_END = re.compile(r"(?<![.!?])[.!?]++[\"')\]]*+\s++(?=[\"'(\[]?[A-Z0-9])")
+"""A sentence's end: ``.``, ``!`` or ``?``, then space and a capital or digit (possessive, and
+from a run's first mark only: linear on any text a service sends)."""
+_NO_SENTENCE_END = frozenset({"approx", "cf", "etc", "incl", "vs", "mrs"})
+"""Abbreviations whose dot ends no sentence (besides initialisms and ``Dr.``-like pairs)."""
+_MARKUP = re.compile(r"<\s*/?\s*[A-Za-z][^<>]*>|&(?:[A-Za-z]+|#[0-9]+|#x[0-9A-Fa-f]+);")
+"""An HTML or XML tag, or a character reference: markup, where plain language belongs."""
+_PLACEHOLDER = re.compile(r"\$?\{\s*[A-Za-z_][A-Za-z0-9_.]*\s*\}|%\([A-Za-z_]+\)s")
+"""A template's unfilled placeholder: ``{country}``, ``${name}``, ``%(name)s``."""
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]")
+"""Control characters other than white space: never part of language."""
+_NOT_LANGUAGE = frozenset({"null", "none", "undefined", "nan", "[object object]", "todo"})
+"""What a program prints for a value it did not have: no text at all."""
+
+
+def sentence_count(text: str) -> int:
+    """The sentences of ``text``, counted so that no abbreviation, initialism or decimal adds one.
+
+    An end is ``.``, ``!`` or ``?`` followed by white space and a capital or a digit. A dot after
+    a word with a dot inside (``e.g.``, ``U.S.``), a single letter, two letters in title case
+    (``No.``, ``Dr.``) or a known abbreviation ends nothing: a count that errs low raises no
+    false alarm.
+    """
+    ends = 0
+    text = text.strip()
+    for match in _SENTENCE_END.finditer(text):
+        before = text[max(0, match.start() - 64) : match.start()].split()
+        if not before:
+            continue  # a mark with no word before it ends nothing
+        bare = before[-1].strip("\"'([").rstrip(".")
+        title_case_pair = len(bare) == 2 and bare[0].isupper() and bare[1].islower()  # Dr, No
+        if "." in bare or len(bare) == 1 or title_case_pair or bare.lower() in _NO_SENTENCE_END:
+            continue
+        ends += 1
+    return ends + 1 if text else 0
+
+
+def _texts(body: Body) -> Iterator[tuple[str, str, str]]:
+    """``(path, name, text)`` of the summary and of every signal headline that is a string."""
+    summary = _get(body, "summary", str)
+    if summary is not None:
+        yield "/summary", "summary", summary
+    for index, signal in enumerate(_get(body, "signals", list) or []):
+        if isinstance(signal, Mapping) and isinstance(signal.get("headline"), str):
+            yield f"/signals/{index}/headline", "headline", signal["headline"]
+
+
+@rule("§2.3")
+def headline_is_one_line(body: Body) -> Iterator[Finding]:
+    """Every signal ``headline`` is one line: text, without a line break."""
+    for path, _, text in _texts(body):
+        if path == "/summary":
+            continue
+        if not text.strip():
+            yield Finding(path, "headline is blank", describe(text), "one line of text")
+        elif _LINE_BREAK.search(text.strip()):
+            lines = len(text.strip().splitlines())
+            yield Finding(path, f"headline spans {lines} lines", describe(text), "one line")
+
+
+@rule("§2.2")
+def summary_is_one_or_two_sentences(body: Body) -> Iterator[Finding]:
+    """``summary`` is one or two sentences (abbreviations and initialisms end none)."""
+    summary = _get(body, "summary", str)
+    count = sentence_count(summary) if summary is not None else 0
+    if count > 2:
+        yield Finding(
+            "/summary",
+            f"summary is {count} sentences",
+            describe(summary),
+            "one or two sentences in plain language",
+        )
+
+
+@rule("§2.2, §2.3")
+def text_is_plain_language(body: Body) -> Iterator[Finding]:
+    """``summary`` and headlines are plain language: no markup, placeholder or control character.
+
+    Nor a program's word for a missing value (``null``, ``undefined``, ``None``) in place of text.
+    """
+    for path, name, text in _texts(body):
+        found = None
+        for pattern, what in (
+            (_MARKUP, "markup"),
+            (_PLACEHOLDER, "an unfilled placeholder"),
+            (_CONTROL, "a control character"),
+        ):
+            match = pattern.search(text)
+            if match is not None:
+                found = f"{name} holds {what}: {match.group()!r}"
+                break
+        if found is None and text.strip().lower() in _NOT_LANGUAGE:
+            found = f"{name} is a program's word for no value"
+        if found is not None:
+            yield Finding(path, found, describe(text), "plain language (spec: human-readable)")
 
 
 @rule("§2.2")
@@ -409,3 +519,123 @@ def no_unknown_properties(body: Body) -> Iterator[Finding]:
     signal_schema = schema["properties"]["signals"]["items"]
     for index, signal in enumerate(_get(body, "signals", list) or []):
         yield from _unknown(signal, signal_schema, ["signals", index])
+
+
+VERDICT_ONLY_FIELDS: frozenset[str] = frozenset(
+    {"verdict", "conclusive", "contradicting_families", "signals"}
+)
+"""Names that only a verdict holds: an error body has no use for them."""
+_MIN_QUOTED = 8
+"""A value of the verdict shorter than this (a tier, a count) could be a coincidence."""
+
+
+def refusal(text: str, verdict: Mapping[str, Any] | None) -> Body:
+    """What a ``reads="refusal"`` rule reads: the text a call without a valid key was answered
+    with, and the verdict the session gives an authorised call (None if none is known)."""
+    return {"text": text, "verdict": verdict}
+
+
+def _fields_named(value: object, path: list[str | int]) -> Iterator[list[str | int]]:
+    """The paths of every object member named in VERDICT_ONLY_FIELDS, at any depth."""
+    if isinstance(value, Mapping):
+        for key, member in value.items():
+            if key in VERDICT_ONLY_FIELDS:
+                yield [*path, key]
+            yield from _fields_named(member, [*path, key])
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _fields_named(item, [*path, index])
+
+
+def _quotable(verdict: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """``(field, value)`` of the verdict's own texts: build, summary, signal ids and headlines."""
+    provenance = _mapping(verdict, "provenance")
+    build = _get(provenance, "build", str) if provenance is not None else None
+    if build is not None:
+        yield "provenance.build", build
+    summary = _get(verdict, "summary", str)
+    if summary is not None:
+        yield "summary", summary
+    for index, signal in enumerate(_get(verdict, "signals", list) or []):
+        if isinstance(signal, Mapping):
+            for key in ("id", "headline"):
+                if isinstance(signal.get(key), str):
+                    yield f"signals[{index}].{key}", signal[key]
+
+
+@rule("§4 rule 1, §5.3", reads="refusal")
+def no_verdict_without_a_key(body: Body) -> Iterator[Finding]:
+    """An answer to a call without a valid key carries nothing of the session's verdict.
+
+    Whatever its status: no member only a verdict has (``verdict``, ``signals``...), and none of
+    the session's own texts (its build, summary, signal ids or headlines).
+    """
+    text = body.get("text")
+    if not isinstance(text, str):
+        return
+    try:
+        decoded: object = json.loads(text)
+    except (ValueError, RecursionError):
+        decoded = None
+    documented = "nothing of a verdict without a valid key (401)"
+    member = next(_fields_named(decoded, []), None)
+    if member is not None:
+        yield Finding(
+            pointer(member),
+            f"an answer without a valid key holds the verdict's member {member[-1]!r}",
+            describe(text),
+            documented,
+        )
+        return
+    verdict = body.get("verdict")
+    quoted = (
+        next((f for f, v in _quotable(verdict) if len(v) >= _MIN_QUOTED and v in text), None)
+        if isinstance(verdict, Mapping)
+        else None
+    )
+    if quoted is not None:
+        yield Finding(
+            "", f"an answer without a valid key quotes the session's {quoted}", "", documented
+        )
+
+
+def repeat(first: Mapping[str, Any], later: Mapping[str, Any]) -> Body:
+    """What a ``reads="repeat"`` rule reads: a session's first verdict and one read later."""
+    return {"first": first, "later": later}
+
+
+def _documented(value: object, schema: Mapping[str, Any]) -> object:
+    """``value`` with only the members the schema documents, at every depth."""
+    properties = schema.get("properties")
+    if isinstance(value, Mapping) and isinstance(properties, Mapping):
+        return {k: _documented(v, properties[k]) for k, v in value.items() if k in properties}
+    items = schema.get("items")
+    if isinstance(value, list) and isinstance(items, Mapping):
+        return [_documented(v, items) for v in value]
+    return value
+
+
+_ABSENT = object()
+
+
+@rule("§3, §8", reads="repeat")
+def verdict_never_changes(body: Body) -> Iterator[Finding]:
+    """A session's verdict read again, at any later time in its life, is the same verdict.
+
+    Every documented field is compared; a field the spec does not document (a request id) may
+    change.
+    """
+    first, later = body.get("first"), body.get("later")
+    if not isinstance(first, Mapping) or not isinstance(later, Mapping):
+        return
+    for key, schema in verdict_schema()["properties"].items():
+        was = _documented(first[key], schema) if key in first else _ABSENT
+        now = _documented(later[key], schema) if key in later else _ABSENT
+        if was != now:
+            yield Finding(
+                f"/{key}",
+                f"{key} changed since the session's first verdict",
+                "(absent)" if now is _ABSENT else describe(now),
+                f"{'(absent)' if was is _ABSENT else describe(was)}, as first produced: "
+                "a verdict is immutable",
+            )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 import fastjsonschema
 
 from .resources import verdict_schema
-from .rules import RULES
+from .rules import RULES, refusal, repeat
 from .violations import Violation, describe, format_violations, pointer
 
 if TYPE_CHECKING:
@@ -49,16 +49,11 @@ def _conforms(body: object) -> bool:
 
 
 def _rule_tag(error: ValidationError) -> str | None:
-    """Return the registry rule a schema constraint is tagged with (``x-rule``), if any."""
-    node: Any = verdict_schema()
-    for step in error.absolute_schema_path:
-        if isinstance(node, Mapping) and "x-rule" in node:
-            return str(node["x-rule"])
-        try:
-            node = node[step]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return None
+    """The registry rule a schema constraint restates: the ``title`` of its ``allOf`` entry."""
+    path = list(error.absolute_schema_path)
+    if len(path) < 2 or path[0] != "allOf" or not isinstance(path[1], int):
+        return None
+    return str(verdict_schema()["allOf"][path[1]]["title"])
 
 
 def _schema_violations(body: object, reported: set[str]) -> list[Violation]:
@@ -117,12 +112,26 @@ def validate_verdict(body: object, *, strict: bool = False) -> list[Violation]:
     violations: list[Violation] = []
     if isinstance(body, Mapping):
         for contract_rule in RULES.values():
-            if strict or not contract_rule.strict_only:
+            if contract_rule.reads == "verdict" and (strict or not contract_rule.strict_only):
                 violations.extend(contract_rule.run(body))
     violations[:0] = _schema_violations(body, {v.rule for v in violations})
     # A version mismatch explains most other failures, so it leads the list.
     violations.sort(key=lambda v: v.rule != "schema_version")
     return violations
+
+
+def check_refusal(text: str, verdict: Mapping[str, Any] | None) -> list[Violation]:
+    """Every way the answer ``text`` to a call without a valid key gives away the session's
+    ``verdict`` (the rules that read a refusal); empty when it gives away nothing."""
+    exchange = refusal(text, verdict)
+    return [v for r in RULES.values() if r.reads == "refusal" for v in r.run(exchange)]
+
+
+def check_repeat(first: Mapping[str, Any], later: Mapping[str, Any]) -> list[Violation]:
+    """Every documented field in which a session's ``later`` verdict differs from its ``first``
+    (the rules that read a repeat); empty when it is the same verdict."""
+    exchange = repeat(first, later)
+    return [v for r in RULES.values() if r.reads == "repeat" for v in r.run(exchange)]
 
 
 def unknown_properties(body: object) -> list[Violation]:
