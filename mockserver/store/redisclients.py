@@ -23,6 +23,7 @@ retried): the request gets a 503 and the next one tries again.
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Any, Final, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -50,25 +51,49 @@ SyncClient = redis.Redis | redis.cluster.RedisCluster
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 
 
+BYTES_PER_ELEMENT: Final = 32
+"""A reply may hold one element per this many bytes of its byte bound. An element costs hiredis
+a Python object (about 60 bytes for an empty list) whatever its few bytes on the wire: a reply of
+millions of ``*0`` would cost 18 times its bytes. Every element the mock's replies hold (a
+journal entry, a step, a count) is longer than this on the wire."""
+
+
+_DECLARED: Final = re.compile(rb"(?:^|\r\n)[*%~>|](\d{1,20})\r\n")
+"""An aggregate's header (array, map, set, push, attribute) and the count it declares."""
+
+
 class BoundedReader:
-    """hiredis's reader, refusing a reply past ``limit`` bytes: a Redis speaking garbage (an
-    endless bulk string) costs the mock at most that much, not what fits in its timeout."""
+    """hiredis's reader, refusing a reply past ``limit`` bytes or past one element per
+    :data:`BYTES_PER_ELEMENT` of them: a Redis speaking garbage (an endless bulk string, millions
+    of empty arrays) costs the mock at most about twice its byte bound, not what fits in its
+    timeout. Each element of RESP ends a line (``\r\n``), so counting the lines bounds the
+    elements sent; an aggregate's declared count is checked before hiredis sees it, since
+    hiredis makes its list at once (``*4000000`` alone is a list of 32 MB)."""
 
     def __init__(self, reader: Any, limit: int) -> None:
         self._reader = reader
         self._limit = limit
-        self._fed = 0  # since the last whole reply
+        self._elements = limit // BYTES_PER_ELEMENT
+        self._fed = self._lines = 0  # since the last whole reply
+        self._tail = b""  # the end of the last chunk: a header cut in two is read whole
 
     def feed(self, data: Any, *span: int) -> None:
-        self._fed += span[1] if len(span) == 2 else len(data)
+        chunk = bytes(data[span[0] : span[0] + span[1]]) if len(span) == 2 else bytes(data)
+        self._fed += len(chunk)
+        self._lines += chunk.count(b"\r\n")
         if self._fed > self._limit:
             raise InvalidResponse(f"a reply longer than {self._limit} bytes")
+        scanned = self._tail + chunk
+        declared = max((int(m[1]) for m in _DECLARED.finditer(scanned)), default=0)
+        if self._lines > self._elements or declared > self._elements:
+            raise InvalidResponse(f"a reply of more than {self._elements} elements")
+        self._tail = scanned[-24:]
         self._reader.feed(data, *span)
 
     def gets(self, *args: Any) -> Any:
         reply = self._reader.gets(*args)
         if reply is not NOT_ENOUGH_DATA:
-            self._fed = 0
+            self._fed = self._lines = 0
         return reply
 
     def has_data(self) -> bool:

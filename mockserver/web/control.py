@@ -177,13 +177,12 @@ def _proxy_health(proxy: ValidatingProxy) -> dict[str, object]:
 
 
 @control.get("/health")
-def health() -> Response | tuple[Response, int]:
+def health() -> Response:
     state = state_of()
     proxy = current_app.extensions.get(PROXY_EXTENSION)
     problem = state.backend.writable()  # as readyz decides it: the two never disagree
     if problem is not None:
-        error = {"code": problem.code, "message": str(problem)}
-        return jsonify(status="not_ready", state=state.backend.label, error=error), 503
+        raise problem  # the 503 every call of the store gives then
     return jsonify(
         status="ok",
         schema=SCHEMA_VERSION,

@@ -192,3 +192,44 @@ def test_an_endless_reply_is_read_no_further_than_the_reply_bound(
     assert proxy.garbled.wait(60)  # the mock hung up (or the proxy sent all it may)
     # the bound (about 1 MiB here) and what the kernel's socket buffers held: far from the cap
     assert 0 < proxy.sent < 32 * 1024 * 1024
+
+
+def test_a_reply_of_millions_of_empty_arrays_is_refused_by_its_element_count() -> None:
+    """``*0`` is four bytes on the wire and a Python list in memory: the reader refuses a reply
+    past one element per BYTES_PER_ELEMENT of its byte bound, long before the byte bound, so
+    what hiredis built stays a small multiple of that bound."""
+    import tracemalloc
+
+    import hiredis
+    from redis._parsers.hiredis import NOT_ENOUGH_DATA
+    from redis.exceptions import InvalidResponse
+
+    from verdict_contract.mockserver.store.redisclients import BYTES_PER_ELEMENT, BoundedReader
+
+    limit = 1024 * 1024
+    reader = BoundedReader(hiredis.Reader(notEnoughData=NOT_ENOUGH_DATA), limit)
+    chunk = b"*0\r\n" * 16384  # 64 KiB
+    fed = 0
+
+    def attack() -> None:
+        nonlocal fed
+        reader.feed(b"*4000000\r\n")
+        while fed < 16 * 1024 * 1024:  # what the attack sent: 15 MiB
+            reader.feed(chunk)
+            fed += len(chunk)
+            assert reader.gets() is NOT_ENOUGH_DATA
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidResponse, match="elements"):
+            attack()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert fed < limit // BYTES_PER_ELEMENT * 4  # refused at the element count, not the bytes
+    assert peak < 2 * limit  # hiredis built at most that many objects
+    # A reply of that many elements, each as long as an entry, is taken whole:
+    whole = BoundedReader(hiredis.Reader(notEnoughData=NOT_ENOUGH_DATA), limit)
+    entry = b"$40\r\n" + b"e" * 40 + b"\r\n"
+    whole.feed(b"*1000\r\n" + entry * 1000)
+    assert len(whole.gets()) == 1000
