@@ -19,13 +19,31 @@ from .sessions import Step
 
 MAX_SCRIPT_BYTES: Final = 16 * 1024 * 1024
 """The scripts one mock holds at once, in bytes as :func:`script_bytes` counts them."""
-STEP_BYTES: Final = 128
-"""What one step costs in the store besides its headers (the objects that hold it)."""
+STEP_BYTES: Final = 160
+"""What one step costs in memory besides its headers: its object and its slot (tracemalloc)."""
+HEADER_BYTES: Final = 128
+"""What a header of a scripted status costs besides its characters: its tuple and strings."""
+SCRIPT_BYTES: Final = 1024
+"""What a script costs besides its steps: its deque, its entries in the book, its session id (a
+one-step script costs about 1.1 kB in all: counting its step alone let a flood of them hold nine
+times the bound)."""
+
+
+def step_costs(steps: Iterable[Step]) -> list[int]:
+    """The bytes each step frees as it is answered, in order: its own, and the last one the
+    script's too (its deque and entries go with it). Both stores count with this."""
+    costs = [
+        STEP_BYTES + sum(HEADER_BYTES + len(k) + len(v) for k, v in step.headers or ())
+        for step in steps
+    ]
+    if costs:
+        costs[-1] += SCRIPT_BYTES
+    return costs
 
 
 def script_bytes(steps: Iterable[Step]) -> int:
-    """The bytes a script takes in the store: a fixed cost per step, plus its headers."""
-    return sum(STEP_BYTES + sum(len(k) + len(v) for k, v in step.headers or ()) for step in steps)
+    """The bytes a script takes in the store (:func:`step_costs`, added up)."""
+    return sum(step_costs(steps))
 
 
 class ScriptStoreFull(Exception):
@@ -54,7 +72,8 @@ def store_full(held: int, needed: int, capacity: int) -> ScriptStoreFull:
 @dataclass
 class ScriptBook:
     capacity: int = field(default_factory=lambda: MAX_SCRIPT_BYTES)  # read when made
-    _scripts: dict[str, deque[Step]] = field(default_factory=dict, init=False)
+    _scripts: dict[str, deque[tuple[Step, int]]] = field(default_factory=dict, init=False)
+    """Per session, its steps left, each with the bytes it frees (:func:`step_costs`)."""
     _bytes: int = field(default=0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _minted: set[str] = field(default_factory=set, init=False, repr=False)
@@ -77,7 +96,7 @@ class ScriptBook:
         needed = script_bytes(steps)
         with self._lock:
             old = self._scripts.pop(session_id, None)
-            freed = script_bytes(old) if old else 0
+            freed = sum(cost for _, cost in old) if old else 0
             if not force and not admits(self._bytes, freed, needed, self.capacity):
                 if old:
                     self._scripts[session_id] = old
@@ -85,7 +104,7 @@ class ScriptBook:
             self._bytes -= freed
             self._minted.discard(session_id)
             if steps:
-                self._scripts[session_id] = deque(steps)
+                self._scripts[session_id] = deque(zip(steps, step_costs(steps), strict=True))
                 self._bytes += needed
                 if minted:
                     self._minted.add(session_id)
@@ -93,7 +112,11 @@ class ScriptBook:
     def minted_left(self) -> dict[str, tuple[Step, ...]]:
         """The steps still unused of every minted session's script, oldest session first."""
         with self._lock:
-            return {i: tuple(s) for i, s in self._scripts.items() if i in self._minted}
+            return {
+                i: tuple(step for step, _ in left)
+                for i, left in self._scripts.items()
+                if i in self._minted
+            }
 
     def next_step(self, session_id: str) -> Step | None:
         """Consume and return the next scripted step for the id, if any is left."""
@@ -103,8 +126,8 @@ class ScriptBook:
             steps = self._scripts.get(session_id)
             if not steps:
                 return None
-            step = steps.popleft()
-            self._bytes -= script_bytes((step,))
+            step, cost = steps.popleft()
+            self._bytes -= cost
             if not steps:
                 del self._scripts[session_id]
                 self._minted.discard(session_id)

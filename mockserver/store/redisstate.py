@@ -37,7 +37,7 @@ from typing import Any, Final
 from redis.exceptions import OutOfMemoryError, ReadOnlyError
 
 from ..model import scripts as script_store
-from ..model.scripts import ScriptStoreFull, script_bytes, store_full
+from ..model.scripts import ScriptStoreFull, script_bytes, step_costs, store_full
 from ..model.sessions import Step
 from ..model.steps import encode_step, outcome, scripted
 from .availability import Calls
@@ -78,17 +78,17 @@ _NAMING: Final = (b"verdict-mock state keys", 20_000)
 
 def _stored(steps: tuple[Step, ...]) -> str:
     """A script as the store keeps it: per step, the journal's tail of its answer, the step,
-    its bytes (as :func:`.scripts.script_bytes` counts them: the store frees them as used) and
+    its bytes (:func:`.scripts.step_costs`: the store frees them as used) and
     the delay of a delay step (its answer is the session's own: the script journals the delay
     into that answer's tail, as the memory store journals it)."""
     if not steps:
         return ""
     items = []
-    for step in steps:
+    for step, cost in zip(steps, step_costs(steps), strict=True):
         answer = scripted(step, b"")  # status, outcome and fault do not depend on the body
         tail = entry_tail(outcome(answer)) if answer is not None else ""
         delay = step.delay_ms if answer is None else 0
-        items.append([tail, encode_step(step), script_bytes((step,)), delay])
+        items.append([tail, encode_step(step), cost, delay])
     return json.dumps(items, separators=(",", ":"))
 
 

@@ -41,7 +41,7 @@ from tests.mockserver.test_asyncserver import get, mint, on_loop, serving, split
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.scenario import ScenarioError, load_scenario
-from verdict_contract.mockserver.model.scripts import STEP_BYTES
+from verdict_contract.mockserver.model.scripts import SCRIPT_BYTES, STEP_BYTES
 from verdict_contract.mockserver.server.asyncserver import MAX_PIPELINED, AsyncServer
 from verdict_contract.mockserver.store.journal import UNTRUSTED_KEPT
 from verdict_contract.mockserver.web.glue import state_of
@@ -536,9 +536,8 @@ def test_a_script_may_not_set_the_headers_that_frame_the_connection(
 def test_the_script_store_is_bounded_in_bytes_and_says_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(
-        "verdict_contract.mockserver.model.scripts.MAX_SCRIPT_BYTES", 20 * STEP_BYTES
-    )
+    bound = 20 * STEP_BYTES + 2 * SCRIPT_BYTES  # 20 steps in two scripts
+    monkeypatch.setattr("verdict_contract.mockserver.model.scripts.MAX_SCRIPT_BYTES", bound)
     with (
         serving(Settings(api_keys=(KEY,), rate_limit=OPEN)) as server,
         httpx.Client(base_url=f"http://127.0.0.1:{server.effective_port}") as client,
@@ -548,8 +547,9 @@ def test_the_script_store_is_bounded_in_bytes_and_says_so(
         assert full.status_code == 409
         error = error_of(409, full.headers["content-type"], full.content)
         assert error["code"] == "script_store_full"
-        assert f"at most {20 * STEP_BYTES}" in error["message"]
-        assert client.get("/_mock/health").json()["script_bytes"] == 15 * STEP_BYTES
+        assert f"at most {bound}" in error["message"]
+        held = client.get("/_mock/health").json()["script_bytes"]
+        assert held == 15 * STEP_BYTES + SCRIPT_BYTES
         for _ in range(10):  # steps answered are freed
             assert client.get("/e", params={"n": n}, headers=bearer()).status_code == 503
         assert client.post("/_mock/sessions", json={"script": [503] * 10}).status_code == 201
@@ -558,14 +558,13 @@ def test_the_script_store_is_bounded_in_bytes_and_says_so(
 def test_a_scenario_over_the_script_bound_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        "verdict_contract.mockserver.model.scripts.MAX_SCRIPT_BYTES", 4 * STEP_BYTES
-    )
+    bound = 4 * STEP_BYTES + SCRIPT_BYTES
+    monkeypatch.setattr("verdict_contract.mockserver.model.scripts.MAX_SCRIPT_BYTES", bound)
     scenario = tmp_path / "s.yaml"
     scenario.write_text("sessions:\n  flaky: {script: [503, 503, 503]}\n")
     assert create_app(Settings(scenario=scenario)) is not None  # within the bound
     scenario.write_text("sessions:\n  flaky: {script: [503, 503, 503, 503, 503]}\n")
-    with pytest.raises(ScenarioError, match=rf"at most {4 * STEP_BYTES} bytes of scripts"):
+    with pytest.raises(ScenarioError, match=rf"at most {bound} bytes of scripts"):
         create_app(Settings(scenario=scenario))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.model.scenario import Scenario, named_sessions
@@ -53,3 +55,30 @@ def test_a_reload_keeps_the_rate_limit_counters_and_a_reset_clears_them() -> Non
     assert state.limiter.admit("k") is not None
     state.reset()
     assert state.limiter.admit("k") is None
+
+
+@pytest.mark.parametrize(
+    "script",
+    [[503], [503] * 10, [{"status": 418, "headers": {"X-Reason": "teapot"}}] * 3],
+    ids=["one step", "ten steps", "steps with headers"],
+)
+def test_the_script_bound_counts_what_a_script_costs_in_memory(script: list[object]) -> None:
+    """The store's bound is in the bytes scripts really take: a flood of one-step scripts cost
+    nine times what the bound counted when only steps were counted."""
+    import gc
+    import tracemalloc
+
+    state = MockState(Settings())
+    specs = [parse_spec({"script": script, "verdict": "refused"}, "x") for _ in range(500)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for spec in specs:
+            state.mint(spec)
+        gc.collect()
+        taken = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    counted = state.scripts.size
+    assert 0.6 * counted < taken < 1.4 * counted, (taken, counted)

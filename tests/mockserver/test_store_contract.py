@@ -25,7 +25,8 @@ from verdict_contract.mockserver.testing.mocks import live_mock
 KEY = "store-contract-key-0001"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 STEPS_KEPT = 3
-"""The script bound of these tests, in steps of no headers (each costs STEP_BYTES)."""
+"""The script bound of these tests, in one-step scripts of no headers (each costs STEP_BYTES and
+SCRIPT_BYTES)."""
 
 
 class StoreContract:
@@ -38,7 +39,8 @@ class StoreContract:
     @pytest.fixture
     def http(self, state_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[httpx.Client]:
         # a small script bound, read when the mock is made: a full store in a few mints
-        monkeypatch.setattr(scripts, "MAX_SCRIPT_BYTES", STEPS_KEPT * scripts.STEP_BYTES)
+        one = scripts.STEP_BYTES + scripts.SCRIPT_BYTES
+        monkeypatch.setattr(scripts, "MAX_SCRIPT_BYTES", STEPS_KEPT * one)
         settings = Settings(
             port=0,
             state=StateURL.parse(state_url),
@@ -108,9 +110,13 @@ class StoreContract:
 
     def test_health_shows_the_script_bounds_use(self, http: httpx.Client) -> None:
         n = self.mint(http, script=[503, 503]).json()["n"]
-        assert http.get("/_mock/health").json()["script_bytes"] == 2 * scripts.STEP_BYTES
+        script = scripts.SCRIPT_BYTES  # the script's own, freed with its last step
+        held = http.get("/_mock/health").json()["script_bytes"]
+        assert held == 2 * scripts.STEP_BYTES + script
         self.explain(http, n)
-        assert http.get("/_mock/health").json()["script_bytes"] == scripts.STEP_BYTES
+        assert http.get("/_mock/health").json()["script_bytes"] == scripts.STEP_BYTES + script
+        self.explain(http, n)
+        assert http.get("/_mock/health").json()["script_bytes"] == 0
         assert http.post("/_mock/reset").status_code == 204
         assert http.get("/_mock/health").json()["script_bytes"] == 0
 
