@@ -8,6 +8,7 @@ import os
 import shlex
 import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -225,8 +226,35 @@ def loop_note(settings: Settings, platform: str = sys.platform) -> str | None:
     )
 
 
-def watch_scenario(path: Path, state: MockState) -> ScenarioWatcher:
-    """Reload the scenario when it changes or on SIGHUP, on the watcher's thread.
+class EarlyHangups:
+    """SIGHUP from the first line of start: while the mock starts (a long first scenario load),
+    a hangup is noted instead of ending the process, and asked of the watcher once it runs."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        # a signal handler is the main thread's to set (main() may run elsewhere: tests)
+        self.handled = (
+            hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread()
+        )
+        if self.handled:
+            signal.signal(signal.SIGHUP, self._note)
+
+    def _note(self, *_: object) -> None:
+        self.seen = True
+
+    def without_scenario(self) -> None:
+        """No scenario to reload: SIGHUP does what it does to any process (ends it)."""
+        if self.handled:
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+            if self.seen:
+                os.kill(os.getpid(), signal.SIGHUP)
+
+
+def watch_scenario(
+    path: Path, state: MockState, early: EarlyHangups | None = None
+) -> ScenarioWatcher:
+    """Reload the scenario when it changes or on SIGHUP, on the watcher's thread; a SIGHUP that
+    came while the mock started (``early``) reloads it now.
 
     The handler only asks: it runs on the main thread, the event loop's, which a slow parse
     would stall.
@@ -235,6 +263,8 @@ def watch_scenario(path: Path, state: MockState) -> ScenarioWatcher:
     watcher.start()
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, lambda *_: watcher.request_reload())
+    if early is not None and early.seen:
+        watcher.request_reload()
     return watcher
 
 
@@ -287,17 +317,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    early = EarlyHangups()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         settings = settings_from(args, os.environ)
+    except ValueError as exc:  # one line, not a traceback
+        parser.error(str(exc))
+    configure_logging(settings.log_level, settings.log_format)  # before the state logs a word
+    try:
         app = create_app(settings)
-    except (ValueError, ScenarioError, StateUnavailable) as exc:  # one line, not a traceback
+    except (ValueError, ScenarioError, StateUnavailable) as exc:
         parser.error(str(exc))
     for warning in (exposure_warning(settings), loop_note(settings)):
         if warning:
             print(warning, file=sys.stderr, flush=True)
-    configure_logging(settings.log_level, settings.log_format)
     state = state_of(app)
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
     if settings.workers > 1 and not is_worker():  # this process only starts and watches them
@@ -310,7 +344,9 @@ def _main(argv: Sequence[str] | None) -> int:
             ),
         )
     if settings.scenario is not None:
-        watch_scenario(settings.scenario, state)
+        watch_scenario(settings.scenario, state, early)
+    else:
+        early.without_scenario()
     try:
         server = make_server(app, settings.host, settings.port, settings.threads)
     except OSError as exc:  # e.g. the port is taken

@@ -82,7 +82,10 @@ def test_the_state_store_going_down_and_back_is_logged_once_each(form: str, tmp_
     demo = {"n": "demo-contradicted"}
     with (
         redis_server() as server,
-        verdict_mock("--state", server.url, "--log-format", form, err=err) as (_, base),
+        verdict_mock("--state", server.url, "--secret", "logs", "--log-format", form, err=err) as (
+            _,
+            base,
+        ),
         httpx.Client(base_url=base, headers=headers, timeout=10) as client,
     ):
         assert client.get("/e", params=demo).status_code == 200

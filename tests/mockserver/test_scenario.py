@@ -532,6 +532,27 @@ def test_sighup_asks_the_watcher_and_never_parses_on_the_signalled_thread(
     assert threads == ["scenario-watcher"]
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")
+def test_a_sighup_while_the_mock_starts_is_kept_for_the_watcher(scenario_file: Path) -> None:
+    """From the first line of start a hangup is noted, not fatal: a long first load survives
+    it, and the watcher reloads once it runs (the file may have changed meanwhile)."""
+    from verdict_contract.mockserver.cli import EarlyHangups
+
+    early = EarlyHangups()
+    try:
+        os.kill(os.getpid(), signal.SIGHUP)  # a real signal to this process: it lives on
+        assert early.seen
+        app = create_app(Settings(scenario=scenario_file))  # the "long" first load
+        _write(scenario_file, "sessions:\n  beta: {verdict: refused}\n")
+        watcher = watch_scenario(scenario_file, state_of(app), early)
+        try:
+            assert wait_until(lambda: "beta" in state_of(app).named)
+        finally:
+            watcher.stop()
+    finally:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def test_aliases_may_double_a_file_but_not_more(tmp_path: Path) -> None:
     big = "x" * (scenariofile.MIN_EXPANDED // 3)
     fits = f"sessions:\n  a: {{fields: {{summary: &s {big}}}}}\n  b: {{fields: {{summary: *s}}}}\n"
