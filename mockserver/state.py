@@ -37,7 +37,7 @@ from .model.traffic import Traffic
 from .settings import Settings, env_var
 from .store.backend import MemoryBackend, SharedBackend, StateBackend
 from .store.habits import ClockMove
-from .store.journal import Entry, Journal
+from .store.journal import Journal, JournalEntry
 from .store.ratelimit import RateLimiter
 
 log = logging.getLogger("mockserver.state")
@@ -232,7 +232,7 @@ class MockState:
             self.now(), self.settings.session_lifetime
         )
 
-    def entries(self) -> list[Entry]:
+    def entries(self) -> list[JournalEntry]:
         """The journal, oldest first (every process's, with a shared state)."""
         return self.backend.entries()
 

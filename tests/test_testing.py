@@ -101,7 +101,7 @@ def test_every_name_is_exported_and_resolves() -> None:
     assert public.__all__ == sorted(public._EXPORTS)
     for name in public.__all__:
         assert getattr(public, name) is not None
-    assert public.JournalEntry.__name__ == "Entry"
+    assert public.JournalEntry.__name__ == "JournalEntry"
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         public.Nope  # noqa: B018
 
@@ -245,3 +245,28 @@ def test_the_readmes_examples_pass_pyright_strict(tmp_path: Path, typecheck: Che
     _need_pyright()
     output = pyright(_readme_examples(tmp_path), typecheck.copy, tmp_path)
     assert output.splitlines()[-1].startswith("0 errors, 0 warnings"), output
+
+
+ENTRY_TYPES = """
+from __future__ import annotations
+
+from typing import Literal
+
+from verdict_contract.testing import JournalEntry, RespxVerdictMock
+
+
+def test_entry(verdict_respx: RespxVerdictMock) -> None:
+    entry: JournalEntry = verdict_respx.journal[0]
+    kind: Literal["contradicted", "refused", "disputed", "uncontradicted", "insufficient"] | None
+    kind = entry.verdict
+    reveal_type(entry)
+"""
+
+
+def test_type_checkers_name_the_entry_as_the_docs_do_and_type_its_verdict(
+    tmp_path: Path, typecheck: Checked
+) -> None:
+    """``JournalEntry`` in messages (not an internal name), and ``verdict`` as the kind."""
+    output = _check("mypy", "test_entry.py", ENTRY_TYPES, tmp_path, typecheck)
+    assert "fallback=verdict_contract.mockserver.store.journal.JournalEntry]" in output
+    assert "Success: no issues found" in output, output

@@ -27,7 +27,7 @@ from verdict_contract.core.errors import StateUnavailable as StateUnavailable
 
 from ..model.scripts import ScriptBook
 from ..model.sessions import Step
-from .journal import Entry, Journal, TailAround
+from .journal import Journal, JournalEntry, TailAround
 from .ratelimit import RateLimiter
 
 MEMORY: Final = "memory"
@@ -247,7 +247,7 @@ class CallKind(NamedTuple):
     session: str  # the session id; "" when no session was found (400, unknown 404)
     collected_at: float | None
     local_stands: bool  # the local answer stands unless a scripted step replaces it
-    untrusted: bool  # no valid key: journaled in the ring (see journal.Entry.untrusted)
+    untrusted: bool  # no valid key: journaled in the ring (see journal.JournalEntry.untrusted)
     entry: str  # the journal entry past its time, up to its answer (journal.head_past_time)
     local_tail: str
     served_tail: TailAround
@@ -298,10 +298,10 @@ class StateBackend(Protocol):
         """Bytes of scripts held now, as :func:`.scripts.script_bytes` counts them."""
         ...
 
-    def record(self, entry: Entry) -> None:
+    def record(self, entry: JournalEntry) -> None:
         """Journal a request decided apart from ``/e``'s (a wrong path or method)."""
 
-    def entries(self) -> list[Entry]: ...
+    def entries(self) -> list[JournalEntry]: ...
 
     def clear_journal(self) -> None: ...
 
@@ -381,10 +381,10 @@ class MemoryBackend:
     def script_bytes(self) -> int:
         return self.scripts.size
 
-    def record(self, entry: Entry) -> None:
+    def record(self, entry: JournalEntry) -> None:
         self.journal.add(entry)
 
-    def entries(self) -> list[Entry]:
+    def entries(self) -> list[JournalEntry]:
         return self.journal.entries()
 
     def clear_journal(self) -> None:

@@ -12,7 +12,7 @@ from typing import Final
 
 from verdict_contract.core.spec import ENDPOINT_PATH, SCHEMA_VERSION, VERDICT_OUTCOMES
 
-from .journal import Entry
+from .journal import JournalEntry
 
 BEHAVIOURS: Final[dict[str, str]] = {
     "verdict.contradicted.conclusive": "contradicted, conclusive: act automatically (§2.4)",
@@ -50,7 +50,7 @@ _BY_VERDICT: Final[dict[tuple[str, bool], str]] = {
 _FAULTS: Final = frozenset({"reset", "truncated", "malformed", "timeout"})
 
 
-def behaviours(entry: Entry) -> tuple[str, ...]:
+def behaviours(entry: JournalEntry) -> tuple[str, ...]:
     """The behaviour ids a journal entry is: what the client met, by the spec's answer space.
 
     Only ``GET``/``HEAD /e`` count: a wrong path or method is not an answer of the API. One
@@ -84,7 +84,7 @@ def behaviours(entry: Entry) -> tuple[str, ...]:
     return tuple(b for b in met if b in BEHAVIOURS)
 
 
-def tally(entries: Iterable[Entry]) -> dict[str, int]:
+def tally(entries: Iterable[JournalEntry]) -> dict[str, int]:
     """How often each behaviour was met by ``entries``, every id present, in the report's order."""
     counts = dict.fromkeys(BEHAVIOURS, 0)
     for entry in entries:

@@ -13,7 +13,7 @@ from typing import Final, NamedTuple
 from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import ENDPOINT_PATH
 
-from .journal import Entry
+from .journal import JournalEntry
 
 HABITS: Final[dict[str, str]] = {
     "refetch": "a session fetched again after a 200: a verdict never changes, cache it (§8)",
@@ -41,7 +41,7 @@ def on_mock_clock(at: float, moves: Sequence[ClockMove]) -> float:
     return at + sum(move.seconds for move in moves if move.at <= at)
 
 
-def _retry_deadline(entry: Entry, at: float) -> float | None:
+def _retry_deadline(entry: JournalEntry, at: float) -> float | None:
     """When a 429's Retry-After runs out, on the mock's clock; None without a readable one."""
     value = (entry.retry_after or "").strip()
     if value.isdigit():
@@ -52,11 +52,11 @@ def _retry_deadline(entry: Entry, at: float) -> float | None:
         return None
 
 
-def _session(entry: Entry) -> str:
+def _session(entry: JournalEntry) -> str:
     return mask(entry.n) if entry.n else "(no session)"
 
 
-def _key_outside_header(entry: Entry, keys: Iterable[str]) -> bool:
+def _key_outside_header(entry: JournalEntry, keys: Iterable[str]) -> bool:
     for key in keys:
         shown = mask(key)
         names = [name for name in entry.query if not name.startswith("…")] + ["n"]
@@ -68,7 +68,7 @@ def _key_outside_header(entry: Entry, keys: Iterable[str]) -> bool:
 
 
 def habits(
-    entries: Sequence[Entry], keys: Iterable[str] = (), moves: Sequence[ClockMove] = ()
+    entries: Sequence[JournalEntry], keys: Iterable[str] = (), moves: Sequence[ClockMove] = ()
 ) -> list[Habit]:
     """The habits the requests of one test show, once per habit and session."""
     keys = tuple(keys)
@@ -77,7 +77,7 @@ def habits(
     refused: set[str] = set()  # Authorization headers (masked) answered 401
     limited: dict[str | None, float] = {}  # Authorization (masked) -> Retry-After deadline
 
-    def note(habit_id: str, entry: Entry, detail: str) -> None:
+    def note(habit_id: str, entry: JournalEntry, detail: str) -> None:
         found.setdefault((habit_id, _session(entry)), Habit(habit_id, _session(entry), detail))
 
     for entry in entries:

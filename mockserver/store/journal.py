@@ -10,9 +10,9 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Final, NamedTuple, Required, TypedDict, Unpack
+from typing import Any, Final, NamedTuple, Required, TypedDict, Unpack, cast
 
-from verdict_contract.core.spec import ENDPOINT_PATH
+from verdict_contract.core.spec import ENDPOINT_PATH, VerdictKind
 
 from ..model.answer import Served
 from ..model.steps import Outcome
@@ -29,7 +29,7 @@ from .shown import (
 
 UNTRUSTED_KEPT: Final = 100
 """Entries of requests any web page can send (no valid key, or a path or method the API does not
-take; see :attr:`Entry.untrusted`), kept in a ring of their own, so they never evict the
+take; see :attr:`JournalEntry.untrusted`), kept in a ring of their own, so they never evict the
 rest."""
 
 
@@ -37,7 +37,7 @@ _NOTHING_SERVED: Final = Served(None, None, None, ())
 _NO_PRINTS: Final = frozenset[bytes]()
 
 
-class Entry(NamedTuple):
+class JournalEntry(NamedTuple):
     """One journaled request, as a journal keeps it and a test reads it (both stores).
 
     Masked and bounded as it is made (:func:`entry`): query values other than ``n`` are
@@ -110,9 +110,10 @@ class Entry(NamedTuple):
         return self.reading.delay_ms
 
     @property
-    def verdict(self) -> str | None:
-        """The verdict of the 2xx body the client was served whole, if any."""
-        return (self.reading.served or _NOTHING_SERVED).verdict
+    def verdict(self) -> VerdictKind | None:
+        """The verdict of the 2xx body the client was served whole, if any (a kind the spec
+        does not list yet, from a proxied service, as it was sent)."""
+        return cast("VerdictKind | None", (self.reading.served or _NOTHING_SERVED).verdict)
 
     @property
     def conclusive(self) -> bool | None:
@@ -141,7 +142,7 @@ class Entry(NamedTuple):
         """Whether this request sent header (``h``) or parameter (``q``) ``name`` as ``value``."""
         return fingerprint(kind, name, value) in self.fingerprints
 
-    def replace(self, **changes: Any) -> Entry:
+    def replace(self, **changes: Any) -> JournalEntry:
         """This entry with shown fields changed, by the names :meth:`to_json` shows: a
         request's (``path``...), its answer's (``status``...) or its served body's
         (``verdict``...), as :func:`dataclasses.replace` changes a dataclass; a name it does
@@ -149,7 +150,7 @@ class Entry(NamedTuple):
         one where 3.11's raised a ValueError)."""
         unknown = set(changes) - {*Served._fields, *_READING_SHOWN, "latency_ms", *self._fields}
         if unknown:
-            raise TypeError(f"Entry.replace() got unexpected field names: {sorted(unknown)}")
+            raise TypeError(f"JournalEntry.replace() got unexpected field names: {sorted(unknown)}")
         served = {name: changes.pop(name) for name in Served._fields if name in changes}
         reading = {name: changes.pop(name) for name in _READING_SHOWN if name in changes}
         if served:
@@ -189,7 +190,7 @@ SHOWN_FIELDS: Final = (
     "delay_ms",
     "violations",
 )
-"""An entry's fields as :meth:`Entry.to_json` shows them, in this order."""
+"""An entry's fields as :meth:`JournalEntry.to_json` shows them, in this order."""
 _READING_SHOWN: Final = frozenset(Outcome._fields) - {"served"}
 
 
@@ -226,8 +227,8 @@ class Journal:
     """
 
     size: int = 1000
-    _entries: deque[Entry] = field(init=False, repr=False)
-    _refused: deque[Entry] = field(init=False, repr=False)
+    _entries: deque[JournalEntry] = field(init=False, repr=False)
+    _refused: deque[JournalEntry] = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _generation: int = field(default=0, init=False)
 
@@ -251,7 +252,7 @@ class Journal:
         """
         self.add(entry_from(fields, self._generation if generation is None else generation))
 
-    def add(self, entry: Entry) -> None:
+    def add(self, entry: JournalEntry) -> None:
         """Keep an entry (from :func:`build_entry`); see :meth:`record`.
 
         No lock: a deque's append is atomic. An entry of an earlier generation (its request
@@ -259,7 +260,7 @@ class Journal:
         """
         (self._refused if entry.untrusted else self._entries).append(entry)
 
-    def _current(self) -> list[Entry]:
+    def _current(self) -> list[JournalEntry]:
         """This generation's entries, oldest first (copies first: a deque copied
         whole is atomic, while iterating it races the appends)."""
         generation = self._generation
@@ -268,7 +269,7 @@ class Journal:
             entries = list(heapq.merge(entries, refused, key=_time))
         return [entry for entry in entries if entry.generation == generation]
 
-    def entries(self) -> list[Entry]:
+    def entries(self) -> list[JournalEntry]:
         with self._lock:
             return self._current()
 
@@ -283,7 +284,7 @@ class Journal:
             return len(self._current())
 
 
-def _time(entry: Entry) -> float:
+def _time(entry: JournalEntry) -> float:
     return entry.time
 
 
@@ -297,18 +298,18 @@ def build_entry(
     latency_ms: float | None = None,
     violations: tuple[str, ...] = (),
     generation: int = 0,
-) -> Entry:
-    """A request's :class:`Entry`: ``shown`` is :func:`shown_args` of its query (masked), the
+) -> JournalEntry:
+    """A request's :class:`JournalEntry`: ``shown`` is :func:`shown_args` of its query (masked), the
     Authorization header is masked, headers and parameters are kept as digests only;
     ``reading`` is the answer's (:func:`.steps.outcome`); ``generation``: the journal's when the
     request arrived."""
     n, query, params = shown
-    untrusted = (  # the rule of :attr:`Entry.untrusted`, its one place
+    untrusted = (  # the rule of :attr:`JournalEntry.untrusted`, its one place
         path != ENDPOINT_PATH
         or method not in _API_METHODS
         or (reading.status == 401 and reading.outcome != "scripted")
     )
-    return Entry(
+    return JournalEntry(
         time.time(),
         method,
         path if len(path) <= MAX_PATH_CHARS else cut(path, MAX_PATH_CHARS),
@@ -316,7 +317,7 @@ def build_entry(
         query,
         mask_authorization(authorization),
         reading,
-        latency_ms,  # rounded when read (Entry.latency_ms)
+        latency_ms,  # rounded when read (JournalEntry.latency_ms)
         violations,
         header_prints(tuple(headers), authorization),
         params,
@@ -325,7 +326,7 @@ def build_entry(
     )
 
 
-def entry_from(fields: EntryFields, generation: int = 0) -> Entry:
+def entry_from(fields: EntryFields, generation: int = 0) -> JournalEntry:
     """An entry from its fields (see :func:`make_entry`)."""
     shown = fields.get("shown")
     if shown is None:
@@ -348,7 +349,7 @@ def _no_key(_: str) -> bool:
     return False
 
 
-def make_entry(**fields: Unpack[EntryFields]) -> Entry:
+def make_entry(**fields: Unpack[EntryFields]) -> JournalEntry:
     """One journal entry, masked and bounded (a shared state journals it elsewhere).
 
     ``shown`` is :func:`shown_args` of ``args``, when the caller has it already (a load test
@@ -363,7 +364,7 @@ def make_entry(**fields: Unpack[EntryFields]) -> Entry:
 # exists). A tail says whether its answer served that body: a scripted step's tail is built
 # once per script, without the session's body (redisstate.py).
 # The store puts the entry's time in front (luascripts._ENTRY_AT), as the request is decided.
-def head_past_time(entry: Entry, body: Served | None = None) -> str:
+def head_past_time(entry: JournalEntry, body: Served | None = None) -> str:
     """The entry's JSON array past its time and up to its answer's fields, ending with a comma
     (the same for each request of one kind); ``body``: the facts of the verdict body the
     request's session would be served, if any."""
@@ -406,9 +407,9 @@ def entry_tail(outcome: Outcome) -> str:
     return tail_around(outcome).joined(outcome.delay_ms)
 
 
-def decode_entry(text: str, untrusted: bool = False) -> Entry:
+def decode_entry(text: str, untrusted: bool = False) -> JournalEntry:
     """An entry a shared store kept: its time, :func:`head_past_time`, :func:`entry_tail`;
-    ``untrusted``: it was kept in the ring (:attr:`Entry.untrusted`)."""
+    ``untrusted``: it was kept in the ring (:attr:`JournalEntry.untrusted`)."""
     (at, method, path, n, query, authorization, body, status, said, latency, fault, decided_by,
      retry_after, delay_ms, with_body) = json.loads(text)  # fmt: skip
     facts = None
@@ -417,4 +418,6 @@ def decode_entry(text: str, untrusted: bool = False) -> Entry:
         facts = Served(verdict, conclusive, schema, tuple(extra))
     reading = Outcome(status, said, fault, decided_by, retry_after, delay_ms, facts)
     # a shared store keeps no fingerprints, and no generation (a reset empties it at once)
-    return Entry(at, method, path, n, query, authorization, reading, latency, untrusted=untrusted)
+    return JournalEntry(
+        at, method, path, n, query, authorization, reading, latency, untrusted=untrusted
+    )

@@ -71,7 +71,7 @@ class KindArgs(NamedTuple):
     session: str
     collected_at: str  # "" for a session with no collection time
     local_stands: str  # "1" or ""
-    untrusted: str  # "1": the entry goes to the ring (journal.Entry.untrusted)
+    untrusted: str  # "1": the entry goes to the ring (journal.JournalEntry.untrusted)
     entry_past_time: str  # the journal entry past its time, up to its answer (head_past_time)
     tail_local: str
     served_before_delay: str  # the served answer's tail around its delay_ms (TailAround)

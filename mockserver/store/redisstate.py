@@ -49,7 +49,7 @@ from .backend import (
     StateURL,
     secrets_of,
 )
-from .journal import UNTRUSTED_KEPT, Entry, decode_entry, entry_tail, head_past_time
+from .journal import UNTRUSTED_KEPT, JournalEntry, decode_entry, entry_tail, head_past_time
 from .luascripts import (
     APPEND,
     DECIDE,
@@ -300,7 +300,7 @@ class RedisBackend:
         with self._guard():
             return int(held or 0)
 
-    def record(self, entry: Entry) -> None:
+    def record(self, entry: JournalEntry) -> None:
         """Journal an entry decided apart from ``/e`` (its latency as the store has it: null;
         its generation unread: a reset clears the store's journal at once, nothing is in
         flight)."""
@@ -318,7 +318,7 @@ class RedisBackend:
         with self._guard():
             self._append(keys=self._all_keys(tuple(keys)), args=argv)
 
-    def entries(self) -> list[Entry]:
+    def entries(self) -> list[JournalEntry]:
         """The journal and the ring, merged in time order (read in one transaction)."""
         kept, ring = self._renewing(
             lambda pipe: pipe.lrange(self.keys.journal, 0, -1),
@@ -378,7 +378,7 @@ def unavailable(exc: BaseException, label: str, url: str) -> StateUnavailable:
     return StateUnavailable(label, reason[:200])
 
 
-def _entry_time(entry: Entry) -> float:
+def _entry_time(entry: JournalEntry) -> float:
     return entry.time
 
 

@@ -24,7 +24,7 @@ from verdict_contract.core.suggest import closest
 
 from ..store.behaviours import BEHAVIOURS, BROKEN_CLIENT_ONLY, behaviours
 from ..store.habits import ClockMove, habits
-from ..store.journal import Entry
+from ..store.journal import JournalEntry
 from .mocks import ResponsesVerdictMock, RespxVerdictMock, VerdictMock
 
 PLUGIN_NAME: Final = "verdict-coverage"
@@ -66,7 +66,7 @@ class Coverage:
     def add(
         self,
         test: str,
-        entries: Iterable[Entry],
+        entries: Iterable[JournalEntry],
         keys: Iterable[str] = (),
         moves: Sequence[ClockMove] = (),
         client: str = "http",

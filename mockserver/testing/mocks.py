@@ -30,7 +30,7 @@ from ..model.sessions import ScriptStep as ScriptStep
 from ..model.sessions import StatusStep, Step, parse_spec, unknown_field
 from ..settings import Settings
 from ..state import MockState
-from ..store.journal import Entry
+from ..store.journal import JournalEntry
 from .clients import RESOLVING_ASYNC, also_httpx2, respx_handler
 from .inprocess import InProcessApp
 from .verify import JournalChecks
@@ -215,7 +215,7 @@ class VerdictMock(JournalChecks):
         return self.state.mint(spec).id
 
     @property
-    def journal(self) -> list[Entry]:
+    def journal(self) -> list[JournalEntry]:
         """This test's requests (keys masked), oldest first; wrong paths and methods too."""
         return self.state.entries()
 

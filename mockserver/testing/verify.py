@@ -19,7 +19,7 @@ from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import is_api_call
 
 from ..model.sessions import Step
-from ..store.journal import Entry
+from ..store.journal import JournalEntry
 from ..store.shown import cut, mask_authorization, shown_param
 
 _WHOLE_ID: Final = 24
@@ -42,7 +42,7 @@ def short_id(session_id: str | None) -> str:
     return f"{session_id[:_HEAD]}…{session_id[-_TAIL:]}"
 
 
-def describe(entry: Entry) -> str:
+def describe(entry: JournalEntry) -> str:
     """One line per request: method, path, id, what the client got, and the masked credentials."""
     got = entry.fault if entry.fault else str(entry.status)
     if entry.fault and entry.status is not None:
@@ -52,7 +52,7 @@ def describe(entry: Entry) -> str:
     return f"{entry.method} {where} -> {got} ({entry.outcome}; {auth})"
 
 
-def _listing(entries: Sequence[Entry]) -> str:
+def _listing(entries: Sequence[JournalEntry]) -> str:
     if not entries:
         return "received no request at all"
     lines = "\n".join(f"  {describe(e)}" for e in entries[-_LISTED:])
@@ -78,7 +78,7 @@ class JournalChecks:
     """Verification helpers over ``self.journal`` (the entries of the current test)."""
 
     @property
-    def journal(self) -> list[Entry]:
+    def journal(self) -> list[JournalEntry]:
         raise NotImplementedError
 
     def _is_key(self, value: str) -> bool:
@@ -95,7 +95,7 @@ class JournalChecks:
         *,
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
-    ) -> list[Entry]:
+    ) -> list[JournalEntry]:
         """The journaled requests, oldest first: all, or session ``n``'s; filtered by matchers.
 
         With ``n``, the session's calls are its ``GET``/``HEAD /e`` requests (a wrong path or
@@ -127,7 +127,7 @@ class JournalChecks:
         *,
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
-    ) -> Entry:
+    ) -> JournalEntry:
         """The newest journaled request (for session ``n``, with the matchers, if given)."""
         __tracebackhide__ = True
         calls = self.calls(n, headers=headers, params=params)

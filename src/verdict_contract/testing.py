@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from verdict_contract.mockserver.model.sessions import FaultName as FaultName
     from verdict_contract.mockserver.model.sessions import StatusStep as StatusStep
     from verdict_contract.mockserver.settings import Settings as Settings
-    from verdict_contract.mockserver.store.journal import Entry as JournalEntry
+    from verdict_contract.mockserver.store.journal import JournalEntry as JournalEntry
     from verdict_contract.mockserver.testing.mocks import (
         ResponsesVerdictMock as ResponsesVerdictMock,
     )
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 _EXPORTS = {  # public name: (module, name there)
     "DelayStep": ("verdict_contract.mockserver.model.sessions", "DelayStep"),
     "FaultName": ("verdict_contract.mockserver.model.sessions", "FaultName"),
-    "JournalEntry": ("verdict_contract.mockserver.store.journal", "Entry"),
+    "JournalEntry": ("verdict_contract.mockserver.store.journal", "JournalEntry"),
     "MakeVerdict": ("verdict_contract.mockserver.factory", "MakeVerdict"),
     "ResponsesVerdictMock": ("verdict_contract.mockserver.testing.mocks", "ResponsesVerdictMock"),
     "RespxVerdictMock": ("verdict_contract.mockserver.testing.mocks", "RespxVerdictMock"),

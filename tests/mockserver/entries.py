@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from verdict_contract.mockserver.model.answer import Outcome, Served
-from verdict_contract.mockserver.store.journal import Entry
+from verdict_contract.mockserver.store.journal import JournalEntry
 
 SERVED = Served("refused", True, 8, ("extra",))
 READING = Outcome(
@@ -21,7 +21,7 @@ READING = Outcome(
     delay_ms=250,
     served=SERVED,
 )
-ENTRY = Entry(
+ENTRY = JournalEntry(
     time=1234.5,
     method="HEAD",
     path="/e",

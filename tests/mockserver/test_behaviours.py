@@ -11,9 +11,9 @@ import pytest
 
 from verdict_contract.mockserver.model.answer import Outcome, Served
 from verdict_contract.mockserver.store.behaviours import BEHAVIOURS, behaviours
-from verdict_contract.mockserver.store.journal import Entry
+from verdict_contract.mockserver.store.journal import JournalEntry
 
-BASE = Entry(
+BASE = JournalEntry(
     time=0.0,
     method="GET",
     path="/e",

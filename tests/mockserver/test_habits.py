@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from verdict_contract.mockserver.store.habits import ClockMove, habits, on_mock_clock
-from verdict_contract.mockserver.store.journal import Entry, make_entry
+from verdict_contract.mockserver.store.journal import JournalEntry, make_entry
 
 KEY = "habits-key-000123456789"
 SESSION = "session-abcdef-0001"
 
 
-def entry(at: float, status: int = 200, n: str = SESSION, **changes: object) -> Entry:
+def entry(at: float, status: int = 200, n: str = SESSION, **changes: object) -> JournalEntry:
     made = make_entry(
         method="GET",
         path="/e",
