@@ -37,7 +37,7 @@ from .state import MockState
 from .state import authorized as authorized
 from .state import bearer_token as bearer_token
 from .store.backend import CallKind, Facts, SharedCall, SharedRules, StateUnavailable
-from .store.journal import TailAround, entry_tail, tail_around
+from .store.journal import SentRequest, TailAround, entry_tail, tail_around
 from .store.shown import RawHeaders
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
@@ -180,6 +180,7 @@ class Decision:
     started: float  # perf_counter() when it arrived: the journal's latency runs from here
     headers: RawHeaders = ()  # the request's headers, fingerprinted by the journal (matchers)
     journaled: bool = False  # a shared state journals a request as it decides it
+    sent: SentRequest | None = None  # in-process: the request as sent, kept in its entry
 
 
 def decide(
@@ -368,6 +369,7 @@ def record(state: MockState, decision: Decision, fault: str | None = None) -> fl
         d.generation,
         latency_ms,
         headers=d.headers,
+        sent=d.sent,
     )
     return latency
 
@@ -378,9 +380,12 @@ def handle(
     query_string: bytes,
     authorization: str | None,
     headers: RawHeaders = (),
+    sent: SentRequest | None = None,
 ) -> Answer:
-    """Answer a request to ``/e`` for a blocking server: wait out a delay, journal, return."""
+    """Answer a request to ``/e`` for a blocking server: wait out a delay, journal, return;
+    ``sent``: an in-process client's request, kept in its entry."""
     decision = decide(state, method, query_string, authorization, headers)
+    decision.sent = sent
     if decision.answer.delay:
         state.delay(decision.answer.delay)  # in-process transports replace this (inprocess.py)
     record(state, decision)

@@ -17,7 +17,7 @@ from verdict_contract.core.spec import ENDPOINT_PATH
 from .model.answer import Answer, Served
 from .model.steps import Outcome, outcome
 from .state import MockState, authorized, key_in
-from .store.journal import build_entry, entry_from
+from .store.journal import SentRequest, build_entry, entry_from
 from .store.journal import head_past_time as journal_head
 from .store.shown import CUT, RawHeaders, Shown, as_text, shown_args, shown_path
 
@@ -59,6 +59,7 @@ def journal(
     *,
     headers: RawHeaders = (),
     path: str = ENDPOINT_PATH,
+    sent: SentRequest | None = None,
 ) -> None:
     """Journal what the client got: an answer, or a fault (reset, truncated...) or timeout.
 
@@ -72,7 +73,15 @@ def journal(
     if shown is None:
         shown = shown_args(journaled_args(pairs, query_string), state.key_ok)
     entry = build_entry(
-        method, path, authorization, reading, shown, headers, latency_ms, generation=generation
+        method,
+        path,
+        authorization,
+        reading,
+        shown,
+        headers,
+        latency_ms,
+        generation=generation,
+        sent=sent,
     )
     if state.shared is None:
         state.journal.add(entry)

@@ -37,6 +37,31 @@ _NOTHING_SERVED: Final = Served(None, None, None, ())
 _NO_PRINTS: Final = frozenset[bytes]()
 
 
+class SentRequest(NamedTuple):
+    """What an in-process client sent, as it sent it: its method, URL, headers and body (the
+    key included: the test's own request). Its repr masks the ``Authorization`` header to its
+    last 4 characters, as every text of the mock does."""
+
+    method: str
+    url: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        """The value of header ``name`` (any case), the values joined by ``,`` if sent twice."""
+        values = [v for k, v in self.headers if k.lower() == name.lower()]
+        return ",".join(values) if values else None
+
+    def __repr__(self) -> str:
+        headers = tuple(
+            (k, mask_authorization(v) if k.lower() == "authorization" else v)
+            for k, v in self.headers
+        )
+        body = f"<{len(self.body)} bytes>"
+        shown = f"method={self.method!r}, url={self.url!r}, headers={headers!r}, body={body}"
+        return f"SentRequest({shown})"
+
+
 class JournalEntry(NamedTuple):
     """One journaled request, as a journal keeps it and a test reads it (both stores).
 
@@ -77,6 +102,10 @@ class JournalEntry(NamedTuple):
     generation: int = 0
     """The in-memory journal's generation when the request arrived: an entry of an earlier one
     (its request arrived before a ``clear()``) is never read."""
+    request: SentRequest | None = None
+    """In-process (``verdict_respx``, ``verdict_responses``, on the memory state): the request as
+    the client sent it, key included (its repr masks it); None over HTTP and on a shared state,
+    which keep the masked fields and digests only."""
 
     @property
     def status(self) -> int | None:
@@ -298,6 +327,7 @@ def build_entry(
     latency_ms: float | None = None,
     violations: tuple[str, ...] = (),
     generation: int = 0,
+    sent: SentRequest | None = None,
 ) -> JournalEntry:
     """A request's :class:`JournalEntry`: ``shown`` is :func:`shown_args` of its query (masked), the
     Authorization header is masked, headers and parameters are kept as digests only;
@@ -323,6 +353,7 @@ def build_entry(
         params,
         untrusted,
         generation,
+        sent,
     )
 
 

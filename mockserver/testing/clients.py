@@ -85,6 +85,7 @@ def respx_handler(target: InProcessApp, prefix: str = "") -> Callable[[httpx.Req
             request.content,
             request.extensions.get("timeout", {}).get("read"),
             cancel,
+            str(request.url),
         )
 
     async def later(request: httpx.Request) -> httpx.Response:

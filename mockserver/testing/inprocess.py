@@ -24,6 +24,7 @@ from ..model.answer import explain_headers, failure_answer
 from ..model.faults import FAULT_HEADER
 from ..settings import Settings
 from ..state import MockState
+from ..store.journal import SentRequest
 
 if TYPE_CHECKING:
     from flask import Flask
@@ -95,22 +96,33 @@ class InProcessApp:
         body: bytes = b"",
         read_timeout: float | None = None,
         cancel: threading.Event | None = None,
+        url: str = "",
     ) -> Reply:
         """One request; ``cancel``, set by an async client's adapter when its caller cancels,
-        ends a scripted delay early: the request is journaled with the fault ``cancelled``."""
+        ends a scripted delay early: the request is journaled with the fault ``cancelled``.
+        ``url``: the whole URL the client asked for, kept with the request in its entry."""
         self._read_timeout.set(read_timeout)
         self._cancel.set(cancel)
         if not is_api_call(method, path):
             return self._call_app(method, path, query, headers, body)
         authorization = next((v for k, v in headers if k.lower() == "authorization"), None)
         generation = self.state.journal.generation
+        sent = SentRequest(method, url or f"{path}?{query.decode('latin-1')}", tuple(headers), body)
         try:
-            answer = handle(self.state, method, query, authorization, headers)
+            answer = handle(self.state, method, query, authorization, headers, sent)
         except (_ScriptedTimeout, _ClientCancelled) as stopped:
             gone = "timeout" if isinstance(stopped, _ScriptedTimeout) else "cancelled"
             pairs = parse_query(query)
             journal(
-                self.state, method, pairs, query, authorization, gone, generation, headers=headers
+                self.state,
+                method,
+                pairs,
+                query,
+                authorization,
+                gone,
+                generation,
+                headers=headers,
+                sent=sent,
             )
             return Reply(0, [], b"", gone)
         except Exception as exc:  # never a 5xx of the mock's own, as on every server

@@ -386,6 +386,7 @@ def _responses_callback(target: InProcessApp, prefix: str = "") -> Any:
             [(k, str(v)) for k, v in request.headers.items()],
             body.encode() if isinstance(body, str) else bytes(body),
             _read_timeout(getattr(request, "req_kwargs", {}).get("timeout")),
+            url=str(request.url),
         )
         if reply.fault == "timeout":
             raise requests.exceptions.ReadTimeout("timed out (scripted delay)", request=request)

@@ -318,3 +318,36 @@ def test_a_scripted_content_type_replaces_the_default_one(
         (429, ["application/json"], ["no-store"]),
         (200, ["application/json"], ["private, max-age=86400, immutable"]),
     ]
+
+
+@pytest.mark.parametrize("transport", ["respx", "responses"])
+def test_an_in_process_entry_holds_the_request_as_the_client_sent_it(transport: str) -> None:
+    """Method, URL, headers (the key too) and body, as sent; the key masked in its repr."""
+    settings = Settings(api_keys=(KEY,))
+    context = (
+        respx_mock(settings=settings) if transport == "respx" else responses_mock(settings=settings)
+    )
+    with context as mock:
+        n = mock.mint(verdict="refused")
+        headers = {"Authorization": f"Bearer {KEY}", "X-Trace": "t-1"}
+        if transport == "respx":
+            httpx.get(mock.url(n), headers=headers, timeout=5)
+        else:
+            requests.get(mock.url(n), headers=headers, timeout=5)
+        (entry,) = mock.journal
+    sent = entry.request
+    assert sent is not None
+    assert (sent.method, sent.url, sent.body) == ("GET", mock.url(n), b"")
+    assert sent.header("authorization") == f"Bearer {KEY}"
+    assert sent.header("X-Trace") == "t-1"
+    assert KEY[:8] not in repr(entry)
+    assert KEY[-4:] in repr(sent)
+    assert "request" not in entry.to_json()  # what the control API shows keeps no key
+
+
+def test_an_entry_over_http_holds_no_request() -> None:
+    with _live(Settings(api_keys=(KEY,))) as mock:
+        n = mock.mint(verdict="refused")
+        httpx.get(mock.url(n), headers={"Authorization": f"Bearer {KEY}"}, timeout=5)
+        (entry,) = mock.journal
+    assert entry.request is None
