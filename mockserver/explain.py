@@ -292,7 +292,7 @@ class _Pending:
             key=counted,
             session="" if session is None else session.id,
             collected_at=None if session is None else session.collected_at,
-            local_stands=bool(local_tail) and session is not None,
+            local_answer_stands=bool(local_tail) and session is not None,
             untrusted=untrusted,
             entry=past_time,
             local_tail=local_tail,

@@ -90,14 +90,14 @@ class Answer:
         session are kept: a request reads this instead of parsing its body)."""
         fault = self.fault
         status = None if fault == "reset" else self.status
-        said = "scripted" if fault else self.outcome
+        outcome = "scripted" if fault else self.outcome
         retry_after = next((v for k, v in self.headers if k == "Retry-After"), None)
         facts = served(self.body) if status and 200 <= status < 300 and not fault else None
         return Outcome(
             status,
-            said,
+            outcome,
             fault,
-            "script" if said == "scripted" else "logic",
+            "script" if outcome == "scripted" else "logic",
             retry_after,
             round(self.delay * 1000) if self.delay else None,
             facts,

@@ -173,18 +173,18 @@ def syntax_error(path: Path, exc: Exception) -> ScenarioError:
         return ScenarioError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}")
     if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
         problem, context = exc.problem_mark, exc.context_mark  # 0-based, both
-        said = str(exc.problem)
+        text = str(exc.problem)
         first = problem
         if exc.context and context is not None:
             if (context.line, context.column) < (problem.line, problem.column):
                 first = context
-                said = (
-                    f"{exc.context} (from here): {said} at {problem.line + 1}:{problem.column + 1}"
+                text = (
+                    f"{exc.context} (from here): {text} at {problem.line + 1}:{problem.column + 1}"
                 )
             else:
-                said = f"{exc.context}: {said}"
+                text = f"{exc.context}: {text}"
         return ScenarioError(
-            f"{path}:{first.line + 1}:{first.column + 1}: not valid {kind}: {said}"
+            f"{path}:{first.line + 1}:{first.column + 1}: not valid {kind}: {text}"
         )
     first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return ScenarioError(f"{path}: not valid {kind}: {first_line}")

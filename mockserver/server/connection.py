@@ -193,7 +193,7 @@ class HttpConnection(asyncio.Protocol):
         self.reader.cycle = None
 
     # -- the connection ---------------------------------------------------------------------
-    def rested(self) -> None:
+    def answer_ready(self) -> None:
         """An answer waited on is ready: the idle clock starts now, not when it was asked."""
         self.last_active = self.reader.began = self.server.loop.time()
 

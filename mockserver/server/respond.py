@@ -67,7 +67,7 @@ class Turn(Protocol):
 
     flow: FlowControl
 
-    def rested(self) -> None:
+    def answer_ready(self) -> None:
         """An answer waited on is ready: the idle clock starts again."""
         ...
 
@@ -172,7 +172,7 @@ class Responder:
         """A shared state's decision (journaled already): sent now, or after its delay."""
         if cycle.phase is not DECIDING or not self.turn.flow.writes:
             return  # the server stopped, or the client left, meanwhile
-        self.turn.rested()
+        self.turn.answer_ready()
         if isinstance(decided, Exception):
             answer, latency = _failure(decided), 0.0
         else:
@@ -191,7 +191,7 @@ class Responder:
             self._timer = self.server.loop.call_later(left, self._delayed, cycle, decision)
             return
         self._timer = None
-        self.turn.rested()
+        self.turn.answer_ready()
         assert self.server.state is not None
         # A client that closed its side meanwhile (reading was paused: a peek tells) is
         # journaled as disconnected; the answer is still written, in case it only half-closed.
@@ -247,7 +247,7 @@ class Responder:
     def _app_answered(self, cycle: RequestCycle, done: Future[Reply]) -> None:
         if cycle.phase is not DECIDING or not self.turn.flow.writes:
             return  # the connection is gone
-        self.turn.rested()
+        self.turn.answer_ready()
         request = cycle.request
         assert request is not None
         try:

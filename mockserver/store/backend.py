@@ -246,7 +246,7 @@ class CallKind(NamedTuple):
     key: str  # a digest of the API key; "" when nothing is counted (a 401, or no limit)
     session: str  # the session id; "" when no session was found (400, unknown 404)
     collected_at: float | None
-    local_stands: bool  # the local answer stands unless a scripted step replaces it
+    local_answer_stands: bool  # the local answer stands unless a scripted step replaces it
     untrusted: bool  # no valid key: journaled in the ring (see journal.JournalEntry.untrusted)
     entry: str  # the journal entry past its time, up to its answer (journal.head_past_time)
     local_tail: str

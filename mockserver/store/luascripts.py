@@ -70,7 +70,7 @@ class KindArgs(NamedTuple):
     counted: str  # the API key's digest; "" when nothing is counted
     session: str
     collected_at: str  # "" for a session with no collection time
-    local_stands: str  # "1" or ""
+    local_answer_stands: str  # "1" or ""
     untrusted: str  # "1": the entry goes to the ring (journal.JournalEntry.untrusted)
     entry_past_time: str  # the journal entry past its time, up to its answer (head_past_time)
     tail_local: str
@@ -281,7 +281,7 @@ elseif session ~= '' then
   end
   if own ~= '' then
     tail = own
-  elseif step ~= '' or local_stands ~= '1' then
+  elseif step ~= '' or local_answer_stands ~= '1' then
     local marked = marks[session]
     if marked == nil then
       marked = redis.call('SISMEMBER', expired_key, session) == 1

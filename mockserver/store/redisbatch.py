@@ -57,7 +57,7 @@ def kind_args(kind: CallKind) -> KindArgs:
         kind.key,  # counted
         kind.session,  # session
         _number(kind.collected_at),  # collected_at
-        "1" if kind.local_stands else "",  # local_stands
+        "1" if kind.local_answer_stands else "",  # local_answer_stands
         "1" if kind.untrusted else "",  # untrusted
         kind.entry,  # entry_past_time
         kind.local_tail,  # tail_local

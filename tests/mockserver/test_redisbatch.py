@@ -137,7 +137,7 @@ def test_each_field_of_a_kind_goes_to_its_argument() -> None:
         key="the-key",
         session="the-session",
         collected_at=2.5,
-        local_stands=True,
+        local_answer_stands=True,
         untrusted=False,
         entry="the-entry",
         local_tail="the-local-tail",
@@ -147,15 +147,15 @@ def test_each_field_of_a_kind_goes_to_its_argument() -> None:
         "counted": "the-key",
         "session": "the-session",
         "collected_at": "2.5",
-        "local_stands": "1",
+        "local_answer_stands": "1",
         "untrusted": "",
         "entry_past_time": "the-entry",
         "tail_local": "the-local-tail",
         "served_before_delay": "served-before",
         "served_after_delay": "served-after",
     }
-    untrusted = kind_args(made._replace(untrusted=True, local_stands=False))
-    assert (untrusted.untrusted, untrusted.local_stands) == ("1", "")
+    untrusted = kind_args(made._replace(untrusted=True, local_answer_stands=False))
+    assert (untrusted.untrusted, untrusted.local_answer_stands) == ("1", "")
 
 
 def test_requests_alike_send_their_kind_once() -> None:
