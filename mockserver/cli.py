@@ -37,8 +37,8 @@ from .settings import (
 )
 from .state import MockState
 from .store.backend import StateUnavailable
+from .web.answers import state_of
 from .web.app import create_app
-from .web.glue import state_of
 from .web.guard import exposure_warning
 
 

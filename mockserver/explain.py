@@ -38,7 +38,7 @@ from .state import authorized as authorized
 from .state import bearer_token as bearer_token
 from .store.backend import CallKind, Facts, SharedCall, SharedRules, StateUnavailable
 from .store.journal import SentRequest, TailAround, entry_tail, tail_around
-from .store.shown import RawHeaders
+from .store.masking import RawHeaders
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""

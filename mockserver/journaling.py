@@ -19,7 +19,7 @@ from .model.steps import Outcome, outcome
 from .state import MockState, authorized, key_in
 from .store.journal import SentRequest, build_entry, entry_from
 from .store.journal import head_past_time as journal_head
-from .store.shown import CUT, RawHeaders, Shown, as_text, shown_args, shown_path
+from .store.masking import CUT, RawHeaders, Shown, as_text, shown_args, shown_path
 
 MAX_UNAUTHORIZED_QUERY = 4096
 """Bytes of the query of a request with no valid key that are parsed (to journal ``n``)."""
@@ -154,7 +154,7 @@ def _new_head(
 
 def query_start(query_string: bytes) -> list[tuple[str, str]] | None:
     """The pairs of at most :data:`MAX_UNAUTHORIZED_QUERY` bytes of a query, and a note of the
-    rest (named :data:`.store.shown.CUT`)."""
+    rest (named :data:`.store.masking.CUT`)."""
     if len(query_string) <= MAX_UNAUTHORIZED_QUERY:
         return parse_query(query_string)
     start = query_string[:MAX_UNAUTHORIZED_QUERY].rpartition(b"&")[0]

@@ -16,7 +16,7 @@ from verdict_contract.core.spec import ENDPOINT_PATH, VerdictKind
 
 from ..model.answer import Served
 from ..model.steps import Outcome
-from .shown import (
+from .masking import (
     MAX_PATH_CHARS,
     RawHeaders,
     Shown,

@@ -281,8 +281,8 @@ def checked_base_url(base_url: str) -> str:
 def live_mock(settings: Settings | None = None) -> Iterator[VerdictMock]:
     """Serve the mock over real HTTP on 127.0.0.1 (a free port) for the block's duration."""
     from ..server.serve import BackgroundServer
+    from ..web.answers import state_of
     from ..web.app import create_app
-    from ..web.glue import state_of
 
     settings = settings or Settings(port=0)
     app = create_app(settings)

@@ -16,10 +16,10 @@ from ..model.answer import Answer, error_answer, failure_answer, not_allowed, st
 from ..settings import Settings
 from ..state import MockState
 from .accesslog import AccessLog, printable
+from .answers import EXTENSION, error_response, state_of, to_response
 from .control import control
 from .fastpath import ExplainMiddleware
 from .faults import FaultMiddleware
-from .glue import EXTENSION, error_response, state_of, to_response
 from .limits import RequestLimits
 from .metrics import install_metrics
 from .probes import probes

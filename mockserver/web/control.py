@@ -19,8 +19,8 @@ from ..model.sessions import Session, SpecError, parse_spec
 from ..settings import DEFAULT_API_KEY
 from ..store.behaviours import BEHAVIOURS, tally
 from ..store.habits import habits
+from .answers import error_response, state_of
 from .dashboard import dashboard
-from .glue import error_response, state_of
 from .guard import guard_control
 from .proxy import PROXY_EXTENSION, ValidatingProxy
 

@@ -32,8 +32,8 @@ from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.redact import Secret
 
 from ..settings import Settings, env_var
+from .answers import error_response, state_of
 from .dashboard import token_page
-from .glue import error_response, state_of
 
 TOKEN_HEADER: Final = "X-Mock-Token"  # noqa: S105 - a header name, not a secret
 TOKEN_PARAM: Final = "token"  # noqa: S105 - a parameter name

@@ -18,7 +18,7 @@ import os
 from flask import Blueprint, Response, jsonify
 
 from ..model.answer import NO_STORE
-from .glue import state_of
+from .answers import state_of
 
 probes = Blueprint("probes", __name__, url_prefix="/_mock")
 

@@ -17,7 +17,7 @@ from verdict_contract.mockserver.explain import Decision
 from verdict_contract.mockserver.server.connection import DRAIN_SECONDS, Host, HttpConnection
 from verdict_contract.mockserver.server.wire import Heads
 from verdict_contract.mockserver.state import MockState
-from verdict_contract.mockserver.web.glue import EXTENSION
+from verdict_contract.mockserver.web.answers import EXTENSION
 
 
 @dataclass

@@ -35,7 +35,7 @@ from verdict_contract.mockserver.server.asyncserver import (
     HttpConnection,
 )
 from verdict_contract.mockserver.server.serve import BackgroundServer
-from verdict_contract.mockserver.web.glue import state_of
+from verdict_contract.mockserver.web.answers import state_of
 from verdict_contract.mockserver.web.limits import MAX_HEADER_BYTES
 
 T = TypeVar("T")

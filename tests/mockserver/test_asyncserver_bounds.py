@@ -44,7 +44,7 @@ from verdict_contract.mockserver.model.scenario import ScenarioError, load_scena
 from verdict_contract.mockserver.model.scripts import SCRIPT_BYTES, STEP_BYTES
 from verdict_contract.mockserver.server.asyncserver import MAX_PIPELINED, AsyncServer
 from verdict_contract.mockserver.store.journal import UNTRUSTED_KEPT
-from verdict_contract.mockserver.web.glue import state_of
+from verdict_contract.mockserver.web.answers import state_of
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

@@ -405,7 +405,7 @@ def test_curl_lines_print_the_public_key_or_say_where_the_variable_comes_from(
 
 def test_a_rejected_scenario_edit_shows_on_the_dashboard(browser: Any, tmp_path: Any) -> None:
     from verdict_contract.mockserver.model.scenario import ScenarioWatcher
-    from verdict_contract.mockserver.web.glue import state_of
+    from verdict_contract.mockserver.web.answers import state_of
 
     path = tmp_path / "team.yaml"
     path.write_text("sessions:\n  alpha: {verdict: refused}\n", encoding="utf-8")

@@ -27,7 +27,7 @@ from verdict_contract.mockserver.testing.mocks import (
     responses_mock,
     respx_mock,
 )
-from verdict_contract.mockserver.web.glue import state_of
+from verdict_contract.mockserver.web.answers import state_of
 
 KEY = "served-fields-key-0001"
 Get = Callable[[str, dict[str, str]], None]

@@ -14,7 +14,7 @@ from tests.helpers import KEY, bearer, error_of, running, wait_until
 from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
 from verdict_contract.mockserver.model.scenario import ScenarioWatcher
 from verdict_contract.mockserver.server.serve import BackgroundServer
-from verdict_contract.mockserver.web.glue import state_of
+from verdict_contract.mockserver.web.answers import state_of
 
 
 @pytest.fixture(scope="module")

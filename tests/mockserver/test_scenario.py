@@ -30,7 +30,7 @@ from verdict_contract.mockserver.model.scenario import (
 )
 from verdict_contract.mockserver.model.scenariofile import MAX_SCENARIO_BYTES
 from verdict_contract.mockserver.model.sessions import SessionSpec, Step
-from verdict_contract.mockserver.web.glue import state_of
+from verdict_contract.mockserver.web.answers import state_of
 
 LOADED_AT = 1_800_000_000.0
 

@@ -28,8 +28,8 @@ from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.sessions import SpecError
 from verdict_contract.mockserver.server.serve import BackgroundServer
+from verdict_contract.mockserver.web.answers import state_of
 from verdict_contract.mockserver.web.app import standard_status
-from verdict_contract.mockserver.web.glue import state_of
 
 TRANSPORT_ERRORS = (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)
 

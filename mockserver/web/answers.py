@@ -1,4 +1,4 @@
-"""Flask glue shared by the app and the control API: the app's state, answers as responses."""
+"""The mock's answers as Flask responses, and the state a mock app owns."""
 
 from __future__ import annotations
 
