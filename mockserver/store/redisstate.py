@@ -206,10 +206,12 @@ class RedisBackend:
         return unavailable(exc, self.label, self._url)
 
     def writable(self) -> StateUnavailable | None:
-        """Whether Redis would run a write now, asked without writing (readiness)."""
+        """Whether Redis would run a write now, asked without writing (readiness), of the node
+        that holds this mock's keys: the probe names one of them, so a Redis Cluster sends it
+        where ``/e`` goes (keyless, it went to any node: ready while the owner was full)."""
         try:
             with self._guard():
-                self.sync.eval(PROBE, 0)
+                self.sync.eval(PROBE, 1, self.keys.clock)
         except StateUnavailable as exc:
             return exc
         return None

@@ -9,6 +9,7 @@ create`` and kills them after; the store's contract runs on it as on one Redis.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -130,3 +131,50 @@ def test_each_reply_is_bounded_on_a_cluster_too(cluster: RedisClusterNodes) -> N
     with pytest.raises(InvalidResponse, match="a reply longer than"):
         asyncio.run(read_clock())
     backend.close()
+
+
+def _owner(cluster: RedisClusterNodes, key: str) -> int:
+    """The index of the node that holds ``key``'s slot."""
+    client = redis.Redis(port=cluster.ports[0], decode_responses=True)
+    try:
+        slot = client.cluster("keyslot", key)
+        for start, end, (_host, port, *_), *_ in client.cluster("slots"):
+            if start <= slot <= end:
+                return cluster.ports.index(int(port))
+    finally:
+        client.close()
+    raise AssertionError(f"no node holds slot {slot}")
+
+
+def test_readiness_asks_the_node_that_holds_the_mocks_keys(
+    cluster: RedisClusterNodes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With the owning node full, readyz says not ready in every poll, as /e does; a full node
+    that holds none of its keys changes neither (a keyless probe went to any node), and the
+    outage is logged once down, once back (probes and /e no longer flip it)."""
+    caplog.set_level(logging.INFO, logger="mockserver.state")
+    with live_mock(settings(cluster.url, "ready-secret", state_name="ready")) as mock:
+        mock.reset()
+        shared = mock.state.shared
+        assert isinstance(shared, RedisBackend)
+        owner = _owner(cluster, shared.keys.clock)
+        clients = cluster.clients()
+        try:
+            for index, full in ((owner, True), ((owner + 1) % 3, False)):
+                admin = clients[index]
+                admin.config_set("maxmemory", "1")  # any write refused: OOM under noeviction
+                admin.config_set("maxmemory-policy", "noeviction")
+                try:
+                    for _ in range(20):
+                        ready = httpx.get(f"{mock.base_url}/_mock/readyz").status_code
+                        answered = httpx.get(mock.url("demo-refused"), headers=mock.headers)
+                        assert ready == (503 if full else 200)
+                        assert answered.status_code == (503 if full else 200)
+                finally:
+                    admin.config_set("maxmemory", "0")
+            assert httpx.get(f"{mock.base_url}/_mock/readyz").status_code == 200
+        finally:
+            for client in clients:
+                client.close()
+    changes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("state store")]
+    assert [line.split(":")[0] for line in changes] == ["state store down", "state store back"]
