@@ -55,3 +55,51 @@ def test_a_short_key_is_masked_where_it_stands_alone(key: str) -> None:
     assert redactor.text(f"Authorization: Bearer {key}") == "Authorization: Bearer …"
     assert redactor.text(f"?api_key={key}&n=1") == "?api_key=…&n=1"
     assert redactor.text(f"a{key}b stays") == f"a{key}b stays"  # inside a word: not the key
+
+
+LONG_KEY = "sk_live_9f8e7d6c5b4a3210ZyXwVuTsRqPoNm1a0Z"
+"""A 42-character key, as the issue's staging reflected it."""
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        LONG_KEY[:41],  # everything but the last character
+        LONG_KEY[9:17],  # any 8 in a row
+        "".join(f"\\u{ord(c):04x}" for c in LONG_KEY[:20]),  # JSON-escaped
+        "".join(f"\\\\u{ord(c):04x}" for c in LONG_KEY[3:12]),  # ... as a repr shows them
+        "".join(f"%{ord(c):02X}" for c in LONG_KEY[20:30]),  # percent-encoded
+    ],
+)
+def test_any_eight_characters_of_the_key_in_a_row_are_masked(shown: str) -> None:
+    redactor = Redactor()
+    redactor.add(LONG_KEY)
+    cleaned = redactor.text(f"received: {{'debug': 'AAAA{shown}'}} (end)")
+    assert cleaned.startswith("received: {'debug': 'AAAA…1a0Z")
+    assert cleaned.endswith(" (end)")
+    decoded = cleaned.encode().decode("unicode_escape", errors="ignore")
+    for start in range(len(LONG_KEY) - 7):
+        assert LONG_KEY[start : start + 8] not in cleaned + decoded
+
+
+def test_seven_characters_in_a_row_and_the_last_four_stay() -> None:
+    redactor = Redactor()
+    redactor.add(LONG_KEY)
+    text = f"a run of 7 {LONG_KEY[3:10]} and the mask …{LONG_KEY[-4:]}"
+    assert redactor.text(text) == text
+
+
+@pytest.mark.parametrize("kept", [4, 5, 7])
+def test_a_value_cut_before_masking_is_masked_at_the_cut(kept: int) -> None:
+    """A value cut for display (``…``) may split a longer run: what is left beside the cut
+    is masked from 4 characters on, before and after it; a mask is left as it is."""
+    redactor = Redactor()
+    redactor.add(LONG_KEY)
+    cut_at_the_end = '{"debug": "' + LONG_KEY[:kept] + "…"
+    cut_in_the_middle = "n=AAAA…" + LONG_KEY[-kept - 6 : -6] + " (end)"
+    assert redactor.text(cut_at_the_end) == '{"debug": "…1a0Z…'
+    assert redactor.text(cut_in_the_middle) == "n=AAAA……1a0Z (end)"
+    once = redactor.text(f"key {LONG_KEY}")
+    assert once == "key …1a0Z" == redactor.text(once)  # masking again changes nothing
+    three = '{"debug": "' + LONG_KEY[:3] + "…"
+    assert redactor.text(three) == three  # fewer than a mask shows

@@ -7,7 +7,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, quote_plus
 
 
@@ -43,13 +43,104 @@ class Secret:
 
 SHORT = 4
 """Secrets shorter than this are masked only where they stand alone."""
+FRAGMENT = 8
+"""Any run of this many characters of a secret in a row, or more, is masked wherever it shows."""
+CUT = "…"
+"""How a value cut for display ends (or is cut in the middle)."""
+
+_ESCAPE = re.compile(r"%[0-7][0-9A-Fa-f]|\\{1,2}u[0-9A-Fa-f]{4}|\\[\"\\/]|\+")
+"""What hides a secret's characters in output: percent-encoding (ASCII), JSON string escapes
+(``\\u0073``, doubled in a ``repr``), ``+`` for a space (``quote_plus``)."""
+
+
+class Span(NamedTuple):
+    """Where a run of a secret's characters stands in a text: ``text[start:end]``."""
+
+    start: int
+    end: int
+
+
+def _decoded(text: str) -> tuple[str, list[Span]]:
+    """``text`` with its escapes undone, and where each of its characters stands in ``text``."""
+    chars: list[str] = []
+    spans: list[Span] = []
+    at = 0
+    for escape in _ESCAPE.finditer(text):
+        chars += text[at : escape.start()]
+        spans += (Span(i, i + 1) for i in range(at, escape.start()))
+        code = escape.group(0)
+        if code == "+":
+            chars.append(" ")
+        elif code.startswith("%"):
+            chars.append(chr(int(code[1:], 16)))
+        elif len(code) >= 6:  # \\u0073
+            chars.append(chr(int(code[-4:], 16)))
+        else:
+            chars.append(code[-1])
+        spans.append(Span(escape.start(), escape.end()))
+        at = escape.end()
+    chars += text[at:]
+    spans += (Span(i, i + 1) for i in range(at, len(text)))
+    return "".join(chars), spans
+
+
+def _longest_run(text: str, start: int, secret: str) -> int:
+    """How many characters of ``secret`` in a row ``text`` holds from ``start`` (at least
+    ``FRAGMENT``: a run was found there)."""
+    best = 0
+    first = text[start : start + FRAGMENT]
+    at = secret.find(first)
+    while at != -1:
+        length = FRAGMENT
+        while (
+            start + length < len(text)
+            and at + length < len(secret)
+            and text[start + length] == secret[at + length]
+        ):
+            length += 1
+        best = max(best, length)
+        at = secret.find(first, at + 1)
+    return best
+
+
+def _at_a_cut(text: str, secret: str) -> list[Span]:
+    """Runs of 4 to 7 characters of ``secret`` right beside a cut (``…``): a value cut for
+    display may have split a longer run there. A mask (``…`` and the last 4) is left as it is."""
+    found = []
+    for cut in (m.start() for m in re.finditer(CUT, text)):
+        before = next(
+            (
+                k
+                for k in range(min(cut, FRAGMENT - 1), SHORT - 1, -1)
+                if text[cut - k : cut] in secret
+            ),
+            0,
+        )
+        if before:
+            found.append(Span(cut - before, cut))
+        after = next(
+            (
+                k
+                for k in range(min(len(text) - cut - 1, FRAGMENT - 1), SHORT - 1, -1)
+                if text[cut + 1 : cut + 1 + k] in secret
+            ),
+            0,
+        )
+        if after and text[cut + 1 : cut + 1 + after] != secret[-SHORT:]:
+            found.append(Span(cut + 1, cut + 1 + after))
+    return found
 
 
 @dataclass
 class Redactor:
-    """Replaces known secrets in text with their masked form."""
+    """Replaces known secrets in text with their masked form: any run of 8 of a secret's
+    characters or more, as they are, percent-encoded or JSON-escaped, and shorter runs beside
+    a cut. Every output of the suite is written through :meth:`text`."""
 
     secrets: set[str] = field(default_factory=set)
+    """Each secret as given and in the forms it takes once URL-encoded, masked where whole."""
+    runs: dict[str, re.Pattern[str]] = field(default_factory=dict)
+    """Each secret of ``FRAGMENT`` characters or more, and what finds its runs."""
     short: set[str] = field(default_factory=set)
     """Secrets under 4 characters: masked only where they stand alone, not inside words."""
 
@@ -66,12 +157,38 @@ class Redactor:
         self.secrets.add(quote(secret, safe=""))
         self.secrets.add(quote_plus(secret))
         self.secrets.add(quote(secret, safe="!$'()*,/:;@"))  # what httpx leaves unescaped
+        if len(secret) >= FRAGMENT:
+            grams = {secret[i : i + FRAGMENT] for i in range(len(secret) - FRAGMENT + 1)}
+            self.runs[secret] = re.compile("|".join(map(re.escape, sorted(grams))))
 
     @property
     def active(self) -> bool:
         return bool(self.secrets or self.short)
 
+    def _spans(self, text: str, secret: str, pattern: re.Pattern[str]) -> list[Span]:
+        """Where ``text`` holds ``FRAGMENT`` or more of ``secret``'s characters in a row, read
+        as it is and with its escapes undone."""
+        found = []
+        views: list[tuple[str, list[Span] | None]] = [(text, None)]
+        if _ESCAPE.search(text):
+            views.append(_decoded(text))
+        for view, where in views:
+            match = pattern.search(view)
+            while match is not None:
+                start = match.start()
+                end = start + _longest_run(view, start, secret)
+                if where is not None:  # back to the escaped text's places
+                    found.append(Span(where[start].start, where[end - 1].end))
+                else:
+                    found.append(Span(start, end))
+                match = pattern.search(view, end)
+        return found
+
     def text(self, text: str) -> str:
+        for secret, pattern in self.runs.items():
+            spans = self._spans(text, secret, pattern) + _at_a_cut(text, secret)
+            for span in _merged(spans):
+                text = text[: span.start] + mask(secret) + text[span.end :]
         for secret in sorted(self.secrets, key=len, reverse=True):  # longest form first
             if secret in text:
                 text = text.replace(secret, mask(secret))
@@ -95,3 +212,14 @@ class Redactor:
 
         logging.setLogRecordFactory(factory)
         return lambda: logging.setLogRecordFactory(previous)
+
+
+def _merged(spans: list[Span]) -> list[Span]:
+    """Overlapping spans as one, last first (so replacing one keeps the others' places)."""
+    merged: list[Span] = []
+    for span in sorted(spans):
+        if merged and span.start <= merged[-1].end:
+            merged[-1] = Span(merged[-1].start, max(merged[-1].end, span.end))
+        else:
+            merged.append(span)
+    return merged[::-1]
