@@ -65,6 +65,15 @@ def flag(name: str) -> str:
 BASE_URL_ENV = "PYTEST_BASE_URL"
 
 
+def own_words() -> str:
+    """What the suite writes whatever the key: its options, variables and ini keys, its
+    command's and package's names. A run of a key inside them tells nothing of the key, so the
+    redactor leaves it (``-verdict-`` of a key ``sk-live-verdict-…`` in an option's name)."""
+    names = [flag(n) for n in ENV] + [f"verdict_{n}" for n in ENV] + list(ENV.values())
+    package = ["verdict-contract", "verdict_contract.contract_tests", "verdict-mock"]
+    return "\n".join([*names, *package, "verdict_contract/contract_tests"])
+
+
 def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
     """Register the suite's options; each also reads the environment variable in ENV.
 

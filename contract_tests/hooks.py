@@ -144,7 +144,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "clause(text): the spec clause a contract check enforces")
     config.addinivalue_line("markers", "checks_verdicts: a check that reads verdict bodies")
     config.addinivalue_line("markers", "run_last: a check that looks back over the whole run")
-    config.stash[REDACTOR] = Redactor()
+    config.stash[REDACTOR] = Redactor(known=target.own_words())
     config.stash[REPORT] = SuiteReport()
     summary = _Summary(config, config.stash[REPORT], worker=hasattr(config, "workerinput"))
     config.pluginmanager.register(summary, "verdict-contract-summary")
@@ -285,7 +285,10 @@ def pytest_runtest_makereport(
             _curl_lines(item, report)
     redactor = item.config.stash[REDACTOR]
     if redactor.active:
-        if report.longrepr is not None:
+        if isinstance(report.longrepr, tuple):  # a skip: (path, line, "Skipped: reason")
+            path, line, reason = report.longrepr
+            report.longrepr = (path, line, redactor.text(reason))
+        elif report.longrepr is not None:
             text = str(report.longrepr)
             cleaned = redactor.text(text)
             if cleaned != text:

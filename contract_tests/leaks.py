@@ -1,7 +1,8 @@
 """What an answer gives away: the caller's credential (a breach), stack traces, internal addresses.
 
 A service that reflects the key it was sent, whole or in part, in a body, a header or the reason
-phrase, as it is or base64-encoded, breaks §5 (the key is a server-side secret): whoever logs or
+phrase, as it is, JSON-escaped in a string of the body (``\\u0073\\u006b…``), percent-encoded or
+base64-encoded, breaks §5 (the key is a server-side secret): whoever logs or
 shows that answer holds the key. So does one that gives the key to every caller. A stack
 trace or a private address in an error body breaks no clause, but a reviewer wants to see it:
 those are advisories, listed on their own and failing a run only on request.
@@ -10,7 +11,10 @@ those are advisories, listed on their own and failing a run only on request.
 from __future__ import annotations
 
 import base64
+import json
 import re
+from typing import NamedTuple
+from urllib.parse import unquote
 
 import httpx
 
@@ -82,16 +86,55 @@ def base64_forms(secret: str) -> list[str]:
     return forms
 
 
-def _places(response: httpx.Response) -> list[tuple[str, str]]:
-    """Where an answer can show a credential: each header, the reason phrase, the whole body."""
-    places = [(f"header {name}", value) for name, value in response.headers.items()]
-    places.append(("the reason phrase", response.reason_phrase))
-    places.append(("body", response.text))
+def _json_strings(raw: bytes) -> list[str]:
+    """Every string of a JSON body once decoded, object keys and values at any depth; none if
+    the body is not JSON. Escapes (``\\u0073``) hide a key from a search of the raw text."""
+    try:
+        stack: list[object] = [json.loads(raw)]
+    except (ValueError, RecursionError):
+        return []
+    strings = []
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            strings.append(value)
+        elif isinstance(value, dict):
+            strings += value
+            stack += value.values()
+        elif isinstance(value, list):
+            stack += value
+    return strings
+
+
+class Place(NamedTuple):
+    """Where an answer can show a credential, and that place read as sent and decoded."""
+
+    where: str
+    readings: dict[str, str]
+    """How it was read (``""``: as sent) -> the text so read."""
+
+
+def _place(where: str, text: str, json_strings: list[str] | None = None) -> Place:
+    readings = {"": text}
+    if json_strings:
+        readings[" (in its JSON strings, decoded)"] = "\n".join(json_strings)
+    for how, read in list(readings.items()):
+        if unquote(read) != read:
+            readings[f"{how} (percent-decoded)"] = unquote(read)
+    return Place(where, readings)
+
+
+def _places(response: httpx.Response) -> list[Place]:
+    """Where an answer can show a credential: each header, the reason phrase, the whole body
+    (also as its decoded JSON strings), each also read percent-decoded."""
+    places = [_place(f"header {name}", value) for name, value in response.headers.items()]
+    places.append(_place("the reason phrase", response.reason_phrase))
+    places.append(_place("body", response.text, _json_strings(response.content)))
     return places
 
 
 def _text(response: httpx.Response) -> str:
-    return "\n".join(text for _, text in _places(response))
+    return "\n".join(text for place in _places(response) for text in place.readings.values())
 
 
 def reflection(
@@ -113,19 +156,24 @@ def reflection(
     encoded = base64_forms(key)
     encoded_sent = base64_forms(sent) if sent and len(sent) >= MIN_KEY else []
     found = []
-    for where, text in _places(response):
-        length = longest_fragment(text, key, known)
-        if length:
-            whole = "the whole key" if length == len(key) else f"{length} characters of the key"
-            everyone = " (so does an answer to a call without any credential)"
-            shared = length == len(key) and key in known
-            found.append(f"{where} holds {whole}{everyone if shared else ''}")
-        elif any(form in text for form in encoded):
-            found.append(f"{where} holds the key base64-encoded")
-        elif sent and len(sent) >= MIN_KEY and sent in text and sent not in known:
-            found.append(f"{where} holds the credential it was sent")
-        elif any(form in text for form in encoded_sent):
-            found.append(f"{where} holds the credential it was sent, base64-encoded")
+    for place in _places(response):
+        for how, text in place.readings.items():
+            where = f"{place.where}{how}"
+            length = longest_fragment(text, key, known)
+            if length:
+                whole = "the whole key" if length == len(key) else f"{length} characters of the key"
+                everyone = " (so does an answer to a call without any credential)"
+                shared = length == len(key) and key in known
+                found.append(f"{where} holds {whole}{everyone if shared else ''}")
+            elif any(form in text for form in encoded):
+                found.append(f"{where} holds the key base64-encoded")
+            elif sent and len(sent) >= MIN_KEY and sent in text and sent not in known:
+                found.append(f"{where} holds the credential it was sent")
+            elif any(form in text for form in encoded_sent):
+                found.append(f"{where} holds the credential it was sent, base64-encoded")
+            else:
+                continue
+            break  # the place is said once, as first read
     return "; ".join(found) or None
 
 

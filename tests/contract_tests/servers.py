@@ -930,6 +930,26 @@ MARKUP_IN_A_BODY = Variant(
 KEY_ECHO = Variant(alter=_echo_key)
 """Echoes the credential it received into a broken 200 body, which the suite quotes."""
 
+STAGING_KEY = "sk_live_9f8e7d6c5b4a3210ZyXwVuTsRqPoNm1a0Z"
+"""A key of 42 characters, as a real staging's."""
+
+
+def _key_escaped_in_a_200(request: Request, response: Response) -> None:
+    """A 200 whose body is a debug field carrying the credential it was sent, JSON-escaped
+    (``\\u0073\\u006b…``) after 27 characters of padding: the raw text never holds the key,
+    and a failure that quotes the body cut at 80 characters keeps all but its last one."""
+    token = request.headers.get("Authorization", "").partition(" ")[2]
+    if response.status_code == 200 and token:
+        escaped = "".join(f"\\u{ord(c):04x}" for c in token)
+        response.set_data('{"debug":"' + "A" * 27 + escaped + '"}')
+
+
+KEY_ESCAPED_IN_A_200 = Variant(
+    alter=_key_escaped_in_a_200,
+    fails=("test_credential_is_never_reflected", "test_verdicts_keep_the_contract"),
+)
+"""Answers a valid key with its own key, JSON-escaped, padded to end past a quote's cut."""
+
 
 @contextmanager
 def dead_port() -> Iterator[int]:

@@ -6,15 +6,21 @@ or that gives the key away in one more place than the last.
 
 from __future__ import annotations
 
-from urllib.parse import quote, unquote_plus
+import html
+import re
+from pathlib import Path
+from urllib.parse import quote, unquote, unquote_plus
 
 import pytest
 
+from tests.contract_tests.command import check
 from tests.contract_tests.servers import (
     BROKEN,
     CONFORMING,
     CONTROLLED,
     KEY,
+    KEY_ESCAPED_IN_A_200,
+    STAGING_KEY,
     SUITE,
     Variant,
     run_suite,
@@ -92,3 +98,45 @@ def test_a_service_that_keeps_its_credential_stays_green(
     result, _ = run_suite(pytester, CONFORMING[name], "-rA")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.stdout.fnmatch_lines(["PASSED *test_credential_is_never_reflected*"])
+
+
+def _shown_runs(key: str, text: str) -> list[str]:
+    """The runs of 8 of ``key``'s characters that ``text`` shows, read as a person or a tool
+    would: as written, HTML-unescaped, percent-decoded (annotations), JSON-unescaped."""
+    unescaped = re.sub(r"\\{1,2}u([0-9a-fA-F]{4})", lambda m: chr(int(m[1], 16)), text)
+    readings = "\n".join({text, html.unescape(text), unquote(text), unescaped})
+    return [key[i : i + 8] for i in range(len(key) - 7) if key[i : i + 8] in readings]
+
+
+def test_a_key_reflected_json_escaped_is_caught_and_shown_in_no_output(tmp_path: Path) -> None:
+    """The issue's staging: a 200 carrying the key JSON-escaped, padded so that a quote of the
+    body cut at 80 characters keeps 41 of its 42. The reflection check reads the decoded JSON
+    strings and fails; the terminal, the annotations, JUnit, the Markdown and the HTML report
+    show no 8 characters of the key in a row."""
+    outputs = {name: tmp_path / name for name in ("junit.xml", "report.md", "report.html")}
+    with serve(KEY_ESCAPED_IN_A_200, key=STAGING_KEY) as running:
+        done = check(
+            running.base_url,
+            *running.session_args(),
+            f"--junitxml={outputs['junit.xml']}",
+            f"--verdict-report={outputs['report.md']}",
+            f"--verdict-html-report={outputs['report.html']}",
+            "-rf",
+            cwd=tmp_path,
+            VERDICT_API_KEY=STAGING_KEY,
+            GITHUB_ACTIONS="true",
+        )
+    terminal = done.stdout + done.stderr
+    assert done.returncode == 1, terminal
+    written = {name: path.read_text(encoding="utf-8") for name, path in outputs.items()}
+    annotations = "\n".join(line for line in terminal.splitlines() if line.startswith("::error"))
+    for text in (terminal, annotations, *written.values()):
+        assert "test_credential_is_never_reflected" in text
+        assert "test_verdicts_keep_the_contract" in text
+        assert _shown_runs(STAGING_KEY, text) == []
+    reflected = "body (in its JSON strings, decoded) holds the whole key"
+    assert reflected in terminal
+    assert reflected in annotations
+    assert all(reflected in html.unescape(text) for text in written.values())
+    # The body is still quoted, masked before its cut: the padding, then the mask.
+    assert '"debug": "' + "A" * 27 + "…" + STAGING_KEY[-4:] in terminal

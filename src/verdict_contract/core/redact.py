@@ -143,6 +143,10 @@ class Redactor:
     """Each secret of ``FRAGMENT`` characters or more, and what finds its runs."""
     short: set[str] = field(default_factory=set)
     """Secrets under 4 characters: masked only where they stand alone, not inside words."""
+    known: str = ""
+    """What the output says whatever the secret (its tool's option and package names): a run
+    inside it tells nothing of a secret (``-verdict-`` of ``sk-live-verdict-…`` in
+    ``--verdict-session-id``) and is left as it is; a longer run is masked whole."""
 
     def add(self, secret: str) -> None:
         """Register a secret, with the forms it takes once URL-encoded (a key sent in a query)."""
@@ -187,6 +191,8 @@ class Redactor:
     def text(self, text: str) -> str:
         for secret, pattern in self.runs.items():
             spans = self._spans(text, secret, pattern) + _at_a_cut(text, secret)
+            if self.known:  # the tool's own words are not the secret's
+                spans = [s for s in spans if text[s.start : s.end] not in self.known]
             for span in _merged(spans):
                 text = text[: span.start] + mask(secret) + text[span.end :]
         for secret in sorted(self.secrets, key=len, reverse=True):  # longest form first
