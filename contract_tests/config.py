@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from verdict_contract.core.hosts import is_loopback
+from verdict_contract.core.hosts import is_loopback_address
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret
 from verdict_contract.core.suggest import scheme_hint
@@ -295,9 +295,12 @@ def _check_url(url: str) -> None:
 
 def _check_transport(url: str, allow_insecure: bool) -> None:
     parts = urlsplit(url)
-    if parts.scheme == "http" and not is_loopback(parts.hostname or "") and not allow_insecure:
+    host = parts.hostname or ""
+    if parts.scheme == "http" and not is_loopback_address(host) and not allow_insecure:
+        local = " (a name is looked up, and a DNS answer may send it elsewhere: 127.0.0.1 is "
+        local += "this machine)" if host.endswith(".localhost") else ""
         raise pytest.UsageError(
-            f"refusing to send the API key over plain http to {parts.hostname}: use https, "
+            f"refusing to send the API key over plain http to {host}{local}: use https, "
             f"or pass {flag('allow_insecure_http')} if this network is trusted"
         )
 

@@ -38,6 +38,20 @@ def _one_line_usage_error(result: pytest.RunResult, expected: str) -> None:
             ["--base-url", "http://10.0.0.1", "--verdict-api-key", KEY],
             "refusing to send the API key",
         ),
+        # decided by the address: a *.localhost name may be looked up in the DNS (issue 38)
+        (
+            ["--base-url", "http://staging.localhost:9", "--verdict-api-key", KEY],
+            "refusing to send the API key over plain http to staging.localhost (a name is "
+            "looked up, and a DNS answer may send it elsewhere: 127.0.0.1 is this machine)",
+        ),
+        (
+            ["--base-url", "http://localhost:9", "--verdict-api-key", KEY],
+            "cannot reach the target http://localhost:9",
+        ),
+        (
+            ["--base-url", "http://[::1]:9", "--verdict-api-key", KEY],
+            "cannot reach the target http://[::1]:9",
+        ),
         (["--verdict-session-factory", "no_such_module_x:f"], "ModuleNotFoundError"),
         (["--verdict-session-factory", "os.path"], "must look like module:callable"),
         (["--verdict-request-timeout", "soon"], "is not a number"),
