@@ -78,6 +78,11 @@ class TargetUnreachable(Exception):
     """The target cannot be reached at all: the run stops with this one line."""
 
 
+GIVE_UP_AFTER = 2
+"""Calls in a row that run out their deadline, none answered in time before, after which the
+suite stops the run: one may be a slow answer, two say the target does not answer."""
+
+
 class BrokenAnswer(Exception):
     """The connection broke while this answer was read (a cut body, a reset): a failed check."""
 
@@ -272,6 +277,10 @@ class ExplainClient:
     each: a verdict must not change at any time during the run (spec §3, §8)."""
     _http: httpx.Client = field(init=False, repr=False)
     _deadline: Deadline = field(init=False, repr=False)
+    _too_slow: int = field(default=0, init=False, repr=False)
+    """Calls in a row whose answer did not come whole by their deadline (see :meth:`_fetch`)."""
+    _answered: bool = field(default=False, init=False, repr=False)
+    """Whether any call of this client got its whole answer in time."""
 
     @property
     def _cacert(self) -> str | None:
@@ -282,9 +291,28 @@ class ExplainClient:
         self._http = bounded_client(self.base_url, self.timeout, self.ca_bundle, self._deadline)
 
     def _fetch(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One call, bounded in time in all and in decoded bytes (:mod:`.bounds`)."""
+        """One call, bounded in time in all and in decoded bytes (:mod:`.bounds`).
+
+        A target that has answered no call in time, and let :data:`GIVE_UP_AFTER` in a row run
+        out their deadline (a staging that drips a byte every few seconds), has shown that it
+        does not answer: the run stops there (:class:`TargetUnreachable`) instead of spending a
+        deadline on every call. Slow calls to a target that answers others (one slow session)
+        are each that call's failure.
+        """
         request = self._http.build_request(method, path, **kwargs)
-        return fetch(self._http, request, self._deadline, self.max_bytes)
+        try:
+            response = fetch(self._http, request, self._deadline, self.max_bytes)
+        except CallTooSlow:
+            self._too_slow += 1
+            if not self._answered and self._too_slow >= GIVE_UP_AFTER:
+                raise TargetUnreachable(
+                    f"{self.base_url}: {self._too_slow} calls in a row did not finish within "
+                    f"{self.call_timeout:g} s (--verdict-call-timeout), and none has: the target "
+                    "does not answer"
+                ) from None
+            raise
+        self._too_slow, self._answered = 0, True
+        return response
 
     @contextmanager
     def unpaced(self) -> Iterator[None]:

@@ -20,6 +20,7 @@ from tests.contract_tests.servers import (
     CONFORMING,
     KEY,
     Sent,
+    Variant,
     gzip_bomb,
     hostile_answers,
     hostile_for_first_session,
@@ -153,3 +154,29 @@ def _der(ca: trustme.CA) -> bytes:
     """The CA's certificate as a context lists what it trusts."""
     certificate = x509.load_pem_x509_certificate(ca.cert_pem.bytes())
     return certificate.public_bytes(serialization.Encoding.DER)
+
+
+def test_a_staging_that_drips_every_answer_stops_the_run_after_two_deadlines(
+    pytester: pytest.Pytester,
+) -> None:
+    """A staging that sends a byte at a time to every call: the second call in a row that runs
+    out its deadline stops the run with one line, instead of one deadline per call."""
+    sent = Sent()
+    drip = hostile_answers(sent, drip=0.2)["slow drip"]
+    variant = Variant(before=lambda request: drip() if request.path == "/e" else None)
+    with serve_streaming(variant) as running:
+        result = pytester.runpytest_inprocess(
+            *running.suite_args("--verdict-call-timeout", str(CALL_TIMEOUT))
+        )
+    assert running.traffic is not None
+    calls = sum(running.traffic.calls.values())
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, output
+    assert "Traceback" not in output
+    result.stdout.fnmatch_lines(
+        [
+            "*the target stopped answering: http://127.0.0.1:*: 2 calls in a row did not finish "
+            "within 1 s (--verdict-call-timeout), and none has: the target does not answer*"
+        ]
+    )
+    assert calls <= 3, running.traffic.targets  # not one deadline per call of the run
