@@ -207,7 +207,11 @@ class ValidatingProxy:
         self.timeout = settings.proxy_timeout
         self.strict = settings.proxy_strict
         self.upstream_key = settings.upstream_key
-        self.recorder = Recorder(settings.record) if settings.record is not None else None
+        self.recorder = (
+            Recorder(settings.record, settings.record_max_bytes)
+            if settings.record is not None
+            else None
+        )
         _HIDE_QUERY.upstreams.add(self.url)
         if _HIDE_QUERY not in logging.getLogger("httpx").filters:
             logging.getLogger("httpx").addFilter(_HIDE_QUERY)
