@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from flask import Flask
 
 from tests.helpers import KEY, bearer, free_port, running
 from verdict_contract.core.rates import RateLimit
@@ -22,7 +23,7 @@ from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.scenario import load_scenario
 from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.settings import DEFAULT_API_KEY
-from verdict_contract.mockserver.web.proxy import MAX_UPSTREAM_BODY, check_answer
+from verdict_contract.mockserver.web.proxy import MAX_UPSTREAM_BODY, PROXY_EXTENSION, check_answer
 
 LOCAL = {"Authorization": f"Bearer {DEFAULT_API_KEY}"}
 """What a client of a proxy with --upstream-key sends: one of the proxy's own keys."""
@@ -50,9 +51,14 @@ def direct(upstream: BackgroundServer, n: str, key: str = KEY) -> httpx.Response
 class Proxy:
     """A running proxy and a client for it."""
 
-    def __init__(self, server: BackgroundServer) -> None:
+    def __init__(self, server: BackgroundServer, app: Flask) -> None:
         self.server = server
+        self.app = app
         self.http = httpx.Client(base_url=server.base_url, timeout=10)
+
+    def written(self) -> None:
+        """Wait until the recording holds every answer recorded (it is written off the call)."""
+        assert self.app.extensions[PROXY_EXTENSION].recorder.flush()
 
     def get(self, n: str, headers: dict[str, str] | None = None) -> httpx.Response:
         return self.http.get(
@@ -74,8 +80,9 @@ def proxy_to() -> Iterator[Any]:
     stack: list[Any] = []
 
     def start(url: str, **settings: Any) -> Proxy:
-        context = running(create_app(Settings(proxy_to=url, **settings)))
-        proxy = Proxy(context.__enter__())
+        app = create_app(Settings(proxy_to=url, **settings))
+        context = running(app)
+        proxy = Proxy(context.__enter__(), app)
         stack.append((context, proxy))
         return proxy
 
@@ -319,7 +326,7 @@ def test_undocumented_statuses_are_breaches(
     proxy = proxy_to(misbehaving[0].base_url)
     teapot = proxy.get("teapot")
     assert (teapot.status_code, teapot.content) == (418, b"short and stout")
-    assert teapot.headers["content-type"] == "text/plain"
+    assert teapot.headers["content-type"] == "application/json"  # whatever the upstream said
     html = proxy.get("html")
     assert html.status_code == 502
     assert html.json()["error"] == {
@@ -353,6 +360,7 @@ def test_recorded_sessions_replay_byte_for_byte(
     proxy = proxy_to(upstream.base_url, record=record, upstream_key=Secret(KEY))
     seen = {n: proxy.get(n, LOCAL) for n in ("demo-contradicted", broken, "gone", failing)}
     assert proxy.get("demo-contradicted", LOCAL).status_code == 200  # seen twice, kept once
+    proxy.written()
     assert KEY not in record.read_text(encoding="utf-8")
 
     # Another secret: the minted ids are served from the recording, not read as tokens.
@@ -381,8 +389,10 @@ def test_a_cut_or_malformed_answer_is_not_recorded(
     assert proxy.get("demo-contradicted").status_code == 200
     assert proxy.get(cut).status_code == 502  # the upstream's answer stopped short
     assert proxy.get(malformed).status_code == 200  # passed on, with its breach
+    proxy.written()
     assert set(load_scenario(record).sessions) == {"demo-contradicted"}
     assert proxy.get(malformed).status_code == 200  # the session's real answer, this time
+    proxy.written()
     assert set(load_scenario(record).sessions) == {"demo-contradicted", malformed}
 
 
