@@ -211,7 +211,7 @@ def _reflection(upstream: Upstream, finder: KeyFinder) -> tuple[list[str], Upstr
     places = []
     headers = []
     for name, value in upstream.headers:
-        shown = finder.masked(value)
+        shown = finder.masked(value).replace("…", "...")  # a header is latin-1
         if shown != value:
             places.append(f"header {printable(name)}")
         headers.append((name, shown))
