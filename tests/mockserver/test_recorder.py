@@ -6,6 +6,7 @@ import errno
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -287,3 +288,34 @@ def test_a_failed_write_shows_in_health(
         "demo-disputed",
         "demo-insufficient",
     }
+
+
+def test_observe_never_waits_for_the_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder(tmp_path / "r.yaml")
+    release, written = threading.Event(), []
+
+    def slow_disk(path: Path, data: bytes) -> None:
+        release.wait(30)
+        written.append(path)
+        path.write_bytes(data)
+
+    monkeypatch.setattr("verdict_contract.mockserver.web.recorder._replace_whole", slow_disk)
+    assert recorder.observe("a", 200, b"{}") is None
+    assert written == []  # observe returned while the disk was still busy
+    release.set()
+    assert recorder.flush()
+    assert written == [recorder.path]
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_a_new_session_is_appended_not_rewritten(tmp_path: Path, suffix: str) -> None:
+    recorder = Recorder(tmp_path / f"r{suffix}")
+    recorder.observe("first", 200, b'{"a": 1}')
+    recorder.flush()
+    before, inode = recorder.path.read_bytes(), recorder.path.stat().st_ino
+    recorder.observe("second", 404, b'{"b": 2}')
+    recorder.flush()
+    after = recorder.path.read_bytes()
+    assert recorder.path.stat().st_ino == inode  # the same file, grown
+    assert after.startswith(before.removesuffix(b"\n}}\n"))  # JSON: its closing written over
+    assert set(load_scenario(recorder.path).sessions) == {"first", "second"}
