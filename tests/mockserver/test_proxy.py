@@ -20,8 +20,8 @@ import pytest
 from flask import Flask
 
 from tests.helpers import KEY, bearer, free_port, running
-from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.keyforms import base64_forms
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.scenario import load_scenario
