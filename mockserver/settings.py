@@ -27,6 +27,7 @@ from verdict_contract.core.suggest import scheme_hint
 from verdict_contract.core.values import host_name, one_of, parse_bool, port, positive_int, seconds
 
 from .model.generate import DEFAULT_SEED
+from .model.scenariofile import MAX_SCENARIO_BYTES
 from .store.backend import DEFAULT_STATE_TTL, StateURL, state_problem
 
 DEFAULT_API_KEY: Final = "verdict-mock-local-key"
@@ -148,13 +149,23 @@ class Settings:
         needs="proxy_to",
     )
     proxy_strict: bool = _setting(
-        False, "answer 502 when the upstream breaks the contract", needs="proxy_to"
+        False,
+        "answer 502 when the upstream breaks the contract, sends a body that is not JSON or "
+        "reflects the key it was sent",
+        needs="proxy_to",
     )
     proxy_timeout: float = _setting(
         10.0, "longest wait for the upstream, then 504", seconds, "SECONDS"
     )
     record: Path | None = _setting(
         None, "write the proxied sessions to this scenario file", Path, "FILE", needs="proxy_to"
+    )
+    record_max_bytes: int = _setting(
+        MAX_SCENARIO_BYTES,
+        "largest recording, in bytes (at most what --scenario reads); sessions beyond are "
+        "refused, journaled and logged",
+        positive_int,
+        "BYTES",
     )
     control_token: Secret | None = _setting(
         None, "token every control call must send as X-Mock-Token", _token, "TOKEN"
@@ -238,6 +249,7 @@ class Settings:
             proxy_strict: bool | str = ...,
             proxy_timeout: float | str = ...,
             record: Path | str | None = ...,
+            record_max_bytes: int | str = ...,
             control_token: Secret | str | None = ...,
             allowed_hosts: Sequence[str] | str = ...,
             max_body: int | str = ...,
@@ -281,6 +293,11 @@ class Settings:
                     "printable ASCII; documented: a Bearer token), so every request would be a 401"
                 )
         _check_needs(self)
+        if not 0 < self.record_max_bytes <= MAX_SCENARIO_BYTES:
+            raise SettingsError(
+                f"--record-max-bytes must be from 1 to {MAX_SCENARIO_BYTES}, the most --scenario "
+                "reads (a larger recording could not be replayed)"
+            )
         if self.upstream_key is not None and not self.upstream_key.reveal().strip():
             raise SettingsError("the upstream key is empty")
         problem = state_problem(self)  # --state and the settings that go with it

@@ -1,12 +1,18 @@
 """The validating proxy: ``GET /e`` forwarded to a real service, its answers checked.
 
 With ``--proxy-to URL`` this WSGI middleware takes the place of the fast path: each call to
-``/e`` goes to ``URL/e`` with the same query, and the client gets the real answer unchanged
-(status, body bytes, headers other than hop-by-hop ones). Every answer is checked with the rules
+``/e`` goes to ``URL/e`` with the same query, and the client gets the real answer's status and
+body bytes, but never as active content on the mock's origin (a page there could call the control
+API): always ``Content-Type: application/json``, ``nosniff`` and a sandboxing CSP, and of the
+upstream's headers only those an API answer needs (:data:`FORWARDED`: no ``Set-Cookie``). A body
+that is not JSON is flagged in the journal. An answer that reflects the key sent upstream (as it
+is, percent-encoded, JSON-escaped or base64) is flagged, the key masked in what the client gets,
+and never recorded. Every answer is checked with the rules
 the suite uses (:func:`~verdict_contract.core.validator.validate_verdict`, and the statuses of
 spec §7); each breach goes to the journal entry, to the log (one line per breach naming its
 clause) and to the counters in ``/_mock/health``. ``--proxy-strict`` turns a breaching answer into
-a 502 listing the violations. When the service fails (a 5xx, a reset, a body that is not HTTP)
+a 502 listing the violations (a reflected key is a §5 breach), and a body that is not JSON into
+a 502 in the mock's error shape. When the service fails (a 5xx, a reset, a body that is not HTTP)
 the client gets a 502, and after ``--proxy-timeout`` seconds a 504, in the mock's error shape.
 
 The key sent upstream is ``--upstream-key`` (then clients must present one of the mock's own
@@ -27,7 +33,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from verdict_contract.core.redact import mask
+from verdict_contract.core.keyforms import base64_forms
+from verdict_contract.core.redact import Redactor, mask
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, STATUSES, is_api_call
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import Violation, describe
@@ -76,6 +83,38 @@ _HOP_BY_HOP: Final = frozenset(
     }
 )
 
+FORWARDED: Final = frozenset(
+    {
+        "cache-control",
+        "expires",
+        "etag",
+        "last-modified",
+        "vary",
+        "retry-after",
+        "www-authenticate",
+        "ratelimit",
+        "ratelimit-policy",
+        "ratelimit-limit",
+        "ratelimit-remaining",
+        "ratelimit-reset",
+        "x-ratelimit-limit",
+        "x-ratelimit-remaining",
+        "x-ratelimit-reset",
+    }
+)
+"""The upstream's headers a client gets: what an API answer says about caching, retrying and
+authenticating. Any other (``Set-Cookie``, ``Refresh``, ``Link``, ``Location``, CORS, a debug
+header...) could act on the mock's origin or leak, and is dropped."""
+
+INERT: Final = (
+    ("X-Content-Type-Options", "nosniff"),
+    ("Content-Security-Policy", "sandbox; default-src 'none'"),
+)
+"""On every proxied answer: a browser opening it runs nothing, on no origin."""
+
+MIN_LOOKED_FOR = 6
+"""A key shorter than this cannot be told from ordinary text: it is not looked for in answers."""
+
 
 class _UpstreamQueryHidden(logging.Filter):
     """Hide the query of httpx's request log lines to an upstream: a key may be sent there."""
@@ -113,6 +152,86 @@ class Upstream:
     status: int
     headers: list[tuple[str, str]]
     body: bytes
+
+
+@dataclass(frozen=True)
+class Served:
+    """What the proxy answers a call, the breaches of the upstream's answer, and what else the
+    journal entry notes about it (a body that is not JSON, why it was not recorded)."""
+
+    answer: Answer
+    violations: list[Violation] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
+
+
+class KeyFinder:
+    """Finds the key sent upstream in an answer's text, and masks it: as it is, URL-encoded
+    (the core's :class:`~verdict_contract.core.redact.Redactor`), base64 at any alignment; JSON
+    escapes are undone by reading a JSON body before looking (:func:`_masked_body`)."""
+
+    def __init__(self, key: str) -> None:
+        self.redactor = Redactor()
+        self.redactor.add(key)
+        self.encoded = base64_forms(key)
+
+    def masked(self, text: str) -> str:
+        text = self.redactor.text(text)
+        for form in self.encoded:
+            text = text.replace(form, "…")  # no characters of a key's encoding shown
+        return text
+
+
+def _masked_json(value: object, finder: KeyFinder) -> object:
+    if isinstance(value, str):
+        return finder.masked(value)
+    if isinstance(value, list):
+        return [_masked_json(item, finder) for item in value]
+    if isinstance(value, dict):
+        return {finder.masked(k): _masked_json(v, finder) for k, v in value.items()}
+    return value
+
+
+def _masked_body(body: bytes, finder: KeyFinder) -> bytes:
+    """``body`` with the key masked; the same bytes when it holds none. Its text is masked as it
+    is, then a JSON body is read (its ``\\uXXXX`` escapes undone) and written again if one of
+    its strings still held the key."""
+    text = body.decode("utf-8", "surrogateescape")
+    shown = finder.masked(text)
+    raw = body if shown == text else shown.encode("utf-8", "surrogateescape")
+    try:
+        parsed = json.loads(raw)
+        masked = _masked_json(parsed, finder)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return raw
+    return raw if masked == parsed else json.dumps(masked, ensure_ascii=False).encode()
+
+
+def _reflection(upstream: Upstream, finder: KeyFinder) -> tuple[list[str], Upstream]:
+    """Where ``upstream`` holds the key, and the answer with it masked."""
+    places = []
+    headers = []
+    for name, value in upstream.headers:
+        shown = finder.masked(value).replace("…", "...")  # a header is latin-1
+        if shown != value:
+            places.append(f"header {printable(name)}")
+        headers.append((name, shown))
+    body = _masked_body(upstream.body, finder)
+    if body != upstream.body:
+        places.append("body")
+    return places, Upstream(upstream.status, headers, body)
+
+
+def _reflected(places: list[str]) -> Violation:
+    where = ", ".join(places)
+    return Violation(
+        rule="key_reflected",
+        path="",
+        message=f"the answer holds the key it was sent ({where}): masked for the client, "
+        "not recorded",
+        clause="§5",
+        received=where,
+        documented="no part of the key (§5.4: a server-side secret)",
+    )
 
 
 @dataclass
@@ -207,7 +326,11 @@ class ValidatingProxy:
         self.timeout = settings.proxy_timeout
         self.strict = settings.proxy_strict
         self.upstream_key = settings.upstream_key
-        self.recorder = Recorder(settings.record) if settings.record is not None else None
+        self.recorder = (
+            Recorder(settings.record, settings.record_max_bytes)
+            if settings.record is not None
+            else None
+        )
         _HIDE_QUERY.upstreams.add(self.url)
         if _HIDE_QUERY not in logging.getLogger("httpx").filters:
             logging.getLogger("httpx").addFilter(_HIDE_QUERY)
@@ -245,11 +368,11 @@ class ValidatingProxy:
         pairs = parse_query(query)
         authorization = environ.get("HTTP_AUTHORIZATION")
         try:
-            answer, violations = self.answer(method, query, pairs, authorization, environ)
+            served = self.answer(method, query, pairs, authorization, environ)
         except Exception as exc:  # never a 5xx of our own for a request, however it fails
             failed = failure_answer(exc, f"proxying {method} {ENDPOINT_PATH}")
-            answer = replace(failed, headers=[("Content-Type", JSON), *failed.headers])
-            violations = []
+            served = Served(replace(failed, headers=[("Content-Type", JSON), *failed.headers]))
+        answer = served.answer
         self.state.journal.record(
             method=method,
             path=ENDPOINT_PATH,
@@ -259,10 +382,10 @@ class ValidatingProxy:
             outcome=answer.outcome,
             is_key=self.is_key,
             latency_ms=(time.perf_counter() - started) * 1000,
-            violations=tuple(one_line(v) for v in violations),
+            violations=tuple(one_line(v) for v in served.violations) + served.notes,
         )
         headers = [(k, v) for k, v in answer.headers if k.lower() not in _HOP_BY_HOP]
-        headers.append(("Content-Length", str(len(answer.body))))
+        headers += [*INERT, ("Content-Length", str(len(answer.body)))]
         start_response(status_line(answer.status), headers)
         return [b"" if method == "HEAD" else answer.body]
 
@@ -273,18 +396,20 @@ class ValidatingProxy:
         pairs: list[tuple[str, str]] | None,
         authorization: str | None,
         environ: WSGIEnvironment,
-    ) -> tuple[Answer, list[Violation]]:
-        """The answer for one call, and the breaches of the upstream's answer."""
+    ) -> Served:
+        """The answer for one call, the breaches of the upstream's answer and notes on it."""
         if self.upstream_key is not None:
             key = bearer_token(authorization)
             if key is None or not self.state.key_ok(key):
-                return _error(
-                    401,
-                    "unauthorized",
-                    "missing or invalid API key; send Authorization: Bearer <key> "
-                    "(a key of this mock: it sends its own key upstream)",
-                    headers=[("WWW-Authenticate", "Bearer")],
-                ), []
+                return Served(
+                    _error(
+                        401,
+                        "unauthorized",
+                        "missing or invalid API key; send Authorization: Bearer <key> "
+                        "(a key of this mock: it sends its own key upstream)",
+                        headers=[("WWW-Authenticate", "Bearer")],
+                    )
+                )
             authorization = f"Bearer {self.upstream_key.reveal()}"
         headers = {"Accept": environ.get("HTTP_ACCEPT") or JSON, "Accept-Encoding": "identity"}
         if authorization is not None:
@@ -294,30 +419,24 @@ class ValidatingProxy:
         try:
             url = httpx.URL(self.url + ("?" + query.decode("latin-1") if query else ""))
         except httpx.InvalidURL:
-            return _error(400, "bad_request", "the query string cannot be sent on"), []
+            return Served(_error(400, "bad_request", "the query string cannot be sent on"))
         future: Future[Upstream] = Future()
         with self._lock:
             if self._stopped:
-                return _error(503, "mock_stopping", "the mock is stopping"), []
+                return Served(_error(503, "mock_stopping", "the mock is stopping"))
             self._pending.add(future)
         arguments = (future, method, url, headers)
         threading.Thread(target=self._call, args=arguments, daemon=True).start()
         try:
             upstream = future.result(timeout=self.timeout)
         except TimeoutError:
-            return self._failed(
-                UpstreamError(
-                    504,
-                    "upstream_timeout",
-                    f"the upstream did not answer within {self.timeout:g} s",
-                )
-            ), []
+            return Served(self._failed(self._timed_out()))
         except UpstreamError as exc:
-            return self._failed(exc), []
+            return Served(self._failed(exc))
         finally:
             with self._lock:
                 self._pending.discard(future)
-        return self._checked(method, pairs, upstream)
+        return self._checked(method, pairs, upstream, bearer_token(authorization))
 
     def _call(
         self, future: Future[Upstream], method: str, url: httpx.URL, headers: dict[str, str]
@@ -340,6 +459,8 @@ class ValidatingProxy:
         for future in pending:
             with contextlib.suppress(InvalidStateError):
                 future.set_exception(UpstreamError(503, "mock_stopping", "the mock is stopping"))
+        if self.recorder is not None:  # what is queued reaches the file (a bounded wait)
+            self.recorder.flush(timeout=self.timeout)
 
     def _fetch(self, method: str, url: httpx.URL, headers: dict[str, str]) -> Upstream:
         import httpx  # imported by __init__ already: a lookup
@@ -380,28 +501,58 @@ class ValidatingProxy:
         return _error(error.status, error.code, error.message)
 
     def _checked(
-        self, method: str, pairs: list[tuple[str, str]] | None, upstream: Upstream
-    ) -> tuple[Answer, list[Violation]]:
-        violations = check_answer(upstream.status, upstream.body, has_body=method == "GET")
+        self,
+        method: str,
+        pairs: list[tuple[str, str]] | None,
+        upstream: Upstream,
+        sent_key: str | None,
+    ) -> Served:
+        places: list[str] = []
+        if sent_key is not None and len(sent_key) >= MIN_LOOKED_FOR:
+            places, upstream = _reflection(upstream, KeyFinder(sent_key))
+        has_body = method == "GET"
+        violations = check_answer(upstream.status, upstream.body, has_body=has_body)
+        if places:
+            violations.append(_reflected(places))
         self.stats.count(len(violations))
         session_id = _session_id(pairs)
         shown = mask(session_id) if session_id and self.is_key(session_id) else session_id
         shown = None if shown is None else printable(shown)  # the client's: no terminal escapes
         for violation in violations:
             log.warning("upstream breach (n=%s): %s", shown, printable(one_line(violation)))
-        if self.recorder is not None and session_id is not None and method == "GET":
-            if _is_json(upstream.body):  # a cut or malformed body is not the session's answer
-                self.recorder.observe(session_id, upstream.status, upstream.body)
-            else:
+        is_json = _is_json(upstream.body)
+        notes: list[str] = []
+        not_json = None  # a 200's is a breach already (§4)
+        if has_body and upstream.body and not is_json and upstream.status != 200:
+            not_json = f"the upstream's {upstream.status} body is not JSON{_typed(upstream)}"
+            notes.append(not_json)
+        if self.recorder is not None and session_id is not None and has_body:
+            if places:
+                notes.append("not recorded: the answer holds the key sent upstream")
+            elif not is_json:  # a cut or malformed body is not the session's answer
                 log.warning("not recorded (n=%s): the upstream's body is not JSON", shown)
+                notes.append("not recorded: the body is not JSON")
+            else:
+                refused = self.recorder.observe(session_id, upstream.status, upstream.body)
+                notes += [refused] if refused else []
         if upstream.status >= 500:
-            return _error(
-                502, "upstream_error", f"the upstream answered {upstream.status}"
-            ), violations
+            failed = _error(502, "upstream_error", f"the upstream answered {upstream.status}")
+            return Served(failed, violations, tuple(notes))
         if violations and self.strict:
-            return _breach_answer(violations), violations
+            return Served(_breach_answer(violations), violations, tuple(notes))
+        if not_json is not None and self.strict:
+            return Served(_error(502, "upstream_not_json", not_json), violations, tuple(notes))
         outcome = "breach" if violations else "proxied"
-        return Answer(upstream.status, upstream.body, upstream.headers, outcome), violations
+        headers = [(k, v) for k, v in upstream.headers if k.lower() in FORWARDED]
+        answer = Answer(upstream.status, upstream.body, [("Content-Type", JSON), *headers], outcome)
+        return Served(answer, violations, tuple(notes))
+
+
+def _typed(upstream: Upstream) -> str:
+    """`` (sent as text/html)``: the type the upstream gave its body, served as JSON."""
+    types = [v for k, v in upstream.headers if k.lower() == "content-type"]
+    sent = f"sent as {printable(types[0][:60])}, " if types else ""
+    return f" ({sent}served as {JSON})"
 
 
 def _is_json(body: bytes) -> bool:

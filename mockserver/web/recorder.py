@@ -6,12 +6,21 @@ and its body exactly as received (text when it is UTF-8, base64 otherwise)::
     sessions:
       s-123: {recorded: {status: 200, body: '{"schema":7,...}'}}
 
-The file is started afresh by the first answer of a run, then replaced whole at each new session
-(or a 404 that became a 200), atomically: stopping the proxy, a crash or a full disk leave the
-last complete scenario behind. A rewrite costs the file's size (each session's text is made once
-and joined), bounded by :data:`MAX_RECORDED_SESSIONS`. The folder is checked at start. The proxy
-records only answers whose body is JSON (:mod:`.proxy`): a cut or malformed body is not the
-session's answer.
+The request thread never waits for the disk: :meth:`Recorder.observe` checks the bounds and
+queues the answer; one writer thread at a time turns queued answers into text and writes them.
+The file is started afresh by the first answer of a run (a whole file put in place atomically),
+then only grows: a YAML file is ``sessions:`` and each session's lines after it, a JSON file keeps
+its closing ``}}`` last and each new session is written over it, followed by it again. So a
+session costs its own bytes, whatever the file already holds. A failed write (a full disk) is
+cut off again, the file truncated to its last complete state; it is logged once, shown as
+:attr:`Recorder.problem`, and the next session writes the ones it left out too. A 404 that later
+became a 200 is appended again: the later entry is the one a scenario reads.
+
+Bounds, each refusing loudly (:meth:`Recorder.observe` returns why, the proxy journals it, the
+log says it once): :data:`MAX_RECORDED_SESSIONS` sessions, ``max_bytes`` bytes of file
+(``--record-max-bytes``, at most what ``--scenario`` reads), and :data:`MAX_QUEUED_BYTES` of
+answers waiting for the writer. The folder is checked at start. The proxy records only answers
+whose body is JSON and does not hold the key it sent (:mod:`.proxy`).
 """
 
 from __future__ import annotations
@@ -21,16 +30,18 @@ import logging
 import os
 import tempfile
 import threading
+from collections import deque
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, NamedTuple
 
 import yaml
 
 from verdict_contract.core.errors import SettingsError
 
 from ..model.recorded import Recorded
+from ..model.scenariofile import MAX_SCENARIO_BYTES
 
 log = logging.getLogger("mockserver.recorder")
 
@@ -38,13 +49,25 @@ RECORDED_STATUSES: Final = frozenset({200, 404})
 """What a session answers, whoever asks: 401, 429 and 5xx depend on the key or the moment."""
 
 MAX_RECORDED_SESSIONS: Final = 10_000
-"""Past this many ids the recorder stops adding sessions (and says so once)."""
+"""Past this many ids the recorder refuses new sessions."""
+
+MAX_QUEUED_BYTES: Final = 32 * 1024 * 1024
+"""Bodies waiting for the writer, in bytes; an answer beyond is refused, not waited for."""
+
+# libyaml where it is installed: the pure-Python emitter took a second per MiB of body.
+_DUMPER: Final[Any] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_WIDTH: Final = 2**31 - 1  # no folded lines (the C emitter's largest width)
+
+
+def _yaml_dump(data: object) -> str:
+    text: str = yaml.dump(data, Dumper=_DUMPER, allow_unicode=True, sort_keys=False, width=_WIDTH)
+    return text
 
 
 def _yaml_keeps(text: str) -> bool:
-    # YAML folds some characters JSON keeps (U+0085 is a line break to it): check, don't guess.
-    dumped = yaml.safe_dump(text, allow_unicode=True, width=2**31)
-    return bool(yaml.safe_load(dumped) == text)
+    # YAML folds some characters JSON keeps (U+0085 is a line break to it): check, don't guess,
+    # with the loader a scenario is read by (libyaml's keeps some the Python one folds).
+    return bool(yaml.safe_load(_yaml_dump(text)) == text)
 
 
 def check_record_path(path: Path) -> None:
@@ -86,67 +109,151 @@ def _replace_whole(path: Path, data: bytes) -> None:
             os.close(folder)
 
 
+class _Queued(NamedTuple):
+    """An answer waiting for the writer."""
+
+    session_id: str
+    recorded: Recorded
+
+
+class _Layout(NamedTuple):
+    """How a recording's file begins, separates its sessions and ends."""
+
+    head: bytes
+    separator: bytes
+    tail: bytes
+
+
+_JSON_LAYOUT: Final = _Layout(b'{"sessions": {\n', b",\n", b"\n}}\n")
+_YAML_LAYOUT: Final = _Layout(b"sessions:\n", b"", b"")
+
+
 @dataclass
 class Recorder:
-    """Collects the answers a proxy sees, one per session id, and keeps ``path`` up to date.
+    """Collects the answers a proxy sees, one per session id, and appends them to ``path``.
 
     A 200 is kept over a 404 for the same id (a session that expired while recording replays as
-    the verdict it had); otherwise the first answer stays. Each change replaces the file whole
-    (:func:`_replace_whole`), from each session's text made once: a failed write (a full disk)
-    leaves the previous complete file, is logged once and shown as :attr:`problem`; the next
-    change writes every session seen.
+    the verdict it had); otherwise the first answer stays. Only the ids seen stay in memory,
+    with what each recorded; bodies only while they wait for the writer.
     """
 
     path: Path
+    max_bytes: int = MAX_SCENARIO_BYTES
     problem: str | None = field(default=None, init=False)
     """Why the file on disk lacks sessions seen (the last write failed), else None."""
-    _sessions: dict[str, Recorded] = field(default_factory=dict, init=False)
-    _texts: dict[str, str] = field(default_factory=dict, init=False, repr=False)
-    _written: int = field(default=0, init=False)
+    _statuses: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+    _accepted_bytes: int = field(default=0, init=False)
+    _full: bool = field(default=False, init=False)
+    _said: set[str] = field(default_factory=set, init=False, repr=False)
+    _queue: deque[_Queued] = field(default_factory=deque, init=False, repr=False)
+    _queued_bytes: int = field(default=0, init=False)
+    _writing: bool = field(default=False, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _full_said: bool = field(default=False, init=False)
+    _idle: threading.Condition = field(init=False, repr=False)
+    # The writer's own (one writer thread at a time):
+    _size: int = field(default=0, init=False)
+    """The file's bytes as last written complete; 0 until the run's first write."""
+    _written: int = field(default=0, init=False)
+    _unwritten: list[str] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         check_record_path(self.path)
+        self._idle = threading.Condition(self._lock)
+        self._layout = _JSON_LAYOUT if self.path.suffix == ".json" else _YAML_LAYOUT
 
-    def observe(self, session_id: str, status: int, body: bytes) -> None:
-        """Record one answer for ``session_id`` if it is new; rewrite the file if it changed."""
+    def observe(self, session_id: str, status: int, body: bytes) -> str | None:
+        """Queue one answer for ``session_id`` if it is new; why it is refused, if it is."""
         if status not in RECORDED_STATUSES:
-            return
-
+            return None
         if self.path.suffix != ".json" and not _yaml_keeps(session_id):
-            log.warning("a session id YAML cannot hold exactly is not recorded; record to .json")
-            return
+            return self._refuse("yaml", "a session id YAML cannot hold exactly; record to .json")
         with self._lock:
-            known = self._sessions.get(session_id)
-            if known is not None and (known.status == 200 or status != 200):
-                return
-            if known is None and len(self._sessions) >= MAX_RECORDED_SESSIONS:
-                if not self._full_said:
-                    log.warning("recorded %d sessions; no more are added", MAX_RECORDED_SESSIONS)
-                    self._full_said = True
-                return
-            recorded = self._sessions[session_id] = Recorded(status, body)
-            self._texts[session_id] = self._text_of(session_id, recorded)
-            self._write()
+            known = self._statuses.get(session_id)
+            if known is not None and (known == 200 or status != 200):
+                return None
+            if known is None and len(self._statuses) >= MAX_RECORDED_SESSIONS:
+                return self._refuse(
+                    "sessions", f"the recording holds {MAX_RECORDED_SESSIONS} sessions, its bound"
+                )
+            if self._full or self._accepted_bytes + len(body) > self.max_bytes:
+                return self._refuse(
+                    "bytes",
+                    f"the recording reached its bound of {self.max_bytes} bytes "
+                    "(--record-max-bytes)",
+                )
+            if self._queued_bytes + len(body) > MAX_QUEUED_BYTES:
+                return self._refuse(
+                    "queue", f"{MAX_QUEUED_BYTES} bytes of answers are waiting to be written"
+                )
+            self._statuses[session_id] = status
+            self._accepted_bytes += len(body)
+            self._queued_bytes += len(body)
+            self._queue.append(_Queued(session_id, Recorded(status, body)))
+            if not self._writing:
+                self._writing = True
+                threading.Thread(target=self._drain, name="recorder", daemon=True).start()
+        return None
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued answer is written (or failed); False if ``timeout`` passed."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._writing, timeout)
+
+    def _refuse(self, bound: str, why: str) -> str:
+        """A refusal as the journal shows it; logged once per bound."""
+        if bound not in self._said:
+            self._said.add(bound)
+            log.warning("not recorded: %s (said once; each such answer is journaled)", why)
+        return f"not recorded: {why}"
+
+    def _drain(self) -> None:
+        """The writer: write queued answers until none is left, then end."""
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._writing = False
+                    self._idle.notify_all()
+                    return
+                queued = self._queue.popleft()
+            try:
+                self._write(self._text_of(queued.session_id, queued.recorded))
+            except Exception:  # the writer must go on; say what failed
+                log.exception("recording a session failed")
+            finally:
+                with self._lock:
+                    self._queued_bytes -= len(queued.recorded.body)
 
     def _text_of(self, session_id: str, recorded: Recorded) -> str:
-        """One session's text in the file, made once (a rewrite only joins them)."""
+        """One session's text in the file."""
         if self.path.suffix == ".json":
             entry = json.dumps({session_id: {"recorded": recorded.to_json()}}, ensure_ascii=False)
             return entry[1:-1]
         data = {"sessions": {session_id: {"recorded": recorded.to_json(_yaml_keeps)}}}
-        text = yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=2**31)
-        return text.partition("\n")[2]  # its lines under "sessions:"
+        return _yaml_dump(data).partition("\n")[2]  # its lines under "sessions:"
 
-    def _write(self) -> None:
-        if self.path.suffix == ".json":
-            text = '{"sessions": {\n' + ",\n".join(self._texts.values()) + "\n}}\n"
-        else:
-            text = "sessions:\n" + "".join(self._texts.values())
+    def _write(self, text: str) -> None:
+        """Append ``text`` (and any a failed write left out) to the file, or leave it whole."""
+        head, separator, tail = self._layout
+        texts = [*self._unwritten, text]
+        joined = separator.join(t.encode("utf-8") for t in texts)
+        start = self._size + len(separator) if self._size else len(head) + len(tail)
+        if start + len(joined) > self.max_bytes:
+            with self._lock:
+                self._full = True
+            self._refuse(
+                "bytes",
+                f"the recording reached its bound of {self.max_bytes} bytes (--record-max-bytes)",
+            )
+            return
         try:
-            _replace_whole(self.path, text.encode("utf-8"))
+            if not self._size:  # the run's first write: a new file, put in place whole
+                data = head + joined + tail
+                _replace_whole(self.path, data)
+                self._size = len(data)
+            else:
+                self._append(separator + joined + tail)
         except OSError as exc:
+            self._unwritten = texts
             if self.problem is None:  # once until a write succeeds, not once per session
                 self.problem = (
                     f"cannot write the recording to {self.path}: {exc.strerror or exc}; it keeps "
@@ -155,7 +262,28 @@ class Recorder:
                 )
                 log.error("%s", self.problem)
             return
+        self._unwritten = []
+        self._written += len(texts)
         if self.problem is not None:
             log.info("the recording %s is written again, with every session seen", self.path)
         self.problem = None
-        self._written = len(self._texts)
+
+    def _append(self, data: bytes) -> None:
+        """Write ``data`` over the file's tail; on failure cut the file back to what it was."""
+        tail = self._layout.tail
+        at = self._size - len(tail)
+        with open(self.path, "r+b") as file:
+            try:
+                file.seek(at)
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+            except OSError:
+                with suppress(OSError):  # truncating frees the space the tail needs
+                    file.truncate(at)
+                    file.seek(at)
+                    file.write(tail)
+                    file.flush()
+                    os.fsync(file.fileno())
+                raise
+        self._size = at + len(data)

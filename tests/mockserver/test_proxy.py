@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import logging
 import subprocess
@@ -11,18 +13,21 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 import httpx
 import pytest
+from flask import Flask
 
 from tests.helpers import KEY, bearer, free_port, running
+from verdict_contract.core.keyforms import base64_forms
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.scenario import load_scenario
 from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.settings import DEFAULT_API_KEY
-from verdict_contract.mockserver.web.proxy import MAX_UPSTREAM_BODY, check_answer
+from verdict_contract.mockserver.web.proxy import MAX_UPSTREAM_BODY, PROXY_EXTENSION, check_answer
 
 LOCAL = {"Authorization": f"Bearer {DEFAULT_API_KEY}"}
 """What a client of a proxy with --upstream-key sends: one of the proxy's own keys."""
@@ -50,9 +55,14 @@ def direct(upstream: BackgroundServer, n: str, key: str = KEY) -> httpx.Response
 class Proxy:
     """A running proxy and a client for it."""
 
-    def __init__(self, server: BackgroundServer) -> None:
+    def __init__(self, server: BackgroundServer, app: Flask) -> None:
         self.server = server
+        self.app = app
         self.http = httpx.Client(base_url=server.base_url, timeout=10)
+
+    def written(self) -> None:
+        """Wait until the recording holds every answer recorded (it is written off the call)."""
+        assert self.app.extensions[PROXY_EXTENSION].recorder.flush()
 
     def get(self, n: str, headers: dict[str, str] | None = None) -> httpx.Response:
         return self.http.get(
@@ -74,8 +84,9 @@ def proxy_to() -> Iterator[Any]:
     stack: list[Any] = []
 
     def start(url: str, **settings: Any) -> Proxy:
-        context = running(create_app(Settings(proxy_to=url, **settings)))
-        proxy = Proxy(context.__enter__())
+        app = create_app(Settings(proxy_to=url, **settings))
+        context = running(app)
+        proxy = Proxy(context.__enter__(), app)
         stack.append((context, proxy))
         return proxy
 
@@ -319,7 +330,7 @@ def test_undocumented_statuses_are_breaches(
     proxy = proxy_to(misbehaving[0].base_url)
     teapot = proxy.get("teapot")
     assert (teapot.status_code, teapot.content) == (418, b"short and stout")
-    assert teapot.headers["content-type"] == "text/plain"
+    assert teapot.headers["content-type"] == "application/json"  # whatever the upstream said
     html = proxy.get("html")
     assert html.status_code == 502
     assert html.json()["error"] == {
@@ -353,6 +364,7 @@ def test_recorded_sessions_replay_byte_for_byte(
     proxy = proxy_to(upstream.base_url, record=record, upstream_key=Secret(KEY))
     seen = {n: proxy.get(n, LOCAL) for n in ("demo-contradicted", broken, "gone", failing)}
     assert proxy.get("demo-contradicted", LOCAL).status_code == 200  # seen twice, kept once
+    proxy.written()
     assert KEY not in record.read_text(encoding="utf-8")
 
     # Another secret: the minted ids are served from the recording, not read as tokens.
@@ -381,8 +393,10 @@ def test_a_cut_or_malformed_answer_is_not_recorded(
     assert proxy.get("demo-contradicted").status_code == 200
     assert proxy.get(cut).status_code == 502  # the upstream's answer stopped short
     assert proxy.get(malformed).status_code == 200  # passed on, with its breach
+    proxy.written()
     assert set(load_scenario(record).sessions) == {"demo-contradicted"}
     assert proxy.get(malformed).status_code == 200  # the session's real answer, this time
+    proxy.written()
     assert set(load_scenario(record).sessions) == {"demo-contradicted", malformed}
 
 
@@ -421,3 +435,159 @@ def test_a_mock_that_proxies_nothing_starts_and_answers_without_httpx() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert (done.returncode, done.stdout.strip()) == (0, "200"), done.stderr
+
+
+# --- an upstream that attacks the mock's origin or leaks its key (issue 38) ---------------------
+
+UPSTREAM_KEY = "REAL/staging+key=0123456789abcdef"
+"""A key whose URL-encoded form differs from it: each form is looked for."""
+
+PAGE = '<script>fetch("/_mock/reset",{method:"POST"})</script>'
+
+
+def _escaped(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" for c in text)
+
+
+class Hostile:
+    """A WSGI service answering ``n``: an HTML page reflecting it (with a cookie for the mock's
+    control paths), or a JSON 404 that echoes the key it was sent in the form ``n`` names."""
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        n = unquote(environ.get("QUERY_STRING", "").removeprefix("n="))
+        key = environ.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ")
+        if n.startswith("<"):
+            start_response(
+                "404 Not Found",
+                [
+                    ("Content-Type", "text/html"),
+                    ("Set-Cookie", "verdict_mock=attacker; Path=/_mock/"),
+                    ("Refresh", "0; url=/_mock/reset"),
+                    ("Cache-Control", "no-store"),
+                ],
+            )
+            return [f"<h1>No session {n}</h1>".encode()]
+        echoed = {
+            "raw": f'"{key}"',
+            "escaped": f'"{_escaped(key)}"',
+            "percent": f'"{quote(key, safe="")}"',
+            "base64": f'"{base64.b64encode(f"Bearer {key}".encode()).decode()}"',
+            "header": '"none"',
+        }[n]
+        start_response(
+            "404 Not Found",
+            [
+                ("Content-Type", "application/json"),
+                ("X-Debug-Auth", f"Bearer {key}"),
+                ("WWW-Authenticate", f'Bearer realm="{key}"'),
+            ],
+        )
+        return [b'{"error": {"code": "not_found", "seen": %s}}' % echoed.encode()]
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[BackgroundServer]:
+    with running(Hostile()) as server:  # type: ignore[arg-type]
+        yield server
+
+
+def test_an_upstream_page_is_never_active_content_on_the_mocks_origin(
+    hostile: BackgroundServer, proxy_to: Any
+) -> None:
+    proxy = proxy_to(hostile.base_url)
+    page = proxy.get(PAGE)
+    assert page.status_code == 404
+    assert page.content == f"<h1>No session {PAGE}</h1>".encode()  # the bytes, but inert:
+    assert page.headers["content-type"] == "application/json"
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert page.headers["content-security-policy"] == "sandbox; default-src 'none'"
+    assert "set-cookie" not in page.headers
+    assert "refresh" not in page.headers
+    assert page.headers["cache-control"] == "no-store"  # what an API answer needs passes
+    (entry,) = proxy.journal()
+    assert entry["violations"] == [
+        "the upstream's 404 body is not JSON (sent as text/html, served as application/json)"
+    ]
+    assert proxy.get("demo-refused").headers["x-content-type-options"] == "nosniff"  # any /e
+
+
+def test_strict_answers_an_upstream_page_with_502(hostile: BackgroundServer, proxy_to: Any) -> None:
+    proxy = proxy_to(hostile.base_url, proxy_strict=True)
+    page = proxy.get(PAGE)
+    assert page.status_code == 502
+    assert page.headers["content-type"] == "application/json"
+    assert page.json() == {
+        "error": {
+            "code": "upstream_not_json",
+            "message": "the upstream's 404 body is not JSON (sent as text/html, served as "
+            "application/json)",
+        }
+    }
+    assert "set-cookie" not in page.headers
+
+
+def _key_forms(key: str) -> list[str]:
+    return [key, quote(key, safe=""), _escaped(key), *base64_forms(key)]
+
+
+def _shows_key(response: httpx.Response, key: str) -> list[str]:
+    text = "\n".join([*(f"{k}: {v}" for k, v in response.headers.items()), response.text])
+    shown = [form for form in _key_forms(key) if form in text]
+    with contextlib.suppress(ValueError):
+        if key in json.dumps(response.json(), ensure_ascii=False):
+            shown.append("JSON-decoded")
+    return shown
+
+
+@pytest.mark.parametrize("form", ["raw", "escaped", "percent", "base64", "header"])
+def test_an_upstream_that_reflects_its_key_is_flagged_masked_and_not_recorded(
+    hostile: BackgroundServer, proxy_to: Any, tmp_path: Path, form: str
+) -> None:
+    record = tmp_path / "recorded.yaml"
+    settings = {"upstream_key": Secret(UPSTREAM_KEY), "record": record}
+    proxy = proxy_to(hostile.base_url, **settings)
+    answer = proxy.get(form, LOCAL)
+    assert answer.status_code == 404
+    assert _shows_key(answer, UPSTREAM_KEY) == []
+    assert "x-debug-auth" not in answer.headers
+    assert answer.headers["www-authenticate"] == f'Bearer realm="...{UPSTREAM_KEY[-4:]}"'
+    assert answer.json()["error"]["code"] == "not_found"  # still the upstream's JSON
+    (violation, note) = proxy.journal()[-1]["violations"]
+    assert violation.startswith("§5 key_reflected at /: the answer holds the key it was sent")
+    assert ("body" in violation) == (form != "header")
+    assert note == "not recorded: the answer holds the key sent upstream"
+    proxy.written()
+    recorded = record.read_text(encoding="utf-8") if record.exists() else ""
+    assert [f for f in _key_forms(UPSTREAM_KEY) if f in recorded] == []
+    assert form not in recorded
+
+
+def test_strict_answers_a_reflected_key_with_502(hostile: BackgroundServer, proxy_to: Any) -> None:
+    proxy = proxy_to(hostile.base_url, upstream_key=Secret(UPSTREAM_KEY), proxy_strict=True)
+    answer = proxy.get("raw", LOCAL)
+    assert answer.status_code == 502
+    assert answer.json()["error"]["code"] == "contract_breach"
+    assert [v["rule"] for v in answer.json()["error"]["violations"]] == ["key_reflected"]
+    assert _shows_key(answer, UPSTREAM_KEY) == []
+
+
+def test_the_recording_is_bounded_in_bytes_and_says_so(
+    upstream: BackgroundServer, proxy_to: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    record = tmp_path / "recorded.json"
+    proxy = proxy_to(upstream.base_url, record=record, record_max_bytes=1000)
+    with caplog.at_level(logging.WARNING, logger="mockserver.recorder"):
+        for n in ("demo-contradicted", "demo-refused", "demo-disputed", "demo-insufficient"):
+            assert proxy.get(n).status_code == 200
+            proxy.written()
+    kept = set(load_scenario(record).sessions)
+    assert 0 < len(kept) < 4
+    assert record.stat().st_size <= 1000
+    refused = [e for e in proxy.journal() if e["n"] not in kept]
+    assert refused
+    for entry in refused:
+        assert entry["violations"] == [
+            "not recorded: the recording reached its bound of 1000 bytes (--record-max-bytes)"
+        ]
+    lines = [r.getMessage() for r in caplog.records if r.name == "mockserver.recorder"]
+    assert len(lines) == 1, lines  # said once, journaled each time

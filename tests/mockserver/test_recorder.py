@@ -6,6 +6,7 @@ import errno
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from verdict_contract.mockserver.model.recorded import Recorded, parse_recorded
 from verdict_contract.mockserver.model.scenario import ScenarioError, load_scenario, parse_scenario
 from verdict_contract.mockserver.model.sessions import SpecError, parse_spec
 from verdict_contract.mockserver.settings import DEFAULT_API_KEY
+from verdict_contract.mockserver.web.proxy import PROXY_EXTENSION
 from verdict_contract.mockserver.web.recorder import (
     MAX_RECORDED_SESSIONS,
     Recorder,
@@ -79,6 +81,7 @@ def test_one_answer_per_session_a_200_preferred(tmp_path: Path) -> None:
     recorder.observe("twice", 404, b"two")
     recorder.observe("busy", 429, b"")  # depends on the moment, not the session
     recorder.observe("failing", 500, b"")
+    recorder.flush()
     sessions = load_scenario(recorder.path).sessions
     assert {n: s.spec.recorded for n, s in sessions.items()} == {
         "expired-later": Recorded(200, b"first"),
@@ -92,6 +95,7 @@ def test_the_recording_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     recorder = Recorder(tmp_path / "r.json")
     for n in ("a", "b", "c"):
         recorder.observe(n, 200, b"{}")
+    recorder.flush()
     assert set(load_scenario(recorder.path).sessions) == {"a", "b"}
     assert MAX_RECORDED_SESSIONS > 2
 
@@ -150,11 +154,13 @@ def test_a_full_disk_leaves_the_previous_complete_recording(
     recorder = Recorder(tmp_path / f"r{suffix}")
     for n in range(5):
         recorder.observe(f"s{n}", 200, b'{"n": %d}' % n)
+    recorder.flush()
     before = recorder.path.read_bytes()
     assert recorder.problem is None
     monkeypatch.setattr(os, "fsync", _DiskFull(room=0))
     for n in range(5, 60):
         recorder.observe(f"s{n}", 200, b'{"n": %d}' % n)
+        recorder.flush()  # a write fails for each: one problem said, not one per session
     assert recorder.path.read_bytes() == before  # the last complete file, whole
     assert len(load_scenario(recorder.path).sessions) == 5
     assert [p.name for p in tmp_path.iterdir()] == [f"r{suffix}"]  # no temporary file left
@@ -165,6 +171,7 @@ def test_a_full_disk_leaves_the_previous_complete_recording(
     assert recorder.problem == errors[0]
     monkeypatch.undo()  # room again: the next session writes every one seen
     recorder.observe("s60", 200, b"{}")
+    recorder.flush()
     assert len(load_scenario(recorder.path).sessions) == 61
     assert recorder.problem is None
 
@@ -195,6 +202,7 @@ def test_a_really_full_disk_leaves_a_loadable_recording(small_disk: Path, suffix
     body = b'{"pad": "%s"}' % (b"x" * 700)
     for n in range(200):  # about 150 KiB: more than the disk holds
         recorder.observe(f"session-{n}", 200, body)
+    recorder.flush()
     assert recorder.problem is not None
     kept = load_scenario(recorder.path).sessions  # complete, whatever was cut
     assert 5 < len(kept) < 200
@@ -209,6 +217,7 @@ def test_any_body_replays_exactly(tmp_path: Path, body: str | bytes, suffix: str
     raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
     recorder = Recorder(tmp_path / f"r{suffix}")
     recorder.observe("n", 200, raw)
+    recorder.flush()
     assert load_scenario(recorder.path).sessions["n"].spec.recorded == Recorded(200, raw)
 
 
@@ -218,15 +227,17 @@ def test_text_yaml_would_fold_is_kept_exactly(tmp_path: Path, suffix: str) -> No
     recorder = Recorder(tmp_path / f"r{suffix}")
     recorder.observe("body", 200, odd.encode())
     recorder.observe(odd, 200, b"{}")
+    recorder.flush()
     sessions = load_scenario(recorder.path).sessions
     assert sessions["body"].spec.recorded == Recorded(200, odd.encode())
-    assert (odd in sessions) == (suffix == ".json")  # YAML: not recorded rather than changed
+    assert sessions[odd].spec.recorded == Recorded(200, b"{}")  # escaped in YAML, not folded
 
 
 def test_a_recorded_session_is_described_by_its_body(tmp_path: Path) -> None:
     recorder = Recorder(tmp_path / "r.yaml")
     recorder.observe("seen", 200, b'{"verdict": "disputed", "conclusive": false}')
     recorder.observe("odd", 200, b"[1, 2]")
+    recorder.flush()
     client = create_app(Settings(scenario=recorder.path, demo_sessions=False)).test_client()
     described = {s["n"]: s for s in client.get("/_mock/sessions").get_json()}
     assert (described["seen"]["verdict"], described["seen"]["conclusive"]) == ("disputed", False)
@@ -239,8 +250,10 @@ def test_each_new_session_replaces_the_file_whole(tmp_path: Path, suffix: str) -
     recorder.observe("first", 404, b'{"error": 1}')
     for n in range(50):
         recorder.observe(f"s{n}", 200, b"{}")
+        recorder.flush()
         assert len(load_scenario(recorder.path).sessions) == n + 2  # complete after each
     recorder.observe("first", 200, b'{"found": true}')  # a 404 that became a 200: in its place
+    recorder.flush()
     sessions = load_scenario(recorder.path).sessions
     assert list(sessions)[:2] == ["first", "s0"]
     assert len(sessions) == 51
@@ -259,6 +272,7 @@ def test_a_failed_write_shows_in_health(
             def fetch(n: str) -> None:
                 answer = http.get("/e", params={"n": n}, headers=bearer(DEFAULT_API_KEY))
                 assert answer.status_code == 200
+                assert proxy.extensions[PROXY_EXTENSION].recorder.flush()  # written off the call
 
             fetch("demo-refused")
             assert http.get("/_mock/health").json()["proxy"]["record_problem"] is None
@@ -274,3 +288,34 @@ def test_a_failed_write_shows_in_health(
         "demo-disputed",
         "demo-insufficient",
     }
+
+
+def test_observe_never_waits_for_the_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder(tmp_path / "r.yaml")
+    release, written = threading.Event(), []
+
+    def slow_disk(path: Path, data: bytes) -> None:
+        release.wait(30)
+        written.append(path)
+        path.write_bytes(data)
+
+    monkeypatch.setattr("verdict_contract.mockserver.web.recorder._replace_whole", slow_disk)
+    assert recorder.observe("a", 200, b"{}") is None
+    assert written == []  # observe returned while the disk was still busy
+    release.set()
+    assert recorder.flush()
+    assert written == [recorder.path]
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_a_new_session_is_appended_not_rewritten(tmp_path: Path, suffix: str) -> None:
+    recorder = Recorder(tmp_path / f"r{suffix}")
+    recorder.observe("first", 200, b'{"a": 1}')
+    recorder.flush()
+    before, inode = recorder.path.read_bytes(), recorder.path.stat().st_ino
+    recorder.observe("second", 404, b'{"b": 2}')
+    recorder.flush()
+    after = recorder.path.read_bytes()
+    assert recorder.path.stat().st_ino == inode  # the same file, grown
+    assert after.startswith(before.removesuffix(b"\n}}\n"))  # JSON: its closing written over
+    assert set(load_scenario(recorder.path).sessions) == {"first", "second"}
