@@ -10,13 +10,14 @@ those are advisories, listed on their own and failing a run only on request.
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from typing import NamedTuple
 from urllib.parse import unquote
 
 import httpx
+
+from verdict_contract.core.keyforms import base64_forms
 
 MIN_FRAGMENT = 8
 """The fewest consecutive characters of a key that count as reflecting it (a mask shows 4)."""
@@ -65,25 +66,6 @@ def longest_fragment(text: str, key: str, known: str = "") -> int:
                 best = length
             length += 1
     return best
-
-
-def base64_forms(secret: str) -> list[str]:
-    """What base64 (standard or URL-safe) of any text holding ``secret`` contains, whatever
-    comes before or after it: ``secret`` alone, ``Bearer secret``, ``user:secret``, a JSON.
-
-    The encoding depends on where the secret starts modulo 3 bytes; at each of the three
-    alignments, the characters made of the secret's bits alone are kept.
-    """
-    raw = secret.encode()
-    forms: list[str] = []
-    for offset in range(3):
-        start = (4 * offset + 2) // 3  # characters holding bits of what comes before
-        end = (offset + len(raw)) * 8 // 6  # the last whole character of the secret's bits
-        for encode in (base64.b64encode, base64.urlsafe_b64encode):
-            core = encode(b"\0" * offset + raw).decode("ascii")[start:end]
-            if len(core) >= MIN_KEY and core not in forms:
-                forms.append(core)
-    return forms
 
 
 def _json_strings(raw: bytes) -> list[str]:

@@ -41,7 +41,9 @@ def head_start(status: str, headers: list[tuple[str, str]]) -> bytes:
     """The status line and headers of an answer, up to (not including) Date and Server."""
     lines = [f"HTTP/1.1 {status}\r\n"]
     lines.extend(f"{name}: {value}\r\n" for name, value in headers)
-    return "".join(lines).encode("latin-1")
+    # A header an app set outside latin-1 (RFC 9110's field values) is sent with "?" in place of
+    # what it cannot encode: raising here, in a loop callback, left the client hanging.
+    return "".join(lines).encode("latin-1", errors="replace")
 
 
 class Heads:

@@ -40,3 +40,20 @@ def test_an_apps_head_ends_with_the_same_date_and_server(clock: list[float]) -> 
     assert head.endswith(
         b"Date: Mon, 21 Sep 2026 14:13:20 GMT\r\nServer: verdict-mock\r\nConnection: close\r\n\r\n"
     )
+
+
+def test_an_apps_header_outside_latin_1_is_answered_not_hung() -> None:
+    """A header value the app set outside latin-1 is sent with ``?`` for what latin-1 lacks,
+    through the real server: the client gets its answer instead of waiting out its timeout."""
+    import httpx
+    from flask import Response
+
+    from tests.helpers import running
+    from verdict_contract.mockserver import Settings, create_app
+
+    app = create_app(Settings())
+    app.add_url_rule("/_mock/x", "x", lambda: Response("{}", headers={"X-City": "Łódź"}))
+    with running(app, server="async") as server:
+        answer = httpx.get(f"{server.base_url}/_mock/x", timeout=5)
+    assert answer.status_code == 200
+    assert answer.headers["X-City"] == "?ód?"
