@@ -58,7 +58,7 @@ millions of ``*0`` would cost 18 times its bytes. Every element the mock's repli
 journal entry, a step, a count) is longer than this on the wire."""
 
 
-_DECLARED: Final = re.compile(rb"(?:^|\r\n)[*%~>|](\d{1,20})\r\n")
+_DECLARED: Final = re.compile(rb"\r\n[*%~>|](\d{1,20})\r\n")
 """An aggregate's header (array, map, set, push, attribute) and the count it declares."""
 
 
@@ -78,12 +78,12 @@ class BoundedReader:
         self._tail = b""  # the end of the last chunk: a header cut in two is read whole
 
     def feed(self, data: Any, *span: int) -> None:
-        chunk = bytes(data[span[0] : span[0] + span[1]]) if len(span) == 2 else bytes(data)
+        chunk = bytes(memoryview(data)[span[0] : span[0] + span[1]]) if len(span) == 2 else data
         self._fed += len(chunk)
         self._lines += chunk.count(b"\r\n")
         if self._fed > self._limit:
             raise InvalidResponse(f"a reply longer than {self._limit} bytes")
-        scanned = self._tail + chunk
+        scanned = (self._tail or b"\r\n") + chunk  # a first line reads as after a line end
         declared = max((int(m[1]) for m in _DECLARED.finditer(scanned)), default=0)
         if self._lines > self._elements or declared > self._elements:
             raise InvalidResponse(f"a reply of more than {self._elements} elements")
