@@ -175,6 +175,16 @@ class StoreContract:
         assert self.explain(http, n) == 404
         assert self.journal(http)[-1]["outcome"] == "expired"
 
+    def test_a_session_is_expired_from_its_lifetime_on_not_a_second_later(
+        self, http: httpx.Client
+    ) -> None:
+        """Half a second past 15 minutes is expired, on every store: a store whose check is off
+        by a second (``> life + 1``, Python's or Lua's) answers 200 there. Only the host's own
+        time between the mint and the call adds to the age, so the check can only get easier."""
+        n = self.mint(http).json()["n"]
+        self.advance(http, 15 * 60 + 0.5)
+        assert self.explain(http, n) == 404
+
     def test_reset_forgets_limits_journal_scripts_and_clock(self, http: httpx.Client) -> None:
         n = self.mint(http, script=[503]).json()["n"]
         for _ in range(4):
