@@ -1,9 +1,15 @@
-"""``GET /e`` as the spec describes it: one framework-free function.
+"""``GET /e`` as the spec describes it: every rule of its answer, decided once, in Python.
 
 :func:`decide` decides the answer from the raw query string and Authorization header alone (the
-key first, before any work that grows with the request), so the same code serves every
-transport: the async server (:mod:`.connection`), the WSGI fast path (:mod:`.fastpath`), the
-Flask view and the in-process transports of :mod:`.testing`.
+key first, before any work that grows with the request). It asks the store for what it needs as
+round trips of storage primitives (:mod:`.store.primitives`: read the clock, count a hit, take a
+step), so the same code decides for both stores and every transport: the async server awaits
+each round trip on its loop (:mod:`.server.respond`), a blocking one runs it (:func:`run`).
+
+The rules, each in one place: the key (:func:`.state.authorized`), the rate limit's budget
+(:func:`_over_budget`), the session id (:func:`_find`), a session's lifetime
+(:meth:`.model.sessions.Session.expired`), a scripted step over the rules' answer
+(:func:`_answer`), what is journaled (:func:`record`).
 """
 
 from __future__ import annotations
@@ -12,33 +18,35 @@ import hashlib
 import hmac
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Generator
 from dataclasses import dataclass, replace
-from functools import lru_cache, partial
+from functools import lru_cache
 
 from verdict_contract.core.spec import SESSION_PARAM
 
 from .journaling import MAX_UNAUTHORIZED_QUERY as MAX_UNAUTHORIZED_QUERY
-from .journaling import head_past_time, query_start
-from .journaling import journal as journal
+from .journaling import entry_for, query_start
 from .journaling import journal_elsewhere as journal_elsewhere
 from .journaling import parse_query as parse_query
-from .model.answer import (
-    CACHED_BODY_BYTES,
-    NO_STORE,
-    Answer,
-    error_answer,
-    unavailable_answer,
-)
+from .model.answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer, unavailable_answer
 from .model.sessions import MAX_SESSION_ID_LENGTH, Session, Step
-from .model.steps import decode_step, outcome
 from .model.steps import scripted as scripted_answer
 from .state import MockState
 from .state import authorized as authorized
 from .state import bearer_token as bearer_token
-from .store.backend import CallKind, Facts, SharedCall, SharedRules, StateUnavailable
-from .store.journal import SentRequest, TailAround, entry_tail, tail_around
+from .store.backend import StateUnavailable
+from .store.journal import SentRequest
 from .store.masking import RawHeaders
+from .store.primitives import (
+    READ_CLOCK,
+    Append,
+    Clock,
+    CountHit,
+    IsMarked,
+    Operation,
+    TakeStep,
+    Window,
+)
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
@@ -71,16 +79,61 @@ def _bad_session_id(values: list[str] | None) -> str | None:
     return None
 
 
-def _explain(state: MockState, key: str, pairs: list[tuple[str, str]] | None) -> Answer:
+Decider = Generator[list[Operation], list[object], "Decision"]
+"""A request decided: each round trip it needs yielded, the store's replies sent back in."""
+
+
+def _explain(
+    state: MockState, key: str, pairs: list[tuple[str, str]] | None
+) -> Generator[list[Operation], list[object], tuple[Answer, Clock]]:
     """Answer ``GET /e`` for an accepted key: rate limit, ``n``, lookup, script, expiry."""
-    wait = state.limiter.admit(key)
-    if wait is not None:
-        return _limited(wait)
-    found = _find(state, pairs)
+    found = _find(state, pairs)  # decided here, but the key is counted first
+    session = None if isinstance(found, Answer) else found[0]
+    limit, wall = state.limit, time.time()
+    while True:
+        ask: list[Operation] = [READ_CLOCK]
+        if limit.budget:
+            now = wall + state.offset_seen
+            ask.append(
+                CountHit(
+                    _key_digest(state.settings.signing_secret, key),
+                    now,
+                    limit.window,
+                    state.offset_seen,
+                )
+            )
+        if session is not None:
+            ask.append(IsMarked(session.id))
+            if not limit.budget:  # nothing to be refused for: its step in the same round trip
+                ask.append(TakeStep(session.id))
+        replies = yield ask
+        clock = replies[0]
+        assert isinstance(clock, Clock)
+        state.offset_seen = clock.offset
+        if not limit.budget or replies[1] is not None:
+            break  # else the clock moved since it was read: counted again on the new one
+    now = wall + clock.offset
+    if limit.budget:
+        window = replies[1]
+        assert isinstance(window, Window)
+        if _over_budget(window, limit.budget):
+            return _limited(window.start + limit.window - now), clock
     if isinstance(found, Answer):
-        return found
+        return found, clock
     session, body = found
-    return _answer(state, session, body, state.scripts.next_step(session.id), None)
+    marked = replies[-1 if limit.budget else -2]
+    if limit.budget:
+        (step,) = yield [TakeStep(session.id)]
+    else:
+        step = replies[-1]
+    assert step is None or isinstance(step, Step)
+    expired = bool(marked) or session.expired(now, state.settings.session_lifetime)
+    return _answer(session, body, step, expired), clock
+
+
+def _over_budget(window: Window, budget: int) -> bool:
+    """The rate limit's rule: a key gets ``budget`` calls a window, the rest 429."""
+    return window.hits > budget
 
 
 def _limited(wait: float) -> Answer:
@@ -120,28 +173,18 @@ def _find(state: MockState, pairs: list[tuple[str, str]] | None) -> Answer | tup
     return session, state.body(session)
 
 
-def _answer(
-    state: MockState, session: Session, body: bytes, step: Step | None, expired: bool | None
-) -> Answer:
-    """The answer of a found session, given its next scripted step (if any).
-
-    ``expired``: what a shared state said; None asks this process's state when it matters.
-    """
+def _answer(session: Session, body: bytes, step: Step | None, expired: bool) -> Answer:
+    """The answer of a found session, given its next scripted step (if any): a step's own
+    answer stands; else 404 if expired, else its body (late, for a delay step)."""
     step = step or session.spec.always
     if step is not None:
         scripted = scripted_answer(step, body)
         if scripted is not None:
             return scripted
-        if step.delay_ms:
-            return replace(_served(state, session, body, expired), delay=step.delay_ms / 1000)
-    return _served(state, session, body, expired)
-
-
-def _served(state: MockState, session: Session, body: bytes, expired: bool | None) -> Answer:
-    """The answer of a session that no script step overrides: 404 if expired, else its body."""
-    if state.is_expired(session) if expired is None else expired:
-        return _EXPIRED
-    return _normal(session, body)
+    answer = _EXPIRED if expired else _normal(session, body)
+    if step is not None and step.delay_ms:
+        return replace(answer, delay=step.delay_ms / 1000)
+    return answer
 
 
 def _normal(session: Session, body: bytes) -> Answer:
@@ -176,10 +219,9 @@ class Decision:
     pairs: list[tuple[str, str]] | None
     authorization: str | None
     answer: Answer
-    generation: int  # the journal's generation when the request arrived (reset() moves it)
+    generation: int  # the journal's generation when the request arrived (a clear moves it)
     started: float  # perf_counter() when it arrived: the journal's latency runs from here
     headers: RawHeaders = ()  # the request's headers, fingerprinted by the journal (matchers)
-    journaled: bool = False  # a shared state journals a request as it decides it
     sent: SentRequest | None = None  # in-process: the request as sent, kept in its entry
 
 
@@ -189,189 +231,75 @@ def decide(
     query_string: bytes,
     authorization: str | None,
     headers: RawHeaders = (),
-) -> Decision:
-    """Decide the answer to a request to ``/e``; :func:`record` journals it once sent.
-
-    With a shared state this blocks for its round trip: the event loop awaits
-    :func:`decide_shared` instead.
-    """
-    if state.shared is not None:
-        pending = _Pending.of(state, method, query_string, authorization)
-        try:
-            return pending.decision(state, state.shared.decide(pending.call))
-        except StateUnavailable as exc:
-            return pending.unavailable(exc)
-    generation, started = state.journal.generation, time.perf_counter()
+) -> Decider:
+    """Decide the answer to a request to ``/e``; :func:`record` journals it once sent."""
+    started = time.perf_counter()
     key = authorized(state, authorization)  # before any work that grows with the request
     if key is None:
         # Anyone can send these: only the query's first bytes are read, for the journal.
         pairs = query_start(query_string)
+        (clock,) = yield [READ_CLOCK]
+        assert isinstance(clock, Clock)
         answer = _UNAUTHORIZED
     else:
         pairs = parse_query(query_string)
-        answer = _explain(state, key, pairs)
+        answer, clock = yield from _explain(state, key, pairs)
     return Decision(
-        method, query_string, pairs, authorization, answer, generation, started, headers
+        method, query_string, pairs, authorization, answer, clock.generation, started, headers
     )
 
 
-def decide_shared(
-    state: MockState,
-    method: str,
-    query_string: bytes,
-    authorization: str | None,
-    done: Callable[[Decision | Exception], None],
-) -> None:
-    """:func:`decide` with a shared state, on the event loop: decided (and journaled) in the
-    next round trip, ``done`` told the decision (or why there is none) then."""
-    assert state.shared is not None
-    pending = _Pending.of(state, method, query_string, authorization)
-    state.shared.submit(pending.call, partial(pending.told, state, done))
+def run(state: MockState, decider: Decider) -> Decision:
+    """Decide on a blocking server: each round trip run in turn; raises StateUnavailable."""
+    replies: list[object] | None = None
+    while True:
+        try:
+            ask = decider.send(replies)  # type: ignore[arg-type]  # None starts it
+        except StopIteration as decided:
+            return decided.value  # type: ignore[no-any-return]
+        replies = state.store.run(ask)
 
 
-_NO_TAIL = TailAround("", "")
-
-
-@lru_cache(maxsize=16)  # one object for a process's rules: a batch is cut where they change
-def _rules(budget: int, window: float, lifetime: float) -> SharedRules:
-    limited, expired = entry_tail(outcome(_limited(1.0))), tail_around(outcome(_EXPIRED))
-    return SharedRules(budget, window, lifetime, limited, expired)
+def unavailable(exc: StateUnavailable) -> Answer:
+    """The 503 of a request the store could not decide or journal."""
+    return unavailable_answer(exc, "; the mock keeps running")
 
 
 @lru_cache(maxsize=64)
 def _key_digest(secret: str, key: str) -> str:
-    """How a shared state names an API key: never the key itself."""
+    """How a store names an API key: never the key itself."""
     return hmac.new(secret.encode(), key.encode(), hashlib.sha256).hexdigest()[:32]
 
 
-@dataclass(slots=True)
-class _Pending:
-    """A request to ``/e`` with what this process could decide alone, and the shared call."""
-
-    method: str
-    query: bytes
-    pairs: list[tuple[str, str]] | None
-    authorization: str | None
-    started: float
-    local: Answer | None  # 401, 400, 404 unknown: what stands unless the key is over its limit
-    found: tuple[Session, bytes] | None
-    call: SharedCall
-
-    @classmethod
-    def of(
-        cls, state: MockState, method: str, query_string: bytes, authorization: str | None
-    ) -> _Pending:
-        started = time.perf_counter()
-        key = authorized(state, authorization)  # before any work that grows with the request
-        pairs = query_start(query_string) if key is None else parse_query(query_string)
-        limit = state.limiter.limit
-        counted, found, session = "", None, None
-        local: Answer | None = _UNAUTHORIZED
-        if key is not None:
-            counted = _key_digest(state.settings.signing_secret, key) if limit.budget else ""
-            looked = _find(state, pairs)
-            local = looked if isinstance(looked, Answer) else None
-            found = None if isinstance(looked, Answer) else looked
-        local_tail = "" if local is None else entry_tail(outcome(local))
-        served_tail, served = _NO_TAIL, None
-        if found is not None:
-            session, body = found
-            always = session.spec.always
-            standing = None if always is None else scripted_answer(always, body)
-            normal = outcome(_normal(session, body))
-            served = normal.served  # the body's facts, for the step that serves it (a 2xx)
-            local_tail = "" if standing is None else entry_tail(outcome(standing))
-            served_tail = tail_around(normal)
-        # Without a key the 401 stands whatever the store says: the entry says so (and so goes
-        # to the ring of what any page can send: the journal's one rule, build_entry).
-        refused = outcome(_UNAUTHORIZED) if key is None else None
-        past_time, untrusted = head_past_time(
-            state, method, query_string, pairs, authorization, refused, served
-        )
-        kind = CallKind(
-            key=counted,
-            session="" if session is None else session.id,
-            collected_at=None if session is None else session.collected_at,
-            local_answer_stands=bool(local_tail) and session is not None,
-            untrusted=untrusted,
-            entry=past_time,
-            local_tail=local_tail,
-            served_tail=served_tail,
-        )
-        rules = _rules(limit.budget, limit.window, state.settings.session_lifetime)
-        call = SharedCall(rules, time.time(), kind)
-        return cls(method, query_string, pairs, authorization, started, local, found, call)
-
-    def decision(self, state: MockState, facts: Facts) -> Decision:
-        if facts.wait is not None:
-            answer = _limited(facts.wait)
-        elif self.found is None:
-            answer = self.local or _UNAUTHORIZED
-        else:
-            session, body = self.found
-            step = decode_step(facts.step) if facts.step else None
-            answer = _answer(state, session, body, step, facts.expired)
-        return self._decided(answer)
-
-    def told(
-        self,
-        state: MockState,
-        done: Callable[[Decision | Exception], None],
-        facts: Facts | StateUnavailable,
-    ) -> None:
-        """The store's answer: the decision it makes, for ``done``."""
-        try:
-            if isinstance(facts, StateUnavailable):
-                decided: Decision | Exception = self.unavailable(facts)
-            else:
-                decided = self.decision(state, facts)
-        except Exception as exc:  # never a 5xx for a request, however it fails
-            decided = exc
-        done(decided)
-
-    def unavailable(self, exc: StateUnavailable) -> Decision:
-        return self._decided(unavailable_answer(exc, "; the mock keeps running"))
-
-    def _decided(self, answer: Answer) -> Decision:
-        return Decision(
-            self.method,
-            self.query,
-            self.pairs,
-            self.authorization,
-            answer,
-            0,
-            self.started,
-            journaled=True,
-        )
-
-
-def record(state: MockState, decision: Decision, fault: str | None = None) -> float:
-    """Journal a decided request; its latency includes any scripted delay waited out.
+def record(state: MockState, decision: Decision, fault: str | None = None) -> tuple[Append, float]:
+    """What journals a decided request, and its latency in seconds (the journal's and the
+    metrics'), a scripted delay waited out included.
 
     ``fault`` says what the client got instead of the answer: ``disconnected`` for a client
-    that left while its answer was delayed (journaled with no status, when it left). A shared
-    state journaled the request as it decided it: nothing is journaled again.
-
-    Returns the latency in seconds, measured once here for the journal and the metrics.
+    that left while its answer was delayed (journaled with no status, when it left).
     """
     latency = time.perf_counter() - decision.started
-    if decision.journaled:
-        return latency
-    latency_ms = latency * 1000
     d = decision
-    journal(
+    entry = entry_for(
         state,
         d.method,
         d.pairs,
         d.query,
         d.authorization,
         d.answer if fault is None else fault,
-        d.generation,
-        latency_ms,
+        latency * 1000,
         headers=d.headers,
         sent=d.sent,
     )
-    return latency
+    return Append(entry, d.generation), latency
+
+
+class ClientLeft(BaseException):
+    """Raised by a :attr:`.state.MockState.delay` whose client stopped waiting: the request is
+    journaled with :attr:`fault` and the exception goes on (a BaseException, so that it passes
+    the app's net for errors)."""
+
+    fault = "disconnected"
 
 
 def handle(
@@ -384,9 +312,16 @@ def handle(
 ) -> Answer:
     """Answer a request to ``/e`` for a blocking server: wait out a delay, journal, return;
     ``sent``: an in-process client's request, kept in its entry."""
-    decision = decide(state, method, query_string, authorization, headers)
-    decision.sent = sent
-    if decision.answer.delay:
-        state.delay(decision.answer.delay)  # in-process transports replace this (inprocess.py)
-    record(state, decision)
+    try:
+        decision = run(state, decide(state, method, query_string, authorization, headers))
+        decision.sent = sent
+        if decision.answer.delay:
+            try:
+                state.delay(decision.answer.delay)  # in-process transports replace this
+            except ClientLeft as left:
+                state.store.run([record(state, decision, left.fault)[0]])
+                raise
+        state.store.run([record(state, decision)[0]])
+    except StateUnavailable as exc:
+        return unavailable(exc)
     return decision.answer

@@ -1,12 +1,11 @@
 """How a request is journaled: the entry of an answered request, or of one the API does not take.
 
-Apart from :mod:`.explain` (which decides ``/e``): any server journals through here, and with a
-shared state the entry goes to the shared journal (:meth:`.backend.StateBackend.record`).
+Apart from :mod:`.explain` (which decides ``/e``): any server journals through here, to the
+store's journal (:class:`.store.primitives.Append`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import suppress
 from functools import lru_cache, partial
 from urllib.parse import parse_qsl
@@ -14,12 +13,12 @@ from urllib.parse import parse_qsl
 from verdict_contract.core.errors import StateUnavailable
 from verdict_contract.core.spec import ENDPOINT_PATH
 
-from .model.answer import Answer, Served
-from .model.steps import Outcome, outcome
+from .model.answer import Answer
+from .model.steps import outcome
 from .state import MockState, authorized, key_in
-from .store.journal import SentRequest, build_entry, entry_from
-from .store.journal import head_past_time as journal_head
+from .store.journal import JournalEntry, SentRequest, build_entry
 from .store.masking import CUT, RawHeaders, Shown, as_text, shown_args, shown_path
+from .store.primitives import READ_CLOCK, Append, Clock
 
 MAX_UNAUTHORIZED_QUERY = 4096
 """Bytes of the query of a request with no valid key that are parsed (to journal ``n``)."""
@@ -47,109 +46,33 @@ def _shown(query_string: bytes, keys: tuple[bytes, ...]) -> Shown | None:
     return None if pairs is None else shown_args(pairs, partial(key_in, keys))
 
 
-def journal(
+def entry_for(
     state: MockState,
     method: str,
     pairs: list[tuple[str, str]] | None,
     query_string: bytes,
     authorization: str | None,
     answer: Answer | str,
-    generation: int,
     latency_ms: float | None = None,
     *,
     headers: RawHeaders = (),
     path: str = ENDPOINT_PATH,
     sent: SentRequest | None = None,
-) -> None:
-    """Journal what the client got: an answer, or a fault (reset, truncated...) or timeout.
+) -> JournalEntry:
+    """The entry of what the client got: an answer, or a fault (reset, truncated...) or
+    timeout; the store keeps it (:class:`.primitives.Append`).
 
     ``path`` is another than ``/e`` for a request to a wrong path, journaled so that a check
     can say what was sent instead (:func:`journal_elsewhere`).
     """
-    reading = outcome(answer)
     shown = None
     if pairs is not None and len(query_string) <= _CACHED_QUERY:
         shown = _shown(query_string, state.key_bytes)
     if shown is None:
         shown = shown_args(journaled_args(pairs, query_string), state.key_ok)
-    entry = build_entry(
-        method,
-        path,
-        authorization,
-        reading,
-        shown,
-        headers,
-        latency_ms,
-        generation=generation,
-        sent=sent,
+    return build_entry(
+        method, path, authorization, outcome(answer), shown, headers, latency_ms, sent=sent
     )
-    if state.shared is None:
-        state.journal.add(entry)
-    else:  # the shared journal (its ring, for what any web page can send)
-        state.shared.record(entry)
-
-
-_CACHED_HEAD = 512
-"""Characters of a query and an Authorization header past which an entry's head is built anew
-(the cache stays small in bytes)."""
-
-
-def head_past_time(
-    state: MockState,
-    method: str,
-    query_string: bytes,
-    pairs: list[tuple[str, str]] | None,
-    authorization: str | None,
-    refused: Outcome | None,
-    served: Served | None,
-) -> tuple[str, bool]:
-    """A request to ``/e``'s entry for a shared store, up to its answer's fields and past its
-    time (:func:`.journal.head_past_time`), and whether it goes to the ring of untrusted ones.
-    ``refused``: the 401 of a request without a valid key (its ``pairs`` then the query's start,
-    :func:`query_start`); ``served``: the facts of the body its session would be served."""
-    if len(query_string) + len(authorization or "") <= _CACHED_HEAD:
-        keys = state.key_bytes
-        return _kept_head(method, query_string, authorization, refused, served, keys)
-    return _new_head(method, query_string, pairs, authorization, refused, served, state.key_ok)
-
-
-# A load test sends one request again and again: its head is built once (explain._Pending.of
-# in a loop: 8.9 µs a request without the cache, 4.0 with it).
-@lru_cache(maxsize=1024)
-def _kept_head(
-    method: str,
-    query_string: bytes,
-    authorization: str | None,
-    refused: Outcome | None,
-    served: Served | None,
-    keys: tuple[bytes, ...],
-) -> tuple[str, bool]:
-    pairs = parse_query(query_string) if refused is None else query_start(query_string)
-    is_key = partial(key_in, keys)
-    return _new_head(method, query_string, pairs, authorization, refused, served, is_key)
-
-
-def _new_head(
-    method: str,
-    query_string: bytes,
-    pairs: list[tuple[str, str]] | None,
-    authorization: str | None,
-    refused: Outcome | None,
-    served: Served | None,
-    is_key: Callable[[str], bool],
-) -> tuple[str, bool]:
-    entry = entry_from(
-        {
-            "method": method,
-            "path": ENDPOINT_PATH,
-            "args": journaled_args(pairs, query_string),
-            "authorization": authorization,
-            "status": None if refused is None else refused.status,
-            "outcome": "" if refused is None else refused.outcome,
-            "is_key": is_key,
-        }
-    )
-    return journal_head(entry, served), entry.untrusted
 
 
 def query_start(query_string: bytes) -> list[tuple[str, str]] | None:
@@ -186,19 +109,20 @@ def journal_elsewhere(
     # Anyone can send these, with any method: without a key, only the query's start is read.
     keyed = authorized(state, authorization) is not None
     pairs = parse_query(query_string) if keyed else query_start(query_string)
-    generation = state.journal.generation
+    entry = entry_for(
+        state,
+        method,
+        pairs,
+        query_string,
+        authorization,
+        answer,
+        headers=headers,
+        path=shown_path(path, state.key_ok),
+    )
     with suppress(StateUnavailable):  # the store's own calls log its outage (availability.py)
-        journal(
-            state,
-            method,
-            pairs,
-            query_string,
-            authorization,
-            answer,
-            generation,
-            headers=headers,
-            path=shown_path(path, state.key_ok),
-        )
+        (clock,) = state.store.run([READ_CLOCK])
+        assert isinstance(clock, Clock)
+        state.store.run([Append(entry, clock.generation)])
 
 
 def journaled_args(

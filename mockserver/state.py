@@ -1,7 +1,8 @@
-"""The state one mock server owns: keys, sessions, and its per-call state (see backend.py).
+"""The state one mock server owns: keys, sessions, and its per-call state (see primitives.py).
 
-The per-call state (limiter, journal, scripts, clock offset, expiry marks, mint counter) lives in
-this process by default, or in a store that several processes share (``--state``, redisstate.py).
+The per-call state (rate-limit windows, journal, scripts, clock offset, expiry marks, mint
+counter) lives in this process by default, or in a store that several processes share
+(``--state``, redisstate.py).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from verdict_contract.core.extras import require_extra
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.spec import VERDICTS, VerdictKind
 
 from .model.generate import VerdictGenerator
@@ -35,10 +38,12 @@ from .model.sessions import (
 )
 from .model.traffic import Traffic
 from .settings import Settings, env_var
-from .store.backend import MemoryBackend, SharedBackend, StateBackend
 from .store.habits import ClockMove
 from .store.journal import Journal, JournalEntry
-from .store.ratelimit import RateLimiter
+from .store.primitives import MemoryStore, Store
+
+if TYPE_CHECKING:
+    from .store.redisstate import RedisStore
 
 log = logging.getLogger("mockserver.state")
 
@@ -76,9 +81,8 @@ class MockState:
     settings: Settings
     codec: SessionCodec = field(init=False)
     generator: VerdictGenerator = field(init=False)
-    limiter: RateLimiter = field(init=False)
-    journal: Journal = field(init=False)
-    scripts: ScriptBook = field(default_factory=ScriptBook, init=False)
+    limit: RateLimit = field(init=False)
+    """The rate limit in force (the scenario's, else the settings')."""
     scenario: Scenario = field(default_factory=Scenario, init=False)
     key_bytes: tuple[bytes, ...] = field(default=(), init=False, repr=False)
     """The API keys, as :func:`key_in` takes them (a cache may be keyed on this tuple)."""
@@ -86,12 +90,14 @@ class MockState:
     delay: Callable[[float], None] = field(default_factory=lambda: _sleep, init=False, repr=False)
     """How a scripted delay waits; in-process transports replace it (see testing.py)."""
     _apply_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    memory: MemoryBackend = field(init=False, repr=False)
-    """The per-call state in this process (the hot path reads its limiter and scripts)."""
-    backend: StateBackend = field(init=False, repr=False)
+    store: Store = field(init=False, repr=False)
     """Where the per-call state lives: :attr:`memory`, or :attr:`shared`."""
-    shared: SharedBackend | None = field(default=None, init=False, repr=False)
+    memory: MemoryStore = field(init=False, repr=False)
+    """The per-call state in this process (unused with a shared store)."""
+    shared: RedisStore | None = field(default=None, init=False, repr=False)
     """A store shared with other processes (``--state``); None: this process's memory."""
+    offset_seen: float = field(default=0.0, init=False, repr=False)
+    """The store's clock offset as last read: a hit is counted on it (primitives.CountHit)."""
     _read: Callable[[str], Session | None] = field(init=False, repr=False)
     _bodies: dict[str, tuple[Session, bytes]] = field(default_factory=dict, init=False, repr=False)
     traffic: Traffic = field(default_factory=Traffic, init=False, repr=False)
@@ -110,17 +116,13 @@ class MockState:
         # id (of the last READ_CACHE_SIZE) keeps minted sessions as fast as named ones.
         self._read = lru_cache(maxsize=READ_CACHE_SIZE)(self.codec.read)
         self.generator = VerdictGenerator(self.settings.seed)
-        self.limiter = RateLimiter(self.settings.rate_limit, clock=self.monotonic)
-        self.journal = Journal(self.settings.journal_size)
-        self.backend = self.memory = MemoryBackend(self.limiter, self.journal, self.scripts)
+        self.limit = self.settings.rate_limit
+        self.store = self.memory = MemoryStore(self.settings.journal_size)
         if not self.settings.state.is_memory:
             state = f"--state {self.settings.state.label} ({env_var('state')})"
-            for package in (
-                "redis",
-                "hiredis",
-            ):  # the [redis] extra: refused in one line if missing
+            for package in ("redis", "hiredis"):  # the [redis] extra: one line if missing
                 require_extra(package, state)
-            from .store.redisstate import RedisBackend
+            from .store.redisstate import RedisStore
 
             if not self.settings.secret:
                 log.warning(
@@ -132,7 +134,7 @@ class MockState:
                     self.settings.state.label,
                 )
 
-            self.backend = self.shared = RedisBackend(
+            self.store = self.shared = RedisStore(
                 self.settings.state,
                 self.settings.signing_secret,
                 self.settings.journal_size,
@@ -176,7 +178,7 @@ class MockState:
         self.key_bytes = tuple(k.encode() for k in keys)
         self._named = named
         self._bodies.clear()  # it holds the sessions replaced (a recorded body each) alive
-        self.limiter.relimit(scenario.rate_limit or self.settings.rate_limit)
+        self.limit = scenario.rate_limit or self.settings.rate_limit  # counts kept
         changed = {  # a named session whose spec did not change keeps what is left of its script
             session.id: session.spec.script
             for session in named.values()
@@ -185,7 +187,7 @@ class MockState:
             or previous[session.id].spec != session.spec
         }
         changed.update(dict.fromkeys(previous.keys() - named.keys(), ()))  # removed: script goes
-        self.backend.load_named(changed)
+        self.store.load_named(changed)
 
     def _named_scripts(self) -> dict[str, tuple[Step, ...]]:
         return {session.id: session.spec.script for session in self._named.values()}
@@ -194,50 +196,49 @@ class MockState:
         """Forget journal, counters, scripts and clock changes; named sessions get their scripts."""
         with self._apply_lock:
             self.clock_moves.clear()
-            self.backend.reset(self._named_scripts())
+            self.store.reset(self._named_scripts())
             self._apply(self.scenario, fresh=True)
 
     def __repr__(self) -> str:
         # Keys, secret and codec stay out of reprs (pytest -l prints fixtures' locals).
-        return f"MockState(settings={self.settings!r}, state={self.backend.label!r})"
+        return f"MockState(settings={self.settings!r}, state={self.store.label!r})"
 
     @property
     def skew(self) -> float:
         """Seconds the mock's clock is ahead of the real one (:meth:`advance`); reset clears it."""
-        return self.backend.offset()
+        return self.store.offset()
 
     def now(self) -> float:
         """Wall-clock time as the mock sees it (expiry, minting)."""
-        return time.time() + self.backend.offset()
-
-    def monotonic(self) -> float:
-        """Monotonic time as the mock sees it (the in-memory rate limiter's windows)."""
-        return time.monotonic() + self.memory.skew
+        return time.time() + self.store.offset()
 
     def advance(self, seconds: float) -> None:
         """Move the mock's clock forward: sessions age, rate-limit windows pass; no sleeping."""
         if not seconds >= 0:
             raise ValueError(f"advance() takes seconds >= 0; got {seconds!r}")
-        self.backend.advance(seconds)
+        self.store.advance(seconds)
         self.clock_moves.append(ClockMove(time.time(), seconds))
 
     def expire(self, session_id: str) -> None:
         """Make one session answer 404 as expired from now on (until reset)."""
-        self.backend.expire(session_id)
+        self.store.expire(session_id)
 
-    def is_expired(self, session: Session) -> bool:
-        if self.backend.marked_expired(session.id):
-            return True
-        return session.collected_at is not None and session.expired(
-            self.now(), self.settings.session_lifetime
-        )
+    @property
+    def journal(self) -> Journal:
+        """This process's journal (a shared store keeps its own: :meth:`entries`)."""
+        return self.memory.journal
+
+    @property
+    def scripts(self) -> ScriptBook:
+        """This process's scripts (a shared store keeps its own)."""
+        return self.memory.scripts
 
     def entries(self) -> list[JournalEntry]:
         """The journal, oldest first (every process's, with a shared state)."""
-        return self.backend.entries()
+        return self.store.entries()
 
     def clear_journal(self) -> None:
-        self.backend.clear_journal()
+        self.store.clear_journal()
 
     @property
     def api_keys(self) -> tuple[str, ...]:
@@ -278,13 +279,11 @@ class MockState:
     def mint(self, spec: SessionSpec) -> Session:
         """Mint a session; without a key its body is drawn from (seed, mint number since reset)."""
         if not spec.key:
-            spec = replace(spec, key=f"m{self.backend.next_mint()}")
+            spec = replace(spec, key=f"m{self.store.next_mint()}")
         session = self.codec.mint(spec, now=self.now())
         self.generator.verdict(session.id, spec)  # an impossible spec fails now, with 422
-        if self.shared is None:  # minted: assert_all_scripts_used checks what is left of it
-            self.scripts.load(session.id, spec.script, minted=True)
-        elif spec.script:
-            self.backend.load_script(session.id, spec.script)
+        if spec.script:
+            self.store.load_script(session.id, spec.script)
         return session
 
 

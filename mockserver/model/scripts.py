@@ -50,13 +50,9 @@ class ScriptStoreFull(Exception):
     """A script would pass :data:`MAX_SCRIPT_BYTES`; the message says what to do."""
 
 
-ADMITS_LUA: Final = "held - freed + needed <= capacity"
-"""The bound's rule as the shared store runs it (redisstate.py): :func:`admits`, word for word."""
-
-
 def admits(held: int, freed: int, needed: int, capacity: int) -> bool:
     """Whether a script of ``needed`` bytes fits, replacing one of ``freed`` bytes, while the
-    store holds ``held``: the one rule of both stores (the shared one runs :data:`ADMITS_LUA`)."""
+    store holds ``held``: the one rule of both stores."""
     return held - freed + needed <= capacity
 
 

@@ -186,7 +186,9 @@ class HttpConnection(asyncio.Protocol):
         for cycle in self.pipeline:
             if cycle.phase is DELAYED and cycle.decision is not None:
                 assert self.server.state is not None  # a delay is the hot path's
-                record(self.server.state, cycle.decision, fault="disconnected")
+                state = self.server.state
+                append, _ = record(state, cycle.decision, fault="disconnected")
+                state.store.submit([append], _ignored)
             if cycle.phase is not DONE:
                 cycle.to(DONE)
         self.pipeline.clear()
@@ -242,3 +244,7 @@ class HttpConnection(asyncio.Protocol):
                 self.abort()
             else:
                 self.close()
+
+
+def _ignored(_: object) -> None:
+    """A journal's reply nobody waits on (its failure is logged by the store)."""

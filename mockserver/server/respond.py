@@ -21,7 +21,7 @@ import httptools
 
 from verdict_contract.core.spec import API_METHODS, ENDPOINT_PATH, is_api_call
 
-from ..explain import Decision, decide, decide_shared, journal_elsewhere, record
+from ..explain import Decider, Decision, decide, journal_elsewhere, record, unavailable
 from ..model.answer import (
     NO_STATUS,
     Answer,
@@ -31,6 +31,7 @@ from ..model.answer import (
     status_line,
 )
 from ..state import MockState
+from ..store.backend import StateUnavailable
 from ..web.accesslog import log_request
 from .cycle import DECIDING, DELAYED, DONE, RequestCycle
 from .flow import FlowControl
@@ -83,13 +84,14 @@ class Turn(Protocol):
 class Responder:
     """Answers one connection's requests, one at a time, in the order it starts them."""
 
-    __slots__ = ("_timer", "server", "traffic", "turn")
+    __slots__ = ("_starting", "_timer", "server", "traffic", "turn")
 
     def __init__(self, server: Server, turn: Turn) -> None:
         self.server = server
         self.turn = turn
         self.traffic = server.state.traffic if server.state is not None else None
         self._timer: asyncio.TimerHandle | None = None  # the scripted delay waited out
+        self._starting = False
 
     def cancel(self) -> None:
         """The connection gave up: a delay under way is not waited out."""
@@ -133,54 +135,49 @@ class Responder:
 
     # -- answering /e on the loop -----------------------------------------------------------
     def _explain(self, cycle: RequestCycle, request: Request, query: bytes) -> None:
-        authorization = cycle.authorization
         state = self.server.state
         assert state is not None  # the hot path is on for the mock's own app only
-        if state.shared is not None:  # --state: the shared store decides (one round trip)
-            cycle.to(DECIDING)
-            try:
-                decide_shared(
-                    state,
-                    request.method,
-                    query,
-                    authorization,
-                    lambda decided: self._shared_decided(cycle, decided),
-                )
-            except Exception as exc:  # never a 5xx for a request, however it fails
-                self._shared_decided(cycle, exc)
-            return
+        cycle.to(DECIDING)
+        self._starting = True  # a store that answers at once (memory) answers within start()
         try:
-            decision = decide(state, request.method, query, authorization, request.headers)
-        except Exception as exc:  # never a 5xx for a request, however it fails
-            self.send(cycle, _failure(exc), 0.0)
-            return
-        if not self._held(cycle, decision):
-            self.send(cycle, decision.answer, record(state, decision))
+            decider = decide(state, request.method, query, cycle.authorization, request.headers)
+            self._decide(cycle, decider, None)
+        finally:
+            self._starting = False
 
-    def _held(self, cycle: RequestCycle, decision: Decision) -> bool:
-        """Whether the answer waits out its scripted delay on the loop (sent by ``_delayed``)."""
-        if not decision.answer.delay:
-            return False
+    def _decide(
+        self, cycle: RequestCycle, decider: Decider, replies: list[object] | Exception | None
+    ) -> None:
+        """Take the decision on with the store's ``replies``: its next round trip submitted,
+        or its answer journaled and sent."""
+        if cycle.phase is not DECIDING or not self.turn.flow.writes:
+            return  # the server stopped, or the client left, meanwhile
+        state = self.server.state
+        assert state is not None
+        try:
+            if isinstance(replies, Exception):
+                raise replies
+            ask = decider.send(replies)  # type: ignore[arg-type]  # None starts it
+        except StopIteration as decided:
+            decision: Decision = decided.value
+            if decision.answer.delay:
+                self._hold(cycle, decision)
+            else:
+                self._journal(cycle, decision, None)
+            return
+        except Exception as exc:  # a store's 503; never a 5xx for a request, however it fails
+            answer = unavailable(exc) if isinstance(exc, StateUnavailable) else _failure(exc)
+            self._answered(cycle, answer, 0.0)
+            return
+        state.store.submit(ask, lambda replies: self._decide(cycle, decider, replies))
+
+    def _hold(self, cycle: RequestCycle, decision: Decision) -> None:
+        """Wait out the answer's scripted delay on the loop (sent by ``_delayed``)."""
         cycle.to(DELAYED)
         cycle.decision = decision
         self._timer = self.server.loop.call_later(
             decision.answer.delay, self._delayed, cycle, decision
         )
-        return True
-
-    def _shared_decided(self, cycle: RequestCycle, decided: Decision | Exception) -> None:
-        """A shared state's decision (journaled already): sent now, or after its delay."""
-        if cycle.phase is not DECIDING or not self.turn.flow.writes:
-            return  # the server stopped, or the client left, meanwhile
-        self.turn.answer_ready()
-        if isinstance(decided, Exception):
-            answer, latency = _failure(decided), 0.0
-        else:
-            if self._held(cycle, decided):
-                return
-            answer, latency = decided.answer, time.perf_counter() - decided.started
-        self.send(cycle, answer, latency)
-        self.turn.advance()
 
     def _delayed(self, cycle: RequestCycle, decision: Decision) -> None:
         if cycle.phase is not DELAYED:
@@ -191,14 +188,30 @@ class Responder:
             self._timer = self.server.loop.call_later(left, self._delayed, cycle, decision)
             return
         self._timer = None
-        self.turn.answer_ready()
-        assert self.server.state is not None
         # A client that closed its side meanwhile (reading was paused: a peek tells) is
         # journaled as disconnected; the answer is still written, in case it only half-closed.
-        gone = self._client_gone()
-        latency = record(self.server.state, decision, fault="disconnected" if gone else None)
-        self.send(cycle, decision.answer, latency)
-        self.turn.advance()
+        cycle.decision = None  # journaled here, not again if the client leaves meanwhile
+        self._journal(cycle, decision, "disconnected" if self._client_gone() else None)
+
+    def _journal(self, cycle: RequestCycle, decision: Decision, fault: str | None) -> None:
+        """Journal the decided request, then send its answer (journaled before the client can
+        ask the journal about it). A store that fails to journal it logs so; the answer, its
+        steps taken, is sent all the same."""
+        state = self.server.state
+        assert state is not None
+        append, latency = record(state, decision, fault)
+        answer = decision.answer
+        state.store.submit([append], lambda _: self._answered(cycle, answer, latency))
+
+    def _answered(self, cycle: RequestCycle, answer: Answer, latency: float) -> None:
+        if cycle.phase not in (DECIDING, DELAYED) or not self.turn.flow.writes:
+            return  # the server stopped, or the client left, meanwhile
+        waited = not self._starting
+        if waited:
+            self.turn.answer_ready()
+        self.send(cycle, answer, latency)
+        if waited:
+            self.turn.advance()
 
     def send(self, cycle: RequestCycle, answer: Answer, latency: float, vary: bool = True) -> None:
         """Write an answer to ``/e``, enacting its fault; counted for the metrics with its

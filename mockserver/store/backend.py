@@ -1,34 +1,22 @@
-"""Where the mock's per-call state lives: this process's memory, or a store shared by processes.
+"""Where the mock's per-call state lives (``--state``): ``memory``, or a Redis URL, read once.
 
 Per-call state is what a request changes or reads that another process must see: the rate
-limiter's counters, the scripts' remaining steps, the journal, the clock offset (``advance``),
-the marks of sessions expired by hand and the count of minted sessions. Everything else (keys,
-named sessions, signed ids, the generator) is the same in every process started with the same
-settings, so it stays local.
+limit's windows, the scripts' remaining steps, the journal, the clock offset (``advance``),
+the marks of sessions expired by hand and the count of minted sessions (the primitives over it:
+:mod:`.primitives`). Everything else (keys, named sessions, signed ids, the generator) is the
+same in every process started with the same settings, so it stays local.
 
-:class:`MemoryBackend` keeps it in the process (the default, exact in one process, and what the
-hot path reads directly). A :class:`SharedBackend` (:mod:`.redisstate`) keeps it in a store and
-answers one :class:`SharedCall` per request to ``/e`` in one round trip: it counts the key, takes
-the next step, checks expiry and journals the request at once, so any number of processes behave
-as one mock.
+The URL's credentials never print: every message shows :attr:`StateURL.label`.
 """
 
 from __future__ import annotations
 
 import re
 import socket
-import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Final, NamedTuple, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from verdict_contract.core.errors import StateUnavailable as StateUnavailable
-
-from ..model.scripts import ScriptBook
-from ..model.sessions import Step
-from .journal import Journal, JournalEntry, TailAround
-from .ratelimit import RateLimiter
 
 MEMORY: Final = "memory"
 DEFAULT_STATE_TTL: Final = 24 * 60 * 60
@@ -218,193 +206,3 @@ def state_problem(settings: StateSettings) -> str | None:
             "name that anyone who lists the Redis's keys may read"
         )
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class SharedRules:
-    """What a process's requests to ``/e`` share: its rate limit, its sessions' lifetime, and the
-    journal's tails (see :func:`.journal.entry_tail`) of the rate-limited and expired answers.
-    A store sends them once for a batch of requests that share them."""
-
-    budget: int
-    window: float
-    lifetime: float
-    limited_tail: str
-    expired_tail: TailAround
-
-
-class CallKind(NamedTuple):
-    """All of a request to ``/e`` but its time, as the shared state sees it: what to count,
-    take, check, journal. Requests alike (a load test's) are of one kind.
-
-    The tails are the journal's endings of the answers the store may pick besides its rules':
-    the local answer (a 401, 400 or 404 decided before the call, or the session's ``always``
-    step) and the served one (the store puts a delay step's delay into it, or into the expired
-    answer's).
-    """
-
-    key: str  # a digest of the API key; "" when nothing is counted (a 401, or no limit)
-    session: str  # the session id; "" when no session was found (400, unknown 404)
-    collected_at: float | None
-    local_answer_stands: bool  # the local answer stands unless a scripted step replaces it
-    untrusted: bool  # no valid key: journaled in the ring (see journal.JournalEntry.untrusted)
-    entry: str  # the journal entry past its time, up to its answer (journal.head_past_time)
-    local_tail: str
-    served_tail: TailAround
-
-
-class SharedCall(NamedTuple):  # tuples: made per request (0.8 µs as a frozen dataclass, 0.2)
-    """One request to ``/e`` as the shared state sees it."""
-
-    rules: SharedRules
-    now: float  # this host's wall clock; the store adds the shared offset
-    kind: CallKind
-
-
-@dataclass(frozen=True, slots=True)
-class Facts:
-    """What the shared state said: seconds to wait (limited), the step taken, expiry."""
-
-    wait: float | None
-    step: str | None  # an encoded step (steps.encode_step)
-    expired: bool
-
-
-class StateBackend(Protocol):
-    """The per-call state, as the control API and the mock's clock use it."""
-
-    label: str
-
-    def offset(self) -> float:
-        """Seconds the mock's clock is ahead of the real one."""
-        ...
-
-    def advance(self, seconds: float) -> None: ...
-
-    def expire(self, session_id: str) -> None: ...
-
-    def marked_expired(self, session_id: str) -> bool: ...
-
-    def next_mint(self) -> int:
-        """Count a minted session; its number since the last reset."""
-        ...
-
-    def load_script(self, session_id: str, steps: tuple[Step, ...]) -> None: ...
-
-    def load_named(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
-        """Give named sessions their scripts (a shared store: unless already given)."""
-
-    def script_bytes(self) -> int:
-        """Bytes of scripts held now, as :func:`.scripts.script_bytes` counts them."""
-        ...
-
-    def record(self, entry: JournalEntry) -> None:
-        """Journal a request decided apart from ``/e``'s (a wrong path or method)."""
-
-    def entries(self) -> list[JournalEntry]: ...
-
-    def clear_journal(self) -> None: ...
-
-    def journal_length(self) -> int: ...
-
-    def reset(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
-        """Forget everything per-call; named sessions get ``scripts`` afresh."""
-
-    def writable(self) -> StateUnavailable | None:
-        """Why a write would fail now (full, read-only, down), or None: readiness, read-only."""
-        ...
-
-    def close(self) -> None: ...
-
-
-class SharedBackend(StateBackend, Protocol):
-    """A store several processes share: each request to ``/e`` is one :class:`SharedCall`."""
-
-    def decide(self, call: SharedCall) -> Facts:
-        """For blocking servers (waitress, Flask, in-process); raises StateUnavailable."""
-        ...
-
-    def submit(self, call: SharedCall, done: Callable[[Facts | StateUnavailable], None]) -> None:
-        """On the event loop: decided in the next round trip, ``done`` told the facts, or the
-        StateUnavailable that stands for them (called on the loop, never raising)."""
-        ...
-
-    async def close_async(self) -> None:
-        """Close the running loop's connections (before the loop closes)."""
-
-    def calls(self) -> tuple[int, int]:
-        """Round trips to the store so far, and how many of them failed (for the metrics)."""
-        ...
-
-
-@dataclass
-class MemoryBackend:
-    """The state in this process: today's limiter, journal and scripts, the clock and counters.
-
-    Exact with any number of threads in one process; the hot path reads the limiter, scripts
-    and :attr:`skew` directly (see :func:`.explain.decide`).
-    """
-
-    limiter: RateLimiter
-    journal: Journal
-    scripts: ScriptBook
-    skew: float = 0.0
-    label: str = MEMORY
-    _expired: set[str] = field(default_factory=set, repr=False)
-    _minted: int = field(default=0, repr=False)
-    _mint_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def offset(self) -> float:
-        return self.skew
-
-    def advance(self, seconds: float) -> None:
-        self.skew += seconds
-
-    def expire(self, session_id: str) -> None:
-        self._expired.add(session_id)
-
-    def marked_expired(self, session_id: str) -> bool:
-        return session_id in self._expired
-
-    def next_mint(self) -> int:
-        with self._mint_lock:  # two mints at once must not share a number (and a body)
-            self._minted += 1
-            return self._minted
-
-    def load_script(self, session_id: str, steps: tuple[Step, ...]) -> None:
-        self.scripts.load(session_id, steps)
-
-    def load_named(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
-        for session_id, steps in scripts.items():  # the scenario's total was checked when read
-            self.scripts.load(session_id, steps, force=True)
-
-    def script_bytes(self) -> int:
-        return self.scripts.size
-
-    def record(self, entry: JournalEntry) -> None:
-        self.journal.add(entry)
-
-    def entries(self) -> list[JournalEntry]:
-        return self.journal.entries()
-
-    def clear_journal(self) -> None:
-        self.journal.clear()
-
-    def journal_length(self) -> int:
-        return len(self.journal)
-
-    def reset(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
-        self.journal.clear()
-        self.scripts.clear()
-        self.skew = 0.0
-        with self._mint_lock:
-            self._minted = 0
-        self._expired.clear()
-        self.limiter.reset()
-        self.load_named(scripts)
-
-    def writable(self) -> StateUnavailable | None:
-        return None  # this process's memory: written as long as the process runs
-
-    def close(self) -> None:
-        """Nothing to release."""

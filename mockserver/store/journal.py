@@ -9,7 +9,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Final, NamedTuple, Required, TypedDict, Unpack, cast
 
 from verdict_contract.core.spec import ENDPOINT_PATH, VerdictKind
@@ -99,9 +98,6 @@ class JournalEntry(NamedTuple):
     (not a scripted one), is such a request. Real entries (an accepted key's) are never evicted
     by them. Decided once, by :func:`entry`, for both stores.
     """
-    generation: int = 0
-    """The in-memory journal's generation when the request arrived: an entry of an earlier one
-    (its request arrived before a ``clear()``) is never read."""
     request: SentRequest | None = None
     """In-process (``verdict_respx``, ``verdict_responses``, on the memory state): the request as
     the client sent it, key included (its repr masks it); None over HTTP and on a shared state,
@@ -279,28 +275,22 @@ class Journal:
         ``generation`` is :attr:`generation` when the request arrived: a request still in
         flight when the journal was cleared (a delay from an earlier test) is not journaled.
         """
-        self.add(entry_from(fields, self._generation if generation is None else generation))
+        self.add(entry_from(fields), self._generation if generation is None else generation)
 
-    def add(self, entry: JournalEntry) -> None:
-        """Keep an entry (from :func:`build_entry`); see :meth:`record`.
-
-        No lock: a deque's append is atomic. An entry of an earlier generation (its request
-        arrived before a ``clear()``) is kept and never read (:meth:`_current`).
-        """
-        (self._refused if entry.untrusted else self._entries).append(entry)
-
-    def _current(self) -> list[JournalEntry]:
-        """This generation's entries, oldest first (copies first: a deque copied
-        whole is atomic, while iterating it races the appends)."""
-        generation = self._generation
-        entries, refused = list(self._entries), list(self._refused)
-        if refused:
-            entries = list(heapq.merge(entries, refused, key=_time))
-        return [entry for entry in entries if entry.generation == generation]
+    def add(self, entry: JournalEntry, generation: int) -> bool:
+        """Keep an entry, unless its request arrived before a ``clear()`` (``generation``, read
+        then, is no longer :attr:`generation`); see :meth:`record`."""
+        with self._lock:
+            if generation != self._generation:
+                return False
+            (self._refused if entry.untrusted else self._entries).append(entry)
+            return True
 
     def entries(self) -> list[JournalEntry]:
+        """Both rings, oldest first."""
         with self._lock:
-            return self._current()
+            entries, refused = list(self._entries), list(self._refused)
+        return list(heapq.merge(entries, refused, key=_time)) if refused else entries
 
     def clear(self) -> None:
         with self._lock:
@@ -310,7 +300,7 @@ class Journal:
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._current())
+            return len(self._entries) + len(self._refused)
 
 
 def _time(entry: JournalEntry) -> float:
@@ -326,13 +316,11 @@ def build_entry(
     headers: RawHeaders = (),
     latency_ms: float | None = None,
     violations: tuple[str, ...] = (),
-    generation: int = 0,
     sent: SentRequest | None = None,
 ) -> JournalEntry:
     """A request's :class:`JournalEntry`: ``shown`` is :func:`shown_args` of its query (masked), the
     Authorization header is masked, headers and parameters are kept as digests only;
-    ``reading`` is the answer's (:func:`.steps.outcome`); ``generation``: the journal's when the
-    request arrived."""
+    ``reading`` is the answer's (:func:`.steps.outcome`)."""
     n, query, params = shown
     untrusted = (  # the rule of :attr:`JournalEntry.untrusted`, its one place
         path != ENDPOINT_PATH
@@ -352,12 +340,11 @@ def build_entry(
         header_prints(tuple(headers), authorization),
         params,
         untrusted,
-        generation,
         sent,
     )
 
 
-def entry_from(fields: EntryFields, generation: int = 0) -> JournalEntry:
+def entry_from(fields: EntryFields) -> JournalEntry:
     """An entry from its fields (see :func:`make_entry`)."""
     shown = fields.get("shown")
     if shown is None:
@@ -372,7 +359,6 @@ def entry_from(fields: EntryFields, generation: int = 0) -> JournalEntry:
         fields.get("headers", ()),
         fields.get("latency_ms"),
         fields.get("violations", ()),
-        generation,
     )
 
 
@@ -389,66 +375,39 @@ def make_entry(**fields: Unpack[EntryFields]) -> JournalEntry:
     return entry_from(fields)
 
 
-# A shared store keeps an entry as a JSON array: the request's fields and the facts of the
-# session's verdict body (the head, built before the store decides), then the answer's (the
-# tail, the one the store picked; its latency is null: the store journals before the answer
-# exists). A tail says whether its answer served that body: a scripted step's tail is built
-# once per script, without the session's body (redisstate.py).
-# The store puts the entry's time in front (luascripts._ENTRY_AT), as the request is decided.
-def head_past_time(entry: JournalEntry, body: Served | None = None) -> str:
-    """The entry's JSON array past its time and up to its answer's fields, ending with a comma
-    (the same for each request of one kind); ``body``: the facts of the verdict body the
-    request's session would be served, if any."""
-    request = [
+def encode_entry(entry: JournalEntry) -> str:
+    """An entry as a shared store keeps it: JSON, its digests and the in-process request left out
+    (:func:`decode_entry` reads it back)."""
+    reading = entry.reading
+    served = reading.served
+    fields = [
+        entry.time,
         entry.method,
         entry.path,
         entry.n,
         entry.query,
         entry.authorization,
-        entry.reading.served if body is None else body,
+        reading[:-1],
+        None if served is None else served,
+        entry.elapsed_ms,
+        entry.violations,
     ]
-    return json.dumps(request, ensure_ascii=False)[1:-1] + ","
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
 
 
-class TailAround(NamedTuple):
-    """An entry's tail (:func:`entry_tail`) before and after its ``delay_ms``: a shared store
-    joins them around the delay of the step it takes (``null`` for none)."""
-
-    before_delay: str
-    after_delay: str
-
-    def joined(self, delay_ms: int | None) -> str:
-        return self.before_delay + json.dumps(delay_ms) + self.after_delay
-
-
-@lru_cache(maxsize=256)  # a handful of outcomes, built for every request to /e
-def tail_around(outcome: Outcome) -> TailAround:
-    """The end of an entry's JSON array, status, outcome, latency (null), fault, who decided,
-    Retry-After, the delay, and whether the answer served the session's verdict body, in two:
-    before the delay and after it."""
-    status, said, fault, decided_by, retry_after, _, _ = outcome
-    with_body = fault is None and status is not None and 200 <= status < 300
-    before = [status, said, None, fault, decided_by, retry_after]
-    return TailAround(json.dumps(before)[1:-1] + ", ", ", " + json.dumps([with_body])[1:])
-
-
-@lru_cache(maxsize=256)  # a handful of outcomes, built for every request to /e
-def entry_tail(outcome: Outcome) -> str:
-    """The end of an entry's JSON array (:func:`tail_around`, its delay in place)."""
-    return tail_around(outcome).joined(outcome.delay_ms)
-
-
-def decode_entry(text: str, untrusted: bool = False) -> JournalEntry:
-    """An entry a shared store kept: its time, :func:`head_past_time`, :func:`entry_tail`;
-    ``untrusted``: it was kept in the ring (:attr:`JournalEntry.untrusted`)."""
-    (at, method, path, n, query, authorization, body, status, said, latency, fault, decided_by,
-     retry_after, delay_ms, with_body) = json.loads(text)  # fmt: skip
-    facts = None
-    if with_body and body is not None:
-        verdict, conclusive, schema, extra = body
-        facts = Served(verdict, conclusive, schema, tuple(extra))
-    reading = Outcome(status, said, fault, decided_by, retry_after, delay_ms, facts)
-    # a shared store keeps no fingerprints, and no generation (a reset empties it at once)
-    return JournalEntry(
-        at, method, path, n, query, authorization, reading, latency, untrusted=untrusted
+def decode_entry(text: str | bytes, untrusted: bool = False) -> JournalEntry:
+    """An entry a shared store kept (:func:`encode_entry`); ``untrusted``: it was kept in the
+    ring (:attr:`JournalEntry.untrusted`)."""
+    at, method, path, n, query, authorization, answer, served, elapsed, violations = json.loads(
+        text
     )
+    facts = None
+    if served is not None:
+        verdict, conclusive, schema, extra = served
+        facts = Served(verdict, conclusive, schema, tuple(extra))
+    status, said, fault, decided_by, retry_after, delay_ms = answer
+    reading = Outcome(status, said, fault, decided_by, retry_after, delay_ms, facts)
+    return JournalEntry(
+        at, method, path, n, query, authorization, reading, elapsed, tuple(violations),
+        untrusted=untrusted,
+    )  # fmt: skip

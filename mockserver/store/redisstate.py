@@ -1,26 +1,22 @@
 """The mock's per-call state in Redis, so processes on any number of hosts behave as one mock.
 
-Requests to ``/e`` are decided by a Lua script (:data:`DECIDE`), one run for the requests of
-one round trip (:mod:`.redisbatch`): for each, in order, it counts the key in its fixed window,
-takes the session's next scripted step, checks expiry against the shared clock offset and
-appends the journal entry, atomically. Redis runs scripts one at a time, so the count is exact,
-each step is used once, and the journal is in order of arrival.
-
-Why a script of our own rather than the ``limits`` library: one round trip must also take the
-step and journal the request, which ``limits`` (its own commands, its own keys) cannot join;
-and its windows follow the real clock, not the mock's ``advance``.
+:class:`RedisStore` offers the primitives of :mod:`.primitives` as :class:`.primitives.MemoryStore`
+does, each one Redis command or one short Lua script (Redis runs either alone, so each is atomic
+across processes); the rules that use them are in Python, once (:mod:`...explain`). A request's
+operations of one round trip go in one pipeline.
 
 Every key of one mock is under ``verdict-mock:{<name>.<digest>}:`` (``--state-name``; without
 it ``verdict-mock:{<digest>}:``), the digest a slow hash of the signing secret that does not give
 it back: mocks with other secrets share a Redis without meeting, an operator reads whose keys
 they are, and the braces keep them in one Redis Cluster slot, as a script needs. Every key lives
-``--state-ttl`` seconds past the mock's last use: each request and control call renews them all
-in its own round trip. API keys are stored as HMAC digests, never as they are.
+``--state-ttl`` seconds past the mock's last use: a journaled request renews them all when due
+(at most once a second), a control call in its own round trip. API keys are stored as HMAC
+digests, never as they are.
 
-On the event loop, ``/e`` goes through its own connection (:mod:`.redisline`: hiredis over the
-connection's protocol), or, on a cluster or over TLS, ``redis.asyncio``'s pipeline; the control
-API, on worker threads, uses the blocking client (:mod:`.redisclients`: one server or a
-cluster).
+On the event loop, round trips go through the loop's own connection (:mod:`.redisline`:
+hiredis over the connection's protocol), or, on a cluster, through Sentinel or over TLS,
+``redis.asyncio``'s pipeline; the control API, on worker threads, uses the blocking client
+(:mod:`.redisclients`).
 """
 
 from __future__ import annotations
@@ -28,68 +24,139 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import heapq
-import json
 import math
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Final, NamedTuple
 
 from redis.exceptions import OutOfMemoryError, ReadOnlyError
 
 from ..model import scripts as script_store
-from ..model.scripts import ScriptStoreFull, script_bytes, step_costs, store_full
+from ..model.scripts import ScriptStoreFull, admits, script_bytes, step_costs, store_full
 from ..model.sessions import Step
-from ..model.steps import encode_step, outcome, scripted
+from ..model.steps import decode_step, encode_step
 from .availability import Calls
-from .backend import (
-    DEFAULT_STATE_TTL,
-    Facts,
-    SharedCall,
-    StateUnavailable,
-    StateURL,
-    secrets_of,
+from .backend import DEFAULT_STATE_TTL, StateUnavailable, StateURL, secrets_of
+from .journal import UNTRUSTED_KEPT, JournalEntry, decode_entry, encode_entry
+from .primitives import (
+    Append,
+    Clock,
+    CountHit,
+    IsMarked,
+    Operation,
+    ReadClock,
+    TakeStep,
+    Window,
+    merged,
 )
-from .journal import UNTRUSTED_KEPT, JournalEntry, decode_entry, entry_tail, head_past_time
-from .luascripts import (
-    APPEND,
-    DECIDE,
-    LOAD,
-    AppendArgs,
-    DecideKeys,
-    JournalKeys,
-    LoadArgs,
-    LoadKeys,
-    flat,
-)
-from .redisbatch import Batches, Done, decide_argv, read_facts
 from .redisclients import TIMEOUT as TIMEOUT
 from .redisclients import AsyncClient, Clients, ClusterURLError
 from .redisline import Command, Line
 
-JOURNAL_BYTES: Final = 16 * 1024 * 1024
-"""The shared journal's size in bytes, besides its ``--journal-size`` entries (oldest go)."""
-REPLY_SLACK: Final = 1024 * 1024
-"""A reply's bytes past what the journal may hold (its framing, the ring, a script)."""
-_ENTRY_FRAMING: Final = 32
-"""Bytes of RESP framing per journal entry in a reply (``$<length>\r\n...\r\n``), at most."""
+REPLY_BYTES: Final = 64 * 1024 * 1024
+"""The biggest reply read (the journal whole; a reply past it fails the call, never the mock)."""
 _NAMING: Final = (b"verdict-mock state keys", 20_000)
 """PBKDF2's salt and rounds for the secret's digest in key names: slow to guess back from."""
 
 
-def _stored(steps: tuple[Step, ...]) -> str:
-    """A script as the store keeps it: per step, the journal's tail of its answer, the step,
-    its bytes (:func:`.scripts.step_costs`: the store frees them as used) and
-    the delay of a delay step (its answer is the session's own: the script journals the delay
-    into that answer's tail, as the memory store journals it)."""
-    if not steps:
-        return ""
-    items = []
-    for step, cost in zip(steps, step_costs(steps), strict=True):
-        answer = scripted(step, b"")  # status, outcome and fault do not depend on the body
-        tail = entry_tail(outcome(answer)) if answer is not None else ""
-        delay = step.delay_ms if answer is None else 0
-        items.append([tail, encode_step(step), cost, delay])
-    return json.dumps(items, separators=(",", ":"))
+class Keys(NamedTuple):
+    """Every key of a mock but the step lists (``steps:<session>``, listed in ``scripted``)."""
+
+    clock: str
+    generation: str  # moved by each clear of the journal (primitives.Clock)
+    limits: str  # per API key digest: its window, "start count"
+    expired: str  # sessions expired by hand
+    journal: str
+    ring: str  # the untrusted requests' journal
+    minted: str
+    script_bytes: str
+    scripted: str  # the sessions that have steps left
+    named: str  # the fingerprint of the named scripts last loaded
+
+
+# CountHit: a key's window as "start count" in a hash; nothing counted if the clock moved.
+COUNT: Final = """
+if tonumber(redis.call('GET', KEYS[2]) or '0') ~= tonumber(ARGV[4]) then return false end
+local now, start, count = tonumber(ARGV[2]), nil, 0
+local held = redis.call('HGET', KEYS[1], ARGV[1])
+if held then
+  local s, c = string.match(held, '^(%S+) (%d+)$')
+  start, count = tonumber(s), tonumber(c)
+end
+if start == nil or now - start >= tonumber(ARGV[3]) then start, count = now, 0 end
+count = count + 1
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%.17g %d', start, count))
+return {string.format('%.17g', start), count}
+"""
+
+# TakeStep: a step is kept as "<bytes it frees> <step as JSON>" (KEYS: its list, the bytes held,
+# the scripted set; ARGV: the session, the TTL).
+TAKE: Final = """
+local step = redis.call('LPOP', KEYS[1])
+if not step then return false end
+local cost, text = string.match(step, '^(%d+) (.*)$')
+redis.call('DECRBY', KEYS[2], cost)
+if redis.call('LLEN', KEYS[1]) == 0 then
+  redis.call('SREM', KEYS[3], ARGV[1])
+else
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return text
+"""
+
+# Append: KEYS: the list, the generation, then every key of the mock, renewed when the list's
+# was renewed over a tenth of the TTL (at most 1 s) ago; ARGV: entry, generation, most, TTL.
+APPEND: Final = """
+if (redis.call('GET', KEYS[2]) or '0') ~= ARGV[2] then return 0 end
+local most = tonumber(ARGV[3])
+if redis.call('RPUSH', KEYS[1], ARGV[1]) > most then redis.call('LTRIM', KEYS[1], -most, -1) end
+local ttl = tonumber(ARGV[4])
+if redis.call('PTTL', KEYS[1]) < ttl - math.min(1000, ttl / 10) then
+  for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+return 1
+"""
+
+# Scripts replaced whole (KEYS: named, script_bytes, scripted, then one list per session; ARGV:
+# the fingerprint ('' for a mint), bytes counted already, the TTL, then per session its id,
+# its count of steps and its steps). Named scripts found loaded with this fingerprint stay.
+LOAD: Final = """
+if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end
+local change = 0 - tonumber(ARGV[2])  -- not -0, which INCRBY refuses
+local i, k = 4, 4
+while i <= #ARGV do
+  local session, count = ARGV[i], tonumber(ARGV[i + 1])
+  for _, old in ipairs(redis.call('LRANGE', KEYS[k], 0, -1)) do
+    change = change - tonumber(string.match(old, '^%d+'))
+  end
+  redis.call('DEL', KEYS[k])
+  for j = i + 2, i + 1 + count, 1000 do
+    redis.call('RPUSH', KEYS[k], unpack(ARGV, j, math.min(j + 999, i + 1 + count)))
+  end
+  for j = i + 2, i + 1 + count do change = change + tonumber(string.match(ARGV[j], '^%d+')) end
+  if count > 0 then
+    redis.call('PEXPIRE', KEYS[k], ARGV[3])
+    redis.call('SADD', KEYS[3], session)
+  else
+    redis.call('SREM', KEYS[3], session)
+  end
+  i, k = i + 2 + count, k + 1
+end
+redis.call('INCRBY', KEYS[2], change)
+if ARGV[1] ~= '' then redis.call('SET', KEYS[1], ARGV[1]) end
+return 1
+"""
+
+# Reset: every key and step list gone, the generation moved (KEYS: scripted, generation, the
+# rest; ARGV: the step lists' prefix).
+CLEAR: Final = """
+for _, session in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  redis.call('DEL', ARGV[1] .. session)
+end
+for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end
+redis.call('DEL', KEYS[1])
+redis.call('INCR', KEYS[2])
+return 1
+"""
 
 
 def key_prefix(secret: str, name: str | None = None) -> str:
@@ -99,7 +166,14 @@ def key_prefix(secret: str, name: str | None = None) -> str:
     return f"verdict-mock:{{{f'{name}.{digest}' if name else digest}}}:"
 
 
-class RedisBackend:
+def _stored(steps: tuple[Step, ...]) -> list[str]:
+    """A script as the store keeps it: each step with the bytes it frees (step_costs)."""
+    return [
+        f"{cost} {encode_step(step)}" for step, cost in zip(steps, step_costs(steps), strict=True)
+    ]
+
+
+class RedisStore:
     """The per-call state in Redis (see the module's docstring); one per mock app."""
 
     def __init__(
@@ -113,94 +187,171 @@ class RedisBackend:
         self.label = url.label
         self._url = str(url)
         self.prefix = key_prefix(secret, name)
-        self.keys = DecideKeys(*(self.prefix + field for field in DecideKeys._fields))
-        keys = self.keys
-        self.journal_keys = JournalKeys(
-            keys.journal, keys.journal_bytes, keys.ring, keys.ring_bytes
-        )
-        self.load_keys = LoadKeys(keys.scripts, keys.script_bytes, keys.named)
-        self.ttl_ms = str(max(1, math.ceil(ttl * 1000)))
+        self.keys = Keys(*(self.prefix + field for field in Keys._fields))
+        self._steps_prefix = self.prefix + "steps:"
+        self.ttl_ms = max(1, math.ceil(ttl * 1000))
         self._journal_size = journal_size
         self.capacity = script_store.MAX_SCRIPT_BYTES  # read when made, as ScriptBook's
-        # the biggest reply: the journal as LRANGE returns it, its framing, the ring, a script
-        most = JOURNAL_BYTES + _ENTRY_FRAMING * journal_size + REPLY_SLACK
-        self.reply_bytes = most
         self._calls = Calls(self.label)  # counted; its going down and back logged
         with self._guard():  # a cluster is found from the server: it must answer now
-            self._clients = Clients(url, most)
+            self._clients = Clients(url, REPLY_BYTES)
         self.sync = self._clients.sync
-        self._decide = self.sync.register_script(DECIDE)
-        self._append = self.sync.register_script(APPEND)
-        self._load = self.sync.register_script(LOAD)
         self._async: AsyncClient | None = None
-        self._line: Line | None = None  # the hot path's own connection (not on a cluster)
+        self._line: Line | None = None  # the loop's own connection (not on a cluster)
         self._async_loop: asyncio.AbstractEventLoop | None = None
-        self._batches_now: Batches | None = None
 
     @property
     def cluster(self) -> bool:
         """Whether the state is on a Redis Cluster (from its URL, or as the server said)."""
         return self._clients.cluster
 
-    def _all_keys(self, named: tuple[str, ...]) -> list[str]:
-        """A script's KEYS: those it names, then the rest of the mock's (for it to renew)."""
-        return [*named, *(key for key in self.keys if key not in named)]
-
     def __repr__(self) -> str:
-        return f"RedisBackend({self.label!r})"
+        return f"RedisStore({self.label!r})"
 
-    # -- the hot path -------------------------------------------------------------------------
-    @property
-    def bounds(self) -> tuple[str, str, str, str]:
-        """The journal's entries and bytes, the ring's entries, the keys' TTL (as DECIDE reads
-        them)."""
-        return str(self._journal_size), str(JOURNAL_BYTES), str(UNTRUSTED_KEPT), self.ttl_ms
+    # -- the primitives ------------------------------------------------------------------------
+    def _commands(self, operation: Operation) -> Command:
+        keys = self.keys
+        if type(operation) is ReadClock:
+            return ("MGET", keys.clock, keys.generation)
+        if type(operation) is CountHit:
+            now, offset = repr(operation.now), repr(operation.offset)
+            args = (operation.key, now, repr(operation.window), offset)
+            return ("EVAL", COUNT, 2, keys.limits, keys.clock, *args)
+        if type(operation) is IsMarked:
+            return ("SISMEMBER", keys.expired, operation.session)
+        if type(operation) is TakeStep:
+            steps = self._steps_prefix + operation.session
+            ttl = self.ttl_ms
+            return (
+                "EVAL",
+                TAKE,
+                3,
+                steps,
+                keys.script_bytes,
+                keys.scripted,
+                operation.session,
+                ttl,
+            )
+        assert type(operation) is Append
+        entry = operation.entry
+        into, most = (
+            (keys.ring, UNTRUSTED_KEPT) if entry.untrusted else (keys.journal, self._journal_size)
+        )
+        text = encode_entry(entry)
+        return (
+            "EVAL",
+            APPEND,
+            2 + len(keys),
+            into,
+            keys.generation,
+            *keys,
+            text,
+            operation.generation,
+            most,
+            self.ttl_ms,
+        )
 
-    def decide(self, call: SharedCall) -> Facts:
-        argv = decide_argv(self.bounds, [call])
+    @staticmethod
+    def _reply(operation: Operation, reply: Any) -> object:
+        if isinstance(reply, Exception):
+            raise reply
+        if type(operation) is ReadClock:
+            offset, generation = reply
+            return Clock(float(offset or 0.0), int(generation or 0))
+        if type(operation) is CountHit:
+            return None if reply is None else Window(float(reply[0]), int(reply[1]))
+        if type(operation) is TakeStep:
+            return None if reply is None else decode_step(reply)
+        return bool(reply)
+
+    def run(self, operations: Sequence[Operation]) -> list[object]:
         with self._guard():
-            (facts,) = read_facts(self._decide(keys=list(self.keys), args=argv), 1)
-            return facts
+            pipe = self.sync.pipeline(transaction=False)
+            for operation in operations:
+                pipe.execute_command(*self._commands(operation))
+            replies = pipe.execute(raise_on_error=False)
+            return [self._reply(op, reply) for op, reply in zip(operations, replies, strict=True)]
 
-    def _batches(self) -> Batches:
-        """The running loop's batches (made on the first request of each loop)."""
+    def submit(
+        self, operations: Sequence[Operation], done: Callable[[list[object] | Exception], None]
+    ) -> None:
+        """One round trip on the running loop, within :data:`TIMEOUT`; ``done`` is told."""
         loop = asyncio.get_running_loop()
-        if self._async_loop is not loop or self._batches_now is None:
+        commands = [self._commands(operation) for operation in operations]
+        line = self._line_of(loop)
+        sent: asyncio.Future[list[Any]]
+        if line is not None and line.usable:
+            sent = line.exchange(commands)
+        else:  # connect first (the line), or redis-py's pipeline (a cluster, Sentinel, TLS)
+            send = self._pipeline if line is None else line.send
+            sent = asyncio.ensure_future(send(commands))
+        timer = loop.call_later(TIMEOUT, self._late, sent, line)
+        self._calls.trips += 1
+        sent.add_done_callback(lambda future: self._arrived(future, timer, operations, done))
+
+    def _late(self, sent: asyncio.Future[list[Any]], line: Line | None) -> None:
+        if sent.done():
+            return
+        if isinstance(sent, asyncio.Task):
+            sent.cancel()
+        else:
+            sent.set_exception(TimeoutError())
+        if line is not None:  # its replies would come out of step: the line goes
+            line.close()
+
+    def _arrived(
+        self,
+        sent: asyncio.Future[list[Any]],
+        timer: asyncio.TimerHandle,
+        operations: Sequence[Operation],
+        done: Callable[[list[object] | Exception], None],
+    ) -> None:
+        timer.cancel()
+        try:
+            replies = TimeoutError() if sent.cancelled() else (sent.exception() or sent.result())
+            if isinstance(replies, BaseException):
+                raise replies
+            told: list[object] | Exception = [
+                self._reply(op, reply) for op, reply in zip(operations, replies, strict=True)
+            ]
+            self._calls.answered()
+        except Exception as exc:  # a failed, late or garbled round trip: a 503 for its requests
+            self._calls.errors += 1
+            told = self._unavailable(exc)
+            self._calls.failed(told)
+        done(told)
+
+    def _line_of(self, loop: asyncio.AbstractEventLoop) -> Line | None:
+        """The running loop's line (None: redis-py's pipeline), made on its first round trip."""
+        if self._async_loop is not loop:
             self._async = self._clients.make_async()
-            url = StateURL(self._url).client_url
-            plain = not (self.cluster or self._clients.sentinel)  # else redis-py's pipeline
             if self._line is not None:  # the previous loop's connection: closed, not left open
                 self._line.close()
-            self._line = Line.of(url, self.reply_bytes) if plain else None
-            send = self._pipeline if self._line is None else self._line.send
+            plain = not (self.cluster or self._clients.sentinel)
+            self._line = Line.of(StateURL(self._url).client_url, REPLY_BYTES) if plain else None
             self._async_loop = loop
-            self._batches_now = Batches(
-                self.keys, self.bounds, send, self._calls, self._unavailable, TIMEOUT
-            )
-        return self._batches_now
-
-    def submit(self, call: SharedCall, done: Done) -> None:
-        """Decide ``call`` in the running loop's next round trip; ``done`` is told."""
-        self._batches().submit(call, done)
+        return self._line
 
     async def _pipeline(self, commands: list[Command]) -> list[Any]:
         """A round trip through redis-py (a cluster, Sentinel, TLS)."""
         assert self._async is not None
         pipe = self._async.pipeline(transaction=False)
-        for command in commands:  # by name: redis-py's cluster pipeline refuses .evalsha()
-            pipe.execute_command(*command)  # lest a script's keys span slots (ours share one)
+        for command in commands:
+            pipe.execute_command(*command)
         replies: list[Any] = await pipe.execute(raise_on_error=False)
         return replies
 
     async def close_async(self) -> None:
+        """Close the running loop's connections (before the loop closes)."""
         client, self._async, self._async_loop = self._async, None, None
-        batches, self._batches_now = self._batches_now, None
-        if batches is not None:
-            await batches.aclose()
         if self._line is not None:
             self._line.close()
         if client is not None:
             await self._clients.aclose(client)
+
+    def calls(self) -> tuple[int, int]:
+        """Round trips to the store so far, and how many of them failed (for the metrics)."""
+        return self._calls.totals()
 
     def _unavailable(self, exc: BaseException) -> StateUnavailable:
         return unavailable(exc, self.label, self._url)
@@ -234,9 +385,6 @@ class RedisBackend:
         finally:
             self._calls.blocking(failed)
 
-    def calls(self) -> tuple[int, int]:
-        return self._calls.totals()
-
     # -- the control API (worker threads) -----------------------------------------------------
     def _renewing(self, *commands: Callable[[Any], object]) -> list[Any]:
         """Run ``commands`` (each queues one on a pipeline) and renew every key of the mock,
@@ -246,7 +394,7 @@ class RedisBackend:
             for command in commands:
                 command(pipe)
             for key in self.keys:
-                pipe.pexpire(key, int(self.ttl_ms))
+                pipe.pexpire(key, self.ttl_ms)
             replies: list[Any] = pipe.execute()
             return replies[: len(commands)]
 
@@ -261,64 +409,51 @@ class RedisBackend:
     def expire(self, session_id: str) -> None:
         self._renewing(lambda pipe: pipe.sadd(self.keys.expired, session_id))
 
-    def marked_expired(self, session_id: str) -> bool:
-        (marked,) = self._renewing(lambda pipe: pipe.sismember(self.keys.expired, session_id))
-        return bool(marked)
-
     def next_mint(self) -> int:
         (count,) = self._renewing(lambda pipe: pipe.incr(self.keys.minted))
         with self._guard():
             return int(count)
 
-    def _run_load(
-        self, mode: str, fingerprint: str, scripts: Mapping[str, tuple[Step, ...]]
+    def _load(
+        self, scripts: Mapping[str, tuple[Step, ...]], fingerprint: str = "", counted: int = 0
     ) -> None:
-        extra: list[str] = []
-        needed = 0
+        keys = [self.keys.named, self.keys.script_bytes, self.keys.scripted]
+        args: list[str | int] = []
         for session_id, steps in scripts.items():
-            size = script_bytes(steps)
-            needed += size
-            extra += [session_id, _stored(steps), str(size)]
-        how = LoadArgs(mode, fingerprint, str(self.capacity), self.ttl_ms)
-        keys, args = flat(self.load_keys, how, *extra)
-        keys = self._all_keys(tuple(keys))  # "reset" deletes them all
+            keys.append(self._steps_prefix + session_id)
+            args += [session_id, len(steps), *_stored(steps)]
         with self._guard():
-            done, held = self._load(keys=keys, args=args)
-            held = int(held)
-        if not done:
-            raise store_full(held, needed, self.capacity)
+            self.sync.eval(LOAD, len(keys), *keys, fingerprint, counted, self.ttl_ms, *args)
 
     def load_script(self, session_id: str, steps: tuple[Step, ...]) -> None:
-        self._run_load("one", "", {session_id: steps})
+        """The bound's rule (:func:`.scripts.admits`) on what every process holds: the bytes
+        are counted first, and given back if they do not fit, so two mints at once never
+        pass the bound together."""
+        needed = script_bytes(steps)
+        (held,) = self._renewing(lambda pipe: pipe.incrby(self.keys.script_bytes, needed))
+        with self._guard():
+            held = int(held) - needed
+        if not admits(held, 0, needed, self.capacity):
+            self._renewing(lambda pipe: pipe.decrby(self.keys.script_bytes, needed))
+            raise store_full(held, needed, self.capacity)
+        self._load({session_id: steps}, counted=needed)
 
     def load_named(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
-        self._run_load("named", _fingerprint(scripts), scripts)
+        self._load(scripts, _fingerprint(scripts))
 
     def reset(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
-        self._run_load("reset", _fingerprint(scripts), scripts)
+        keys = self.keys
+        rest = [key for key in keys if key not in (keys.scripted, keys.generation)]
+        with self._guard():
+            self.sync.eval(
+                CLEAR, len(keys), keys.scripted, keys.generation, *rest, self._steps_prefix
+            )
+        self._load(scripts, _fingerprint(scripts))
 
     def script_bytes(self) -> int:
         (held,) = self._renewing(lambda pipe: pipe.get(self.keys.script_bytes))
         with self._guard():
             return int(held or 0)
-
-    def record(self, entry: JournalEntry) -> None:
-        """Journal an entry decided apart from ``/e`` (its latency as the store has it: null;
-        its generation unread: a reset clears the store's journal at once, nothing is in
-        flight)."""
-        tail = entry_tail(entry.reading)
-        args = AppendArgs(
-            untrusted="1" if entry.untrusted else "",
-            now=repr(entry.time),
-            fields=head_past_time(entry) + tail,
-            max_entries=str(self._journal_size),
-            max_bytes=str(JOURNAL_BYTES),
-            ring_entries=str(UNTRUSTED_KEPT),
-            ttl_ms=self.ttl_ms,
-        )
-        keys, argv = flat(self.journal_keys, args)
-        with self._guard():
-            self._append(keys=self._all_keys(tuple(keys)), args=argv)
 
     def entries(self) -> list[JournalEntry]:
         """The journal and the ring, merged in time order (read in one transaction)."""
@@ -327,16 +462,15 @@ class RedisBackend:
             lambda pipe: pipe.lrange(self.keys.ring, 0, -1),
         )
         with self._guard():
-            entries = [decode_entry(text) for text in kept]
-            if ring:
-                untrusted = [decode_entry(text, untrusted=True) for text in ring]
-                entries = list(heapq.merge(entries, untrusted, key=_entry_time))
-            return entries
+            untrusted = [decode_entry(text, untrusted=True) for text in ring]
+            return merged([decode_entry(text) for text in kept], untrusted)
 
     def clear_journal(self) -> None:
-        (deleted,) = self._renewing(lambda pipe: pipe.delete(*self.journal_keys))
-        with self._guard():
-            int(deleted)  # a count, or broken
+        keys = self.keys
+        self._renewing(
+            lambda pipe: pipe.delete(keys.journal, keys.ring),
+            lambda pipe: pipe.incr(keys.generation),
+        )
 
     def journal_length(self) -> int:
         lengths = self._renewing(
@@ -351,7 +485,7 @@ class RedisBackend:
 
 PROBE: Final = "#!lua\nreturn 1"
 """A script that writes nothing but declares no ``no-writes`` flag: Redis refuses to run it as
-it would refuse :data:`.luascripts.DECIDE`'s writes (OOM when full under ``noeviction``, READONLY
+it would refuse a primitive's writes (OOM when full under ``noeviction``, READONLY
 on a read-only replica, MISCONF when it cannot persist), so readiness asks without writing."""
 
 _REFUSALS: Final[dict[type[BaseException], tuple[str, str]]] = {
@@ -380,13 +514,10 @@ def unavailable(exc: BaseException, label: str, url: str) -> StateUnavailable:
     return StateUnavailable(label, reason[:200])
 
 
-def _entry_time(entry: JournalEntry) -> float:
-    return entry.time
-
-
 def _fingerprint(scripts: Mapping[str, tuple[Step, ...]]) -> str:
     """Which named scripts were loaded: a process that finds them loaded leaves them be."""
     digest = hashlib.sha256()
-    for session_id, text in sorted((sid, _stored(steps)) for sid, steps in scripts.items()):
+    for session_id, steps in sorted(scripts.items()):
+        text = "\n".join(_stored(steps))
         digest.update(f"{len(session_id)}:{session_id}{len(text)}:{text}".encode())
     return digest.hexdigest()

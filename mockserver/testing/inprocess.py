@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from verdict_contract.core.spec import is_api_call
 
-from ..explain import handle, journal, parse_query
+from ..explain import ClientLeft, handle
 from ..model.answer import explain_headers, failure_answer
 from ..model.faults import FAULT_HEADER
 from ..settings import Settings
@@ -41,15 +41,16 @@ class Reply:
     fault: str | None = None
 
 
-class _ScriptedTimeout(BaseException):
-    """A scripted delay at least as long as the client's read timeout.
+class _ScriptedTimeout(ClientLeft):
+    """A scripted delay at least as long as the client's read timeout."""
 
-    A BaseException so that it passes the app's net for errors (which answers 400).
-    """
+    fault = "timeout"
 
 
-class _ClientCancelled(BaseException):
+class _ClientCancelled(ClientLeft):
     """The client cancelled its call while a scripted delay held the answer (async only)."""
+
+    fault = "cancelled"
 
 
 def _split_fault(headers: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], str | None]:
@@ -106,25 +107,11 @@ class InProcessApp:
         if not is_api_call(method, path):
             return self._call_app(method, path, query, headers, body)
         authorization = next((v for k, v in headers if k.lower() == "authorization"), None)
-        generation = self.state.journal.generation
         sent = SentRequest(method, url or f"{path}?{query.decode('latin-1')}", tuple(headers), body)
         try:
             answer = handle(self.state, method, query, authorization, headers, sent)
-        except (_ScriptedTimeout, _ClientCancelled) as stopped:
-            gone = "timeout" if isinstance(stopped, _ScriptedTimeout) else "cancelled"
-            pairs = parse_query(query)
-            journal(
-                self.state,
-                method,
-                pairs,
-                query,
-                authorization,
-                gone,
-                generation,
-                headers=headers,
-                sent=sent,
-            )
-            return Reply(0, [], b"", gone)
+        except ClientLeft as left:  # journaled so by handle()
+            return Reply(0, [], b"", left.fault)
         except Exception as exc:  # never a 5xx of the mock's own, as on every server
             answer = failure_answer(exc, f"answering {method} {path}")
         kept, fault = _split_fault(explain_headers(answer))

@@ -180,19 +180,19 @@ def _proxy_health(proxy: ValidatingProxy) -> dict[str, object]:
 def health() -> Response:
     state = state_of()
     proxy = current_app.extensions.get(PROXY_EXTENSION)
-    problem = state.backend.writable()  # as readyz decides it: the two never disagree
+    problem = state.store.writable()  # as readyz decides it: the two never disagree
     if problem is not None:
         raise problem  # the 503 every call of the store gives then
     return jsonify(
         status="ok",
         schema=SCHEMA_VERSION,
-        rate_limit=str(state.limiter.limit),
+        rate_limit=str(state.limit),
         session_lifetime=state.settings.session_lifetime,
-        journal_entries=state.backend.journal_length(),
-        script_bytes=state.backend.script_bytes(),
+        journal_entries=state.store.journal_length(),
+        script_bytes=state.store.script_bytes(),
         default_key=DEFAULT_API_KEY if DEFAULT_API_KEY in state.api_keys else None,
         scenario_problem=state.scenario_problem,
-        state=state.backend.label,
+        state=state.store.label,
         **({"proxy": _proxy_health(proxy)} if proxy is not None else {}),
     )
 

@@ -103,7 +103,7 @@ class MockCollector(Collector):
             value=MAX_SCRIPT_BYTES,
         )
         try:  # with --state, each is a round trip: left out while the store fails
-            entries, held = state.backend.journal_length(), state.backend.script_bytes()
+            entries, held = state.store.journal_length(), state.store.script_bytes()
         except StateUnavailable:
             return
         yield GaugeMetricFamily(

@@ -38,9 +38,9 @@ def livez() -> Response:
 @probes.get("/readyz")
 def readyz() -> Response:
     """Ready while the state store can be written (asked without writing to it)."""
-    backend = state_of().backend
-    problem = backend.writable()
+    store = state_of().store
+    problem = store.writable()
     if problem is None:
-        return _unstored(jsonify(status="ready", state=backend.label))
+        return _unstored(jsonify(status="ready", state=store.label))
     error = {"code": problem.code, "message": str(problem)}
-    return _unstored(jsonify(status="not_ready", state=backend.label, error=error), 503)
+    return _unstored(jsonify(status="not_ready", state=store.label, error=error), 503)

@@ -1,0 +1,240 @@
+"""What the rules ask of a store: a few storage primitives, and the store that keeps them in memory.
+
+The rules of ``/e`` (the rate limit's budget, a session's lifetime, which answer a step gives,
+the journal's two rings) are decided once, in Python (:mod:`..explain`); a store only keeps
+data. A request asks for what it needs as a list of operations, one round trip's worth
+(:data:`Operation`), and gets one reply per operation, in order. Two stores answer them alike:
+:class:`MemoryStore` here, in this process, and :class:`.redisstate.RedisStore`, shared by
+processes. ``tests/mockserver/store/test_stores_alike.py`` drives both with random sequences
+and compares every answer.
+
+Each primitive is atomic on its own, as Redis runs one command or script at a time: counting a
+hit in a key's window, taking a session's next step, appending to a bounded journal. Nothing
+needs two of them to happen together: a request reads the clock and counts, then takes its
+step if the rules admit it, then journals what it was answered.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final, NamedTuple, Protocol
+
+from verdict_contract.core.errors import StateUnavailable
+
+from ..model.scripts import ScriptBook
+from ..model.sessions import Step
+from .backend import MEMORY
+from .journal import Journal, JournalEntry
+
+
+class Clock(NamedTuple):
+    """The mock's clock as a store keeps it: seconds ahead of the real one (``advance``), and
+    the journal's generation (each clear moves it: an entry of an earlier one is not kept)."""
+
+    offset: float
+    generation: int
+
+
+class Window(NamedTuple):
+    """A key's fixed window: when it started on the mock's clock, and the hits counted in it
+    (this one included)."""
+
+    start: float
+    hits: int
+
+
+class ReadClock(NamedTuple):
+    """-> :class:`Clock`."""
+
+
+class CountHit(NamedTuple):
+    """Count a hit of ``key`` in its window, ``window`` seconds long from its first hit; a hit
+    at or past the window's end starts a new one. ``offset`` is the clock offset ``now`` was
+    read with: if the store's clock moved since, nothing is counted and the reply is None
+    (count again on the new clock). -> :class:`Window` | None."""
+
+    key: str
+    now: float
+    window: float
+    offset: float
+
+
+class IsMarked(NamedTuple):
+    """Whether the session was expired by hand (``expire``). -> bool."""
+
+    session: str
+
+
+class TakeStep(NamedTuple):
+    """Take the session's next scripted step, if any is left (its bytes freed). -> Step | None."""
+
+    session: str
+
+
+class Append(NamedTuple):
+    """Journal an entry, unless the journal was cleared since ``generation``: to the journal, or
+    to the ring of what any web page can send (``entry.untrusted``); each keeps its newest
+    entries and lets the oldest go. -> bool (kept)."""
+
+    entry: JournalEntry
+    generation: int
+
+
+Operation = ReadClock | CountHit | IsMarked | TakeStep | Append
+READ_CLOCK: Final = ReadClock()
+
+
+class Store(Protocol):
+    """Where the per-call state lives: the primitives of ``/e`` and what the control API does."""
+
+    label: str
+
+    def run(self, operations: Sequence[Operation]) -> list[object]:
+        """One round trip: each operation's reply, in order; raises StateUnavailable."""
+        ...
+
+    def submit(
+        self, operations: Sequence[Operation], done: Callable[[list[object] | Exception], None]
+    ) -> None:
+        """:meth:`run` on the event loop: ``done`` is told the replies, or the StateUnavailable
+        that stands for them (on the loop, never raising)."""
+        ...
+
+    def offset(self) -> float: ...
+
+    def advance(self, seconds: float) -> None: ...
+
+    def expire(self, session_id: str) -> None: ...
+
+    def next_mint(self) -> int:
+        """Count a minted session; its number since the last reset."""
+        ...
+
+    def load_script(self, session_id: str, steps: tuple[Step, ...]) -> None:
+        """Give a minted session its script; raises ScriptStoreFull if it does not fit."""
+
+    def load_named(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
+        """Give named sessions their scripts (a shared store: unless given them already)."""
+
+    def script_bytes(self) -> int: ...
+
+    def entries(self) -> list[JournalEntry]: ...
+
+    def clear_journal(self) -> None: ...
+
+    def journal_length(self) -> int: ...
+
+    def reset(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
+        """Forget everything per-call; named sessions get ``scripts`` afresh."""
+
+    def writable(self) -> StateUnavailable | None:
+        """Why a write would fail now (full, read-only, down), or None (readiness)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class MemoryStore:
+    """The per-call state in this process: exact with any number of threads in it."""
+
+    label = MEMORY
+
+    def __init__(self, journal_size: int) -> None:
+        self.journal = Journal(journal_size)
+        self.scripts = ScriptBook()
+        self.skew = 0.0
+        self._windows: dict[str, Window] = {}  # only accepted keys are counted: bounded
+        self._expired: set[str] = set()
+        self._minted = 0
+        self._lock = threading.Lock()
+
+    def run(self, operations: Sequence[Operation]) -> list[object]:
+        return [self._one(operation) for operation in operations]
+
+    def submit(
+        self, operations: Sequence[Operation], done: Callable[[list[object] | Exception], None]
+    ) -> None:
+        done(self.run(operations))
+
+    def _one(self, operation: Operation) -> object:
+        if type(operation) is ReadClock:
+            return Clock(self.skew, self.journal.generation)
+        if type(operation) is TakeStep:
+            return self.scripts.next_step(operation.session)
+        if type(operation) is CountHit:
+            return self._count(operation)
+        if type(operation) is IsMarked:
+            return operation.session in self._expired
+        assert type(operation) is Append
+        return self.journal.add(operation.entry, operation.generation)
+
+    def _count(self, hit: CountHit) -> Window | None:
+        with self._lock:
+            if hit.offset != self.skew:
+                return None
+            window = self._windows.get(hit.key)
+            if window is None or hit.now - window.start >= hit.window:
+                window = Window(hit.now, 0)
+            window = self._windows[hit.key] = Window(window.start, window.hits + 1)
+            return window
+
+    def offset(self) -> float:
+        return self.skew
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.skew += seconds
+
+    def expire(self, session_id: str) -> None:
+        self._expired.add(session_id)
+
+    def next_mint(self) -> int:
+        with self._lock:  # two mints at once must not share a number (and a body)
+            self._minted += 1
+            return self._minted
+
+    def load_script(self, session_id: str, steps: tuple[Step, ...]) -> None:
+        self.scripts.load(session_id, steps, minted=True)
+
+    def load_named(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
+        for session_id, steps in scripts.items():  # the scenario's total was checked when read
+            self.scripts.load(session_id, steps, force=True)
+
+    def script_bytes(self) -> int:
+        return self.scripts.size
+
+    def entries(self) -> list[JournalEntry]:
+        return self.journal.entries()
+
+    def clear_journal(self) -> None:
+        self.journal.clear()
+
+    def journal_length(self) -> int:
+        return len(self.journal)
+
+    def reset(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
+        self.journal.clear()
+        self.scripts.clear()
+        with self._lock:
+            self.skew = 0.0
+            self._minted = 0
+            self._windows.clear()
+        self._expired.clear()
+        self.load_named(scripts)
+
+    def writable(self) -> StateUnavailable | None:
+        return None  # this process's memory: written as long as the process runs
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def merged(kept: list[JournalEntry], ring: list[JournalEntry]) -> list[JournalEntry]:
+    """The journal and the ring of untrusted requests, in time order (both stores)."""
+    return list(heapq.merge(kept, ring, key=_time)) if ring else kept
+
+
+def _time(entry: JournalEntry) -> float:
+    return entry.time
