@@ -52,8 +52,10 @@ from .redisclients import TIMEOUT as TIMEOUT
 from .redisclients import AsyncClient, Clients, ClusterURLError
 from .redisline import Command, Line
 
-REPLY_BYTES: Final = 64 * 1024 * 1024
-"""The biggest reply read (the journal whole; a reply past it fails the call, never the mock)."""
+ENTRY_BYTES: Final = 64 * 1024
+"""An entry's bytes at most as the store keeps it (every field of it is bounded: masking.py)."""
+REPLY_SLACK: Final = 1024 * 1024
+"""A reply's bytes past the journal's and the ring's entries (framing, a script)."""
 _NAMING: Final = (b"verdict-mock state keys", 20_000)
 """PBKDF2's salt and rounds for the secret's digest in key names: slow to guess back from."""
 
@@ -85,6 +87,7 @@ end
 if start == nil or now - start >= tonumber(ARGV[3]) then start, count = now, 0 end
 count = count + 1
 redis.call('HSET', KEYS[1], ARGV[1], string.format('%.17g %d', start, count))
+redis.call('PEXPIRE', KEYS[1], ARGV[5])  -- made between renewals, it has its TTL at once
 return {string.format('%.17g', start), count}
 """
 
@@ -103,18 +106,32 @@ end
 return text
 """
 
-# Append: KEYS: the list, the generation, then every key of the mock, renewed when the list's
-# was renewed over a tenth of the TTL (at most 1 s) ago; ARGV: entry, generation, most, TTL.
-APPEND: Final = """
+# Every key of the mock given its TTL again (KEYS from ``first``: the Keys; ARGV: the TTL, the
+# step lists' prefix): a mock in use keeps its state, an idle one's goes away by itself.
+_SCRIPTED: Final = Keys._fields.index("scripted")
+_RENEW: Final = f"""
+local function renew(first, ttl, steps)
+  for i = first, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
+  for _, session in ipairs(redis.call('SMEMBERS', KEYS[first + {_SCRIPTED}])) do
+    redis.call('PEXPIRE', steps .. session, ttl)
+  end
+end
+"""
+RENEW: Final = _RENEW + "renew(1, ARGV[1], ARGV[2])\nreturn 1\n"
+
+# Append: KEYS: the list, the generation, then the Keys, renewed when the list's was renewed
+# over a tenth of the TTL (at most 1 s) ago; ARGV: entry, generation, most, TTL, steps prefix.
+APPEND: Final = (
+    _RENEW
+    + """
 if (redis.call('GET', KEYS[2]) or '0') ~= ARGV[2] then return 0 end
 local most = tonumber(ARGV[3])
 if redis.call('RPUSH', KEYS[1], ARGV[1]) > most then redis.call('LTRIM', KEYS[1], -most, -1) end
 local ttl = tonumber(ARGV[4])
-if redis.call('PTTL', KEYS[1]) < ttl - math.min(1000, ttl / 10) then
-  for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
-end
+if redis.call('PTTL', KEYS[1]) < ttl - math.min(1000, ttl / 10) then renew(3, ttl, ARGV[5]) end
 return 1
 """
+)
 
 # Scripts replaced whole (KEYS: named, script_bytes, scripted, then one list per session; ARGV:
 # the fingerprint ('' for a mint), bytes counted already, the TTL, then per session its id,
@@ -193,8 +210,10 @@ class RedisStore:
         self._journal_size = journal_size
         self.capacity = script_store.MAX_SCRIPT_BYTES  # read when made, as ScriptBook's
         self._calls = Calls(self.label)  # counted; its going down and back logged
+        # the biggest reply read: the journal and the ring whole (past it: a 503, never the mock)
+        self.reply_bytes = (journal_size + UNTRUSTED_KEPT) * ENTRY_BYTES + REPLY_SLACK
         with self._guard():  # a cluster is found from the server: it must answer now
-            self._clients = Clients(url, REPLY_BYTES)
+            self._clients = Clients(url, self.reply_bytes)
         self.sync = self._clients.sync
         self._async: AsyncClient | None = None
         self._line: Line | None = None  # the loop's own connection (not on a cluster)
@@ -215,7 +234,7 @@ class RedisStore:
             return ("MGET", keys.clock, keys.generation)
         if type(operation) is CountHit:
             now, offset = repr(operation.now), repr(operation.offset)
-            args = (operation.key, now, repr(operation.window), offset)
+            args = (operation.key, now, repr(operation.window), offset, self.ttl_ms)
             return ("EVAL", COUNT, 2, keys.limits, keys.clock, *args)
         if type(operation) is IsMarked:
             return ("SISMEMBER", keys.expired, operation.session)
@@ -249,6 +268,7 @@ class RedisStore:
             operation.generation,
             most,
             self.ttl_ms,
+            self._steps_prefix,
         )
 
     @staticmethod
@@ -328,7 +348,9 @@ class RedisStore:
             if self._line is not None:  # the previous loop's connection: closed, not left open
                 self._line.close()
             plain = not (self.cluster or self._clients.sentinel)
-            self._line = Line.of(StateURL(self._url).client_url, REPLY_BYTES) if plain else None
+            self._line = (
+                Line.of(StateURL(self._url).client_url, self.reply_bytes) if plain else None
+            )
             self._async_loop = loop
         return self._line
 
@@ -393,8 +415,8 @@ class RedisStore:
             pipe = self.sync.pipeline(transaction=True)
             for command in commands:
                 command(pipe)
-            for key in self.keys:
-                pipe.pexpire(key, self.ttl_ms)
+            renew = (RENEW, len(self.keys), *self.keys, self.ttl_ms, self._steps_prefix)
+            pipe.execute_command("EVAL", *renew)  # by name: a cluster's pipeline has no .eval()
             replies: list[Any] = pipe.execute()
             return replies[: len(commands)]
 
@@ -423,7 +445,7 @@ class RedisStore:
             keys.append(self._steps_prefix + session_id)
             args += [session_id, len(steps), *_stored(steps)]
         with self._guard():
-            self.sync.eval(LOAD, len(keys), *keys, fingerprint, counted, self.ttl_ms, *args)
+            _done(self.sync.eval(LOAD, len(keys), *keys, fingerprint, counted, self.ttl_ms, *args))
 
     def load_script(self, session_id: str, steps: tuple[Step, ...]) -> None:
         """The bound's rule (:func:`.scripts.admits`) on what every process holds: the bytes
@@ -445,9 +467,10 @@ class RedisStore:
         keys = self.keys
         rest = [key for key in keys if key not in (keys.scripted, keys.generation)]
         with self._guard():
-            self.sync.eval(
+            cleared = self.sync.eval(
                 CLEAR, len(keys), keys.scripted, keys.generation, *rest, self._steps_prefix
             )
+            _done(cleared)
         self._load(scripts, _fingerprint(scripts))
 
     def script_bytes(self) -> int:
@@ -512,6 +535,12 @@ def unavailable(exc: BaseException, label: str, url: str) -> StateUnavailable:
     for secret in secrets_of(url):  # whatever redis-py quoted of it
         reason = reason.replace(secret, "…")
     return StateUnavailable(label, reason[:200])
+
+
+def _done(reply: object) -> None:
+    """A script's reply of success (1); anything else is a Redis speaking garbage."""
+    if reply != 1:
+        raise ValueError(f"a script answered {str(reply)[:40]!r}, not 1")
 
 
 def _fingerprint(scripts: Mapping[str, tuple[Step, ...]]) -> str:

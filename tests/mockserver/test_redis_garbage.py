@@ -133,7 +133,7 @@ def proxy(redis_port: int) -> Iterator[GarbleProxy]:
 @pytest.fixture
 def http(proxy: GarbleProxy, monkeypatch: pytest.MonkeyPatch) -> Iterator[httpx.Client]:
     # a small journal: the biggest reply the mock takes is about a MiB (REPLY_SLACK) past it
-    monkeypatch.setattr(redisstate, "JOURNAL_BYTES", 64 * 1024)
+    monkeypatch.setattr(redisstate, "ENTRY_BYTES", 512)
     settings = Settings(
         port=0, state=StateURL.parse(proxy.url), secret="garbage", api_keys=(KEY,), journal_size=10
     )

@@ -24,7 +24,7 @@ from tests.mockserver.test_store_contract import StoreContract
 from tests.redisserver import RedisClusterNodes, redis_cluster
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.store.backend import StateUnavailable, StateURL
-from verdict_contract.mockserver.store.redisstate import RedisBackend
+from verdict_contract.mockserver.store.redisstate import RedisStore
 from verdict_contract.mockserver.testing.mocks import live_mock
 
 KEY = "cluster-test-key-0001"
@@ -110,7 +110,7 @@ class TestRedisClusterStore(StoreContract):
 
 def test_each_reply_is_bounded_on_a_cluster_too(cluster: RedisClusterNodes) -> None:
     # the bound as made (a smaller one would refuse the cluster client's own COMMAND reply)
-    backend = RedisBackend(StateURL.parse(cluster.url), "bounded", 10)
+    backend = RedisStore(StateURL.parse(cluster.url), "bounded", 10)
     assert backend.cluster
     backend.reset({})
     big = "x" * (backend.reply_bytes + 1024 * 1024)  # past it by more than a read (64 KiB)
@@ -156,7 +156,7 @@ def test_readiness_asks_the_node_that_holds_the_mocks_keys(
     with live_mock(settings(cluster.url, "ready-secret", state_name="ready")) as mock:
         mock.reset()
         shared = mock.state.shared
-        assert isinstance(shared, RedisBackend)
+        assert isinstance(shared, RedisStore)
         owner = _owner(cluster, shared.keys.clock)
         clients = cluster.clients()
         try:

@@ -18,25 +18,15 @@ from tests.redisserver import redis_server
 from verdict_contract.core.errors import SettingsError
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.store.backend import StateURL
+from verdict_contract.mockserver.store.redisstate import Keys
 from verdict_contract.mockserver.testing.mocks import VerdictMock, live_mock
 
 KEY = "expiry-test-key-0001"
 SECRET = "expiry-test-secret-d41d8cd98f00"
 TTL = 3600.0
-EVERY_KEY = {
-    "clock",
-    "limits",
-    "scripts",
-    "script_bytes",
-    "expired",
-    "journal",
-    "journal_bytes",
-    "ring",
-    "ring_bytes",
-    "minted",
-    "named",
-}
-"""The names of a mock's keys, after its prefix: what each test's traffic writes."""
+EVERY_KEY = {*Keys._fields, "steps"}
+"""The names of a mock's keys, after its prefix (a session's steps: ``steps:<id>``): what
+each test's traffic writes."""
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +61,10 @@ def traffic(mock: VerdictMock) -> None:
     mock.expire(n)
 
 
+def _name(key: str) -> str:
+    return key.partition("}:")[2].partition(":")[0]
+
+
 def ttls(client: redis.Redis) -> dict[str, int]:
     return {key: int(client.pttl(key)) for key in client.scan_iter(count=1000)}
 
@@ -81,7 +75,7 @@ def test_every_key_of_a_mock_has_a_ttl_within_the_setting_after_traffic(
     with live_mock(settings(server_url)) as mock:
         traffic(mock)
     found = ttls(client)
-    assert {key.rpartition(":")[2] for key in found} == EVERY_KEY
+    assert {_name(key) for key in found} == EVERY_KEY
     assert all(0 < ttl <= TTL * 1000 for ttl in found.values()), found
 
 
@@ -92,7 +86,7 @@ def test_a_request_renews_every_key_of_the_mock(server_url: str, client: redis.R
             client.pexpire(key, 5000)
         assert httpx.get(mock.url("demo-contradicted"), headers=mock.headers).status_code == 200
         renewed = ttls(client)
-        assert {key.rpartition(":")[2] for key in renewed} == EVERY_KEY
+        assert {_name(key) for key in renewed} == EVERY_KEY
         assert all(ttl > 5000 for ttl in renewed.values()), renewed
 
 

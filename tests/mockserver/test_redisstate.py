@@ -7,7 +7,6 @@ and the journal are checked exactly. Redis is killed, restarted and frozen under
 
 from __future__ import annotations
 
-import json
 import queue
 import re
 import socket
@@ -33,7 +32,7 @@ from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.store import redisclients
 from verdict_contract.mockserver.store.backend import StateURL
-from verdict_contract.mockserver.store.redisstate import RedisBackend
+from verdict_contract.mockserver.store.redisstate import ENTRY_BYTES, RedisStore
 from verdict_contract.mockserver.testing.mocks import live_mock
 
 KEY = "redis-test-key-0001"
@@ -258,72 +257,32 @@ def test_the_journal_is_bounded_in_entries(redis_url: str) -> None:
         assert [entry.n for entry in mock.journal] == ["b3", "b4", "b5", "b6", "b7"]
 
 
-SMALL_JOURNAL_BYTES = 64 * 1024
-"""The byte bound of the tests below: the default (16 MiB) takes thousands of big entries."""
-
-
-def _flood_journal(redis_url: str, big: bool, count: int = 300) -> tuple[list[bytes], int, int]:
-    """``count`` requests with a key, big or small: the journal's entries, counter and memory.
-
-    The entry bound is far away (``journal_size``), so only the byte bound can drop entries.
-    """
-    settings = Settings(
-        port=0, state=StateURL.parse(redis_url), secret="bytes", api_keys=(KEY,), journal_size=10**5
-    )
-    # n past its 256 characters, cut to them: 4 bytes each in UTF-8, or 6 escaped in JSON
-    wide = ("\U0001d51b" * 400, "\x01" * 400)
-    extra = [(f"p{index}-" + "k" * 500, "v" * 1000) for index in range(25)]
-    header = {"X-Big": "h" * 32_000} if big else {}
+def test_an_entry_of_the_biggest_request_stays_within_its_bound(redis_url: str) -> None:
+    """Every field of an entry is bounded, so the journal is bounded in bytes by its count and
+    a reply of it by :data:`redisstate.ENTRY_BYTES` an entry: a request of long parameter names
+    of characters escaped in JSON (masked: 114 kB of them, were they kept as sent), an ``n`` of such
+    characters and a 32 kB header (never kept) fits."""
+    settings = Settings(port=0, state=StateURL.parse(redis_url), secret="bytes", api_keys=(KEY,))
+    wide = ("\U0001d51b" * 400, "\x01" * 400)  # 4 bytes each in UTF-8, or 6 escaped in JSON
+    extra = [(f"p{index}-" + "\x01" * 3800, "v") for index in range(5)]
     with (
         live_mock(settings) as mock,
         httpx.Client(base_url=mock.base_url, headers=mock.headers, timeout=10) as http,
     ):
         mock.reset()
-        for index in range(count):
-            n = f"{index:04d}-{wide[index % 2]}" if big else f"{index:04d}"
-            params: list[tuple[str, str | int | float | bool | None]] = [("n", n)]
-            params += extra if big else []
-            assert http.get("/e", params=params, headers=header).status_code < 500
-        backend = mock.state.backend
-        assert isinstance(backend, RedisBackend)
-        journal, counter = backend.keys.journal, backend.keys.journal_bytes
+        for index in range(4):
+            params: list[tuple[str, str]] = [("n", f"{index:04d}-{wide[index % 2]}"), *extra]
+            assert http.get("/e", params=params, headers={"X-Big": "h" * 32_000}).status_code < 500
+        store = mock.state.store
+        assert isinstance(store, RedisStore)
     client = redis.Redis.from_url(redis_url)
     try:
-        entries = cast(list[bytes], client.lrange(journal, 0, -1))
-        memory = client.memory_usage(journal, samples=0)
-        assert memory is not None
-        return entries, int(cast(bytes, client.get(counter))), memory
+        entries = cast(list[bytes], client.lrange(store.keys.journal, 0, -1))
     finally:
         client.close()
-
-
-def test_the_journal_is_bounded_in_bytes_under_a_flood_of_big_requests(
-    redis_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(
-        "verdict_contract.mockserver.store.redisstate.JOURNAL_BYTES", SMALL_JOURNAL_BYTES
-    )
-    entries, counted, memory = _flood_journal(redis_url, big=True)
-    sizes = [len(entry) for entry in entries]
-    assert len(entries) < 300  # the oldest went
-    assert SMALL_JOURNAL_BYTES - 2 * max(sizes) < sum(sizes) <= SMALL_JOURNAL_BYTES  # full, no more
-    assert counted == sum(sizes)  # the counter the script keeps is exact
-    assert memory <= 1.25 * SMALL_JOURNAL_BYTES  # Redis's own measure, its overhead included
-    shown = [json.loads(entry)[3][:4] for entry in entries]  # the newest stay, in order
-    assert shown == [f"{index:04d}" for index in range(300 - len(entries), 300)]
+    assert len(entries) == 4
+    assert 1_000 < max(len(entry) for entry in entries) <= ENTRY_BYTES
     assert not any(b"hhhhhhhh" in entry for entry in entries)  # headers never reach Redis
-
-
-def test_the_byte_bound_drops_nothing_while_the_journal_is_under_it(
-    redis_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The breaking input of the test above: the same count of small requests, all kept."""
-    monkeypatch.setattr(
-        "verdict_contract.mockserver.store.redisstate.JOURNAL_BYTES", SMALL_JOURNAL_BYTES
-    )
-    entries, counted, _ = _flood_journal(redis_url, big=False)
-    assert len(entries) == 300
-    assert counted == sum(len(entry) for entry in entries) <= SMALL_JOURNAL_BYTES
 
 
 def test_mocks_with_other_secrets_do_not_meet(redis_url: str) -> None:
@@ -525,7 +484,7 @@ def test_the_plugin_runs_on_a_shared_state_under_xdist(
 
     client = redis.Redis.from_url(redis_url)
     for worker in ("gw0", "gw1"):  # each worker's mock kept its state under its own secret
-        backend = RedisBackend(StateURL.parse(redis_url), f"job-{worker}", 10)
+        backend = RedisStore(StateURL.parse(redis_url), f"job-{worker}", 10)
         assert list(client.scan_iter(match=backend.prefix.replace("{", "[{]") + "*"))
         backend.close()
     client.close()
