@@ -183,6 +183,6 @@ def test_the_journal_keeps_the_answers_reading_not_a_copy() -> None:
     with _respx() as (mock, get):
         n = mock.mint(verdict="refused")
         get(mock.url(n), mock.headers)
-        kept = mock.state.journal._current()
+        kept = mock.state.journal.entries()
     assert isinstance(kept[0].reading.served, tuple)
     assert kept[0].decided_by == "logic"

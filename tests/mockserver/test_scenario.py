@@ -220,7 +220,7 @@ def test_app_serves_scenario_sessions_keys_and_limit(tmp_path: Path) -> None:
     assert client.get("/e?n=blocked-user", headers=default_key).status_code == 401
     assert client.get("/e?n=stale", headers=bearer(KEY)).status_code == 404
     assert client.get("/e?n=flaky", headers=bearer(KEY)).status_code == 503  # script step 1
-    assert state_of(app).limiter.limit == RateLimit(100, 60.0)
+    assert state_of(app).limit == RateLimit(100, 60.0)
     # demo sessions are still served next to the scenario's
     assert client.get("/e?n=demo-refused", headers=bearer(KEY)).status_code == 200
 

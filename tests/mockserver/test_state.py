@@ -6,6 +6,7 @@ import pytest
 
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
+from verdict_contract.mockserver.explain import handle
 from verdict_contract.mockserver.model.scenario import Scenario, named_sessions
 from verdict_contract.mockserver.model.sessions import parse_spec
 from verdict_contract.mockserver.state import MockState
@@ -43,18 +44,22 @@ def test_key_check() -> None:
     assert not state.key_ok("")
 
 
+def _status(state: MockState) -> int:
+    key = f"Bearer {state.api_keys[0]}"
+    return handle(state, "GET", b"n=demo-refused", key).status
+
+
 def test_a_reload_keeps_the_rate_limit_counters_and_a_reset_clears_them() -> None:
     state = MockState(Settings(rate_limit=RateLimit(2, 3600.0)))
-    assert state.limiter.admit("k") is None
-    assert state.limiter.admit("k") is None
+    assert [_status(state), _status(state)] == [200, 200]
     state.apply(state.scenario)  # what a scenario reload does
-    assert state.limiter.admit("k") is not None  # still over budget
-    state.apply(Scenario(rate_limit=RateLimit(3, 3600.0)))  # a new limit, same counters
-    assert state.limiter.limit == RateLimit(3, 3600.0)
-    assert state.limiter.admit("k") is None
-    assert state.limiter.admit("k") is not None
+    assert _status(state) == 429  # still over budget
+    state.apply(Scenario(rate_limit=RateLimit(4, 3600.0)))  # a new limit, same counters
+    assert state.limit == RateLimit(4, 3600.0)
+    assert _status(state) == 200  # the 4th call of the window
+    assert _status(state) == 429
     state.reset()
-    assert state.limiter.admit("k") is None
+    assert _status(state) == 200
 
 
 @pytest.mark.parametrize(
