@@ -1,0 +1,261 @@
+"""The two stores, proven alike: one model-based test drives both with the same operations.
+
+The rules of ``/e`` are decided once, in Python (``explain.py``); a store only offers the
+primitives they use (``store/primitives.py``), in this process or in Redis (some as Lua). A
+Hypothesis state machine sends every operation to two mocks, one per store (a real
+``redis-server``), and compares every answer, as fakeredis checks itself against a real Redis:
+mints with scripts and ages (a full script store included), ``/e`` with good and bad keys and
+odd queries, clock moves that land exactly on a session's lifetime or a window's edge, expiry
+by hand, resets, journal reads and clears (both journals small enough to fill).
+
+The host's wall clock is stopped where the mock reads it: time moves by the mock's clock alone,
+so an edge is landed on exactly in both stores. The rules themselves (the same code for both)
+are pinned by ``tests/mockserver/test_store_contract.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    rule,
+    run_state_machine_as_test,
+)
+
+from tests.helpers import KEY, OTHER_KEY
+from tests.redisserver import RedisServer, redis_server
+from verdict_contract.core.rates import RateLimit
+from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
+from verdict_contract.mockserver import Settings, explain, state
+from verdict_contract.mockserver.model import scripts, sessions
+from verdict_contract.mockserver.model.scenario import Scenario, named_sessions
+from verdict_contract.mockserver.model.scripts import ScriptStoreFull
+from verdict_contract.mockserver.model.sessions import parse_spec
+from verdict_contract.mockserver.store import journal, redisstate
+from verdict_contract.mockserver.store.backend import StateURL
+
+LIFETIME = float(SESSION_LIFETIME_SECONDS)
+BUDGET, WINDOW = 3, 60.0
+"""Both mocks' rate limit: small, so a window fills within a few steps."""
+JOURNAL_SIZE, RING_SIZE = 4, 3
+SCRIPTS_HELD = 3 * (scripts.STEP_BYTES + scripts.SCRIPT_BYTES)
+"""The script store's bound: three one-step scripts, so a few mints fill it."""
+BAD_KEY = "not-a-key-of-this-mock-0000"
+WALL = 1_800_000_000.0
+"""Where the host's wall clock stands, stopped: a whole number, so every sum is exact."""
+
+STEPS = st.sampled_from(
+    [429, 500, 503, {"status": 502, "headers": {"Retry-After": "7"}}, {"delay_ms": 1}]
+)
+AGES = st.sampled_from([None, 0.0, 0.5, LIFETIME - 1, LIFETIME - 0.5])
+MOVES = st.sampled_from([0.5, 1.0, WINDOW - 0.5, WINDOW, WINDOW, LIFETIME - 1, LIFETIME])
+ODD_QUERIES = st.sampled_from([b"", b"n=", b"n=a&n=b", b"n=never-minted", b"x=1", b"n=%FF"])
+NAMED = {  # a scenario's sessions: restored scripts at each reset, a standing step, no age
+    "named-scripted": parse_spec({"script": [503, 429]}),
+    "named-standing": parse_spec({"script": [500], "always": {"status": 503}}),
+    "named-forever": parse_spec({}),
+}
+
+
+def _answer(state_: state.MockState, query: bytes, key: str | None) -> tuple[object, ...]:
+    authorization = None if key is None else f"Bearer {key}"
+    answer = explain.handle(state_, "GET", query, authorization)
+    return answer.status, answer.body, tuple(answer.headers), answer.delay
+
+
+def _journal(state_: state.MockState, ids: dict[str, str]) -> list[dict[str, Any]]:
+    """The journal as compared: every field shown but its time and latency; ids by label."""
+    shown = []
+    for entry in state_.entries():
+        fields = entry.to_json()
+        del fields["time"], fields["latency_ms"]
+        fields["n"] = ids.get(fields["n"], fields["n"])
+        shown.append(fields)
+    return shown
+
+
+class StoresAlike(RuleBasedStateMachine):
+    """Every operation on both stores; every answer compared."""
+
+    redis_url = ""
+    sessions = Bundle("sessions")
+
+    @initialize()
+    def start(self) -> None:
+        given = Settings(
+            api_keys=(KEY, OTHER_KEY),
+            rate_limit=RateLimit(BUDGET, WINDOW),
+            journal_size=JOURNAL_SIZE,
+            secret="stores-alike",
+            seed="7",
+        )
+        self.memory = state.MockState(given)
+        self.shared = state.MockState(
+            dataclasses.replace(given, state=StateURL.parse(self.redis_url))
+        )
+        self.ids: list[dict[str, str]] = [{}, {}]  # per store: a minted id -> its label
+        self.minted = 0
+        scenario = Scenario(sessions=named_sessions(NAMED, WALL))
+        for each in self.both:
+            each.apply(scenario)
+            each.reset()
+
+    @property
+    def both(self) -> tuple[state.MockState, state.MockState]:
+        return self.memory, self.shared
+
+    def alike(self, memory: object, shared: object) -> None:
+        assert memory == shared
+
+    @rule(target=sessions, script=st.lists(STEPS, max_size=3), age=AGES)
+    def mint(self, script: list[object], age: float | None) -> object:
+        spec = parse_spec({"script": script, "age_seconds": age})
+        label = f"minted-{self.minted}"
+        self.minted += 1
+        made, refusals = [], []
+        for index, each in enumerate(self.both):
+            try:
+                session_id = each.mint(spec).id
+            except ScriptStoreFull as full:
+                session_id, refusal = "", str(full)
+            else:
+                self.ids[index][session_id], refusal = label, ""
+            made.append(session_id)
+            refusals.append(refusal)
+        self.alike(*refusals)  # both mint it, or both refuse it in the same words
+        return tuple(made)
+
+    @rule(minted=sessions, key=st.sampled_from([KEY, OTHER_KEY, BAD_KEY, None]))
+    def get_minted(self, minted: tuple[str, str], key: str | None) -> None:
+        answers = [
+            _answer(each, b"n=" + session_id.encode(), key)
+            for each, session_id in zip(self.both, minted, strict=True)
+        ]
+        self.alike(*answers)
+
+    @rule(name=st.sampled_from([*NAMED, "demo-refused"]), key=st.sampled_from([KEY, OTHER_KEY]))
+    def get_named(self, name: str, key: str) -> None:
+        self.alike(*[_answer(each, f"n={name}".encode(), key) for each in self.both])
+
+    @rule(query=ODD_QUERIES, key=st.sampled_from([KEY, BAD_KEY]))
+    def get_odd(self, query: bytes, key: str) -> None:
+        self.alike(*[_answer(each, query, key) for each in self.both])
+
+    @rule(seconds=MOVES)
+    def advance(self, seconds: float) -> None:
+        for each in self.both:
+            each.advance(seconds)
+        self.alike(self.memory.skew, self.shared.skew)
+
+    @rule(minted=sessions)
+    def expire(self, minted: tuple[str, str]) -> None:
+        for each, session_id in zip(self.both, minted, strict=True):
+            each.expire(session_id)
+
+    @rule(minted=consumes(sessions))
+    def reset(self, minted: tuple[str, str]) -> None:
+        for each in self.both:
+            each.reset()
+        self.minted = 0  # mint numbers start again: the bodies drawn from them too
+
+    @rule(name=st.sampled_from([*NAMED]))
+    def clear_while_in_flight(self, name: str) -> None:
+        """A request decided before a clear and journaled after it is not journaled."""
+        for each in self.both:
+            decision = explain.run(
+                each, explain.decide(each, "GET", f"n={name}".encode(), f"Bearer {KEY}")
+            )
+            each.clear_journal()
+            each.store.run([explain.record(each, decision)[0]])
+
+    @rule()
+    def clear_journal(self) -> None:
+        for each in self.both:
+            each.clear_journal()
+
+    @rule()
+    def read(self) -> None:
+        self.alike(*[_journal(each, ids) for each, ids in zip(self.both, self.ids, strict=True)])
+        self.alike(self.memory.store.script_bytes(), self.shared.store.script_bytes())
+        self.alike(self.memory.store.journal_length(), self.shared.store.journal_length())
+
+    def teardown(self) -> None:
+        for each in getattr(self, "memory", None), getattr(self, "shared", None):
+            if each is not None:
+                each.store.close()
+
+
+@pytest.fixture(scope="module")
+def redis() -> Iterator[RedisServer]:
+    with redis_server() as server:
+        yield server
+
+
+@pytest.fixture
+def stopped_wall_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wall clock stopped where the mock reads it (the mock's clock still moves)."""
+    frozen = SimpleNamespace(time=lambda: WALL, perf_counter=time.perf_counter, sleep=time.sleep)
+    for module in (explain, state, journal, sessions):
+        monkeypatch.setattr(module, "time", frozen)
+    monkeypatch.setattr(scripts, "MAX_SCRIPT_BYTES", SCRIPTS_HELD)
+    monkeypatch.setattr(journal, "UNTRUSTED_KEPT", RING_SIZE)
+    monkeypatch.setattr(redisstate, "UNTRUSTED_KEPT", RING_SIZE)
+
+
+@pytest.mark.usefixtures("stopped_wall_clock")
+def test_the_memory_and_redis_stores_answer_every_sequence_alike(redis: RedisServer) -> None:
+    StoresAlike.redis_url = redis.url
+    run_state_machine_as_test(
+        StoresAlike,
+        settings=settings(
+            max_examples=100,
+            stateful_step_count=40,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
+
+
+@pytest.fixture(params=["memory", "redis"])
+def one_store(request: pytest.FixtureRequest, redis: RedisServer) -> Iterator[state.MockState]:
+    url = redis.url if request.param == "redis" else "memory"
+    given = Settings(api_keys=(KEY,), rate_limit=RateLimit(2, WINDOW), state=StateURL.parse(url))
+    made = state.MockState(given)
+    made.reset()
+    yield made
+    made.store.close()
+
+
+@pytest.mark.usefixtures("stopped_wall_clock")
+def test_a_session_expires_at_its_lifetime_exactly(one_store: state.MockState) -> None:
+    """Landed on exactly (the wall clock stopped): 0.5 s before its lifetime a session answers,
+    at its lifetime it is expired."""
+    n = one_store.mint(parse_spec({"age_seconds": LIFETIME - 1})).id
+    one_store.advance(0.5)
+    assert _answer(one_store, f"n={n}".encode(), KEY)[0] == 200
+    one_store.advance(0.5)
+    assert _answer(one_store, f"n={n}".encode(), KEY)[0] == 404
+
+
+@pytest.mark.usefixtures("stopped_wall_clock")
+def test_a_window_passes_at_its_end_exactly(one_store: state.MockState) -> None:
+    """The budget is used, the next call waits the window's rest (Retry-After), and a call at
+    the window's end starts a new window."""
+    statuses = [_answer(one_store, b"n=demo-refused", KEY)[0] for _ in range(3)]
+    assert statuses == [200, 200, 429]
+    one_store.advance(WINDOW - 0.5)
+    status, _, headers, _ = _answer(one_store, b"n=demo-refused", KEY)
+    assert (status, dict(headers)["Retry-After"]) == (429, "1")  # type: ignore[call-overload]
+    one_store.advance(0.5)
+    assert _answer(one_store, b"n=demo-refused", KEY)[0] == 200
