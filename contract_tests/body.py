@@ -17,6 +17,11 @@ from typing import Any
 
 import httpx
 
+from verdict_contract.core.redact import CUT
+
+QUOTED = 80
+"""Characters of a body that is not JSON quoted in its failure (then ``…``: masked beside it)."""
+
 SESSION_NAMED = re.compile(r"\bsession '([^'\n]+)'")
 """A session as a failure names it (:meth:`Answer.where`), read back for CI annotations."""
 
@@ -57,9 +62,10 @@ def strict_json(raw: bytes) -> object:
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
+        shown = text if len(text) <= QUOTED else text[:QUOTED] + CUT  # masked beside the cut
         raise BodyError(
             f"the body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno} "
-            f"(received {text[:80]!r})"
+            f"(received {shown!r})"
         ) from None
     except RecursionError:
         raise BodyError("the body nests JSON too deeply to read") from None

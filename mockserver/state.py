@@ -212,6 +212,10 @@ class MockState:
         """Wall-clock time as the mock sees it (expiry, minting)."""
         return time.time() + self.store.offset()
 
+    def monotonic(self) -> float:
+        """Monotonic time as the mock sees it: what a test's waits on it read."""
+        return time.monotonic() + self.store.offset()
+
     def advance(self, seconds: float) -> None:
         """Move the mock's clock forward: sessions age, rate-limit windows pass; no sleeping."""
         if not seconds >= 0:

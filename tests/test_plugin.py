@@ -174,12 +174,12 @@ import pytest
 
 def test_from_the_fixture(verdict_mock):
     assert verdict_mock.api_key == "conftest-key-0123456789"
-    assert str(verdict_mock.state.limiter.limit) == "1/60"
+    assert str(verdict_mock.state.limit) == "1/60"
 
 @pytest.mark.verdict_mock(rate_limit="off")
 def test_marker_on_top(verdict_mock):
     assert verdict_mock.api_key == "conftest-key-0123456789"
-    assert str(verdict_mock.state.limiter.limit) == "off"
+    assert str(verdict_mock.state.limit) == "off"
 """)
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)

@@ -26,6 +26,8 @@ from tests.contract_tests.servers import (
     run_suite,
     serve,
 )
+from verdict_contract.contract_tests.body import QUOTED, BodyError, strict_json
+from verdict_contract.core.redact import CUT, Redactor
 
 REAL_KEY = "sk-live-verdict-9f8e7d6c5b4a3210"
 """A key exported as VERDICT_API_KEY, as a pipeline would: it must stay in the header."""
@@ -140,3 +142,18 @@ def test_a_key_reflected_json_escaped_is_caught_and_shown_in_no_output(tmp_path:
     assert all(reflected in html.unescape(text) for text in written.values())
     # The body is still quoted, masked before its cut: the padding, then the mask.
     assert '"debug": "' + "A" * 27 + "…" + STAGING_KEY[-4:] in terminal
+
+
+@pytest.mark.parametrize("quoted", [7, 4], ids=["7 characters", "4 characters"])
+def test_a_body_quoted_in_a_failure_shows_no_run_of_the_key_at_its_cut(quoted: int) -> None:
+    """A body that is not JSON is quoted up to 80 characters, and ends with ``…`` where it is
+    cut, so the run of the key the cut leaves (4 to 7 characters) is masked too."""
+    key = "sk-live-0123456789abcdefghijklmnopqrstuvwx"
+    body = ("x" * (QUOTED - quoted) + key + "}").encode()
+    with pytest.raises(BodyError) as failed:
+        strict_json(body)
+    message = str(failed.value)
+    assert key[:quoted] + CUT in message  # quoted as received, cut there
+    redactor = Redactor()
+    redactor.add(key)
+    assert key[:4] not in redactor.text(message)
