@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
-from redis.exceptions import OutOfMemoryError, ReadOnlyError
+from redis.exceptions import NoScriptError, OutOfMemoryError, ReadOnlyError
 
 from ..model import scripts as script_store
 from ..model.scripts import ScriptStoreFull, admits, script_bytes, step_costs, store_full
@@ -176,6 +176,13 @@ return 1
 """
 
 
+_SHA: Final = {
+    script: hashlib.sha1(script.encode()).hexdigest()  # noqa: S324 - Redis names scripts so
+    for script in (COUNT, TAKE, APPEND)
+}
+"""The scripts of ``/e`` by the name EVALSHA gives them (loaded at start, and again if lost)."""
+
+
 def key_prefix(secret: str, name: str | None = None) -> str:
     """Where a mock's keys are: its name, if given, and a digest of its secret, as a hash tag."""
     salt, rounds = _NAMING
@@ -215,6 +222,9 @@ class RedisStore:
         with self._guard():  # a cluster is found from the server: it must answer now
             self._clients = Clients(url, self.reply_bytes)
         self.sync = self._clients.sync
+        with self._guard():
+            for script in _SHA:
+                self.sync.script_load(script)
         self._async: AsyncClient | None = None
         self._line: Line | None = None  # the loop's own connection (not on a cluster)
         self._async_loop: asyncio.AbstractEventLoop | None = None
@@ -235,15 +245,15 @@ class RedisStore:
         if type(operation) is CountHit:
             now, offset = repr(operation.now), repr(operation.offset)
             args = (operation.key, now, repr(operation.window), offset, self.ttl_ms)
-            return ("EVAL", COUNT, 2, keys.limits, keys.clock, *args)
+            return ("EVALSHA", _SHA[COUNT], 2, keys.limits, keys.clock, *args)
         if type(operation) is IsMarked:
             return ("SISMEMBER", keys.expired, operation.session)
         if type(operation) is TakeStep:
             steps = self._steps_prefix + operation.session
             ttl = self.ttl_ms
             return (
-                "EVAL",
-                TAKE,
+                "EVALSHA",
+                _SHA[TAKE],
                 3,
                 steps,
                 keys.script_bytes,
@@ -258,8 +268,8 @@ class RedisStore:
         )
         text = encode_entry(entry)
         return (
-            "EVAL",
-            APPEND,
+            "EVALSHA",
+            _SHA[APPEND],
             2 + len(keys),
             into,
             keys.generation,
@@ -286,14 +296,29 @@ class RedisStore:
 
     def run(self, operations: Sequence[Operation]) -> list[object]:
         with self._guard():
-            pipe = self.sync.pipeline(transaction=False)
-            for operation in operations:
-                pipe.execute_command(*self._commands(operation))
-            replies = pipe.execute(raise_on_error=False)
+            for _ in range(2):
+                pipe = self.sync.pipeline(transaction=False)
+                for operation in operations:
+                    pipe.execute_command(*self._commands(operation))
+                replies = pipe.execute(raise_on_error=False)
+                if not self._scripts_lost(replies):
+                    break
             return [self._reply(op, reply) for op, reply in zip(operations, replies, strict=True)]
 
+    def _scripts_lost(self, replies: list[Any]) -> bool:
+        """Whether Redis forgot the scripts (a restart, ``SCRIPT FLUSH``): loaded again, so the
+        round trip can be sent again (no script of it ran; the rest of it only reads)."""
+        if not any(isinstance(reply, NoScriptError) for reply in replies):
+            return False
+        for script in _SHA:
+            self.sync.script_load(script)
+        return True
+
     def submit(
-        self, operations: Sequence[Operation], done: Callable[[list[object] | Exception], None]
+        self,
+        operations: Sequence[Operation],
+        done: Callable[[list[object] | Exception], None],
+        again: bool = True,
     ) -> None:
         """One round trip on the running loop, within :data:`TIMEOUT`; ``done`` is told."""
         loop = asyncio.get_running_loop()
@@ -307,7 +332,7 @@ class RedisStore:
             sent = asyncio.ensure_future(send(commands))
         timer = loop.call_later(TIMEOUT, self._late, sent, line)
         self._calls.trips += 1
-        sent.add_done_callback(lambda future: self._arrived(future, timer, operations, done))
+        sent.add_done_callback(lambda future: self._arrived(future, timer, operations, done, again))
 
     def _late(self, sent: asyncio.Future[list[Any]], line: Line | None) -> None:
         if sent.done():
@@ -325,12 +350,16 @@ class RedisStore:
         timer: asyncio.TimerHandle,
         operations: Sequence[Operation],
         done: Callable[[list[object] | Exception], None],
+        again: bool,
     ) -> None:
         timer.cancel()
         try:
             replies = TimeoutError() if sent.cancelled() else (sent.exception() or sent.result())
             if isinstance(replies, BaseException):
                 raise replies
+            if again and self._scripts_lost(replies):  # loaded again (blocking, once)
+                self.submit(operations, done, again=False)
+                return
             told: list[object] | Exception = [
                 self._reply(op, reply) for op, reply in zip(operations, replies, strict=True)
             ]

@@ -7,6 +7,7 @@ and the journal are checked exactly. Redis is killed, restarted and frozen under
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import re
 import socket
@@ -29,7 +30,7 @@ import redis.asyncio
 from tests.helpers import clean_environ, free_port, read_line, stop_process, wait_until
 from tests.redisserver import redis_server
 from verdict_contract.core.rates import RateLimit
-from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver import Settings, create_app, explain
 from verdict_contract.mockserver.store import redisclients
 from verdict_contract.mockserver.store.backend import StateURL
 from verdict_contract.mockserver.store.redisstate import ENTRY_BYTES, RedisStore
@@ -307,6 +308,22 @@ def test_mocks_with_other_secrets_do_not_meet(redis_url: str) -> None:
             url = f"{mock.base_url}/e?n=demo-contradicted"
             assert httpx.get(url, headers=mock.headers).status_code == 200
         assert len(first.journal) == len(second.journal) == 1
+
+
+def test_scripts_redis_forgot_are_loaded_again(redis_url: str) -> None:
+    """After a restart of Redis or ``SCRIPT FLUSH``, the next call loads the scripts again:
+    answered, on the loop and from a blocking control call, not a 503."""
+    settings = Settings(port=0, state=StateURL.parse(redis_url), secret="flushed", api_keys=(KEY,))
+    client = redis.Redis.from_url(redis_url)
+    with live_mock(settings) as mock, contextlib.closing(client):
+        mock.reset()
+        n = mock.mint(script=[503])
+        for status in (503, 200):
+            client.script_flush()
+            assert httpx.get(mock.url(n), headers=mock.headers).status_code == status
+        client.script_flush()
+        assert explain.handle(mock.state, "GET", f"n={n}".encode(), f"Bearer {KEY}").status == 200
+        assert [entry.status for entry in mock.journal] == [503, 200, 200]
 
 
 def test_no_api_key_is_stored_in_redis(redis_url: str) -> None:
