@@ -37,16 +37,7 @@ from .state import bearer_token as bearer_token
 from .store.backend import StateUnavailable
 from .store.journal import SentRequest
 from .store.masking import RawHeaders
-from .store.primitives import (
-    READ_CLOCK,
-    Append,
-    Clock,
-    CountHit,
-    IsMarked,
-    Operation,
-    TakeStep,
-    Window,
-)
+from .store.primitives import READ_CLOCK, Append, Ask, CountHit, Reply, Window
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
@@ -79,56 +70,8 @@ def _bad_session_id(values: list[str] | None) -> str | None:
     return None
 
 
-Decider = Generator[list[Operation], list[object], "Decision"]
+Decider = Generator[Ask, Reply, "Decision"]
 """A request decided: each round trip it needs yielded, the store's replies sent back in."""
-
-
-def _explain(
-    state: MockState, key: str, pairs: list[tuple[str, str]] | None
-) -> Generator[list[Operation], list[object], tuple[Answer, Clock]]:
-    """Answer ``GET /e`` for an accepted key: rate limit, ``n``, lookup, script, expiry."""
-    found = _find(state, pairs)  # decided here, but the key is counted first
-    session = None if isinstance(found, Answer) else found[0]
-    limit, wall = state.limit, time.time()
-    while True:
-        ask: list[Operation] = [READ_CLOCK]
-        if limit.budget:
-            now = wall + state.offset_seen
-            ask.append(
-                CountHit(
-                    _key_digest(state.settings.signing_secret, key),
-                    now,
-                    limit.window,
-                    state.offset_seen,
-                )
-            )
-        if session is not None:
-            ask.append(IsMarked(session.id))
-            if not limit.budget:  # nothing to be refused for: its step in the same round trip
-                ask.append(TakeStep(session.id))
-        replies = yield ask
-        clock = replies[0]
-        assert isinstance(clock, Clock)
-        state.offset_seen = clock.offset
-        if not limit.budget or replies[1] is not None:
-            break  # else the clock moved since it was read: counted again on the new one
-    now = wall + clock.offset
-    if limit.budget:
-        window = replies[1]
-        assert isinstance(window, Window)
-        if _over_budget(window, limit.budget):
-            return _limited(window.start + limit.window - now), clock
-    if isinstance(found, Answer):
-        return found, clock
-    session, body = found
-    marked = replies[-1 if limit.budget else -2]
-    if limit.budget:
-        (step,) = yield [TakeStep(session.id)]
-    else:
-        step = replies[-1]
-    assert step is None or isinstance(step, Step)
-    expired = bool(marked) or session.expired(now, state.settings.session_lifetime)
-    return _answer(session, body, step, expired), clock
 
 
 def _over_budget(window: Window, budget: int) -> bool:
@@ -232,18 +175,47 @@ def decide(
     authorization: str | None,
     headers: RawHeaders = (),
 ) -> Decider:
-    """Decide the answer to a request to ``/e``; :func:`record` journals it once sent."""
-    started = time.perf_counter()
+    """Decide the answer to a request to ``/e``: the key, then the rate limit, ``n``, the
+    session, its script and its expiry; :func:`record` journals it once sent."""
+    started, wall = time.perf_counter(), time.time()
     key = authorized(state, authorization)  # before any work that grows with the request
     if key is None:
         # Anyone can send these: only the query's first bytes are read, for the journal.
         pairs = query_start(query_string)
-        (clock,) = yield [READ_CLOCK]
-        assert isinstance(clock, Clock)
-        answer = _UNAUTHORIZED
+        clock = (yield READ_CLOCK).clock
+        assert clock is not None
+        return Decision(method, query_string, pairs, authorization, _UNAUTHORIZED,
+                        clock.generation, started, headers)  # fmt: skip
+    pairs = parse_query(query_string)
+    found = _find(state, pairs)  # decided here, but the key is counted first
+    session = None if isinstance(found, Answer) else found[0]
+    limit = state.limit
+    while True:
+        count = None
+        if limit.budget:
+            counted, offset = _key_digest(state.settings.signing_secret, key), state.offset_seen
+            count = CountHit(counted, wall + offset, limit.window, offset)
+        sid = None if session is None else session.id
+        # with no limit, nothing can refuse the request: its step comes in the same round trip
+        take = sid if session is not None and session.scripted and not limit.budget else None
+        reply = yield Ask(True, count, sid, take)
+        clock = reply.clock
+        assert clock is not None
+        state.offset_seen = clock.offset
+        if count is None or reply.window is not None:
+            break  # else the clock moved since it was read: counted again on the new one
+    now, window = wall + clock.offset, reply.window
+    if window is not None and _over_budget(window, limit.budget):
+        answer = _limited(window.start + limit.window - now)
+    elif isinstance(found, Answer):
+        answer = found
     else:
-        pairs = parse_query(query_string)
-        answer, clock = yield from _explain(state, key, pairs)
+        session, body = found
+        step = reply.step
+        if limit.budget and session.scripted:
+            step = (yield Ask(take=session.id)).step
+        expired = reply.marked or session.expired(now, state.settings.session_lifetime)
+        answer = _answer(session, body, step, expired)
     return Decision(
         method, query_string, pairs, authorization, answer, clock.generation, started, headers
     )
@@ -251,13 +223,12 @@ def decide(
 
 def run(state: MockState, decider: Decider) -> Decision:
     """Decide on a blocking server: each round trip run in turn; raises StateUnavailable."""
-    replies: list[object] | None = None
+    ask = next(decider)
     while True:
         try:
-            ask = decider.send(replies)  # type: ignore[arg-type]  # None starts it
+            ask = decider.send(state.store.run(ask))
         except StopIteration as decided:
             return decided.value  # type: ignore[no-any-return]
-        replies = state.store.run(ask)
 
 
 def unavailable(exc: StateUnavailable) -> Answer:
@@ -271,7 +242,7 @@ def _key_digest(secret: str, key: str) -> str:
     return hmac.new(secret.encode(), key.encode(), hashlib.sha256).hexdigest()[:32]
 
 
-def record(state: MockState, decision: Decision, fault: str | None = None) -> tuple[Append, float]:
+def record(state: MockState, decision: Decision, fault: str | None = None) -> tuple[Ask, float]:
     """What journals a decided request, and its latency in seconds (the journal's and the
     metrics'), a scripted delay waited out included.
 
@@ -291,7 +262,7 @@ def record(state: MockState, decision: Decision, fault: str | None = None) -> tu
         headers=d.headers,
         sent=d.sent,
     )
-    return Append(entry, d.generation), latency
+    return Ask(append=Append(entry, d.generation)), latency
 
 
 class ClientLeft(BaseException):
@@ -319,9 +290,9 @@ def handle(
             try:
                 state.delay(decision.answer.delay)  # in-process transports replace this
             except ClientLeft as left:
-                state.store.run([record(state, decision, left.fault)[0]])
+                state.store.run(record(state, decision, left.fault)[0])
                 raise
-        state.store.run([record(state, decision)[0]])
+        state.store.run(record(state, decision)[0])
     except StateUnavailable as exc:
         return unavailable(exc)
     return decision.answer

@@ -99,7 +99,10 @@ def named_sessions(specs: Mapping[str, SessionSpec], loaded_at: float) -> dict[s
     """Turn named specs into sessions; an age counts back from ``loaded_at``."""
     return {
         name: Session(
-            name, spec, None if spec.age_seconds is None else loaded_at - spec.age_seconds
+            name,
+            spec,
+            None if spec.age_seconds is None else loaded_at - spec.age_seconds,
+            scripted=bool(spec.script),
         )
         for name, spec in specs.items()
     }

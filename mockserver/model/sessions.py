@@ -282,6 +282,9 @@ class Session:
     id: str
     spec: SessionSpec
     collected_at: float | None  # None: never expires (demo and scenario sessions without an age)
+    scripted: bool = False
+    """Whether it was given a script: only then is a step asked of the store (a minted id says
+    so; its script lives in the store, not in the id)."""
 
     @property
     def url(self) -> str:
@@ -319,14 +322,15 @@ class SessionCodec:
             payload["e"] = spec.extra
         if spec.key:
             payload["k"] = spec.key
+        if spec.script:
+            payload["p"] = 1
         token = str(self._serializer.dumps(payload))
         if len(token) > MAX_SESSION_ID_LENGTH:
             raise SpecError(
                 f"the field overrides and extra fields do not fit in a session id of at most "
                 f"{MAX_SESSION_ID_LENGTH} characters; give fewer or shorter fields"
             )
-        # The script lives in process state (see ScriptBook), not in the id.
-        return Session(token, spec, collected)
+        return Session(token, spec, collected, scripted=bool(spec.script))
 
     def read(self, session_id: str) -> Session | None:
         """Return the session a minted id stands for, or None if it is not one of ours."""
@@ -345,7 +349,7 @@ class SessionCodec:
             extra=str(payload.get("e", "")),
             key=str(payload.get("k", "")),
         )
-        return Session(session_id, spec, float(payload["t"]))
+        return Session(session_id, spec, float(payload["t"]), scripted=bool(payload.get("p")))
 
 
 def _schema_of(value: object) -> int | None:

@@ -188,7 +188,7 @@ class HttpConnection(asyncio.Protocol):
                 assert self.server.state is not None  # a delay is the hot path's
                 state = self.server.state
                 append, _ = record(state, cycle.decision, fault="disconnected")
-                state.store.submit([append], _ignored)
+                state.store.submit(append, _ignored)
             if cycle.phase is not DONE:
                 cycle.to(DONE)
         self.pipeline.clear()

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import hashlib
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, NamedTuple
 
 from redis.exceptions import NoScriptError, OutOfMemoryError, ReadOnlyError
@@ -37,17 +37,7 @@ from ..model.steps import decode_step, encode_step
 from .availability import Calls
 from .backend import DEFAULT_STATE_TTL, StateUnavailable, StateURL, secrets_of
 from .journal import UNTRUSTED_KEPT, JournalEntry, decode_entry, encode_entry
-from .primitives import (
-    Append,
-    Clock,
-    CountHit,
-    IsMarked,
-    Operation,
-    ReadClock,
-    TakeStep,
-    Window,
-    merged,
-)
+from .primitives import Ask, Clock, Reply, Window, merged
 from .redisclients import TIMEOUT as TIMEOUT
 from .redisclients import AsyncClient, Clients, ClusterURLError
 from .redisline import Command, Line
@@ -238,72 +228,58 @@ class RedisStore:
         return f"RedisStore({self.label!r})"
 
     # -- the primitives ------------------------------------------------------------------------
-    def _commands(self, operation: Operation) -> Command:
-        keys = self.keys
-        if type(operation) is ReadClock:
-            return ("MGET", keys.clock, keys.generation)
-        if type(operation) is CountHit:
-            now, offset = repr(operation.now), repr(operation.offset)
-            args = (operation.key, now, repr(operation.window), offset, self.ttl_ms)
-            return ("EVALSHA", _SHA[COUNT], 2, keys.limits, keys.clock, *args)
-        if type(operation) is IsMarked:
-            return ("SISMEMBER", keys.expired, operation.session)
-        if type(operation) is TakeStep:
-            steps = self._steps_prefix + operation.session
-            ttl = self.ttl_ms
-            return (
-                "EVALSHA",
-                _SHA[TAKE],
-                3,
-                steps,
-                keys.script_bytes,
-                keys.scripted,
-                operation.session,
-                ttl,
-            )
-        assert type(operation) is Append
-        entry = operation.entry
-        into, most = (
-            (keys.ring, UNTRUSTED_KEPT) if entry.untrusted else (keys.journal, self._journal_size)
-        )
-        text = encode_entry(entry)
-        return (
-            "EVALSHA",
-            _SHA[APPEND],
-            2 + len(keys),
-            into,
-            keys.generation,
-            *keys,
-            text,
-            operation.generation,
-            most,
-            self.ttl_ms,
-            self._steps_prefix,
-        )
+    def _commands(self, ask: Ask) -> list[Command]:
+        """The round trip's commands, in the order of :class:`.primitives.Ask`'s fields."""
+        keys, commands = self.keys, list[Command]()
+        if ask.clock:
+            commands.append(("MGET", keys.clock, keys.generation))
+        if (hit := ask.hit) is not None:
+            args = (hit.key, repr(hit.now), repr(hit.window), repr(hit.offset), self.ttl_ms)
+            commands.append(("EVALSHA", _SHA[COUNT], 2, keys.limits, keys.clock, *args))
+        if ask.marked is not None:
+            commands.append(("SISMEMBER", keys.expired, ask.marked))
+        if (session := ask.take) is not None:
+            steps = self._steps_prefix + session
+            where = (steps, keys.script_bytes, keys.scripted)
+            commands.append(("EVALSHA", _SHA[TAKE], 3, *where, session, self.ttl_ms))
+        if (append := ask.append) is not None:
+            untrusted = append.entry.untrusted
+            into = keys.ring if untrusted else keys.journal
+            most = UNTRUSTED_KEPT if untrusted else self._journal_size
+            text = encode_entry(append.entry)
+            listed = (into, keys.generation, *keys)
+            bounds = (append.generation, most, self.ttl_ms, self._steps_prefix)
+            commands.append(("EVALSHA", _SHA[APPEND], len(listed), *listed, text, *bounds))
+        return commands
 
     @staticmethod
-    def _reply(operation: Operation, reply: Any) -> object:
-        if isinstance(reply, Exception):
-            raise reply
-        if type(operation) is ReadClock:
-            offset, generation = reply
-            return Clock(float(offset or 0.0), int(generation or 0))
-        if type(operation) is CountHit:
-            return None if reply is None else Window(float(reply[0]), int(reply[1]))
-        if type(operation) is TakeStep:
-            return None if reply is None else decode_step(reply)
-        return bool(reply)
+    def _reply(ask: Ask, replies: list[Any]) -> Reply:
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        each = iter(replies)
+        clock = window = step = None
+        if ask.clock:
+            offset, generation = next(each)
+            clock = Clock(float(offset or 0.0), int(generation or 0))
+        if ask.hit is not None and (counted := next(each)) is not None:
+            window = Window(float(counted[0]), int(counted[1]))
+        marked = ask.marked is not None and bool(next(each))
+        if ask.take is not None and (taken := next(each)) is not None:
+            step = decode_step(taken)
+        kept = ask.append is not None and bool(next(each))
+        return Reply(clock, window, marked, step, kept)
 
-    def run(self, operations: Sequence[Operation]) -> list[object]:
+    def run(self, ask: Ask) -> Reply:
         with self._guard():
             for _ in range(2):
                 pipe = self.sync.pipeline(transaction=False)
-                for operation in operations:
-                    pipe.execute_command(*self._commands(operation))
+                for command in self._commands(ask):
+                    pipe.execute_command(*command)
                 replies = pipe.execute(raise_on_error=False)
                 if not self._scripts_lost(replies):
                     break
-            return [self._reply(op, reply) for op, reply in zip(operations, replies, strict=True)]
+            return self._reply(ask, replies)
 
     def _scripts_lost(self, replies: list[Any]) -> bool:
         """Whether Redis forgot the scripts (a restart, ``SCRIPT FLUSH``): loaded again, so the
@@ -315,14 +291,11 @@ class RedisStore:
         return True
 
     def submit(
-        self,
-        operations: Sequence[Operation],
-        done: Callable[[list[object] | Exception], None],
-        again: bool = True,
+        self, ask: Ask, done: Callable[[Reply | Exception], None], again: bool = True
     ) -> None:
         """One round trip on the running loop, within :data:`TIMEOUT`; ``done`` is told."""
         loop = asyncio.get_running_loop()
-        commands = [self._commands(operation) for operation in operations]
+        commands = self._commands(ask)
         line = self._line_of(loop)
         sent: asyncio.Future[list[Any]]
         if line is not None and line.usable:
@@ -332,7 +305,7 @@ class RedisStore:
             sent = asyncio.ensure_future(send(commands))
         timer = loop.call_later(TIMEOUT, self._late, sent, line)
         self._calls.trips += 1
-        sent.add_done_callback(lambda future: self._arrived(future, timer, operations, done, again))
+        sent.add_done_callback(lambda future: self._arrived(future, timer, ask, done, again))
 
     def _late(self, sent: asyncio.Future[list[Any]], line: Line | None) -> None:
         if sent.done():
@@ -348,8 +321,8 @@ class RedisStore:
         self,
         sent: asyncio.Future[list[Any]],
         timer: asyncio.TimerHandle,
-        operations: Sequence[Operation],
-        done: Callable[[list[object] | Exception], None],
+        ask: Ask,
+        done: Callable[[Reply | Exception], None],
         again: bool,
     ) -> None:
         timer.cancel()
@@ -358,11 +331,9 @@ class RedisStore:
             if isinstance(replies, BaseException):
                 raise replies
             if again and self._scripts_lost(replies):  # loaded again (blocking, once)
-                self.submit(operations, done, again=False)
+                self.submit(ask, done, again=False)
                 return
-            told: list[object] | Exception = [
-                self._reply(op, reply) for op, reply in zip(operations, replies, strict=True)
-            ]
+            told: Reply | Exception = self._reply(ask, replies)
             self._calls.answered()
         except Exception as exc:  # a failed, late or garbled round trip: a 503 for its requests
             self._calls.errors += 1
