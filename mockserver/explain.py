@@ -14,8 +14,6 @@ The rules, each in one place: the key (:func:`.state.authorized`), the rate limi
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import math
 import time
 from collections.abc import Generator
@@ -193,8 +191,8 @@ def decide(
     while True:
         count = None
         if limit.budget:
-            counted, offset = _key_digest(state.settings.signing_secret, key), state.offset_seen
-            count = CountHit(counted, wall + offset, limit.window, offset)
+            offset = state.offset_seen
+            count = CountHit(key, wall + offset, limit.window, offset)
         sid = None if session is None else session.id
         # with no limit, nothing can refuse the request: its step comes in the same round trip
         take = sid if session is not None and session.scripted and not limit.budget else None
@@ -213,7 +211,7 @@ def decide(
         session, body = found
         step = reply.step
         if limit.budget and session.scripted:
-            step = (yield Ask(take=session.id)).step
+            step = (yield Ask(False, None, None, session.id)).step
         expired = reply.marked or session.expired(now, state.settings.session_lifetime)
         answer = _answer(session, body, step, expired)
     return Decision(
@@ -236,13 +234,7 @@ def unavailable(exc: StateUnavailable) -> Answer:
     return unavailable_answer(exc, "; the mock keeps running")
 
 
-@lru_cache(maxsize=64)
-def _key_digest(secret: str, key: str) -> str:
-    """How a store names an API key: never the key itself."""
-    return hmac.new(secret.encode(), key.encode(), hashlib.sha256).hexdigest()[:32]
-
-
-def record(state: MockState, decision: Decision, fault: str | None = None) -> tuple[Ask, float]:
+def record(state: MockState, decision: Decision, fault: str | None = None) -> tuple[Append, float]:
     """What journals a decided request, and its latency in seconds (the journal's and the
     metrics'), a scripted delay waited out included.
 
@@ -262,7 +254,7 @@ def record(state: MockState, decision: Decision, fault: str | None = None) -> tu
         headers=d.headers,
         sent=d.sent,
     )
-    return Ask(append=Append(entry, d.generation)), latency
+    return Append(entry, d.generation), latency
 
 
 class ClientLeft(BaseException):
@@ -290,9 +282,9 @@ def handle(
             try:
                 state.delay(decision.answer.delay)  # in-process transports replace this
             except ClientLeft as left:
-                state.store.run(record(state, decision, left.fault)[0])
+                state.store.append(record(state, decision, left.fault)[0])
                 raise
-        state.store.run(record(state, decision)[0])
+        state.store.append(record(state, decision)[0])
     except StateUnavailable as exc:
         return unavailable(exc)
     return decision.answer

@@ -18,7 +18,7 @@ from .model.steps import outcome
 from .state import MockState, authorized, key_in
 from .store.journal import JournalEntry, SentRequest, build_entry
 from .store.masking import CUT, RawHeaders, Shown, as_text, shown_args, shown_path
-from .store.primitives import READ_CLOCK, Append, Ask
+from .store.primitives import READ_CLOCK, Append
 
 MAX_UNAUTHORIZED_QUERY = 4096
 """Bytes of the query of a request with no valid key that are parsed (to journal ``n``)."""
@@ -122,7 +122,7 @@ def journal_elsewhere(
     with suppress(StateUnavailable):  # the store's own calls log its outage (availability.py)
         clock = state.store.run(READ_CLOCK).clock
         assert clock is not None
-        state.store.run(Ask(append=Append(entry, clock.generation)))
+        state.store.append(Append(entry, clock.generation))
 
 
 def journaled_args(

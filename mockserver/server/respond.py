@@ -162,11 +162,11 @@ class Responder:
             self._hold(cycle, decision)
             return
         append, latency = record(state, decision)
-        state.store.run(append)
+        state.store.append(append)
         self.send(cycle, decision.answer, latency)
 
     def _decide(
-        self, cycle: RequestCycle, decider: Decider, reply: StoreReply | Exception | None
+        self, cycle: RequestCycle, decider: Decider, reply: StoreReply | bool | Exception | None
     ) -> None:
         """Take the decision on with the store's ``reply``: its next round trip submitted,
         or its answer journaled and sent."""
@@ -177,7 +177,7 @@ class Responder:
         try:
             if isinstance(reply, Exception):
                 raise reply
-            ask = next(decider) if reply is None else decider.send(reply)
+            ask = next(decider) if reply is None else decider.send(reply)  # type: ignore[arg-type]
         except StopIteration as decided:
             decision: Decision = decided.value
             if decision.answer.delay:

@@ -46,7 +46,8 @@ class Window(NamedTuple):
 
 
 class CountHit(NamedTuple):
-    """Count a hit of ``key`` in its window, ``window`` seconds long from its first hit; a hit
+    """Count a hit of API key ``key`` (a store may keep a digest of it) in its window,
+    ``window`` seconds long from its first hit; a hit
     at or past the window's end starts a new one. ``offset`` is the clock offset ``now`` was
     read with: if the store's clock moved since, nothing is counted and the reply is None
     (count again on the new clock)."""
@@ -77,8 +78,6 @@ class Ask(NamedTuple):
     """Whether this session was expired by hand (``expire``)."""
     take: str | None = None
     """Take this session's next scripted step, if any is left (its bytes freed)."""
-    append: Append | None = None
-    """Journal an entry: whether it was kept."""
 
 
 class Reply(NamedTuple):
@@ -88,7 +87,10 @@ class Reply(NamedTuple):
     window: Window | None
     marked: bool
     step: Step | None
-    kept: bool
+
+
+Trip = Ask | Append
+"""A round trip: an :class:`Ask`, or journaling an entry (:class:`Append`: whether it was kept)."""
 
 
 READ_CLOCK: Final = Ask(clock=True)
@@ -103,9 +105,13 @@ class Store(Protocol):
         """One round trip; raises StateUnavailable."""
         ...
 
-    def submit(self, ask: Ask, done: Callable[[Reply | Exception], None]) -> None:
-        """:meth:`run` on the event loop: ``done`` is told the reply, or the StateUnavailable
-        that stands for it (on the loop, never raising)."""
+    def append(self, append: Append) -> bool:
+        """Journal an entry in one round trip: whether it was kept; raises StateUnavailable."""
+        ...
+
+    def submit(self, trip: Trip, done: Callable[[Reply | bool | Exception], None]) -> None:
+        """:meth:`run` or :meth:`append` on the event loop: ``done`` is told the reply, or the
+        StateUnavailable that stands for it (on the loop, never raising)."""
         ...
 
     def offset(self) -> float: ...
@@ -158,17 +164,18 @@ class MemoryStore:
         self._clock_now = Clock(0.0, 0)
 
     def run(self, ask: Ask) -> Reply:
-        append = ask.append
         return Reply(
             self._clock() if ask.clock else None,
             None if ask.hit is None else self._count(ask.hit),
             ask.marked is not None and ask.marked in self._expired,
             None if ask.take is None else self.scripts.next_step(ask.take),
-            append is not None and self.journal.add(append.entry, append.generation),
         )
 
-    def submit(self, ask: Ask, done: Callable[[Reply | Exception], None]) -> None:
-        done(self.run(ask))
+    def append(self, append: Append) -> bool:
+        return self.journal.add(append.entry, append.generation)
+
+    def submit(self, trip: Trip, done: Callable[[Reply | bool | Exception], None]) -> None:
+        done(self.run(trip) if type(trip) is Ask else self.append(trip))  # type: ignore[arg-type]
 
     def _clock(self) -> Clock:
         clock = self._clock_now  # one object while neither moves (a Clock a request: 5%)

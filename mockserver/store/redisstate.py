@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import hmac
 import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, NamedTuple
@@ -37,7 +38,7 @@ from ..model.steps import decode_step, encode_step
 from .availability import Calls
 from .backend import DEFAULT_STATE_TTL, StateUnavailable, StateURL, secrets_of
 from .journal import UNTRUSTED_KEPT, JournalEntry, decode_entry, encode_entry
-from .primitives import Ask, Clock, Reply, Window, merged
+from .primitives import Append, Ask, Clock, Reply, Trip, Window, merged
 from .redisclients import TIMEOUT as TIMEOUT
 from .redisclients import AsyncClient, Clients, ClusterURLError
 from .redisline import Command, Line
@@ -201,6 +202,7 @@ class RedisStore:
         self.label = url.label
         self._url = str(url)
         self.prefix = key_prefix(secret, name)
+        self._secret = secret.encode()
         self.keys = Keys(*(self.prefix + field for field in Keys._fields))
         self._steps_prefix = self.prefix + "steps:"
         self.ttl_ms = max(1, math.ceil(ttl * 1000))
@@ -228,13 +230,23 @@ class RedisStore:
         return f"RedisStore({self.label!r})"
 
     # -- the primitives ------------------------------------------------------------------------
-    def _commands(self, ask: Ask) -> list[Command]:
+    def _commands(self, trip: Trip) -> list[Command]:
         """The round trip's commands, in the order of :class:`.primitives.Ask`'s fields."""
         keys, commands = self.keys, list[Command]()
+        if type(trip) is Append:
+            untrusted = trip.entry.untrusted
+            into = keys.ring if untrusted else keys.journal
+            most = UNTRUSTED_KEPT if untrusted else self._journal_size
+            listed = (into, keys.generation, *keys)
+            bounds = (trip.generation, most, self.ttl_ms, self._steps_prefix)
+            text = encode_entry(trip.entry)
+            return [("EVALSHA", _SHA[APPEND], len(listed), *listed, text, *bounds)]
+        ask: Ask = trip  # type: ignore[assignment]
         if ask.clock:
             commands.append(("MGET", keys.clock, keys.generation))
         if (hit := ask.hit) is not None:
-            args = (hit.key, repr(hit.now), repr(hit.window), repr(hit.offset), self.ttl_ms)
+            counted = self._digest(hit.key)  # Redis never holds a key itself
+            args = (counted, repr(hit.now), repr(hit.window), repr(hit.offset), self.ttl_ms)
             commands.append(("EVALSHA", _SHA[COUNT], 2, keys.limits, keys.clock, *args))
         if ask.marked is not None:
             commands.append(("SISMEMBER", keys.expired, ask.marked))
@@ -242,21 +254,20 @@ class RedisStore:
             steps = self._steps_prefix + session
             where = (steps, keys.script_bytes, keys.scripted)
             commands.append(("EVALSHA", _SHA[TAKE], 3, *where, session, self.ttl_ms))
-        if (append := ask.append) is not None:
-            untrusted = append.entry.untrusted
-            into = keys.ring if untrusted else keys.journal
-            most = UNTRUSTED_KEPT if untrusted else self._journal_size
-            text = encode_entry(append.entry)
-            listed = (into, keys.generation, *keys)
-            bounds = (append.generation, most, self.ttl_ms, self._steps_prefix)
-            commands.append(("EVALSHA", _SHA[APPEND], len(listed), *listed, text, *bounds))
         return commands
 
+    def _digest(self, key: str) -> str:
+        """How Redis names an API key (its window's field): a digest under the secret."""
+        return hmac.new(self._secret, key.encode(), hashlib.sha256).hexdigest()[:32]
+
     @staticmethod
-    def _reply(ask: Ask, replies: list[Any]) -> Reply:
+    def _reply(trip: Trip, replies: list[Any]) -> Reply | bool:
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
+        if type(trip) is Append:
+            return bool(replies[0])
+        ask: Ask = trip  # type: ignore[assignment]
         each = iter(replies)
         clock = window = step = None
         if ask.clock:
@@ -267,19 +278,26 @@ class RedisStore:
         marked = ask.marked is not None and bool(next(each))
         if ask.take is not None and (taken := next(each)) is not None:
             step = decode_step(taken)
-        kept = ask.append is not None and bool(next(each))
-        return Reply(clock, window, marked, step, kept)
+        return Reply(clock, window, marked, step)
 
     def run(self, ask: Ask) -> Reply:
+        reply = self._trip(ask)
+        assert isinstance(reply, Reply)
+        return reply
+
+    def append(self, append: Append) -> bool:
+        return bool(self._trip(append))
+
+    def _trip(self, trip: Trip) -> Reply | bool:
         with self._guard():
             for _ in range(2):
                 pipe = self.sync.pipeline(transaction=False)
-                for command in self._commands(ask):
+                for command in self._commands(trip):
                     pipe.execute_command(*command)
                 replies = pipe.execute(raise_on_error=False)
                 if not self._scripts_lost(replies):
                     break
-            return self._reply(ask, replies)
+            return self._reply(trip, replies)
 
     def _scripts_lost(self, replies: list[Any]) -> bool:
         """Whether Redis forgot the scripts (a restart, ``SCRIPT FLUSH``): loaded again, so the
@@ -291,11 +309,11 @@ class RedisStore:
         return True
 
     def submit(
-        self, ask: Ask, done: Callable[[Reply | Exception], None], again: bool = True
+        self, trip: Trip, done: Callable[[Reply | bool | Exception], None], again: bool = True
     ) -> None:
         """One round trip on the running loop, within :data:`TIMEOUT`; ``done`` is told."""
         loop = asyncio.get_running_loop()
-        commands = self._commands(ask)
+        commands = self._commands(trip)
         line = self._line_of(loop)
         sent: asyncio.Future[list[Any]]
         if line is not None and line.usable:
@@ -305,7 +323,7 @@ class RedisStore:
             sent = asyncio.ensure_future(send(commands))
         timer = loop.call_later(TIMEOUT, self._late, sent, line)
         self._calls.trips += 1
-        sent.add_done_callback(lambda future: self._arrived(future, timer, ask, done, again))
+        sent.add_done_callback(lambda future: self._arrived(future, timer, trip, done, again))
 
     def _late(self, sent: asyncio.Future[list[Any]], line: Line | None) -> None:
         if sent.done():
@@ -321,8 +339,8 @@ class RedisStore:
         self,
         sent: asyncio.Future[list[Any]],
         timer: asyncio.TimerHandle,
-        ask: Ask,
-        done: Callable[[Reply | Exception], None],
+        trip: Trip,
+        done: Callable[[Reply | bool | Exception], None],
         again: bool,
     ) -> None:
         timer.cancel()
@@ -331,9 +349,9 @@ class RedisStore:
             if isinstance(replies, BaseException):
                 raise replies
             if again and self._scripts_lost(replies):  # loaded again (blocking, once)
-                self.submit(ask, done, again=False)
+                self.submit(trip, done, again=False)
                 return
-            told: Reply | Exception = self._reply(ask, replies)
+            told: Reply | bool | Exception = self._reply(trip, replies)
             self._calls.answered()
         except Exception as exc:  # a failed, late or garbled round trip: a 503 for its requests
             self._calls.errors += 1

@@ -177,7 +177,7 @@ class StoresAlike(RuleBasedStateMachine):
                 each, explain.decide(each, "GET", f"n={name}".encode(), f"Bearer {KEY}")
             )
             each.clear_journal()
-            each.store.run(explain.record(each, decision)[0])
+            each.store.append(explain.record(each, decision)[0])
 
     @rule()
     def clear_journal(self) -> None:
