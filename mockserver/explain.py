@@ -35,7 +35,7 @@ from .state import bearer_token as bearer_token
 from .store.backend import StateUnavailable
 from .store.journal import SentRequest
 from .store.masking import RawHeaders
-from .store.primitives import READ_CLOCK, Append, Ask, CountHit, Reply, Window
+from .store.primitives import READ_CLOCK, Append, Ask, Reply
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
@@ -72,9 +72,9 @@ Decider = Generator[Ask, Reply, "Decision"]
 """A request decided: each round trip it needs yielded, the store's replies sent back in."""
 
 
-def _over_budget(window: Window, budget: int) -> bool:
+def _over_budget(hits: int, budget: int) -> bool:
     """The rate limit's rule: a key gets ``budget`` calls a window, the rest 429."""
-    return window.hits > budget
+    return hits > budget
 
 
 def _limited(wait: float) -> Answer:
@@ -187,31 +187,28 @@ def decide(
     pairs = parse_query(query_string)
     found = _find(state, pairs)  # decided here, but the key is counted first
     session = None if isinstance(found, Answer) else found[0]
-    limit = state.limit
+    limit, sid = state.limit, None if session is None else session.id
+    # with no limit, nothing can refuse the request: its step comes in the same round trip
+    take = sid if session is not None and session.scripted and not limit.budget else None
     while True:
-        count = None
-        if limit.budget:
-            offset = state.offset_seen
-            count = CountHit(key, wall + offset, limit.window, offset)
-        sid = None if session is None else session.id
-        # with no limit, nothing can refuse the request: its step comes in the same round trip
-        take = sid if session is not None and session.scripted and not limit.budget else None
-        reply = yield Ask(True, count, sid, take)
+        offset = state.offset_seen
+        counted = key if limit.budget else None
+        reply = yield Ask(True, counted, wall + offset, limit.window, offset, sid, take)
         clock = reply.clock
         assert clock is not None
         state.offset_seen = clock.offset
-        if count is None or reply.window is not None:
+        if counted is None or reply.hits:
             break  # else the clock moved since it was read: counted again on the new one
-    now, window = wall + clock.offset, reply.window
-    if window is not None and _over_budget(window, limit.budget):
-        answer = _limited(window.start + limit.window - now)
+    now = wall + clock.offset
+    if counted is not None and _over_budget(reply.hits, limit.budget):
+        answer = _limited(reply.started + limit.window - now)
     elif isinstance(found, Answer):
         answer = found
     else:
         session, body = found
         step = reply.step
         if limit.budget and session.scripted:
-            step = (yield Ask(False, None, None, session.id)).step
+            step = (yield Ask(take=session.id)).step
         expired = reply.marked or session.expired(now, state.settings.session_lifetime)
         answer = _answer(session, body, step, expired)
     return Decision(

@@ -97,7 +97,7 @@ class MockState:
     shared: RedisStore | None = field(default=None, init=False, repr=False)
     """A store shared with other processes (``--state``); None: this process's memory."""
     offset_seen: float = field(default=0.0, init=False, repr=False)
-    """The store's clock offset as last read: a hit is counted on it (primitives.CountHit)."""
+    """The store's clock offset as last read: a hit is counted on it (primitives.Ask.key)."""
     _read: Callable[[str], Session | None] = field(init=False, repr=False)
     _bodies: dict[str, tuple[Session, bytes]] = field(default_factory=dict, init=False, repr=False)
     traffic: Traffic = field(default_factory=Traffic, init=False, repr=False)

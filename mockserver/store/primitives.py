@@ -37,27 +37,6 @@ class Clock(NamedTuple):
     generation: int
 
 
-class Window(NamedTuple):
-    """A key's fixed window: when it started on the mock's clock, and the hits counted in it
-    (this one included)."""
-
-    start: float
-    hits: int
-
-
-class CountHit(NamedTuple):
-    """Count a hit of API key ``key`` (a store may keep a digest of it) in its window,
-    ``window`` seconds long from its first hit; a hit
-    at or past the window's end starts a new one. ``offset`` is the clock offset ``now`` was
-    read with: if the store's clock moved since, nothing is counted and the reply is None
-    (count again on the new clock)."""
-
-    key: str
-    now: float
-    window: float
-    offset: float
-
-
 class Append(NamedTuple):
     """Journal an entry, unless the journal was cleared since ``generation``: to the journal, or
     to the ring of what any web page can send (``entry.untrusted``); each keeps its newest
@@ -72,8 +51,14 @@ class Ask(NamedTuple):
 
     clock: bool = False
     """Read the :class:`Clock`."""
-    hit: CountHit | None = None
-    """Count a hit: its :class:`Window`, or None if the clock moved meanwhile."""
+    key: str | None = None
+    """Count a hit of this API key (a store may keep a digest of it) in its fixed window:
+    ``window`` seconds from its first hit, ``now`` on the mock's clock; a hit at or past the
+    window's end starts a new one. ``offset`` is the clock offset ``now`` was read with: if the
+    store's clock moved since, nothing is counted (count again on the new clock)."""
+    now: float = 0.0
+    window: float = 0.0
+    offset: float = 0.0
     marked: str | None = None
     """Whether this session was expired by hand (``expire``)."""
     take: str | None = None
@@ -84,7 +69,10 @@ class Reply(NamedTuple):
     """What an :class:`Ask` was answered, field for field."""
 
     clock: Clock | None
-    window: Window | None
+    started: float
+    """When the key's window started (on the mock's clock)."""
+    hits: int
+    """The hits counted in the key's window, this one included; 0: none counted."""
     marked: bool
     step: Step | None
 
@@ -157,16 +145,19 @@ class MemoryStore:
         self.journal = Journal(journal_size)
         self.scripts = ScriptBook()
         self.skew = 0.0
-        self._windows: dict[str, Window] = {}  # only accepted keys are counted: bounded
+        self._windows: dict[str, list[float]] = {}  # per key counted (only accepted ones):
+        # its window's start and hits
         self._expired: set[str] = set()
         self._minted = 0
         self._lock = threading.Lock()
         self._clock_now = Clock(0.0, 0)
 
     def run(self, ask: Ask) -> Reply:
+        started, hits = (0.0, 0) if ask.key is None else self._count(ask)
         return Reply(
             self._clock() if ask.clock else None,
-            None if ask.hit is None else self._count(ask.hit),
+            started,
+            hits,
             ask.marked is not None and ask.marked in self._expired,
             None if ask.take is None else self.scripts.next_step(ask.take),
         )
@@ -183,17 +174,15 @@ class MemoryStore:
             clock = self._clock_now = Clock(self.skew, self.journal.generation)
         return clock
 
-    def _count(self, hit: CountHit) -> Window | None:
+    def _count(self, ask: Ask) -> tuple[float, int]:
         with self._lock:
-            if hit.offset != self.skew:
-                return None
-            window = self._windows.get(hit.key)
-            if window is None or hit.now - window.start >= hit.window:
-                window = Window(hit.now, 1)
-            else:
-                window = Window(window.start, window.hits + 1)
-            self._windows[hit.key] = window
-            return window
+            if ask.offset != self.skew:
+                return 0.0, 0
+            window = self._windows.get(ask.key)  # type: ignore[arg-type]
+            if window is None or ask.now - window[0] >= ask.window:
+                window = self._windows[ask.key] = [ask.now, 0]  # type: ignore[index]
+            window[1] += 1
+            return window[0], int(window[1])
 
     def offset(self) -> float:
         return self.skew

@@ -38,7 +38,7 @@ from ..model.steps import decode_step, encode_step
 from .availability import Calls
 from .backend import DEFAULT_STATE_TTL, StateUnavailable, StateURL, secrets_of
 from .journal import UNTRUSTED_KEPT, JournalEntry, decode_entry, encode_entry
-from .primitives import Append, Ask, Clock, Reply, Trip, Window, merged
+from .primitives import Append, Ask, Clock, Reply, Trip, merged
 from .redisclients import TIMEOUT as TIMEOUT
 from .redisclients import AsyncClient, Clients, ClusterURLError
 from .redisline import Command, Line
@@ -66,7 +66,7 @@ class Keys(NamedTuple):
     named: str  # the fingerprint of the named scripts last loaded
 
 
-# CountHit: a key's window as "start count" in a hash; nothing counted if the clock moved.
+# Counting a hit (Ask.key): its window as "start count" in a hash; none if the clock moved.
 COUNT: Final = """
 if tonumber(redis.call('GET', KEYS[2]) or '0') ~= tonumber(ARGV[4]) then return false end
 local now, start, count = tonumber(ARGV[2]), nil, 0
@@ -244,9 +244,9 @@ class RedisStore:
         ask: Ask = trip  # type: ignore[assignment]
         if ask.clock:
             commands.append(("MGET", keys.clock, keys.generation))
-        if (hit := ask.hit) is not None:
-            counted = self._digest(hit.key)  # Redis never holds a key itself
-            args = (counted, repr(hit.now), repr(hit.window), repr(hit.offset), self.ttl_ms)
+        if ask.key is not None:
+            counted = self._digest(ask.key)  # Redis never holds a key itself
+            args = (counted, repr(ask.now), repr(ask.window), repr(ask.offset), self.ttl_ms)
             commands.append(("EVALSHA", _SHA[COUNT], 2, keys.limits, keys.clock, *args))
         if ask.marked is not None:
             commands.append(("SISMEMBER", keys.expired, ask.marked))
@@ -269,16 +269,17 @@ class RedisStore:
             return bool(replies[0])
         ask: Ask = trip  # type: ignore[assignment]
         each = iter(replies)
-        clock = window = step = None
+        clock = step = None
+        started, hits = 0.0, 0
         if ask.clock:
             offset, generation = next(each)
             clock = Clock(float(offset or 0.0), int(generation or 0))
-        if ask.hit is not None and (counted := next(each)) is not None:
-            window = Window(float(counted[0]), int(counted[1]))
+        if ask.key is not None and (counted := next(each)) is not None:
+            started, hits = float(counted[0]), int(counted[1])
         marked = ask.marked is not None and bool(next(each))
         if ask.take is not None and (taken := next(each)) is not None:
             step = decode_step(taken)
-        return Reply(clock, window, marked, step)
+        return Reply(clock, started, hits, marked, step)
 
     def run(self, ask: Ask) -> Reply:
         reply = self._trip(ask)
