@@ -135,6 +135,21 @@ class _UpstreamQueryHidden(logging.Filter):
 _HIDE_QUERY = _UpstreamQueryHidden()
 
 
+class _ResponseHeadersHidden(logging.Filter):
+    """Hide the headers in httpcore's debug trace of an answer: an upstream may reflect a key
+    in them (the client never gets those headers, and the log must not show them either)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith("receive_response_headers.complete"):
+            record.msg, record.args = "receive_response_headers.complete (headers not shown)", ()
+        return True
+
+
+_HIDE_HEADERS = _ResponseHeadersHidden()
+_TRACED: Final = ("httpcore.http11", "httpcore.http2")
+"""The loggers of httpcore's trace that show an answer's headers."""
+
+
 class UpstreamError(Exception):
     """The upstream gave no usable answer: the status, code and message the client gets."""
 
@@ -336,6 +351,9 @@ class ValidatingProxy:
         _HIDE_QUERY.upstreams.add(self.url)
         if _HIDE_QUERY not in logging.getLogger("httpx").filters:
             logging.getLogger("httpx").addFilter(_HIDE_QUERY)
+        for name in _TRACED:
+            if _HIDE_HEADERS not in logging.getLogger(name).filters:
+                logging.getLogger(name).addFilter(_HIDE_HEADERS)
         # Here, not at the top: most mocks proxy nothing, and httpx's import was a sixth of the
         # CPU of every mock's start.
         import httpx

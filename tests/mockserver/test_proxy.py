@@ -541,12 +541,19 @@ def _shows_key(response: httpx.Response, key: str) -> list[str]:
 
 @pytest.mark.parametrize("form", ["raw", "escaped", "percent", "base64", "header"])
 def test_an_upstream_that_reflects_its_key_is_flagged_masked_and_not_recorded(
-    hostile: BackgroundServer, proxy_to: Any, tmp_path: Path, form: str
+    hostile: BackgroundServer,
+    proxy_to: Any,
+    tmp_path: Path,
+    form: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     record = tmp_path / "recorded.yaml"
     settings = {"upstream_key": Secret(UPSTREAM_KEY), "record": record}
     proxy = proxy_to(hostile.base_url, **settings)
-    answer = proxy.get(form, LOCAL)
+    with caplog.at_level(logging.DEBUG):  # httpcore's trace of the answer included
+        answer = proxy.get(form, LOCAL)
+    assert "receive_response_headers" in caplog.text  # the trace was on
+    assert [f for f in _key_forms(UPSTREAM_KEY) if f in caplog.text] == []
     assert answer.status_code == 404
     assert _shows_key(answer, UPSTREAM_KEY) == []
     assert "x-debug-auth" not in answer.headers
