@@ -121,6 +121,7 @@ class _Replies(asyncio.Protocol):
         self._parser = BoundedReader(reader, reply_bytes)
         self._transport: asyncio.Transport | None = None
         self._waiting: deque[_Exchange] = deque()  # in the order sent
+        self._unsent: list[bytes] = []  # packed this turn of the loop, written at its end
         self._broken: Exception | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -137,8 +138,15 @@ class _Replies(asyncio.Protocol):
             waiting.set_exception(self._broken or ConnectionError("not connected"))
             return waiting
         self._waiting.append(_Exchange(waiting, len(commands), []))
-        self._transport.write(b"".join([hiredis.pack_command(c) for c in commands]))  # type: ignore[arg-type]
+        if not self._unsent:  # the round trips of this turn of the loop go in one write
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._unsent += [hiredis.pack_command(c) for c in commands]  # type: ignore[arg-type]
         return waiting
+
+    def _flush(self) -> None:
+        unsent, self._unsent = self._unsent, []
+        if self._transport is not None and self._broken is None:
+            self._transport.write(b"".join(unsent))
 
     def data_received(self, data: bytes) -> None:
         try:
