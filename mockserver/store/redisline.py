@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Callable
 from typing import Any, NamedTuple, cast
 
 import hiredis
@@ -28,7 +29,7 @@ from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.connection import UnixDomainSocketConnection, parse_url
 from redis.exceptions import ResponseError
 
-from .redisclients import BoundedReader
+from .redisclients import TIMEOUT, BoundedReader
 
 Command = tuple[str | int, ...]
 """A command and its arguments, as hiredis packs them."""
@@ -57,10 +58,11 @@ class Line:
         """Connected, and not broken since: :meth:`exchange` may be called."""
         return self._replies is not None and self._replies.usable
 
-    def exchange(self, commands: list[Command]) -> asyncio.Future[list[Any]]:
-        """The future of ``commands``' replies (the line :attr:`usable`)."""
+    def exchange(self, commands: list[Command], done: Done) -> None:
+        """Send ``commands``; ``done`` is told their replies, or why there are none (the line
+        :attr:`usable`)."""
         assert self._replies is not None
-        return self._replies.exchange(commands)
+        self._replies.exchange(commands, done)
 
     async def send(self, commands: list[Command]) -> list[Any]:
         """Each command's reply, in order (an error reply as redis-py's exception, not raised);
@@ -69,7 +71,7 @@ class Line:
             replies = self._replies
             if replies is None or not replies.usable:  # never made, or broken since
                 replies = await self._connect()
-            return await replies.exchange(commands)
+            return await replies.replies_of(commands)
         except BaseException:  # the line is out of step: dropped
             self.close()
             raise
@@ -91,7 +93,7 @@ class Line:
             hello.append(("AUTH", *([user] if user else []), options["password"]))
         if options.get("db", 0):
             hello.append(("SELECT", int(options["db"])))
-        for reply in await replies.exchange(hello) if hello else ():
+        for reply in await replies.replies_of(hello) if hello else ():
             if isinstance(reply, ResponseError):
                 raise reply
         return replies
@@ -102,10 +104,17 @@ class Line:
             replies.close()
 
 
-class _Exchange(NamedTuple):
-    """A round trip under way: its future, how many replies it waits for, those come."""
+Done = Callable[[list[Any] | Exception], None]
+"""Told a round trip's replies, in order (an error reply as redis-py's exception, not raised),
+or why there are none (the line broke, or the round trip outlasted its time)."""
 
-    future: asyncio.Future[list[Any]]
+
+class _Exchange(NamedTuple):
+    """A round trip under way: whom to tell, by when, how many replies it waits for, those
+    come."""
+
+    done: Done
+    deadline: float  # the loop's time
     expected: int
     replies: list[Any]
 
@@ -122,6 +131,7 @@ class _Replies(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._waiting: deque[_Exchange] = deque()  # in the order sent
         self._unsent: list[bytes] = []  # packed this turn of the loop, written at its end
+        self._watch: asyncio.TimerHandle | None = None
         self._broken: Exception | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -131,17 +141,47 @@ class _Replies(asyncio.Protocol):
     def usable(self) -> bool:
         return self._transport is not None and self._broken is None
 
-    def exchange(self, commands: list[Command]) -> asyncio.Future[list[Any]]:
-        """Write ``commands``; the future of their replies."""
-        waiting: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+    def exchange(self, commands: list[Command], done: Done) -> None:
+        """Write ``commands`` (at the end of this turn of the loop, with the others of the
+        turn); ``done`` is told their replies, or why there are none, within :data:`TIMEOUT`."""
         if self._broken is not None or self._transport is None:
-            waiting.set_exception(self._broken or ConnectionError("not connected"))
-            return waiting
-        self._waiting.append(_Exchange(waiting, len(commands), []))
+            done(self._broken or ConnectionError("not connected"))
+            return
+        loop = asyncio.get_running_loop()
+        self._waiting.append(_Exchange(done, loop.time() + TIMEOUT, len(commands), []))
+        if self._watch is None:
+            self._watch = loop.call_later(TIMEOUT, self._watched)
         if not self._unsent:  # the round trips of this turn of the loop go in one write
-            asyncio.get_running_loop().call_soon(self._flush)
+            loop.call_soon(self._flush)
         self._unsent += [hiredis.pack_command(c) for c in commands]  # type: ignore[arg-type]
-        return waiting
+
+    def replies_of(self, commands: list[Command]) -> asyncio.Future[list[Any]]:
+        """:meth:`exchange` as a future (connecting)."""
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+
+        def done(replies: list[Any] | Exception) -> None:
+            if future.done():
+                return
+            if isinstance(replies, Exception):
+                future.set_exception(replies)
+            else:
+                future.set_result(replies)
+
+        self.exchange(commands, done)
+        return future
+
+    def _watched(self) -> None:
+        """One timer for all the round trips: the oldest one late breaks the line (its
+        replies would come out of step), else the timer waits for it."""
+        self._watch = None
+        if not self._waiting:
+            return
+        loop = asyncio.get_running_loop()
+        late = self._waiting[0].deadline - loop.time()
+        if late <= 0:
+            self._fail(TimeoutError())
+        else:
+            self._watch = loop.call_later(late, self._watched)
 
     def _flush(self) -> None:
         unsent, self._unsent = self._unsent, []
@@ -158,8 +198,7 @@ class _Replies(asyncio.Protocol):
                 head.replies.append(reply)
                 if len(head.replies) == head.expected:
                     self._waiting.popleft()
-                    if not head.future.done():
-                        head.future.set_result(head.replies)
+                    head.done(head.replies)
         except Exception as exc:  # garbage, a reply too long, out of step: the line is broken
             self._fail(exc)
 
@@ -169,12 +208,14 @@ class _Replies(asyncio.Protocol):
     def _fail(self, exc: Exception) -> None:
         self._broken = self._broken or exc
         waiting, self._waiting = self._waiting, deque()
-        for exchange in waiting:
-            if not exchange.future.done():
-                exchange.future.set_exception(exc)
         self.close()
+        for exchange in waiting:
+            exchange.done(exc)
 
     def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         transport, self._transport = self._transport, None
         if transport is not None:
             with contextlib.suppress(Exception):  # closing a broken connection: nothing to do

@@ -313,40 +313,32 @@ class RedisStore:
         self, trip: Trip, done: Callable[[Reply | bool | Exception], None], again: bool = True
     ) -> None:
         """One round trip on the running loop, within :data:`TIMEOUT`; ``done`` is told."""
-        loop = asyncio.get_running_loop()
         commands = self._commands(trip)
-        line = self._line_of(loop)
-        sent: asyncio.Future[list[Any]]
-        if line is not None and line.usable:
-            sent = line.exchange(commands)
-        else:  # connect first (the line), or redis-py's pipeline (a cluster, Sentinel, TLS)
-            send = self._pipeline if line is None else line.send
-            sent = asyncio.ensure_future(send(commands))
-        timer = loop.call_later(TIMEOUT, self._late, sent, line)
+        line = self._line_of(asyncio.get_running_loop())
         self._calls.trips += 1
-        sent.add_done_callback(lambda future: self._arrived(future, timer, trip, done, again))
-
-    def _late(self, sent: asyncio.Future[list[Any]], line: Line | None) -> None:
-        if sent.done():
+        if line is not None and line.usable:  # the usual way: no future, no task
+            line.exchange(commands, lambda replies: self._arrived(replies, trip, done, again))
             return
-        if isinstance(sent, asyncio.Task):
-            sent.cancel()
-        else:
-            sent.set_exception(TimeoutError())
-        if line is not None:  # its replies would come out of step: the line goes
-            line.close()
+        # connecting first (the line), or redis-py's pipeline (a cluster, Sentinel, TLS)
+        send = self._pipeline if line is None else line.send
+        task = asyncio.ensure_future(asyncio.wait_for(send(commands), TIMEOUT))
+        task.add_done_callback(
+            lambda sent: self._arrived(
+                TimeoutError() if sent.cancelled() else sent.exception() or sent.result(),
+                trip,
+                done,
+                again,
+            )
+        )
 
     def _arrived(
         self,
-        sent: asyncio.Future[list[Any]],
-        timer: asyncio.TimerHandle,
+        replies: list[Any] | BaseException,
         trip: Trip,
         done: Callable[[Reply | bool | Exception], None],
         again: bool,
     ) -> None:
-        timer.cancel()
         try:
-            replies = TimeoutError() if sent.cancelled() else (sent.exception() or sent.result())
             if isinstance(replies, BaseException):
                 raise replies
             if again and self._scripts_lost(replies):  # loaded again (blocking, once)
