@@ -11,7 +11,7 @@ Flask app on a worker thread (:mod:`.wsgibridge`). What a WSGI server cannot do,
 - a scripted ``reset`` is a TCP reset (``SO_LINGER`` 0, then abort): the client gets no byte;
 - ``truncated`` sends the head with the full Content-Length, half the body, and closes.
 
-Each connection is an :class:`.connection.HttpConnection` (parsing, the pipeline of request
+Each connection is an :class:`.protocol.HttpConnection` (parsing, the pipeline of request
 cycles, flow control, one client's bounds); this module holds the listener, the bound on
 connections (``--max-connections``: one more is answered 503 and closed), the idle sweep, and
 stopping: at once (``stop()`` from any thread, SIGINT on the main thread), or gracefully
@@ -40,12 +40,12 @@ from ..settings import Settings
 from ..state import MockState
 from ..web.app import parts_of
 from ..web.proxy import ValidatingProxy
-from .connection import DRAIN_SECONDS as DRAIN_SECONDS
-from .connection import IDLE_TIMEOUT as IDLE_TIMEOUT
-from .connection import MAX_HEAD_BYTES as MAX_HEAD_BYTES
-from .connection import MAX_PIPELINED as MAX_PIPELINED
-from .connection import MAX_TARGET_BYTES as MAX_TARGET_BYTES
-from .connection import HttpConnection as HttpConnection
+from .protocol import DRAIN_SECONDS as DRAIN_SECONDS
+from .protocol import IDLE_TIMEOUT as IDLE_TIMEOUT
+from .protocol import MAX_HEAD_BYTES as MAX_HEAD_BYTES
+from .protocol import MAX_PIPELINED as MAX_PIPELINED
+from .protocol import MAX_TARGET_BYTES as MAX_TARGET_BYTES
+from .protocol import HttpConnection as HttpConnection
 from .wire import Heads, bound_socket
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ whether the server reads (``read_paused``) and whether the client reads (``write
 the connection's :class:`Closing` state, moved only by named transitions (:meth:`~FlowControl.end`,
 :meth:`~FlowControl.linger`, :meth:`~FlowControl.close`, :meth:`~FlowControl.abort`,
 :meth:`~FlowControl.lost`) that the table :data:`MOVES` allows. The connection
-(:mod:`.connection`) asks it questions (may a request be read? may an answer be written?)
+(:mod:`.protocol`) asks it questions (may a request be read? may an answer be written?)
 instead of combining flags.
 
 After a refusal the connection lingers (RFC 9112 §9.6, nginx's ``lingering_close``): the answer
@@ -27,7 +27,7 @@ from .wire import reset_on_close
 class Closing(enum.IntEnum):
     """Where a connection is on its way to closed.
 
-    An ``IntEnum``, as :class:`.cycle.Phase`: a state is hashed at every question asked of it
+    An ``IntEnum``, as :class:`.protocol.Phase`: a state is hashed at every question asked of it
     (a plain ``Enum`` hashes in Python), on the hot path.
     """
 

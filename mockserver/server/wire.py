@@ -1,7 +1,7 @@
 """The bytes the mock's own server writes, and what it does to a socket.
 
 Answer heads (built once per shape), Date, 100 Continue, an app's reply framed; a reset on
-close, and a peek for a client that left. Kept apart from the connection (:mod:`.connection`)
+close, and a peek for a client that left. Kept apart from the connection (:mod:`.protocol`)
 so that framing (which answers carry a body, a length, ``Connection: close``) is decided in
 one place.
 """

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.explain import Decision
-from verdict_contract.mockserver.server.connection import DRAIN_SECONDS, Host, HttpConnection
+from verdict_contract.mockserver.server.protocol import DRAIN_SECONDS, Host, HttpConnection
 from verdict_contract.mockserver.server.wire import Heads
 from verdict_contract.mockserver.state import MockState
 from verdict_contract.mockserver.web.answers import EXTENSION

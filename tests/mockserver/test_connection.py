@@ -17,7 +17,7 @@ from tests.mockserver.fakes import FakeServer, connect, fake_server
 from tests.mockserver.test_asyncserver import split
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
-from verdict_contract.mockserver.server.connection import IDLE_TIMEOUT
+from verdict_contract.mockserver.server.protocol import IDLE_TIMEOUT
 from verdict_contract.mockserver.server.flow import Closing
 
 AUTH = f"Authorization: Bearer {KEY}\r\n".encode()
