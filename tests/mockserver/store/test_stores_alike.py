@@ -10,7 +10,7 @@ by hand, resets, journal reads and clears (both journals small enough to fill).
 
 The host's wall clock is stopped where the mock reads it: time moves by the mock's clock alone,
 so an edge is landed on exactly in both stores. The rules themselves (the same code for both)
-are pinned by ``tests/mockserver/test_store_contract.py``.
+are pinned by ``tests/mockserver/store/test_store_contract.py``.
 """
 
 from __future__ import annotations

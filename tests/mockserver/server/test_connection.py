@@ -14,7 +14,7 @@ import pytest
 
 from tests.helpers import KEY
 from tests.mockserver.fakes import FakeServer, connect, fake_server
-from tests.mockserver.test_asyncserver import split
+from tests.mockserver.server.test_asyncserver import split
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.server.protocol import IDLE_TIMEOUT

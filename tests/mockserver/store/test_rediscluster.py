@@ -19,8 +19,8 @@ import redis
 import redis.cluster
 from redis.exceptions import InvalidResponse
 
-from tests.mockserver.test_redisstate import start_mocks
-from tests.mockserver.test_store_contract import StoreContract
+from tests.mockserver.store.test_redisstate import start_mocks
+from tests.mockserver.store.test_store_contract import StoreContract
 from tests.redisserver import RedisClusterNodes, redis_cluster
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.store.backend import StateUnavailable, StateURL

@@ -37,7 +37,7 @@ from tests.helpers import (
     running,
     wait_until,
 )
-from tests.mockserver.test_asyncserver import get, mint, on_loop, serving, split
+from tests.mockserver.server.test_asyncserver import get, mint, on_loop, serving, split
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.scenario import ScenarioError, load_scenario

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import KEY, wait_until
-from tests.mockserver.test_asyncserver import on_loop, serving
+from tests.mockserver.server.test_asyncserver import on_loop, serving
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.server.asyncserver import AsyncServer
