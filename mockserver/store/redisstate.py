@@ -291,14 +291,17 @@ class RedisStore:
 
     def _trip(self, trip: Trip) -> Reply | bool:
         with self._guard():
-            for _ in range(2):
-                pipe = self.sync.pipeline(transaction=False)
-                for command in self._commands(trip):
-                    pipe.execute_command(*command)
-                replies = pipe.execute(raise_on_error=False)
-                if not self._scripts_lost(replies):
-                    break
+            replies = self._send(trip)
+            if self._scripts_lost(replies):
+                replies = self._send(trip)
             return self._reply(trip, replies)
+
+    def _send(self, trip: Trip) -> list[Any]:
+        pipe = self.sync.pipeline(transaction=False)
+        for command in self._commands(trip):
+            pipe.execute_command(*command)
+        replies: list[Any] = pipe.execute(raise_on_error=False)
+        return replies
 
     def _scripts_lost(self, replies: list[Any]) -> bool:
         """Whether Redis forgot the scripts (a restart, ``SCRIPT FLUSH``): loaded again, so the

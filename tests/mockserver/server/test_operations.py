@@ -211,7 +211,8 @@ def test_sigterm_lets_a_delayed_answer_finish_then_exits(
             waiting.sendall(request.encode() + b"\r\n")
 
             def decided() -> bool:  # its step is taken (its bytes freed) once decided: it waits
-                return client.get("/_mock/health").json()["script_bytes"] == 0
+                held: int = client.get("/_mock/health").json()["script_bytes"]
+                return held == 0
 
             assert wait_until(decided, timeout=20)
         process.send_signal(signal.SIGTERM)

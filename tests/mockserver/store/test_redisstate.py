@@ -272,7 +272,10 @@ def test_an_entry_of_the_biggest_request_stays_within_its_bound(redis_url: str) 
     ):
         mock.reset()
         for index in range(4):
-            params: list[tuple[str, str]] = [("n", f"{index:04d}-{wide[index % 2]}"), *extra]
+            params: list[tuple[str, str | int | float | bool | None]] = [
+                ("n", f"{index:04d}-{wide[index % 2]}"),
+                *extra,
+            ]
             assert http.get("/e", params=params, headers={"X-Big": "h" * 32_000}).status_code < 500
         store = mock.state.store
         assert isinstance(store, RedisStore)
