@@ -16,7 +16,7 @@ from verdict_contract.core.spec import ENDPOINT_PATH
 from .model.answer import Answer
 from .model.steps import outcome
 from .state import MockState, authorized, key_in
-from .store.journal import JournalEntry, SentRequest, build_entry
+from .store.journal import JournalEntry, SentRequest, make_entry
 from .store.masking import CUT, RawHeaders, Shown, as_text, shown_args, shown_path
 from .store.primitives import READ_CLOCK, Append
 
@@ -70,8 +70,15 @@ def entry_for(
         shown = _shown(query_string, state.key_bytes)
     if shown is None:
         shown = shown_args(journaled_args(pairs, query_string), state.key_ok)
-    return build_entry(
-        method, path, authorization, outcome(answer), shown, headers, latency_ms, sent=sent
+    return make_entry(
+        method=method,
+        path=path,
+        authorization=authorization,
+        reading=outcome(answer),
+        shown=shown,
+        headers=headers,
+        latency_ms=latency_ms,
+        sent=sent,
     )
 
 

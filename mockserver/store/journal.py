@@ -9,7 +9,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple, Required, TypedDict, Unpack, cast
+from typing import Any, Final, NamedTuple, cast
 
 from verdict_contract.core.spec import ENDPOINT_PATH, VerdictKind
 
@@ -222,23 +222,6 @@ _READING_SHOWN: Final = frozenset(Outcome._fields) - {"served"}
 _API_METHODS: Final = frozenset({"GET", "HEAD"})
 
 
-class EntryFields(TypedDict, total=False):
-    """What :func:`make_entry` and :meth:`Journal.record` take (``method``... are required)."""
-
-    method: Required[str]
-    path: Required[str]
-    args: Required[Iterable[tuple[str, str]]]
-    authorization: Required[str | None]
-    status: Required[int | None]
-    outcome: Required[str]
-    is_key: Callable[[str], bool]
-    latency_ms: float | None
-    fault: str | None
-    violations: tuple[str, ...]
-    headers: RawHeaders
-    shown: Shown | None
-
-
 @dataclass
 class Journal:
     """Keeps the newest ``size`` entries; older ones fall off, so memory stays flat.
@@ -266,20 +249,9 @@ class Journal:
         """Changes at each ``clear()``: a request answered after it started is dropped."""
         return self._generation
 
-    def record(self, *, generation: int | None = None, **fields: Unpack[EntryFields]) -> None:
-        """Journal a request; ``is_key`` tells a configured API key wherever it was sent.
-
-        ``shown`` is :func:`shown_args` of ``args``, when the caller has it already (a load
-        test sends one query again and again); the entries then share it, read-only.
-
-        ``generation`` is :attr:`generation` when the request arrived: a request still in
-        flight when the journal was cleared (a delay from an earlier test) is not journaled.
-        """
-        self.add(entry_from(fields), self._generation if generation is None else generation)
-
     def add(self, entry: JournalEntry, generation: int) -> bool:
         """Keep an entry, unless its request arrived before a ``clear()`` (``generation``, read
-        then, is no longer :attr:`generation`); see :meth:`record`."""
+        then, is no longer :attr:`generation`: a delay from an earlier test)."""
         with self._lock:
             if generation != self._generation:
                 return False
@@ -307,21 +279,26 @@ def _time(entry: JournalEntry) -> float:
     return entry.time
 
 
-def build_entry(
+def make_entry(
+    *,
     method: str,
     path: str,
     authorization: str | None,
     reading: Outcome,
-    shown: Shown,
+    args: Iterable[tuple[str, str]] = (),
+    is_key: Callable[[str], bool] = lambda _: False,
+    shown: Shown | None = None,
     headers: RawHeaders = (),
     latency_ms: float | None = None,
     violations: tuple[str, ...] = (),
     sent: SentRequest | None = None,
 ) -> JournalEntry:
-    """A request's :class:`JournalEntry`: ``shown`` is :func:`shown_args` of its query (masked), the
-    Authorization header is masked, headers and parameters are kept as digests only;
-    ``reading`` is the answer's (:func:`.steps.outcome`)."""
-    n, query, params = shown
+    """A request's :class:`JournalEntry`, the one way one is made: its query ``args`` shown
+    masked and bounded (:func:`shown_args`; ``is_key`` tells a configured API key wherever it
+    was sent), or ``shown`` if the caller has it already (a load test sends one query again and
+    again: the entries share it, read-only); the Authorization header masked; headers and
+    parameters kept as digests only; ``reading``: the answer's (:func:`.steps.outcome`)."""
+    n, query, params = shown_args(args, is_key) if shown is None else shown
     untrusted = (  # the rule of :attr:`JournalEntry.untrusted`, its one place
         path != ENDPOINT_PATH
         or method not in _API_METHODS
@@ -342,37 +319,6 @@ def build_entry(
         untrusted,
         sent,
     )
-
-
-def entry_from(fields: EntryFields) -> JournalEntry:
-    """An entry from its fields (see :func:`make_entry`)."""
-    shown = fields.get("shown")
-    if shown is None:
-        shown = shown_args(fields["args"], fields.get("is_key", _no_key))
-    reading = Outcome(fields["status"], fields["outcome"], fields.get("fault"))
-    return build_entry(
-        fields["method"],
-        fields["path"],
-        fields["authorization"],
-        reading,
-        shown,
-        fields.get("headers", ()),
-        fields.get("latency_ms"),
-        fields.get("violations", ()),
-    )
-
-
-def _no_key(_: str) -> bool:
-    return False
-
-
-def make_entry(**fields: Unpack[EntryFields]) -> JournalEntry:
-    """One journal entry, masked and bounded (a shared state journals it elsewhere).
-
-    ``shown`` is :func:`shown_args` of ``args``, when the caller has it already (a load test
-    sends one query again and again); the entries then share it, read-only.
-    """
-    return entry_from(fields)
 
 
 def encode_entry(entry: JournalEntry) -> str:

@@ -45,12 +45,14 @@ from ..model.answer import (
     NO_STORE,
     Answer,
     Headers,
+    Outcome,
     error_answer,
     failure_answer,
     status_line,
 )
 from ..model.sessions import MAX_SESSION_ID_LENGTH
 from ..state import MockState
+from ..store.journal import make_entry
 from .accesslog import printable
 from .recorder import Recorder
 
@@ -393,17 +395,17 @@ class ValidatingProxy:
             failed = failure_answer(exc, f"proxying {method} {ENDPOINT_PATH}")
             served = Served(replace(failed, headers=[("Content-Type", JSON), *failed.headers]))
         answer = served.answer
-        self.state.journal.record(
+        entry = make_entry(
             method=method,
             path=ENDPOINT_PATH,
             args=pairs if pairs is not None else [("?", query.decode("latin-1"))],
             authorization=authorization,
-            status=answer.status,
-            outcome=answer.outcome,
+            reading=Outcome(answer.status, answer.outcome, None),
             is_key=self.is_key,
             latency_ms=(time.perf_counter() - started) * 1000,
             violations=tuple(one_line(v) for v in served.violations) + served.notes,
         )
+        self.state.journal.add(entry, self.state.journal.generation)
         headers = [(k, v) for k, v in answer.headers if k.lower() not in _HOP_BY_HOP]
         headers += [*INERT, ("Content-Length", str(len(answer.body)))]
         start_response(status_line(answer.status), headers)

@@ -1,7 +1,8 @@
-"""One journal entry whose every shown field holds a value of its own, and what it shows.
+"""One journal entry whose every shown field holds a value of its own, and what it shows; and
+an entry made from a status and an outcome, as the tests of the journal make many.
 
-The Redis round trip (``test_luascripts.py``) and the entry's own tests (``test_journal.py``)
-read the same one.
+The Redis round trip (``store/test_redisstate.py``) and the entry's own tests
+(``store/test_journal.py``) read the same one.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from verdict_contract.mockserver.model.answer import Outcome, Served
-from verdict_contract.mockserver.store.journal import JournalEntry
+from verdict_contract.mockserver.store.journal import Journal, JournalEntry, make_entry
 
 SERVED = Served("refused", True, 8, ("extra",))
 READING = Outcome(
@@ -39,3 +40,15 @@ EXPECTED: dict[str, Any] = {
     "latency_ms": None,
     "violations": (),
 }
+
+
+def entry(
+    status: int | None, outcome: str, fault: str | None = None, **fields: Any
+) -> JournalEntry:
+    """:func:`make_entry` with its reading made of a status, an outcome and a fault."""
+    return make_entry(reading=Outcome(status, outcome, fault), **fields)
+
+
+def record(journal: Journal, generation: int | None = None, **fields: Any) -> None:
+    """Journal an :func:`entry` as a request arriving at ``generation`` (default: now)."""
+    journal.add(entry(**fields), journal.generation if generation is None else generation)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from tests.mockserver.entries import entry as made_entry
 from verdict_contract.mockserver.store.habits import ClockMove, habits, on_mock_clock
-from verdict_contract.mockserver.store.journal import JournalEntry, make_entry
+from verdict_contract.mockserver.store.journal import JournalEntry
 
 KEY = "habits-key-000123456789"
 SESSION = "session-abcdef-0001"
 
 
 def entry(at: float, status: int = 200, n: str = SESSION, **changes: object) -> JournalEntry:
-    made = make_entry(
+    made = made_entry(
         method="GET",
         path="/e",
         args=[("n", n)],
@@ -61,7 +62,7 @@ def test_a_refused_key_sent_again() -> None:
 
 
 def test_a_key_in_the_query_or_the_path() -> None:
-    in_query = make_entry(
+    in_query = made_entry(
         method="GET",
         path="/e",
         args=[("n", SESSION), ("api_key", KEY)],

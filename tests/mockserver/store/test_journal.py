@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import run_threads
-from tests.mockserver.entries import ENTRY, EXPECTED
+from tests.mockserver.entries import ENTRY, EXPECTED, record
 from verdict_contract.core.redact import mask
 from verdict_contract.mockserver.store.journal import SHOWN_FIELDS, Journal
 from verdict_contract.mockserver.store.masking import (
@@ -77,7 +77,8 @@ def test_mask_authorization(header: str | None, shown: str | None) -> None:
 def _record(
     journal: Journal, n: str = "id", status: int = 200, generation: int | None = None
 ) -> None:
-    journal.record(
+    record(
+        journal,
         generation=generation,
         method="GET",
         path="/e",
@@ -119,7 +120,8 @@ def test_clear_empties_the_journal() -> None:
 
 def test_record_masks_authorization_and_every_query_value_but_n() -> None:
     journal = Journal()
-    journal.record(
+    record(
+        journal,
         method="GET",
         path="/e",
         args=[
@@ -144,7 +146,8 @@ def test_record_masks_authorization_and_every_query_value_but_n() -> None:
 
 def test_record_keeps_n_and_the_rest_of_the_request() -> None:
     journal = Journal()
-    journal.record(
+    record(
+        journal,
         method="HEAD",
         path="/e",
         args=[("n", "x" * 300)],
@@ -165,8 +168,14 @@ def test_record_keeps_n_and_the_rest_of_the_request() -> None:
 
 def test_record_without_n() -> None:
     journal = Journal()
-    journal.record(
-        method="GET", path="/e", args=[], authorization="", status=400, outcome="bad_request"
+    record(
+        journal,
+        method="GET",
+        path="/e",
+        args=[],
+        authorization="",
+        status=400,
+        outcome="bad_request",
     )
     entry = journal.entries()[0]
     assert entry.n is None
@@ -180,7 +189,8 @@ def test_record_without_n() -> None:
 )
 def test_no_secret_value_survives_recording(secret: str, name: str) -> None:
     journal = Journal()
-    journal.record(
+    record(
+        journal,
         method="GET",
         path="/e",
         args=[("n", "id"), (name, secret)],
@@ -203,7 +213,8 @@ def test_no_secret_value_survives_recording(secret: str, name: str) -> None:
 )
 def test_query_names_that_may_be_secrets_are_masked(name: str, shown: str) -> None:
     journal = Journal()
-    journal.record(
+    record(
+        journal,
         method="GET",
         path="/e",
         args=[("n", "id"), (name, "")],
@@ -221,7 +232,8 @@ HUGE_QUERY = [(f"p{i}", "v" * 50) for i in range(30_000)]
 
 def _recorded_size(args: list[tuple[str, str]], authorization: str | None = None) -> int:
     journal = Journal(size=1)
-    journal.record(
+    record(
+        journal,
         method="GET",
         path="/e" + "x" * 100_000,
         args=args,
@@ -242,8 +254,14 @@ def test_an_entry_stays_small_whatever_the_request_holds() -> None:
 
 def test_parameters_past_the_limit_are_counted_under_the_marker() -> None:
     journal = Journal(size=1)
-    journal.record(
-        method="GET", path="/e", args=HUGE_QUERY, authorization=None, status=400, outcome="x"
+    record(
+        journal,
+        method="GET",
+        path="/e",
+        args=HUGE_QUERY,
+        authorization=None,
+        status=400,
+        outcome="x",
     )
     query = journal.entries()[0].query
     assert query[CUT] == [f"{len(HUGE_QUERY) - MAX_PARAMS} more parameter(s)"]
@@ -258,8 +276,14 @@ def test_a_long_scheme_is_cut() -> None:
 def test_the_journal_of_a_flood_of_huge_queries_is_bounded_in_bytes() -> None:
     journal = Journal(size=300)
     for _ in range(300):
-        journal.record(
-            method="GET", path="/e", args=HUGE_QUERY, authorization=None, status=400, outcome="x"
+        record(
+            journal,
+            method="GET",
+            path="/e",
+            args=HUGE_QUERY,
+            authorization=None,
+            status=400,
+            outcome="x",
         )
     total = len(json.dumps([e.to_json() for e in journal.entries()]))
     assert total < 300 * 2_000, f"received {total} bytes for 300 entries"
@@ -269,7 +293,8 @@ def test_headers_and_parameters_are_kept_as_bounded_salted_fingerprints() -> Non
     journal = Journal(size=1)
     headers = [(f"X-H{i}", "v" * 10_000) for i in range(1000)]
     secret = "Bearer sk-live-0123456789abcdef"
-    journal.record(
+    record(
+        journal,
         method="GET",
         path="/e",
         args=[("n", "demo-refused"), *HUGE_QUERY],
@@ -318,7 +343,8 @@ def test_what_the_journal_keeps_holds_no_secret_before_it_is_read() -> None:
     # Entries are built when read; what is kept until then is masked and digested already.
     secret = "sk-live-0123456789abcdef"
     journal = Journal()
-    journal.record(
+    record(
+        journal,
         method="GET",
         path="/e",
         args=[("n", "id-1"), ("api_key", secret)],
