@@ -44,7 +44,7 @@ from .redisclients import AsyncClient, Clients, ClusterURLError
 from .redisline import Command, Line
 
 ENTRY_BYTES: Final = 64 * 1024
-"""An entry's bytes at most as the store keeps it (every field of it is bounded: masking.py)."""
+"""An entry's bytes at most as the store keeps it (every field of it is bounded: journal.py)."""
 REPLY_SLACK: Final = 1024 * 1024
 """A reply's bytes past the journal's and the ring's entries (framing, a script)."""
 _NAMING: Final = (b"verdict-mock state keys", 20_000)
@@ -203,6 +203,7 @@ class RedisStore:
         self._url = str(url)
         self.prefix = key_prefix(secret, name)
         self._secret = secret.encode()
+        self._digests: dict[str, str] = {}
         self.keys = Keys(*(self.prefix + field for field in Keys._fields))
         self._steps_prefix = self.prefix + "steps:"
         self.ttl_ms = max(1, math.ceil(ttl * 1000))
@@ -258,7 +259,11 @@ class RedisStore:
 
     def _digest(self, key: str) -> str:
         """How Redis names an API key (its window's field): a digest under the secret."""
-        return hmac.new(self._secret, key.encode(), hashlib.sha256).hexdigest()[:32]
+        digest = self._digests.get(key)  # only accepted keys come here: bounded (3% of a request)
+        if digest is None:
+            digest = hmac.new(self._secret, key.encode(), hashlib.sha256).hexdigest()[:32]
+            self._digests[key] = digest
+        return digest
 
     @staticmethod
     def _reply(trip: Trip, replies: list[Any]) -> Reply | bool:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl
 
 from ..model.answer import NO_STATUS
-from ..store.masking import shown_param, shown_path
+from ..store.journal import shown_param, shown_path
 from .guard import TOKEN_PARAM
 
 if TYPE_CHECKING:

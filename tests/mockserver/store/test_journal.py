@@ -14,7 +14,7 @@ from tests.helpers import run_threads
 from tests.mockserver.entries import ENTRY, EXPECTED, record
 from verdict_contract.core.redact import mask
 from verdict_contract.mockserver.store.journal import SHOWN_FIELDS, Journal
-from verdict_contract.mockserver.store.masking import (
+from verdict_contract.mockserver.store.journal import (
     CUT,
     MAX_HEADERS,
     MAX_PARAMS,

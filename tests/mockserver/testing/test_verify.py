@@ -12,7 +12,7 @@ import requests
 from tests.helpers import KEY
 from verdict_contract import VerificationError
 from verdict_contract.mockserver import Settings
-from verdict_contract.mockserver.store.masking import CUT, MAX_PATH_CHARS
+from verdict_contract.mockserver.store.journal import CUT, MAX_PATH_CHARS
 from verdict_contract.mockserver.testing.mocks import (
     VerdictMock,
     live_mock,
