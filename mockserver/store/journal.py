@@ -236,6 +236,10 @@ class JournalEntry(NamedTuple):
     """In-process (``verdict_respx``, ``verdict_responses``, on the memory state): the request as
     the client sent it, key included (its repr masks it); None over HTTP and on a shared state,
     which keep the masked fields and digests only."""
+    seq: int = 0
+    """Its place in the journal, given as it is kept: the order requests were journaled in,
+    across every process of a shared state (:attr:`time` is the deciding process's clock, which
+    another process's may disagree with). The journal is read in this order."""
 
     @property
     def status(self) -> int | None:
@@ -330,6 +334,7 @@ class JournalEntry(NamedTuple):
 
 
 SHOWN_FIELDS: Final = (
+    "seq",
     "time",
     "method",
     "path",
@@ -373,6 +378,7 @@ class Journal:
     _refused: deque[JournalEntry] = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _generation: int = field(default=0, init=False)
+    _seq: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self._entries = deque(maxlen=self.size)
@@ -384,19 +390,22 @@ class Journal:
         return self._generation
 
     def add(self, entry: JournalEntry, generation: int) -> bool:
-        """Keep an entry, unless its request arrived before a ``clear()`` (``generation``, read
-        then, is no longer :attr:`generation`: a delay from an earlier test)."""
+        """Keep an entry, numbered (:attr:`JournalEntry.seq`), unless its request arrived before
+        a ``clear()`` (``generation``, read then, is no longer :attr:`generation`: a delay from
+        an earlier test)."""
         with self._lock:
             if generation != self._generation:
                 return False
-            (self._refused if entry.untrusted else self._entries).append(entry)
+            self._seq += 1
+            kept = entry._replace(seq=self._seq)
+            (self._refused if entry.untrusted else self._entries).append(kept)
             return True
 
     def entries(self) -> list[JournalEntry]:
         """Both rings, oldest first."""
         with self._lock:
             entries, refused = list(self._entries), list(self._refused)
-        return list(heapq.merge(entries, refused, key=_time)) if refused else entries
+        return list(heapq.merge(entries, refused, key=_seq)) if refused else entries
 
     def clear(self) -> None:
         with self._lock:
@@ -409,8 +418,8 @@ class Journal:
             return len(self._entries) + len(self._refused)
 
 
-def _time(entry: JournalEntry) -> float:
-    return entry.time
+def _seq(entry: JournalEntry) -> int:
+    return entry.seq
 
 
 def make_entry(
@@ -475,9 +484,10 @@ def encode_entry(entry: JournalEntry) -> str:
     return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
 
 
-def decode_entry(text: str | bytes, untrusted: bool = False) -> JournalEntry:
-    """An entry a shared store kept (:func:`encode_entry`); ``untrusted``: it was kept in the
-    ring (:attr:`JournalEntry.untrusted`)."""
+def decode_entry(kept: str, untrusted: bool = False) -> JournalEntry:
+    """An entry a shared store kept: its :attr:`~JournalEntry.seq`, a space, then
+    :func:`encode_entry`; ``untrusted``: it was kept in the ring."""
+    seq, _, text = kept.partition(" ")
     at, method, path, n, query, authorization, answer, served, elapsed, violations = json.loads(
         text
     )
@@ -489,5 +499,5 @@ def decode_entry(text: str | bytes, untrusted: bool = False) -> JournalEntry:
     reading = Outcome(status, said, fault, decided_by, retry_after, delay_ms, facts)
     return JournalEntry(
         at, method, path, n, query, authorization, reading, elapsed, tuple(violations),
-        untrusted=untrusted,
+        untrusted=untrusted, seq=int(seq),
     )  # fmt: skip

@@ -236,9 +236,9 @@ class MemoryStore:
 
 
 def merged(kept: list[JournalEntry], ring: list[JournalEntry]) -> list[JournalEntry]:
-    """The journal and the ring of untrusted requests, in time order (both stores)."""
-    return list(heapq.merge(kept, ring, key=_time)) if ring else kept
+    """The journal and the ring of untrusted requests, in the order they were journaled."""
+    return list(heapq.merge(kept, ring, key=_seq)) if ring else kept
 
 
-def _time(entry: JournalEntry) -> float:
-    return entry.time
+def _seq(entry: JournalEntry) -> int:
+    return entry.seq

@@ -60,6 +60,7 @@ class Keys(NamedTuple):
     expired: str  # sessions expired by hand
     journal: str
     ring: str  # the untrusted requests' journal
+    seq: str  # the last entry's number, in both
     minted: str
     script_bytes: str
     scripted: str  # the sessions that have steps left
@@ -114,10 +115,11 @@ RENEW: Final = _RENEW + "renew(1, ARGV[1], ARGV[2])\nreturn 1\n"
 # over a tenth of the TTL (at most 1 s) ago; ARGV: entry, generation, most, TTL, steps prefix.
 APPEND: Final = (
     _RENEW
-    + """
+    + f"""
 if (redis.call('GET', KEYS[2]) or '0') ~= ARGV[2] then return 0 end
-local most = tonumber(ARGV[3])
-if redis.call('RPUSH', KEYS[1], ARGV[1]) > most then redis.call('LTRIM', KEYS[1], -most, -1) end
+local most, seq = tonumber(ARGV[3]), redis.call('INCR', KEYS[3 + {Keys._fields.index("seq")}])
+local entry = seq .. ' ' .. ARGV[1]
+if redis.call('RPUSH', KEYS[1], entry) > most then redis.call('LTRIM', KEYS[1], -most, -1) end
 local ttl = tonumber(ARGV[4])
 if redis.call('PTTL', KEYS[1]) < ttl - math.min(1000, ttl / 10) then renew(3, ttl, ARGV[5]) end
 return 1
@@ -154,8 +156,8 @@ if ARGV[1] ~= '' then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1
 """
 
-# Reset: every key and step list gone, the generation moved (KEYS: scripted, generation, the
-# rest; ARGV: the step lists' prefix).
+# Reset: every key and step list gone, the generation moved, the entries' numbers kept counting
+# (KEYS: scripted, generation, the rest; ARGV: the step lists' prefix).
 CLEAR: Final = """
 for _, session in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   redis.call('DEL', ARGV[1] .. session)
@@ -484,10 +486,10 @@ class RedisStore:
 
     def reset(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
         keys = self.keys
-        rest = [key for key in keys if key not in (keys.scripted, keys.generation)]
+        rest = [key for key in keys if key not in (keys.scripted, keys.generation, keys.seq)]
         with self._guard():
             cleared = self.sync.eval(
-                CLEAR, len(keys), keys.scripted, keys.generation, *rest, self._steps_prefix
+                CLEAR, 2 + len(rest), keys.scripted, keys.generation, *rest, self._steps_prefix
             )
             _done(cleared)
         self._load(scripts, _fingerprint(scripts))

@@ -19,8 +19,7 @@ from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import is_api_call
 
 from ..model.sessions import Step
-from ..store.journal import JournalEntry
-from ..store.journal import cut, mask_authorization, shown_param
+from ..store.journal import JournalEntry, cut, mask_authorization, shown_param
 
 _WHOLE_ID: Final = 24
 """Ids up to this length show whole; a longer one (a minted token) as its start and its end."""

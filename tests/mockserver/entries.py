@@ -33,7 +33,7 @@ ENTRY = JournalEntry(
     elapsed_ms=None,  # a shared store journals before the answer exists
 )
 EXPECTED: dict[str, Any] = {
-    **{name: getattr(ENTRY, name) for name in ("time", "method", "path", "n", "query")},
+    **{name: getattr(ENTRY, name) for name in ("seq", "time", "method", "path", "n", "query")},
     "authorization": ENTRY.authorization,
     **{name: getattr(READING, name) for name in READING._fields if name != "served"},
     **SERVED._asdict(),

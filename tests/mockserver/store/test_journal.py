@@ -13,11 +13,12 @@ from hypothesis import strategies as st
 from tests.helpers import run_threads
 from tests.mockserver.entries import ENTRY, EXPECTED, record
 from verdict_contract.core.redact import mask
-from verdict_contract.mockserver.store.journal import SHOWN_FIELDS, Journal
 from verdict_contract.mockserver.store.journal import (
     CUT,
     MAX_HEADERS,
     MAX_PARAMS,
+    SHOWN_FIELDS,
+    Journal,
     mask_authorization,
 )
 

@@ -174,6 +174,20 @@ def test_the_journal_counts_requests_sent_at_once(fresh: Mocks) -> None:
     assert Counter(entry["status"] for entry in journal) == Counter(statuses)
 
 
+def test_the_journal_is_numbered_in_the_order_every_process_journaled(fresh: Mocks) -> None:
+    """Each entry's ``seq`` is its place in the shared journal, whichever process journaled it,
+    in both rings (a request without a key goes to the ring), and the journal reads in it."""
+    sent = [f"seq-{index}" for index in range(8)]
+    for index, n in enumerate(sent):
+        key = KEY if index % 3 else "not-a-key-of-this-mock-000"
+        fresh.explain(index % len(fresh.bases), n, key=key)
+    for reader in range(len(fresh.bases)):
+        entries = fresh.journal(reader)
+        numbers = [entry["seq"] for entry in entries]
+        assert numbers == list(range(numbers[0], numbers[0] + len(sent)))
+        assert [entry["n"] for entry in entries] == sent
+
+
 def test_reset_clears_limits_journal_scripts_and_clock_everywhere(fresh: Mocks) -> None:
     minted = fresh.post(0, "/_mock/sessions", json={"script": [503, 503]}).json()["n"]
     assert fresh.explain(1, minted).status_code == 503

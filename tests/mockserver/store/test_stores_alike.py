@@ -89,6 +89,7 @@ class StoresAlike(RuleBasedStateMachine):
     """Every operation on both stores; every answer compared."""
 
     redis_url = ""
+    examples = 0
     sessions = Bundle("sessions")
 
     @initialize()
@@ -101,9 +102,10 @@ class StoresAlike(RuleBasedStateMachine):
             seed="7",
         )
         self.memory = state.MockState(given)
-        self.shared = state.MockState(
-            dataclasses.replace(given, state=StateURL.parse(self.redis_url))
-        )
+        StoresAlike.examples += 1  # each example its own keys: nothing left from the one before
+        shared = StateURL.parse(self.redis_url)
+        named = f"alike-{StoresAlike.examples}"
+        self.shared = state.MockState(dataclasses.replace(given, state=shared, state_name=named))
         self.ids: list[dict[str, str]] = [{}, {}]  # per store: a minted id -> its label
         self.minted = 0
         scenario = Scenario(sessions=named_sessions(NAMED, WALL))
