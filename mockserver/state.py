@@ -7,6 +7,7 @@ counter) lives in this process by default, or in a store that several processes 
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
 import threading
@@ -144,6 +145,35 @@ class MockState:
         if self.settings.scenario is not None:
             self.scenario = load_scenario(self.settings.scenario)
         self.apply(self.scenario)
+        if self.shared is not None:
+            self._say_drift(self.shared)
+
+    def _say_drift(self, shared: RedisStore) -> None:
+        """Say loudly if the processes sharing this state answer otherwise than this one would:
+        another rate limit, lifetime, journal size or set of keys (never the keys themselves)."""
+        keys = hashlib.sha256(b"\n".join(sorted(self.key_bytes)) + self.codec.secret.encode())
+        answering = {
+            "rate_limit": str(self.limit),
+            "session_lifetime": repr(self.settings.session_lifetime),
+            "journal_size": str(self.settings.journal_size),
+            "api_keys": keys.hexdigest()[:16],
+        }
+        differ = shared.drift(answering)
+        if differ:
+            shown = "; ".join(
+                f"{name} {differ[name]} there, {answering[name]} here"
+                if name != "api_keys"
+                else "another set of API keys"
+                for name in differ
+            )
+            log.error(
+                "--state %s is shared with processes that answer otherwise: %s. Requests will "
+                "be answered differently by process; start every process sharing a state with "
+                "the same settings",
+                shared.label,
+                shown,
+                extra={"fields": {"state": shared.label, "differ": sorted(differ)}},
+            )
 
     def apply(self, scenario: Scenario) -> None:
         """Install a (re)loaded scenario: its keys, rate limit and named sessions.

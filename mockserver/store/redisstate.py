@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import json
 import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, NamedTuple
@@ -65,6 +66,7 @@ class Keys(NamedTuple):
     script_bytes: str
     scripted: str  # the sessions that have steps left
     named: str  # the fingerprint of the named scripts last loaded
+    answering: str  # the settings that change answers, as the first process gave them
 
 
 # Counting a hit (Ask.key): its window as "start count" in a hash; none if the clock moved.
@@ -486,13 +488,28 @@ class RedisStore:
 
     def reset(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
         keys = self.keys
-        rest = [key for key in keys if key not in (keys.scripted, keys.generation, keys.seq)]
+        kept = (keys.scripted, keys.generation, keys.seq, keys.answering)
+        rest = [key for key in keys if key not in kept]
         with self._guard():
             cleared = self.sync.eval(
                 CLEAR, 2 + len(rest), keys.scripted, keys.generation, *rest, self._steps_prefix
             )
             _done(cleared)
         self._load(scripts, _fingerprint(scripts))
+
+    def drift(self, answering: Mapping[str, str]) -> dict[str, str]:
+        """The settings that change answers (``answering``, shown as text) where the processes
+        sharing this state disagree with this one: what the first of them gave (recorded then,
+        kept through resets), by name; empty if none."""
+        key, given = self.keys.answering, json.dumps(dict(answering), sort_keys=True)
+        _, recorded = self._renewing(
+            lambda pipe: pipe.set(key, given, nx=True), lambda pipe: pipe.get(key)
+        )
+        with self._guard():
+            first: dict[str, str] = json.loads(recorded)
+        return {
+            name: first.get(name, "") for name in answering if first.get(name) != answering[name]
+        }
 
     def script_bytes(self) -> int:
         (held,) = self._renewing(lambda pipe: pipe.get(self.keys.script_bytes))

@@ -8,6 +8,8 @@ and the journal are checked exactly. Redis is killed, restarted and frozen under
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import queue
 import re
 import socket
@@ -31,6 +33,7 @@ from tests.helpers import clean_environ, free_port, read_line, stop_process, wai
 from tests.redisserver import redis_server
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app, explain
+from verdict_contract.mockserver.state import MockState
 from verdict_contract.mockserver.store import redisclients
 from verdict_contract.mockserver.store.backend import StateURL
 from verdict_contract.mockserver.store.redisstate import ENTRY_BYTES, RedisStore
@@ -572,3 +575,29 @@ def test_the_async_client_packs_commands_as_redis_py_does(
     assert packing is not base
     ours = b"".join(packing().pack_command(*command))
     assert ours == b"".join(base().pack_command(*command))
+
+
+def test_a_process_that_would_answer_otherwise_says_so_loudly(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Processes sharing a state with another rate limit, lifetime, journal size or key set
+    answer differently by process: the later one logs one error naming what differs (never a
+    key); one with the same settings says nothing."""
+    state_url = StateURL.parse(redis_url)
+    first = Settings(state=state_url, secret="drift-secret", api_keys=(KEY,), state_name="dr")
+    made = [MockState(first)]
+    made[0].reset()  # the record of the first one's settings outlives a reset
+    with caplog.at_level(logging.ERROR, logger="mockserver.state"):
+        made.append(MockState(first))
+        assert not [r for r in caplog.records if "answer otherwise" in r.getMessage()]
+        other = dataclasses.replace(
+            first, rate_limit=RateLimit.parse("1/60"), api_keys=(KEY, "another-key-0000")
+        )
+        made.append(MockState(other))
+    for state in made:
+        state.store.close()
+    (said,) = [r.getMessage() for r in caplog.records if "answer otherwise" in r.getMessage()]
+    assert "rate_limit 6000/60 there, 1/60 here" in said
+    assert "another set of API keys" in said
+    assert "session_lifetime" not in said
+    assert "another-key-0000"[:8] not in said
