@@ -168,7 +168,17 @@ class AsyncServer:
     async def _let_finish(self) -> None:
         """Answer what was read whole, within the grace: idle connections close at once, busy
         ones once their answers are written (each saying ``Connection: close``)."""
-        deadline = self.loop.time() + self.grace
+        started = self.loop.time()
+        deadline, open_then = started + self.grace, len(self.connections)
+        busy = sum(1 for connection in self.connections if connection.pipeline)
+        log.info(
+            "stopping gracefully (SIGTERM): %d connections open, %d with requests under way; "
+            "they have %gs to finish",
+            open_then,
+            busy,
+            self.grace,
+            extra={"fields": {"connections": open_then, "busy": busy, "grace": self.grace}},
+        )
         for connection in list(self.connections):
             connection.finish()
         while self.connections and not self._stop.is_set():
@@ -182,6 +192,11 @@ class AsyncServer:
                 return
             with contextlib.suppress(TimeoutError):  # looked at again every 50 ms
                 await asyncio.wait_for(self._stop.wait(), min(left, 0.05))
+        took = self.loop.time() - started
+        if self.connections:  # a second SIGTERM
+            log.warning("stopped at once: %d connections cut", len(self.connections))
+        else:
+            log.info("stopped gracefully: every request under way answered in %.2fs", took)
 
     def close(self) -> None:
         """Release a server that was never run (its socket, loop and pool)."""

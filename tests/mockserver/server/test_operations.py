@@ -226,6 +226,10 @@ def test_sigterm_lets_a_delayed_answer_finish_then_exits(
         assert int(length.group(1)) == len(body) > 0
         assert b"\r\nconnection: close" in head.lower()  # it said it would not take another
         assert process.wait(timeout=GRACE) == 0
+    said = (tmp_path / "started.err").read_text()  # each process says it stops, then stopped
+    assert said.count("stopping gracefully (SIGTERM): ") == workers, said
+    assert "with requests under way" in said
+    assert said.count("stopped gracefully: every request under way answered in ") == workers
 
 
 # --- 3. one port, one mock ---------------------------------------------------------------------
