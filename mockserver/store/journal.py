@@ -374,8 +374,9 @@ class Journal:
     """
 
     size: int = 1000
-    _entries: deque[JournalEntry] = field(init=False, repr=False)
-    _refused: deque[JournalEntry] = field(init=False, repr=False)
+    _entries: deque[tuple[int, JournalEntry]] = field(init=False, repr=False)
+    _refused: deque[tuple[int, JournalEntry]] = field(init=False, repr=False)
+    """Each entry with its number, given when read (numbered as kept, _replace cost 10%)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _generation: int = field(default=0, init=False)
     _seq: int = field(default=0, init=False)
@@ -397,15 +398,15 @@ class Journal:
             if generation != self._generation:
                 return False
             self._seq += 1
-            kept = entry._replace(seq=self._seq)
-            (self._refused if entry.untrusted else self._entries).append(kept)
+            (self._refused if entry.untrusted else self._entries).append((self._seq, entry))
             return True
 
     def entries(self) -> list[JournalEntry]:
-        """Both rings, oldest first."""
+        """Both rings, in the order they were kept."""
         with self._lock:
-            entries, refused = list(self._entries), list(self._refused)
-        return list(heapq.merge(entries, refused, key=_seq)) if refused else entries
+            kept, refused = list(self._entries), list(self._refused)
+        numbered = heapq.merge(kept, refused, key=_number) if refused else kept
+        return [entry._replace(seq=seq) for seq, entry in numbered]
 
     def clear(self) -> None:
         with self._lock:
@@ -418,8 +419,8 @@ class Journal:
             return len(self._entries) + len(self._refused)
 
 
-def _seq(entry: JournalEntry) -> int:
-    return entry.seq
+def _number(kept: tuple[int, JournalEntry]) -> int:
+    return kept[0]
 
 
 def make_entry(
