@@ -405,7 +405,7 @@ class Journal:
         """Both rings, in the order they were kept."""
         with self._lock:
             kept, refused = list(self._entries), list(self._refused)
-        numbered = heapq.merge(kept, refused, key=_number) if refused else kept
+        numbered = heapq.merge(kept, refused) if refused else kept  # by number: each its own
         return [entry._replace(seq=seq) for seq, entry in numbered]
 
     def clear(self) -> None:
@@ -417,10 +417,6 @@ class Journal:
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries) + len(self._refused)
-
-
-def _number(kept: tuple[int, JournalEntry]) -> int:
-    return kept[0]
 
 
 def make_entry(
@@ -477,7 +473,14 @@ def encode_entry(entry: JournalEntry) -> str:
         entry.n,
         entry.query,
         entry.authorization,
-        reading[:-1],
+        [
+            reading.status,
+            reading.outcome,
+            reading.fault,
+            reading.decided_by,
+            reading.retry_after,
+            reading.delay_ms,
+        ],
         None if served is None else served,
         entry.elapsed_ms,
         entry.violations,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Final, NamedTuple, Protocol
 
 from verdict_contract.core.errors import StateUnavailable
@@ -136,6 +137,14 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(slots=True)
+class _Window:
+    """A key's fixed window in memory: when it started, and the hits counted in it."""
+
+    start: float
+    hits: int = 0
+
+
 class MemoryStore:
     """The per-call state in this process: exact with any number of threads in it."""
 
@@ -145,12 +154,10 @@ class MemoryStore:
         self.journal = Journal(journal_size)
         self.scripts = ScriptBook()
         self.skew = 0.0
-        self._windows: dict[str, list[float]] = {}  # per key counted (only accepted ones):
-        # its window's start and hits
+        self._windows: dict[str, _Window] = {}  # per key counted (accepted ones only: bounded)
         self._expired: set[str] = set()
         self._minted = 0
         self._lock = threading.Lock()
-        self._clock_now = Clock(0.0, 0)
 
     def run(self, ask: Ask) -> Reply:
         started, hits = (0.0, 0) if ask.key is None else self._count(ask)
@@ -169,20 +176,17 @@ class MemoryStore:
         done(self.run(trip) if type(trip) is Ask else self.append(trip))  # type: ignore[arg-type]
 
     def _clock(self) -> Clock:
-        clock = self._clock_now  # one object while neither moves (a Clock a request: 5%)
-        if clock.offset != self.skew or clock.generation != self.journal.generation:
-            clock = self._clock_now = Clock(self.skew, self.journal.generation)
-        return clock
+        return Clock(self.skew, self.journal.generation)
 
     def _count(self, ask: Ask) -> tuple[float, int]:
         with self._lock:
-            if ask.offset != self.skew:
+            if ask.offset != self.skew or ask.key is None:
                 return 0.0, 0
-            window = self._windows.get(ask.key)  # type: ignore[arg-type]
-            if window is None or ask.now - window[0] >= ask.window:
-                window = self._windows[ask.key] = [ask.now, 0]  # type: ignore[index]
-            window[1] += 1
-            return window[0], int(window[1])
+            window = self._windows.get(ask.key)
+            if window is None or ask.now - window.start >= ask.window:
+                window = self._windows[ask.key] = _Window(ask.now)
+            window.hits += 1
+            return window.start, window.hits
 
     def offset(self) -> float:
         return self.skew

@@ -207,7 +207,6 @@ class RedisStore:
         self._url = str(url)
         self.prefix = key_prefix(secret, name)
         self._secret = secret.encode()
-        self._digests: dict[str, str] = {}
         self.keys = Keys(*(self.prefix + field for field in Keys._fields))
         self._steps_prefix = self.prefix + "steps:"
         self.ttl_ms = max(1, math.ceil(ttl * 1000))
@@ -263,11 +262,7 @@ class RedisStore:
 
     def _digest(self, key: str) -> str:
         """How Redis names an API key (its window's field): a digest under the secret."""
-        digest = self._digests.get(key)  # only accepted keys come here: bounded (3% of a request)
-        if digest is None:
-            digest = hmac.new(self._secret, key.encode(), hashlib.sha256).hexdigest()[:32]
-            self._digests[key] = digest
-        return digest
+        return hmac.new(self._secret, key.encode(), hashlib.sha256).hexdigest()[:32]
 
     @staticmethod
     def _reply(trip: Trip, replies: list[Any]) -> Reply | bool:
@@ -284,7 +279,8 @@ class RedisStore:
             offset, generation = next(each)
             clock = Clock(float(offset or 0.0), int(generation or 0))
         if ask.key is not None and (counted := next(each)) is not None:
-            started, hits = float(counted[0]), int(counted[1])
+            start, count = counted
+            started, hits = float(start), int(count)
         marked = ask.marked is not None and bool(next(each))
         if ask.take is not None and (taken := next(each)) is not None:
             step = decode_step(taken)
