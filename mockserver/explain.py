@@ -43,7 +43,7 @@ from .store.journal import (
     shown_args,
     shown_path,
 )
-from .store.primitives import READ_CLOCK, Append, Ask, Reply
+from .store.primitives import Append, Ask, Reply
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
@@ -168,7 +168,8 @@ class Decision:
     pairs: list[tuple[str, str]] | None
     authorization: str | None
     answer: Answer
-    generation: int  # the journal's generation when the request arrived (a clear moves it)
+    generation: int | None  # the journal's when the request arrived (a clear moves it); None:
+    # answered at once, journaled in the journal of now
     started: float  # perf_counter() when it arrived: the journal's latency runs from here
     headers: RawHeaders = ()  # the request's headers, fingerprinted by the journal (matchers)
     sent: SentRequest | None = None  # in-process: the request as sent, kept in its entry
@@ -186,12 +187,11 @@ def decide(
     started, wall = time.perf_counter(), time.time()
     key = authorized(state, authorization)  # before any work that grows with the request
     if key is None:
-        # Anyone can send these: only the query's first bytes are read, for the journal.
+        # Anyone can send these: only the query's first bytes are read, for the journal, which
+        # keeps it as it is now (answered at once: no round trip to the store before).
         pairs = query_start(query_string)
-        clock = (yield READ_CLOCK).clock
-        assert clock is not None
         return Decision(method, query_string, pairs, authorization, _UNAUTHORIZED,
-                        clock.generation, started, headers)  # fmt: skip
+                        None, started, headers)  # fmt: skip
     pairs = parse_query(query_string)
     found = _find(state, pairs)  # decided here, but the key is counted first
     session = None if isinstance(found, Answer) else found[0]
@@ -226,12 +226,13 @@ def decide(
 
 def run(state: MockState, decider: Decider) -> Decision:
     """Decide on a blocking server: each round trip run in turn; raises StateUnavailable."""
-    ask = next(decider)
+    reply: Reply | None = None
     while True:
         try:
-            ask = decider.send(state.store.run(ask))
+            ask = decider.send(reply)  # type: ignore[arg-type]  # None starts it
         except StopIteration as decided:
             return decided.value  # type: ignore[no-any-return]
+        reply = state.store.run(ask)
 
 
 def unavailable(exc: StateUnavailable) -> Answer:
@@ -279,20 +280,27 @@ def handle(
     sent: SentRequest | None = None,
 ) -> Answer:
     """Answer a request to ``/e`` for a blocking server: wait out a delay, journal, return;
-    ``sent``: an in-process client's request, kept in its entry."""
+    ``sent``: an in-process client's request, kept in its entry. As on the event loop: a store
+    that cannot decide gets a 503; one that fails to journal a decided answer (its steps taken)
+    logs so, and the answer is given all the same."""
     try:
         decision = run(state, decide(state, method, query_string, authorization, headers))
-        decision.sent = sent
-        if decision.answer.delay:
-            try:
-                state.delay(decision.answer.delay)  # in-process transports replace this
-            except ClientLeft as left:
-                state.store.append(record(state, decision, left.fault)[0])
-                raise
-        state.store.append(record(state, decision)[0])
     except StateUnavailable as exc:
         return unavailable(exc)
+    decision.sent = sent
+    if decision.answer.delay:
+        try:
+            state.delay(decision.answer.delay)  # in-process transports replace this
+        except ClientLeft as left:
+            _journal(state, record(state, decision, left.fault)[0])
+            raise
+    _journal(state, record(state, decision)[0])
     return decision.answer
+
+
+def _journal(state: MockState, append: Append) -> None:
+    with suppress(StateUnavailable):  # the store's own calls log its outage (availability.py)
+        state.store.append(append)
 
 
 # --- how a request is journaled: the entry of an answered one, or of one the API does not take
@@ -403,10 +411,7 @@ def journal_elsewhere(
         headers=headers,
         path=shown_path(path, state.key_ok),
     )
-    with suppress(StateUnavailable):  # the store's own calls log its outage (availability.py)
-        clock = state.store.run(READ_CLOCK).clock
-        assert clock is not None
-        state.store.append(Append(entry, clock.generation))
+    _journal(state, Append(entry, None))  # answered at once: kept in the journal of now
 
 
 def journaled_args(

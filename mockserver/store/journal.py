@@ -390,12 +390,12 @@ class Journal:
         """Changes at each ``clear()``: a request answered after it started is dropped."""
         return self._generation
 
-    def add(self, entry: JournalEntry, generation: int) -> bool:
+    def add(self, entry: JournalEntry, generation: int | None) -> bool:
         """Keep an entry, numbered (:attr:`JournalEntry.seq`), unless its request arrived before
         a ``clear()`` (``generation``, read then, is no longer :attr:`generation`: a delay from
-        an earlier test)."""
+        an earlier test; None: a request answered at once, kept now)."""
         with self._lock:
-            if generation != self._generation:
+            if generation is not None and generation != self._generation:
                 return False
             self._seq += 1
             (self._refused if entry.untrusted else self._entries).append((self._seq, entry))

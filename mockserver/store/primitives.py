@@ -20,7 +20,7 @@ import heapq
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from verdict_contract.core.errors import StateUnavailable
 
@@ -39,12 +39,12 @@ class Clock(NamedTuple):
 
 
 class Append(NamedTuple):
-    """Journal an entry, unless the journal was cleared since ``generation``: to the journal, or
-    to the ring of what any web page can send (``entry.untrusted``); each keeps its newest
-    entries and lets the oldest go."""
+    """Journal an entry, unless the journal was cleared since ``generation`` (None: kept in the
+    journal of now, for a request answered at once): to the journal, or to the ring of what any
+    web page can send (``entry.untrusted``); each keeps its newest entries, the oldest go."""
 
     entry: JournalEntry
-    generation: int
+    generation: int | None
 
 
 class Ask(NamedTuple):
@@ -80,9 +80,6 @@ class Reply(NamedTuple):
 
 Trip = Ask | Append
 """A round trip: an :class:`Ask`, or journaling an entry (:class:`Append`: whether it was kept)."""
-
-
-READ_CLOCK: Final = Ask(clock=True)
 
 
 class Store(Protocol):

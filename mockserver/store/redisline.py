@@ -43,6 +43,7 @@ class Line:
         self._options = options
         self._reply_bytes = reply_bytes
         self._replies: _Replies | None = None
+        self._connecting: asyncio.Future[_Replies] | None = None
 
     @classmethod
     def of(cls, url: str, reply_bytes: int) -> Line | None:
@@ -70,13 +71,21 @@ class Line:
         try:
             replies = self._replies
             if replies is None or not replies.usable:  # never made, or broken since
-                replies = await self._connect()
+                if self._connecting is None:  # one attempt, whoever comes meanwhile waits on it
+                    self._connecting = asyncio.ensure_future(self._connect())
+                replies = await asyncio.shield(self._connecting)
             return await replies.replies_of(commands)
         except BaseException:  # the line is out of step: dropped
             self.close()
             raise
 
     async def _connect(self) -> _Replies:
+        try:
+            return await self._connected()
+        finally:
+            self._connecting = None
+
+    async def _connected(self) -> _Replies:
         self.close()
         options = self._options
         loop = asyncio.get_running_loop()

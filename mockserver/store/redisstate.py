@@ -80,8 +80,9 @@ if held then
 end
 if start == nil or now - start >= tonumber(ARGV[3]) then start, count = now, 0 end
 count = count + 1
-redis.call('HSET', KEYS[1], ARGV[1], string.format('%.17g %d', start, count))
-redis.call('PEXPIRE', KEYS[1], ARGV[5])  -- made between renewals, it has its TTL at once
+if redis.call('HSET', KEYS[1], ARGV[1], string.format('%.17g %d', start, count)) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])  -- a key's first count, made between renewals
+end
 return {string.format('%.17g', start), count}
 """
 
@@ -114,11 +115,12 @@ end
 RENEW: Final = _RENEW + "renew(1, ARGV[1], ARGV[2])\nreturn 1\n"
 
 # Append: KEYS: the list, the generation, then the Keys, renewed when the list's was renewed
-# over a tenth of the TTL (at most 1 s) ago; ARGV: entry, generation, most, TTL, steps prefix.
+# over a tenth of the TTL (at most 1 s) ago; ARGV: entry, generation ('': now), most, TTL, steps
+# prefix.
 APPEND: Final = (
     _RENEW
     + f"""
-if (redis.call('GET', KEYS[2]) or '0') ~= ARGV[2] then return 0 end
+if ARGV[2] ~= '' and (redis.call('GET', KEYS[2]) or '0') ~= ARGV[2] then return 0 end
 local most, seq = tonumber(ARGV[3]), redis.call('INCR', KEYS[3 + {Keys._fields.index("seq")}])
 local entry = seq .. ' ' .. ARGV[1]
 if redis.call('RPUSH', KEYS[1], entry) > most then redis.call('LTRIM', KEYS[1], -most, -1) end
@@ -242,7 +244,8 @@ class RedisStore:
             into = keys.ring if untrusted else keys.journal
             most = UNTRUSTED_KEPT if untrusted else self._journal_size
             listed = (into, keys.generation, *keys)
-            bounds = (trip.generation, most, self.ttl_ms, self._steps_prefix)
+            generation = "" if trip.generation is None else trip.generation
+            bounds = (generation, most, self.ttl_ms, self._steps_prefix)
             text = encode_entry(trip.entry)
             return [("EVALSHA", _SHA[APPEND], len(listed), *listed, text, *bounds)]
         ask: Ask = trip  # type: ignore[assignment]

@@ -104,3 +104,26 @@ def test_a_reply_to_no_command_breaks_the_line_and_the_next_round_trip_connects_
 
     assert asyncio.run(run()) == [["first"], ["second"]]
     assert len(connections) == 2
+
+
+def test_round_trips_sent_together_before_it_connects_share_one_connection(
+    guarded: tuple[int, Path],
+) -> None:
+    """Round trips that come while the line is not connected yet (a start, a Redis back after
+    an outage) wait for one connection: none closes another's or opens its own."""
+    port, _ = guarded
+    raw = redis.Redis(port=port, password=PASSWORD)
+    before = len(raw.client_list())
+    line = Line.of(f"redis://:{PASSWORD}@127.0.0.1:{port}/0", 1 << 20)
+    assert line is not None
+
+    async def together() -> tuple[list[list[object]], int]:
+        replies = await asyncio.gather(*(line.send([("PING",)]) for _ in range(10)))
+        opened = len(raw.client_list()) - before
+        line.close()
+        return replies, opened
+
+    replies, opened = asyncio.run(together())
+    raw.close()
+    assert replies == [["PONG"]] * 10
+    assert opened == 1

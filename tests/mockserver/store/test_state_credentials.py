@@ -59,7 +59,11 @@ def test_no_answer_probe_or_log_line_shows_the_redis_password(
             assert ready.json()["state"] == place
             shown += [ready.text, http.get("/_mock/health").text]
             redis.stop()
-            down = http.get("/e", params={"n": "x"})  # keyless, as anyone can send it
+            keyless = http.get("/e", params={"n": "x"})  # as anyone can send it: the store
+            assert keyless.status_code == 401  # is not asked, its URL not shown
+            shown.append(keyless.text)
+            keyed = {"Authorization": f"Bearer {settings.api_keys[0]}"}
+            down = http.get("/e", params={"n": "x"}, headers=keyed)
             assert down.status_code == 503
             not_ready = http.get("/_mock/readyz", headers=FOREIGN)
             assert not_ready.status_code == 503
@@ -119,7 +123,8 @@ def test_a_shared_state_on_the_default_secret_is_warned_with_the_line_to_fix_it(
 
 def test_a_wrong_path_or_method_keeps_its_answer_while_the_store_is_down() -> None:
     """The journal of a request the API does not take is best effort: a 404 stays a 404 and a
-    405 a 405 (not a 500 turned into a 400), while ``/e`` itself says 503."""
+    405 a 405 (not a 500 turned into a 400), a keyless ``/e`` a 401, while ``/e`` with a key
+    says 503."""
     with redis_server() as redis:
         settings = Settings(port=0, state=StateURL.parse(redis.url), secret="down")
         with (
@@ -130,4 +135,6 @@ def test_a_wrong_path_or_method_keeps_its_answer_while_the_store_is_down() -> No
             assert http.get("/nope").status_code == 404
             assert http.get("/").status_code == 404
             assert http.post("/e").status_code == 405
-            assert http.get("/e", params={"n": "x"}).status_code == 503
+            assert http.get("/e", params={"n": "x"}).status_code == 401
+            keyed = {"Authorization": f"Bearer {settings.api_keys[0]}"}
+            assert http.get("/e", params={"n": "x"}, headers=keyed).status_code == 503
