@@ -283,6 +283,7 @@ def handle(
     ``sent``: an in-process client's request, kept in its entry. As on the event loop: a store
     that cannot decide gets a 503; one that fails to journal a decided answer (its steps taken)
     logs so, and the answer is given all the same."""
+    state = state.tenant_of(authorization)
     try:
         decision = run(state, decide(state, method, query_string, authorization, headers))
     except StateUnavailable as exc:
@@ -398,6 +399,7 @@ def journal_elsewhere(
     authorization = next(
         (as_text(v) for k, v in headers if as_text(k).lower() == "authorization"), None
     )
+    state = state.tenant_of(authorization)
     # Anyone can send these, with any method: without a key, only the query's start is read.
     keyed = authorized(state, authorization) is not None
     pairs = parse_query(query_string) if keyed else query_start(query_string)

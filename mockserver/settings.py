@@ -223,6 +223,14 @@ class Settings:
         str,
         "NAME",
     )
+    tenants: Path | None = _setting(
+        None,
+        "YAML or JSON file of the teams sharing this mock, each with its own sessions, clock, "
+        "journal and rate limit (docs/servers.md); reloaded on change or SIGHUP",
+        Path,
+        "FILE",
+        needs="control_token",
+    )
 
     if TYPE_CHECKING:  # what Settings(...) takes: also a string as its variable reads it
 
@@ -261,6 +269,7 @@ class Settings:
             grace_seconds: float | str = ...,
             state_ttl: float | str = ...,
             state_name: str | None = ...,
+            tenants: Path | str | None = ...,
         ) -> None: ...
 
     def __post_init__(self) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from verdict_contract.core.errors import SettingsError
 from verdict_contract.core.extras import require_extra
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.spec import VERDICTS, VerdictKind
@@ -37,8 +38,10 @@ from .model.sessions import (
     SpecError,
     Step,
 )
+from .model.tenants import OPERATOR, Tenant, load_tenants
 from .model.traffic import Traffic
 from .settings import Settings, env_var
+from .store.backend import StateUnavailable
 from .store.habits import ClockMove
 from .store.journal import Journal, JournalEntry
 from .store.primitives import MemoryStore, Store
@@ -80,6 +83,8 @@ CLOCK_MOVES_KEPT = 1000
 @dataclass
 class MockState:
     settings: Settings
+    tenant: Tenant | None = None
+    """The team this state is of (``--tenants``); None: the operator's, the mock's own."""
     codec: SessionCodec = field(init=False)
     generator: VerdictGenerator = field(init=False)
     limit: RateLimit = field(init=False)
@@ -111,8 +116,13 @@ class MockState:
     """This process's :meth:`advance` calls since the last reset: the journal's real times read
     on the mock's clock (:func:`.habits.on_mock_clock`)."""
 
+    tenants: dict[str, MockState] = field(default_factory=dict, init=False, repr=False)
+    """The operator's state only: every tenant's state by name, its own first (``--tenants``);
+    empty without tenants."""
+    _key_owners: tuple[tuple[bytes, MockState], ...] = field(default=(), init=False, repr=False)
+
     def __post_init__(self) -> None:
-        self.codec = SessionCodec(self.settings.signing_secret)
+        self.codec = SessionCodec(self.signing_secret)
         # A minted id decodes to the same session every time: checking its signature once per
         # id (of the last READ_CACHE_SIZE) keeps minted sessions as fast as named ones.
         self._read = lru_cache(maxsize=READ_CACHE_SIZE)(self.codec.read)
@@ -125,7 +135,7 @@ class MockState:
                 require_extra(package, state)
             from .store.redisstate import RedisStore
 
-            if not self.settings.secret:
+            if not self.settings.secret and self.tenant is None:
                 log.warning(
                     "--state %s with the default signing secret: anyone can forge this mock's "
                     "session ids and read its Redis keys, and every mock left on defaults "
@@ -135,18 +145,93 @@ class MockState:
                     self.settings.state.label,
                 )
 
+            name = self.settings.state_name
+            if self.tenant is not None:  # its own keys, in a slot of its own on a cluster
+                name = f"{name}.{self.tenant.name}" if name else self.tenant.name
             self.store = self.shared = RedisStore(
                 self.settings.state,
-                self.settings.signing_secret,
+                self.signing_secret,
                 self.settings.journal_size,
                 ttl=self.settings.state_ttl,
-                name=self.settings.state_name,
+                name=name,
             )
         if self.settings.scenario is not None:
             self.scenario = load_scenario(self.settings.scenario)
         self.apply(self.scenario)
         if self.shared is not None:
             self._say_drift(self.shared)
+        if self.tenant is None and self.settings.tenants is not None:
+            if self.settings.proxy_to is not None:
+                raise SettingsError(
+                    "--tenants with --proxy-to: a proxied /e is the real service's, which has "
+                    "no tenants of the mock's; run one mock per team to proxy"
+                )
+            self.load_tenants(load_tenants(self.settings.tenants, self.api_keys))
+
+    @property
+    def signing_secret(self) -> str:
+        """What signs this state's minted ids: a tenant's own, so no other tenant reads them."""
+        secret = self.settings.signing_secret
+        if self.tenant is None:
+            return secret
+        own = hmac.new(secret.encode(), f"tenant {self.tenant.name}".encode(), hashlib.sha256)
+        return own.hexdigest()
+
+    @property
+    def tenant_name(self) -> str:
+        return OPERATOR if self.tenant is None else self.tenant.name
+
+    def load_tenants(self, tenants: dict[str, Tenant]) -> None:
+        """Serve these tenants (the tenants file, loaded or reloaded) beside the operator's.
+
+        A tenant kept keeps its state (sessions, journal, clock); its keys, token and rate
+        limit are the file's. A tenant gone from the file is no longer served.
+        """
+        token = self.settings.control_token
+        if token is not None and any(
+            hmac.compare_digest(t.control_token.reveal(), token.reveal()) for t in tenants.values()
+        ):
+            raise ScenarioError("a tenant's control_token is the operator's (--control-token)")
+        with self._apply_lock:
+            states: dict[str, MockState] = {OPERATOR: self}
+            for name, tenant in tenants.items():
+                state = self.tenants.get(name)
+                if state is None:
+                    state = MockState(self.settings, tenant)
+                else:
+                    state.tenant = tenant
+                    state.apply(state.scenario)
+                states[name] = state
+            self.tenants = states
+            self._key_owners = tuple(
+                (key, state) for state in states.values() for key in state.key_bytes
+            )
+
+    def writable(self) -> StateUnavailable | None:
+        """Whether every store this mock answers from would take a write now (readiness): each
+        tenant's, in its own slot on a cluster."""
+        stores = [tenant.store for tenant in self.tenants.values()] or [self.store]
+        return next(filter(None, (store.writable() for store in stores)), None)
+
+    def tenant_of(self, authorization: str | None) -> MockState:
+        """The state a ``/e`` call belongs to: its key's tenant's, else this one (compared in
+        constant time with every key of every tenant)."""
+        if not self._key_owners:
+            return self
+        key = bearer_token(authorization)
+        if key is None:
+            return self
+        candidate, owner = key.encode("utf-8", "surrogateescape"), self
+        for known, state in self._key_owners:
+            if hmac.compare_digest(candidate, known):
+                owner = state
+        return owner
+
+    def any_key(self, key: str) -> bool:
+        """Whether ``key`` is any tenant's key (what logs and journals mask)."""
+        if not self._key_owners:
+            return self.key_ok(key)
+        return key_in(tuple(known for known, _ in self._key_owners), key)
 
     def _say_drift(self, shared: RedisStore) -> None:
         """Say loudly if the processes sharing this state answer otherwise than this one would:
@@ -183,6 +268,8 @@ class MockState:
         """
         with self._apply_lock:  # the file watcher and SIGHUP may reload at once
             self._apply(scenario)
+        for state in list(self.tenants.values())[1:]:  # every tenant serves the scenario
+            state.apply(scenario)
 
     def report_scenario(self, problem: str | None) -> None:
         """Note why a scenario edit was rejected, or None once one is applied (see health)."""
@@ -202,13 +289,15 @@ class MockState:
                 f"the scenario's scripts take {named_bytes} bytes; the mock holds at most "
                 f"{self.scripts.capacity} bytes of scripts: shorten them"
             )
-        keys = scenario.api_keys or self.settings.api_keys
+        keys = self.tenant.api_keys if self.tenant else scenario.api_keys or self.settings.api_keys
         previous = self._named
         self.scenario = scenario
         self.key_bytes = tuple(k.encode() for k in keys)
         self._named = named
         self._bodies.clear()  # it holds the sessions replaced (a recorded body each) alive
-        self.limit = scenario.rate_limit or self.settings.rate_limit  # counts kept
+        # counts kept
+        own = self.tenant.rate_limit if self.tenant is not None else None
+        self.limit = own or scenario.rate_limit or self.settings.rate_limit
         changed = {  # a named session whose spec did not change keeps what is left of its script
             session.id: session.spec.script
             for session in named.values()
@@ -231,7 +320,8 @@ class MockState:
 
     def __repr__(self) -> str:
         # Keys, secret and codec stay out of reprs (pytest -l prints fixtures' locals).
-        return f"MockState(settings={self.settings!r}, state={self.store.label!r})"
+        tenant = "" if self.tenant is None else f", tenant={self.tenant.name!r}"
+        return f"MockState(settings={self.settings!r}, state={self.store.label!r}{tenant})"
 
     @property
     def skew(self) -> float:

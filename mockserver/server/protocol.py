@@ -43,7 +43,7 @@ from ..model.answer import (
 from ..state import MockState
 from ..store.backend import StateUnavailable
 from ..store.primitives import Reply as StoreReply
-from ..web.accesslog import log_request
+from ..web.accesslog import log_request, tenant_label
 from ..web.limits import MAX_HEADER_BYTES
 from .flow import ENDING, OPEN, FlowControl
 from .wire import CONTINUE, Heads, peer_closed
@@ -396,6 +396,7 @@ class Responder:
     def _explain(self, cycle: RequestCycle, request: Request, query: bytes) -> None:
         state = self.server.state
         assert state is not None  # the hot path is on for the mock's own app only
+        state = state.tenant_of(cycle.authorization)
         if state.shared is None:  # memory answers at once: its round trips run in a loop, no
             self._explain_now(state, cycle, request, query)  # callbacks (11%: bench_instructions)
             return
@@ -430,8 +431,7 @@ class Responder:
         or its answer journaled and sent."""
         if cycle.phase is not DECIDING or not self.turn.flow.writes:
             return  # the server stopped, or the client left, meanwhile
-        state = self.server.state
-        assert state is not None
+        state = self._state(cycle)
         try:
             if isinstance(reply, Exception):
                 raise reply
@@ -448,6 +448,12 @@ class Responder:
             self._answered(cycle, answer, 0.0)
             return
         state.store.submit(ask, lambda reply: self._decide(cycle, decider, reply))
+
+    def _state(self, cycle: RequestCycle) -> MockState:
+        """The state of the request's tenant (its key's; the mock's own without ``--tenants``)."""
+        state = self.server.state
+        assert state is not None
+        return state.tenant_of(cycle.authorization)
 
     def _hold(self, cycle: RequestCycle, decision: Decision) -> None:
         """Wait out the answer's scripted delay on the loop (sent by ``_delayed``)."""
@@ -475,8 +481,7 @@ class Responder:
         """Journal the decided request, then send its answer (journaled before the client can
         ask the journal about it). A store that fails to journal it logs so; the answer, its
         steps taken, is sent all the same."""
-        state = self.server.state
-        assert state is not None
+        state = self._state(cycle)
         append, latency = record(state, decision, fault)
         answer = decision.answer
         state.store.submit(append, lambda _: self._answered(cycle, answer, latency))
@@ -498,16 +503,16 @@ class Responder:
         assert request is not None
         cycle.to(DONE)  # answered: its bytes go to the transport in this step
         if self.traffic is not None:
-            self.traffic.count(answer.reading, latency)
+            self._state(cycle).traffic.count(answer.reading, latency)
         if answer.fault == "reset":
-            self._log(request, NO_STATUS, 0)
+            self._log(cycle, request, NO_STATUS, 0)
             self.turn.reset()
             return
         close = not cycle.keep_alive or answer.fault == "truncated"
         data, sent = self.server.heads.answer(answer, request.method == "HEAD", close, vary)
         self.turn.flow.transport.write(data)
         if self.server.access_log:
-            self._log(request, status_line(answer.status), sent)
+            self._log(cycle, request, status_line(answer.status), sent)
         if close:
             self.turn.close()
 
@@ -565,13 +570,14 @@ class Responder:
         flow = self.turn.flow
         return flow.gone or peer_closed(flow.transport)
 
-    def _log(self, request: Request, status: str, size: int) -> None:
+    def _log(self, cycle: RequestCycle, request: Request, status: str, size: int) -> None:
         if not self.server.access_log:
             return
         peer = self.turn.flow.transport.get_extra_info("peername")
         state = self.server.state
-        is_key = state.key_ok if state is not None else (lambda _: False)
-        log_request(request.method, request.url, request.version, peer, status, size, is_key)
+        is_key = state.any_key if state is not None else (lambda _: False)
+        user = "-" if state is None else tenant_label(state, cycle.authorization, None)
+        log_request(request.method, request.url, request.version, peer, status, size, is_key, user)
 
 
 def _failure(exc: Exception) -> Answer:

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl
 
 from ..model.answer import NO_STATUS
+from ..state import MockState, authorized
 from ..store.journal import shown_param, shown_path
-from .guard import TOKEN_PARAM
+from .guard import TOKEN_PARAM, holder_of, holders
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -54,16 +55,21 @@ def _shown(name: str, value: str, is_key: Callable[[str], bool]) -> tuple[str, s
 
 
 def log_line(
-    environ: WSGIEnvironment, status: str, size: int, is_key: Callable[[str], bool]
+    environ: WSGIEnvironment,
+    status: str,
+    size: int,
+    is_key: Callable[[str], bool],
+    user: str = "-",
 ) -> str:
-    """The common log format: ``host - - [time] "request" status bytes``."""
+    """The common log format: ``host - user [time] "request" status bytes``, the user the
+    request's tenant (``--tenants``)."""
     stamp = time.strftime("%d/%b/%Y:%H:%M:%S %z")
     request = (
         f"{environ.get('REQUEST_METHOD', '-')} {request_target(environ, is_key)} "
         f"{environ.get('SERVER_PROTOCOL', '-')}"
     ).replace('"', "%22")
     remote = environ.get("REMOTE_ADDR") or "-"
-    line = f'{remote} - - [{stamp}] "{request}" {status.split(" ")[0]} {size or "-"}'
+    line = f'{remote} - {user} [{stamp}] "{request}" {status.split(" ")[0]} {size or "-"}'
     return printable(line)
 
 
@@ -75,6 +81,7 @@ def log_request(
     status: str,
     size: int,
     is_key: Callable[[str], bool],
+    user: str = "-",
 ) -> None:
     """Log a request the server parsed itself (no WSGI environ was built for it)."""
     path, _, query = url.partition(b"?")
@@ -85,7 +92,21 @@ def log_request(
         "SERVER_PROTOCOL": f"HTTP/{version}",
         "REMOTE_ADDR": peer[0] if peer else "-",
     }
-    log.info("%s", log_line(environ, status, size, is_key))
+    log.info("%s", log_line(environ, status, size, is_key, user))
+
+
+def tenant_label(
+    state: MockState, authorization: str | None, token: str | None, control: bool = False
+) -> str:
+    """Whose request it is, for the log's user field: a ``control`` call's, the tenant of its
+    token; any other's, of its API key; ``-`` for neither, and without ``--tenants``."""
+    if not state.tenants:
+        return "-"
+    if token is not None and control:
+        holder = holder_of(token, holders(state))
+        return "-" if holder is None else holder.state.tenant_name
+    owner = state.tenant_of(authorization)
+    return owner.tenant_name if authorized(owner, authorization) else "-"
 
 
 class _Counted:
@@ -113,12 +134,16 @@ class _Counted:
 class AccessLog:
     """Log one line per request to ``mockserver.access``."""
 
-    def __init__(self, app: WSGIApplication, is_key: Callable[[str], bool]) -> None:
+    def __init__(self, app: WSGIApplication, state: MockState) -> None:
         self.app = app
-        self.is_key = is_key
+        self.state = state
+        self.is_key = state.any_key
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         status = ["-"]
+        authorization = environ.get("HTTP_AUTHORIZATION")
+        token, path = environ.get("HTTP_X_MOCK_TOKEN"), environ.get("PATH_INFO", "")
+        user = tenant_label(self.state, authorization, token, path.startswith("/_mock/"))
 
         def start(code: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
             status[0] = code
@@ -127,8 +152,9 @@ class AccessLog:
         try:
             body = self.app(environ, start)
         except BaseException:  # e.g. a scripted reset: the client got no answer
-            log.info("%s", log_line(environ, NO_STATUS, 0, self.is_key))
+            log.info("%s", log_line(environ, NO_STATUS, 0, self.is_key, user))
             raise
         return _Counted(
-            body, lambda size: log.info("%s", log_line(environ, status[0], size, self.is_key))
+            body,
+            lambda size: log.info("%s", log_line(environ, status[0], size, self.is_key, user)),
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Flask, Response, current_app
+from flask import Flask, Response, current_app, g
 
 from ..model.answer import JSON, Answer, Headers, error_answer
 from ..state import MockState
@@ -11,8 +11,15 @@ EXTENSION = "verdict_mock"
 """Where a mock app keeps its :class:`MockState` (``app.extensions``)."""
 
 
+SCOPE = "verdict_tenant"
+"""Where a control call keeps the state of its token's tenant (``flask.g``, see guard.py)."""
+
+
 def state_of(app: Flask | None = None) -> MockState:
-    """Return the state a mock app (by default the current one) owns."""
+    """The state a mock app (by default the current one) owns; in a control call, the state of
+    its token's tenant (``--tenants``)."""
+    if app is None and (scoped := g.get(SCOPE)) is not None:
+        return scoped  # type: ignore[no-any-return]
     state: MockState = (app or current_app).extensions[EXTENSION]
     return state
 

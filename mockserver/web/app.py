@@ -167,7 +167,7 @@ def create_app(settings: Settings | None = None, state: MockState | None = None)
     # werkzeug upper-cases reason phrases ("404 NOT FOUND"): one spelling whoever answered.
     app.wsgi_app = StandardReasons(app.wsgi_app)  # type: ignore[method-assign]
     if settings.access_log:
-        app.wsgi_app = AccessLog(app.wsgi_app, state.key_ok)  # type: ignore[method-assign]
+        app.wsgi_app = AccessLog(app.wsgi_app, state)  # type: ignore[method-assign]
     return app
 
 

@@ -180,7 +180,7 @@ def _proxy_health(proxy: ValidatingProxy) -> dict[str, object]:
 def health() -> Response:
     state = state_of()
     proxy = current_app.extensions.get(PROXY_EXTENSION)
-    problem = state.store.writable()  # as readyz decides it: the two never disagree
+    problem = state_of(current_app).writable()  # as readyz decides it: they never disagree
     if problem is not None:
         raise problem  # the 503 every call of the store gives then
     return jsonify(
@@ -194,6 +194,25 @@ def health() -> Response:
         scenario_problem=state.scenario_problem,
         state=state.store.label,
         **({"proxy": _proxy_health(proxy)} if proxy is not None else {}),
+    )
+
+
+@control.get("/tenants")
+def tenants() -> Response:
+    """The tenants the caller's token sees: every one for the operator, else its own."""
+    state = state_of()
+    operator = state_of(current_app)
+    shown = list(operator.tenants.values()) or [operator] if state is operator else [state]
+    return jsonify(
+        [
+            {
+                "name": tenant.tenant_name,
+                "api_keys": [f"…{key[-4:]}" for key in tenant.api_keys],
+                "rate_limit": str(tenant.limit),
+                "journal_entries": tenant.store.journal_length(),
+            }
+            for tenant in shown
+        ]
     )
 
 

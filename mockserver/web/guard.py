@@ -24,18 +24,21 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Final
+from typing import Final, NamedTuple
 
-from flask import Response, request
+from flask import Response, g, request
 
 from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.redact import Secret
 
 from ..settings import Settings, env_var
-from .answers import error_response, state_of
+from ..state import MockState
+from .answers import SCOPE, error_response, state_of
 from .dashboard import token_page
 
 TOKEN_HEADER: Final = "X-Mock-Token"  # noqa: S105 - a header name, not a secret
+TENANT_HEADER: Final = "X-Mock-Tenant"
+"""With the operator's token: the tenant a control call acts for (``--tenants``)."""
 TOKEN_PARAM: Final = "token"  # noqa: S105 - a parameter name
 DASHBOARD_PATH: Final = "/_mock/"
 """The one page that also takes the token from its query, so a browser can open it."""
@@ -90,16 +93,29 @@ def _matches(sent: str | None, expected: str) -> bool:
     return hmac.compare_digest((sent or "").encode("utf-8", "surrogateescape"), expected.encode())
 
 
-def token_sent(settings: Settings) -> bool:
-    """Whether this request carries the control token in its header (compared in constant time)."""
-    if settings.control_token is None:
-        return True
-    return _matches(request.headers.get(TOKEN_HEADER), settings.control_token.reveal())
+class Holder(NamedTuple):
+    """A control token and the state it opens: the operator's, or a tenant's."""
+
+    token: Secret
+    state: MockState
 
 
-def _cookie_sent(token: Secret) -> bool:
-    sent = request.cookies.get(cookie_name(request.headers.get("Host", "")))
-    return _matches(sent, cookie_value(token))
+def holders(state: MockState) -> list[Holder]:
+    """Every control token the mock takes: the operator's (``--control-token``), each tenant's."""
+    token = state.settings.control_token
+    found = [] if token is None else [Holder(token, state)]
+    tenants = list(state.tenants.values())[1:]  # the operator's own comes first
+    return found + [Holder(t.tenant.control_token, t) for t in tenants if t.tenant is not None]
+
+
+def holder_of(sent: str | None, known: list[Holder], *, cookie: bool = False) -> Holder | None:
+    """The holder whose token (or dashboard cookie) was sent; each compared in constant time."""
+    found = None
+    for holder in known:
+        expected = cookie_value(holder.token) if cookie else holder.token.reveal()
+        if _matches(sent, expected):
+            found = holder
+    return found
 
 
 def _open_dashboard(token: Secret) -> Response:
@@ -143,19 +159,24 @@ def _token_refused(wrong_query: bool = False) -> Response:
     )
 
 
-def _check_token(settings: Settings) -> Response | None:
-    """The token check of :func:`guard_control`: None lets the call through."""
-    token = settings.control_token
-    if token is None or token_sent(settings):
+def _check_token(state: MockState) -> Response | None:
+    """The token check of :func:`guard_control`: None lets the call through, for the state of
+    the token's holder."""
+    if state.settings.control_token is None:
         return None
+    known = holders(state)
+    holder = holder_of(request.headers.get(TOKEN_HEADER), known)
+    if holder is not None:
+        return _enter(state, holder.state)
     page = request.method in ("GET", "HEAD") and request.path == DASHBOARD_PATH
     if page and TOKEN_PARAM in request.args:
-        if _matches(request.args[TOKEN_PARAM], token.reveal()):
-            return _open_dashboard(token)
-        return _token_refused(wrong_query=True)
-    if _cookie_sent(token):
+        holder = holder_of(request.args[TOKEN_PARAM], known)
+        return _open_dashboard(holder.token) if holder else _token_refused(wrong_query=True)
+    cookie = request.cookies.get(cookie_name(request.headers.get("Host", "")))
+    holder = holder_of(cookie, known, cookie=True)
+    if holder is not None:
         if request.method in ("GET", "HEAD") or request.headers.get("Origin") is not None:
-            return None  # the Origin, when present, was checked to be the mock's own
+            return _enter(state, holder.state)  # the Origin, when present, is the mock's own
         return error_response(
             403,
             "origin_required",
@@ -165,9 +186,34 @@ def _check_token(settings: Settings) -> Response | None:
     return _token_refused()
 
 
+def _enter(operator: MockState, holder: MockState) -> Response | None:
+    """Act for the holder's tenant; the operator for the one its ``X-Mock-Tenant`` names."""
+    name = request.headers.get(TENANT_HEADER)
+    if holder is not operator and name is not None and name != holder.tenant_name:
+        return error_response(
+            403,
+            "operator_only",
+            f"{TENANT_HEADER} picks a tenant with the operator's token (--control-token); "
+            "a tenant's token acts for its own tenant only",
+        )
+    if holder is operator and name is not None:
+        tenant = operator.tenants.get(name)
+        if tenant is None:
+            return error_response(
+                404,
+                "unknown_tenant",
+                f"received {TENANT_HEADER} {name[:50]!r}; documented: one of "
+                + (", ".join(operator.tenants) or "none (no --tenants)"),
+            )
+        holder = tenant
+    g.setdefault(SCOPE, holder)
+    return None
+
+
 def guard_control() -> Response | None:
     """``before_request`` of the control blueprint: None lets the call through."""
-    settings = state_of().settings
+    state = state_of()
+    settings = state.settings
     host = request.headers.get("Host", "")
     if not host_allowed(host, settings):
         names = ", ".join((*LOOPBACK_NAMES, *settings.allowed_hosts))
@@ -184,7 +230,7 @@ def guard_control() -> Response | None:
             "the control API refuses calls from web pages of other origins; "
             f"received Origin {request.headers.get('Origin', '')[:100]!r}",
         )
-    return _check_token(settings)
+    return _check_token(state)
 
 
 def exposure_warning(settings: Settings) -> str | None:

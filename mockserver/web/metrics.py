@@ -47,39 +47,41 @@ metrics = Blueprint("metrics", __name__, url_prefix="/_mock")
 
 
 class MockCollector(Collector):
-    """The mock's counters and bounds as Prometheus metrics, read when scraped."""
+    """The mock's counters and bounds as Prometheus metrics, read when scraped; with
+    ``--tenants``, each series labelled by its tenant."""
 
     def __init__(self, state: MockState) -> None:
         self.state = state
 
     def collect(self) -> Iterator[Metric]:
-        state = self.state
-        traffic = state.traffic
-        answers, buckets = dict(traffic.answers), list(traffic.buckets)
+        tenants = list(self.state.tenants.values()) or [self.state]
+        by = ["tenant"] if self.state.tenants else []
         requests = CounterMetricFamily(
             "verdict_mock_requests",
             "Requests to /e answered by the async server, by status and outcome",
-            labels=["status", "outcome"],
+            labels=[*by, "status", "outcome"],
         )
-        labelled = {(_status(status), outcome): n for (status, outcome), n in answers.items()}
-        for labels, count in sorted(labelled.items()):
-            requests.add_metric(list(labels), count)
-        yield requests
-        cumulative = list(accumulate(buckets))
-        yield HistogramMetricFamily(
+        seconds = HistogramMetricFamily(
             "verdict_mock_request_seconds",
             "Seconds from a request to /e read whole to its answer written (delays included)",
-            buckets=[
-                *(
-                    (repr(bound), count)
-                    for bound, count in zip(LATENCY_BOUNDS, cumulative[:-1], strict=True)
-                ),
-                ("+Inf", cumulative[-1]),
-            ],
-            sum_value=traffic.latency_sum,
+            labels=by,
         )
-        if state.shared is not None:
-            trips, errors = state.shared.calls()
+        for state in tenants:
+            named = [state.tenant_name] if by else []
+            traffic = state.traffic
+            answers, buckets = dict(traffic.answers), list(traffic.buckets)
+            labelled = {(_status(status), outcome): n for (status, outcome), n in answers.items()}
+            for labels, count in sorted(labelled.items()):
+                requests.add_metric([*named, *labels], count)
+            cumulative = list(accumulate(buckets))
+            bounds = [*map(repr, LATENCY_BOUNDS), "+Inf"]
+            seconds.add_metric(
+                named, list(zip(bounds, cumulative, strict=True)), traffic.latency_sum
+            )
+        yield requests
+        yield seconds
+        if self.state.shared is not None:
+            trips, errors = self.state.shared.calls()
             yield CounterMetricFamily(
                 "verdict_mock_state_round_trips", "Round trips to the state store", value=trips
             )
@@ -88,28 +90,33 @@ class MockCollector(Collector):
                 "Round trips to the state store that failed (down, slow, full, read-only)",
                 value=errors,
             )
-        yield from self._bounds()
+        yield from self._bounds(tenants, by)
 
-    def _bounds(self) -> Iterator[Metric]:
-        state = self.state
+    def _bounds(self, tenants: list[MockState], by: list[str]) -> Iterator[Metric]:
         yield GaugeMetricFamily(
             "verdict_mock_journal_limit",
             "Entries the journal keeps",
-            value=state.settings.journal_size,
+            value=self.state.settings.journal_size,
         )
         yield GaugeMetricFamily(
             "verdict_mock_script_bytes_limit",
             "Bytes of scripts the store holds at most",
             value=MAX_SCRIPT_BYTES,
         )
-        try:  # with --state, each is a round trip: left out while the store fails
-            entries, held = state.store.journal_length(), state.store.script_bytes()
-        except StateUnavailable:
-            return
-        yield GaugeMetricFamily(
-            "verdict_mock_journal_entries", "Entries in the journal", value=entries
+        entries = GaugeMetricFamily(
+            "verdict_mock_journal_entries", "Entries in the journal", labels=by
         )
-        yield GaugeMetricFamily("verdict_mock_script_bytes", "Bytes of scripts held", value=held)
+        held = GaugeMetricFamily("verdict_mock_script_bytes", "Bytes of scripts held", labels=by)
+        for state in tenants:
+            try:  # with --state, each is a round trip: left out while the store fails
+                counts = state.store.journal_length(), state.store.script_bytes()
+            except StateUnavailable:
+                return
+            named = [state.tenant_name] if by else []
+            entries.add_metric(named, counts[0])
+            held.add_metric(named, counts[1])
+        yield entries
+        yield held
 
 
 def _build_info() -> Metric:

@@ -38,8 +38,9 @@ def livez() -> Response:
 @probes.get("/readyz")
 def readyz() -> Response:
     """Ready while the state store can be written (asked without writing to it)."""
-    store = state_of().store
-    problem = store.writable()
+    state = state_of()
+    store = state.store
+    problem = state.writable()
     if problem is None:
         return _unstored(jsonify(status="ready", state=store.label))
     error = {"code": problem.code, "message": str(problem)}

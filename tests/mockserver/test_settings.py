@@ -142,13 +142,15 @@ RAW = {
     "upstream_key": "staging-key-0123456789",
     "proxy_strict": "1",
     "record": "staging.yaml",
+    "tenants": "tenants.yaml",
+    "control_token": "operator-token-0123456789",
 }
 """A value to give each setting of DEPENDENT, as its flag or variable takes it."""
 
 
-def test_the_dependent_settings_are_the_proxys() -> None:
-    assert {name for name, _ in DEPENDENT} == {"upstream_key", "proxy_strict", "record"}
-    assert {needed for _, needed in DEPENDENT} == {"proxy_to"}
+def test_the_dependent_settings_are_the_proxys_and_the_tenants() -> None:
+    assert {name for name, _ in DEPENDENT} == {"upstream_key", "proxy_strict", "record", "tenants"}
+    assert {needed for _, needed in DEPENDENT} == {"proxy_to", "control_token"}
 
 
 def _given(name: str, source: str) -> tuple[list[str], dict[str, str]]:
@@ -172,10 +174,10 @@ def test_a_setting_and_the_one_it_needs_mix_flags_and_variables(
     argv, environ = _given(name, source)
     more_argv, more_environ = _given(needed, needed_source)
     settings = settings_from(build_parser().parse_args(argv + more_argv), environ | more_environ)
-    assert getattr(settings, needed) == RAW[needed]
-    value = getattr(settings, name)
-    shown = value.reveal() if isinstance(value, Secret) else value
-    assert shown in (True, Path(RAW[name]), RAW[name])
+    for given in (name, needed):
+        value = getattr(settings, given)
+        shown = value.reveal() if isinstance(value, Secret) else value
+        assert shown in (True, Path(RAW[given]), RAW[given])
 
 
 @pytest.mark.parametrize(("name", "needed"), DEPENDENT)

@@ -1,0 +1,124 @@
+"""The tenants file (``--tenants``): teams sharing one mock, each in a state of its own.
+
+::
+
+    tenants:
+      payments:
+        control_token: "a long random token"
+        api_keys: ["pay-ci-key", "pay-dev-key"]
+        rate_limit: 600/60          # optional: the mock's own otherwise
+
+A ``/e`` call belongs to the tenant of its API key, a control call to the tenant of its
+``X-Mock-Token``. The file is untrusted as a scenario is (read bounded: :mod:`.scenariofile`),
+and every problem is one line naming the file and the tenant.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final, NamedTuple
+
+import yaml
+
+from verdict_contract.core.errors import ScenarioError
+from verdict_contract.core.rates import RateLimit
+from verdict_contract.core.redact import Secret
+
+from . import scenariofile
+
+OPERATOR: Final = "default"
+"""The tenant of the mock's own ``--api-key`` keys and ``--control-token``: the operator's."""
+NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+"""A tenant's name: it is a metric label, a log field and part of its Redis keys."""
+MIN_TOKEN_CHARS: Final = 16
+MAX_TENANTS: Final = 1000
+_FIELDS: Final = frozenset({"control_token", "api_keys", "rate_limit"})
+
+
+class Tenant(NamedTuple):
+    """One team's part of a shared mock."""
+
+    name: str
+    control_token: Secret
+    api_keys: tuple[str, ...]
+    rate_limit: RateLimit | None
+    """None: the mock's own (its scenario's, else ``--rate-limit``)."""
+
+
+def _tenant(name: object, raw: object) -> Tenant:
+    if not isinstance(name, str) or not NAME.fullmatch(name) or name == OPERATOR:
+        raise ScenarioError(
+            f"tenant name {str(name)[:50]!r}: documented: 1 to 40 of a-z, 0-9, _ and -, "
+            f"starting with a letter or digit, not {OPERATOR!r} (the operator's)"
+        )
+    if not isinstance(raw, Mapping) or set(raw) - _FIELDS:
+        unknown = sorted(map(str, set(raw) - _FIELDS)) if isinstance(raw, Mapping) else []
+        received = f"the fields {', '.join(unknown)}" if unknown else "no mapping"
+        raise ScenarioError(
+            f"tenants.{name}: received {received}; "
+            f"documented: a mapping of {', '.join(sorted(_FIELDS))}"
+        )
+    token = raw.get("control_token")
+    if not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS:
+        raise ScenarioError(
+            f"tenants.{name}.control_token: documented: a string of at least "
+            f"{MIN_TOKEN_CHARS} characters (python3 -c 'import secrets; "
+            "print(secrets.token_urlsafe(24))')"
+        )
+    keys = raw.get("api_keys")
+    if (
+        not isinstance(keys, list)
+        or not keys
+        or not all(isinstance(k, str) and k and k.isprintable() and " " not in k for k in keys)
+    ):
+        raise ScenarioError(
+            f"tenants.{name}.api_keys: documented: a non-empty list of keys (printable, no spaces)"
+        )
+    limit = raw.get("rate_limit")
+    try:
+        rate_limit = None if limit is None else RateLimit.parse(str(limit))
+    except ValueError as exc:
+        raise ScenarioError(f"tenants.{name}.rate_limit: {exc}") from None
+    return Tenant(name, Secret(token), tuple(keys), rate_limit)
+
+
+def parse_tenants(raw: object, taken_keys: tuple[str, ...] = ()) -> dict[str, Tenant]:
+    """Validate decoded tenants data; ``taken_keys`` are the operator's (no tenant may share
+    one). Every key and every token belongs to one tenant only."""
+    tenants = raw.get("tenants") if isinstance(raw, Mapping) and set(raw) == {"tenants"} else None
+    if not isinstance(tenants, Mapping) or not tenants:
+        raise ScenarioError("documented: a mapping with one field, tenants: {NAME: {...}, ...}")
+    if len(tenants) > MAX_TENANTS:
+        raise ScenarioError(f"{len(tenants)} tenants; documented: at most {MAX_TENANTS}")
+    parsed = [_tenant(name, spec) for name, spec in tenants.items()]
+    owners: dict[str, str] = dict.fromkeys(taken_keys, OPERATOR)
+    tokens: dict[str, str] = {}
+    for tenant in parsed:
+        for key in tenant.api_keys:
+            other = owners.setdefault(key, tenant.name)
+            if other != tenant.name:
+                raise ScenarioError(
+                    f"tenants.{tenant.name}.api_keys: a key (…{key[-4:]}) is {other}'s too; "
+                    "a key belongs to one tenant"
+                )
+        other = tokens.setdefault(tenant.control_token.reveal(), tenant.name)
+        if other != tenant.name:
+            raise ScenarioError(
+                f"tenants.{tenant.name}.control_token: {other} has the same token; "
+                "a token belongs to one tenant"
+            )
+    return {tenant.name: tenant for tenant in parsed}
+
+
+def load_tenants(path: Path, taken_keys: tuple[str, ...] = ()) -> dict[str, Tenant]:
+    """Read and validate a tenants file (YAML, or JSON by its suffix); problems name it."""
+    try:
+        text = scenariofile.read_text(path)
+        return parse_tenants(scenariofile.decode(path, text), taken_keys)
+    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise scenariofile.syntax_error(path, exc) from None
+    except ScenarioError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None

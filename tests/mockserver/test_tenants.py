@@ -1,0 +1,289 @@
+"""Tenants (``--tenants``): teams on one mock, each isolated from the others, over real HTTP.
+
+Two teams and the operator share one mock process; each isolation the issue names is shown
+with one request that crosses a tenant's border (and fails to) beside one that stays in it.
+The same checks run on the event-loop server and on waitress (the blocking path of ``/e``).
+Across processes sharing a Redis state: tests/mockserver/store/test_redistenants.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import running, wait_until
+from verdict_contract.core.errors import ScenarioError, SettingsError
+from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.model.tenants import load_tenants, parse_tenants
+from verdict_contract.mockserver.server.serve import BackgroundServer
+
+OPERATOR_TOKEN = "operator-token-0123456789"
+OPERATOR_KEY = "operator-key-0001"
+TENANTS: dict[str, Any] = {
+    "tenants": {
+        "pay": {"control_token": "pay-token-0123456789ab", "api_keys": ["pay-key-0001"]},
+        "risk": {
+            "control_token": "risk-token-0123456789a",
+            "api_keys": ["risk-key-0001", "risk-key-0002"],
+            "rate_limit": "2/60",
+        },
+    }
+}
+SCENARIO = "sessions:\n  scripted:\n    script: [404, 429]\n"
+
+
+def token(tenant: str) -> str:
+    return str(TENANTS["tenants"][tenant]["control_token"])
+
+
+def key(tenant: str) -> str:
+    return str(TENANTS["tenants"][tenant]["api_keys"][0])
+
+
+class Teams:
+    """One client per tenant (its token and key), and the operator's."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.clients: dict[str, httpx.Client] = {}
+        for name in ("pay", "risk", "operator"):
+            control = OPERATOR_TOKEN if name == "operator" else token(name)
+            self.clients[name] = httpx.Client(
+                base_url=base_url, timeout=10, headers={"X-Mock-Token": control}
+            )
+
+    def explain(self, tenant: str, n: str, *, as_key: str | None = None) -> httpx.Response:
+        sent = as_key or (OPERATOR_KEY if tenant == "operator" else key(tenant))
+        return self.clients[tenant].get("/e", params={"n": n}, headers=_bearer(sent))
+
+    def control(self, tenant: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        return self.clients[tenant].request(method, f"/_mock/{path}", **kwargs)
+
+    def mint(self, tenant: str, **spec: Any) -> str:
+        minted = self.control(tenant, "POST", "sessions", json=spec)
+        assert minted.status_code == 201, minted.text
+        return str(minted.json()["n"])
+
+    def journal(self, tenant: str, **headers: str) -> list[dict[str, Any]]:
+        read = self.control(tenant, "GET", "requests", headers=headers)
+        assert read.status_code == 200, read.text
+        entries: list[dict[str, Any]] = read.json()
+        return entries
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+
+
+def _bearer(sent: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {sent}"}
+
+
+@pytest.fixture
+def tenants_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tenants.json"
+    path.write_text(json.dumps(TENANTS))
+    return path
+
+
+@pytest.fixture(params=["async", "waitress"])
+def teams(request: pytest.FixtureRequest, tenants_file: Path, tmp_path: Path) -> Iterator[Teams]:
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(SCENARIO)
+    settings = Settings(
+        api_keys=(OPERATOR_KEY,),
+        control_token=OPERATOR_TOKEN,
+        tenants=tenants_file,
+        scenario=scenario,
+        access_log=True,
+    )
+    with running(create_app(settings), server=request.param) as server:
+        teams = Teams(server.base_url)
+        yield teams
+        teams.close()
+
+
+def test_a_minted_session_is_its_tenants_only(teams: Teams) -> None:
+    n = teams.mint("pay")
+    assert teams.explain("pay", n).status_code == 200
+    assert teams.explain("risk", n).status_code == 404  # signed for pay: unknown elsewhere
+    assert teams.explain("operator", n).status_code == 404
+
+
+def test_each_tenant_has_its_own_copy_of_a_scripted_session(teams: Teams) -> None:
+    assert teams.explain("pay", "scripted").status_code == 404  # pay's first step
+    assert teams.explain("risk", "scripted").status_code == 404  # risk's first, not pay's second
+    assert teams.explain("pay", "scripted").status_code == 429
+    assert teams.explain("operator", "scripted").status_code == 404
+
+
+def test_a_tenants_clock_moves_its_sessions_only(teams: Teams) -> None:
+    ours, theirs = teams.mint("pay"), teams.mint("risk")
+    moved = teams.control("pay", "POST", "clock", json={"advance": 901})
+    assert moved.json() == {"skew": 901.0}
+    assert teams.explain("pay", ours).status_code == 404  # expired on pay's clock
+    assert teams.explain("risk", theirs).status_code == 200
+    assert teams.control("risk", "POST", "clock", json={"advance": 0}).json() == {"skew": 0.0}
+
+
+def test_a_tenant_reads_and_resets_its_own_journal(teams: Teams) -> None:
+    teams.explain("pay", "demo-refused")
+    teams.explain("risk", "demo-disputed")
+    assert [e["n"] for e in teams.journal("pay")] == ["demo-refused"]
+    assert [e["n"] for e in teams.journal("risk")] == ["demo-disputed"]
+    assert teams.journal("operator") == []  # the operator's own tenant: neither
+    assert teams.control("pay", "POST", "reset").status_code == 204
+    assert teams.journal("pay") == []
+    assert [e["n"] for e in teams.journal("risk")] == ["demo-disputed"]  # kept
+
+
+def test_the_operator_acts_for_any_tenant_and_a_tenant_for_itself_only(teams: Teams) -> None:
+    teams.explain("risk", "demo-disputed")
+    seen = teams.journal("operator", **{"X-Mock-Tenant": "risk"})
+    assert [e["n"] for e in seen] == ["demo-disputed"]
+    listed = teams.control("operator", "GET", "tenants").json()
+    assert [t["name"] for t in listed] == ["default", "pay", "risk"]
+    assert listed[2]["api_keys"] == ["…0001", "…0002"]  # a key's last 4 at most
+    own = teams.control("pay", "GET", "tenants").json()
+    assert [t["name"] for t in own] == ["pay"]
+    crossing = teams.control("pay", "GET", "requests", headers={"X-Mock-Tenant": "risk"})
+    assert crossing.status_code == 403
+    assert crossing.json()["error"]["code"] == "operator_only"
+    unknown = teams.control("operator", "GET", "requests", headers={"X-Mock-Tenant": "nobody"})
+    assert unknown.status_code == 404
+    assert "pay, risk" in unknown.json()["error"]["message"]
+
+
+def test_an_unknown_token_is_refused(teams: Teams) -> None:
+    with httpx.Client(base_url=teams.base_url, timeout=10) as stranger:
+        for sent in ("not-a-token-of-anyone", token("pay")[:-1], ""):
+            refused = stranger.get("/_mock/requests", headers={"X-Mock-Token": sent})
+            assert refused.status_code == 401, sent
+
+
+def test_each_tenant_has_its_own_rate_limit(teams: Teams) -> None:
+    risk = [teams.explain("risk", "demo-refused").status_code for _ in range(3)]
+    assert risk == [200, 200, 429]  # risk's 2/60
+    assert teams.explain("pay", "demo-refused").status_code == 200  # the mock's 6000/60
+    other_key = teams.explain("risk", "demo-refused", as_key="risk-key-0002")
+    assert other_key.status_code == 200  # a budget per key, as without tenants
+
+
+def test_each_tenant_has_its_own_coverage(teams: Teams) -> None:
+    teams.explain("pay", "demo-refused")
+    assert teams.control("pay", "GET", "coverage").json()["requests"] == 1
+    assert teams.control("risk", "GET", "coverage").json()["requests"] == 0
+
+
+def test_the_dashboards_cookie_opens_its_tenants_view(teams: Teams) -> None:
+    teams.explain("pay", "demo-refused")
+    with httpx.Client(base_url=teams.base_url, timeout=10) as browser:
+        opened = browser.get("/_mock/", params={"token": token("pay")})
+        assert opened.status_code == 303
+        journal = browser.get("/_mock/requests", headers={"Accept": "application/json"})
+        assert [e["n"] for e in journal.json()] == ["demo-refused"]
+        browser.cookies.clear()
+        assert browser.get("/_mock/", params={"token": "wrong-token-0123456789"}).status_code == 401
+
+
+def test_metrics_and_the_access_log_name_the_tenant(
+    teams: Teams, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="mockserver.access"):
+        teams.explain("risk", "demo-refused")
+        teams.explain("pay", "demo-refused")
+        teams.explain("pay", "demo-refused", as_key="nobody-key-0001")
+        teams.control("pay", "GET", "requests")
+
+        def lines() -> list[str]:  # the server's thread logs after the answer is written
+            return [r.getMessage() for r in caplog.records if '"GET /' in r.getMessage()]
+
+        assert wait_until(lambda: len(lines()) == 4)
+    assert [line.split(" ")[2] for line in lines()] == ["risk", "pay", "-", "pay"]
+    assert not any("0001" in line for line in lines())  # no key, not even its end
+    scraped = httpx.get(f"{teams.base_url}/_mock/metrics", timeout=10).text
+    families = {f.name: f for f in text_string_to_metric_families(scraped)}
+    counted = {
+        (s.labels["tenant"], s.labels["status"]): s.value
+        for s in families["verdict_mock_requests"].samples
+        if s.name.endswith("_total")
+    }
+    if counted:  # the event loop counts what it answers (waitress: the app, not counted)
+        assert counted[("risk", "200")] == 1
+        assert counted[("pay", "200")] == 1
+        assert counted[("default", "401")] == 1
+    entries = {s.labels["tenant"] for s in families["verdict_mock_journal_entries"].samples}
+    assert entries == {"default", "pay", "risk"}
+
+
+def test_the_tenants_file_is_checked_line_by_line(tmp_path: Path) -> None:
+    good = {"control_token": "t" * 16, "api_keys": ["k1"]}
+    assert parse_tenants({"tenants": {"a-1": good}})["a-1"].api_keys == ("k1",)
+    refusals = {
+        "1 to 40 of a-z": {"tenants": {"Bad Name": good}},
+        "not 'default'": {"tenants": {"default": good}},
+        "at least 16 characters": {"tenants": {"a": {**good, "control_token": "short"}}},
+        "non-empty list": {"tenants": {"a": {**good, "api_keys": []}}},
+        "the fields colour": {"tenants": {"a": {**good, "colour": "red"}}},
+        "a key belongs to one tenant": {
+            "tenants": {"a": good, "b": {**good, "control_token": "u" * 16}}
+        },
+        "a token belongs to one tenant": {
+            "tenants": {"a": good, "b": {**good, "api_keys": ["k2"]}}
+        },
+        "rate_limit": {"tenants": {"a": {**good, "rate_limit": "often"}}},
+        "one field, tenants": {"teams": {"a": good}},
+    }
+    for said, raw in refusals.items():
+        with pytest.raises(ScenarioError, match=said):
+            parse_tenants(raw)
+    with pytest.raises(ScenarioError, match=r"…ey-1\) is default's"):
+        parse_tenants({"tenants": {"a": {**good, "api_keys": ["key-1"]}}}, ("key-1",))
+    path = tmp_path / "t.yaml"
+    path.write_text("tenants:\n  a: {control_token: x\n")
+    with pytest.raises(ScenarioError, match=rf"^{path}:2:"):
+        load_tenants(path)
+
+
+def test_the_documented_tenants_file_is_one_the_mock_takes(tmp_path: Path) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "servers.md").read_text()
+    section = page[page.index("## Tenants: teams on one mock") :]
+    example = section[section.index("```yaml\n") + 8 : section.index("```\n", 10)]
+    path = tmp_path / "tenants.yaml"
+    path.write_text(example)
+    tenants = load_tenants(path)
+    assert sorted(tenants) == ["payments", "risk"]
+    assert str(tenants["risk"].rate_limit) == "600/60"
+
+
+def test_tenants_need_the_operators_token_and_refuse_a_proxy(tenants_file: Path) -> None:
+    with pytest.raises(SettingsError, match="control"):
+        Settings(tenants=tenants_file)
+    with pytest.raises(SettingsError, match="--proxy-to"):
+        create_app(
+            Settings(
+                tenants=tenants_file,
+                control_token=OPERATOR_TOKEN,
+                proxy_to="http://127.0.0.1:9",
+            )
+        )
+    shared = {"tenants": {"a": {"control_token": OPERATOR_TOKEN, "api_keys": ["k1"]}}}
+    tenants_file.write_text(json.dumps(shared))
+    with pytest.raises(ScenarioError, match="operator's"):
+        create_app(Settings(tenants=tenants_file, control_token=OPERATOR_TOKEN))
+
+
+def test_without_tenants_the_mock_is_one_tenant() -> None:
+    app = create_app(Settings(control_token=OPERATOR_TOKEN))
+    with BackgroundServer(app) as server, httpx.Client(base_url=server.base_url) as client:
+        listed = client.get("/_mock/tenants", headers={"X-Mock-Token": OPERATOR_TOKEN})
+        assert [t["name"] for t in listed.json()] == ["default"]
+        scraped = client.get("/_mock/metrics").text
+        assert "tenant=" not in scraped  # no label: the series are as they were
