@@ -27,6 +27,7 @@ import hashlib
 import hmac
 import json
 import math
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, NamedTuple
 
@@ -211,6 +212,8 @@ class RedisStore:
         self._secret = secret.encode()
         self.keys = Keys(*(self.prefix + field for field in Keys._fields))
         self._steps_prefix = self.prefix + "steps:"
+        self._reporter = self.prefix + "reporter"  # not a Key: renewals would stretch its lease
+        self._me = uuid.uuid4().hex
         self.ttl_ms = max(1, math.ceil(ttl * 1000))
         self._journal_size = journal_size
         self.capacity = script_store.MAX_SCRIPT_BYTES  # read when made, as ScriptBook's
@@ -387,6 +390,8 @@ class RedisStore:
 
     async def close_async(self) -> None:
         """Close the running loop's connections (before the loop closes)."""
+        with contextlib.suppress(StateUnavailable), self._guard():  # another process reports
+            self.sync.eval(RELEASE, 1, self._reporter, self._me)
         client, self._async, self._async_loop = self._async, None, None
         if self._line is not None:
             self._line.close()
@@ -510,6 +515,14 @@ class RedisStore:
             name: first.get(name, "") for name in answering if first.get(name) != answering[name]
         }
 
+    def reports(self) -> bool:
+        """Whether this process exports the shared state's gauges (journal entries, script
+        bytes): one process at a time, holding a lease its scrapes renew; when it stops being
+        scraped, the next process scraped takes it over."""
+        with self._guard():
+            taken = self.sync.eval(REPORTER, 1, self._reporter, self._me, REPORTER_LEASE_MS)
+        return bool(taken)
+
     def script_bytes(self) -> int:
         (held,) = self._renewing(lambda pipe: pipe.get(self.keys.script_bytes))
         with self._guard():
@@ -542,6 +555,19 @@ class RedisStore:
     def close(self) -> None:
         self._clients.close()
 
+
+REPORTER_LEASE_MS: Final = 60_000
+"""How long a process reports the shared gauges after its last scrape (then any other may)."""
+REPORTER: Final = """
+local held = redis.call('GET', KEYS[1])
+if held and held ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+RELEASE: Final = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
 
 PROBE: Final = "#!lua\nreturn 1"
 """A script that writes nothing but declares no ``no-writes`` flag: Redis refuses to run it as

@@ -107,14 +107,17 @@ class MockCollector(Collector):
             "verdict_mock_journal_entries", "Entries in the journal", labels=by
         )
         held = GaugeMetricFamily("verdict_mock_script_bytes", "Bytes of scripts held", labels=by)
-        for state in tenants:
-            try:  # with --state, each is a round trip: left out while the store fails
-                counts = state.store.journal_length(), state.store.script_bytes()
-            except StateUnavailable:
-                return
+        try:  # with --state, each is a round trip: left out while the store fails
+            shared = self.state.shared
+            if shared is not None and not shared.reports():
+                return  # another process sharing the state exports them: once, not N times
+            counts = [(s.store.journal_length(), s.store.script_bytes()) for s in tenants]
+        except StateUnavailable:
+            return
+        for state, (journaled, scripted) in zip(tenants, counts, strict=True):
             named = [state.tenant_name] if by else []
-            entries.add_metric(named, counts[0])
-            held.add_metric(named, counts[1])
+            entries.add_metric(named, journaled)
+            held.add_metric(named, scripted)
         yield entries
         yield held
 

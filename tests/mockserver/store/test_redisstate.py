@@ -601,3 +601,22 @@ def test_a_process_that_would_answer_otherwise_says_so_loudly(
     assert "another set of API keys" in said
     assert "session_lifetime" not in said
     assert "another-key-0000"[:8] not in said
+
+
+def test_the_shared_gauges_are_exported_by_one_process_at_a_time(fresh: Mocks) -> None:
+    """Every process reads the same journal: summed over processes, it would count N times."""
+    fresh.explain(0, "demo-refused")
+    for _ in range(2):  # the lease holder keeps it while it is scraped
+        exported = {
+            index: [
+                line
+                for line in fresh.get(index, "/_mock/metrics").text.splitlines()
+                if line.startswith(("verdict_mock_journal_entries ", "verdict_mock_script_bytes "))
+            ]
+            for index in range(len(fresh.bases))
+        }
+        (reporter,) = [index for index, lines in exported.items() if lines]
+        assert exported[reporter] == [
+            "verdict_mock_journal_entries 1.0",
+            "verdict_mock_script_bytes 0.0",
+        ]
