@@ -512,7 +512,7 @@ class Responder:
         data, sent = self.server.heads.answer(answer, request.method == "HEAD", close, vary)
         self.turn.flow.transport.write(data)
         if self.server.access_log:
-            self._log(cycle, request, status_line(answer.status), sent)
+            self._log(cycle, request, status_line(answer.status), sent, latency)
         if close:
             self.turn.close()
 
@@ -570,14 +570,23 @@ class Responder:
         flow = self.turn.flow
         return flow.gone or peer_closed(flow.transport)
 
-    def _log(self, cycle: RequestCycle, request: Request, status: str, size: int) -> None:
+    def _log(
+        self,
+        cycle: RequestCycle,
+        request: Request,
+        status: str,
+        size: int,
+        took: float | None = None,
+    ) -> None:
         if not self.server.access_log:
             return
         peer = self.turn.flow.transport.get_extra_info("peername")
         state = self.server.state
         is_key = state.any_key if state is not None else (lambda _: False)
         user = "-" if state is None else tenant_label(state, cycle.authorization, None)
-        log_request(request.method, request.url, request.version, peer, status, size, is_key, user)
+        log_request(
+            request.method, request.url, request.version, peer, status, size, is_key, user, took
+        )
 
 
 def _failure(exc: Exception) -> Answer:

@@ -60,16 +60,19 @@ def log_line(
     size: int,
     is_key: Callable[[str], bool],
     user: str = "-",
+    seconds: float | None = None,
 ) -> str:
-    """The common log format: ``host - user [time] "request" status bytes``, the user the
-    request's tenant (``--tenants``)."""
+    """The common log format and the seconds the answer took, as nginx's ``$request_time``:
+    ``host - user [time] "request" status bytes seconds``, the user the request's tenant
+    (``--tenants``), ``-`` for seconds of a request that got no answer."""
     stamp = time.strftime("%d/%b/%Y:%H:%M:%S %z")
     request = (
         f"{environ.get('REQUEST_METHOD', '-')} {request_target(environ, is_key)} "
         f"{environ.get('SERVER_PROTOCOL', '-')}"
     ).replace('"', "%22")
     remote = environ.get("REMOTE_ADDR") or "-"
-    line = f'{remote} - {user} [{stamp}] "{request}" {status.split(" ")[0]} {size or "-"}'
+    took = "-" if seconds is None else f"{seconds:.6f}"
+    line = f'{remote} - {user} [{stamp}] "{request}" {status.split(" ")[0]} {size or "-"} {took}'
     return printable(line)
 
 
@@ -82,6 +85,7 @@ def log_request(
     size: int,
     is_key: Callable[[str], bool],
     user: str = "-",
+    seconds: float | None = None,
 ) -> None:
     """Log a request the server parsed itself (no WSGI environ was built for it)."""
     path, _, query = url.partition(b"?")
@@ -92,7 +96,7 @@ def log_request(
         "SERVER_PROTOCOL": f"HTTP/{version}",
         "REMOTE_ADDR": peer[0] if peer else "-",
     }
-    log.info("%s", log_line(environ, status, size, is_key, user))
+    log.info("%s", log_line(environ, status, size, is_key, user, seconds))
 
 
 def tenant_label(
@@ -140,7 +144,7 @@ class AccessLog:
         self.is_key = state.any_key
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        status = ["-"]
+        status, started = ["-"], time.perf_counter()
         authorization = environ.get("HTTP_AUTHORIZATION")
         token, path = environ.get("HTTP_X_MOCK_TOKEN"), environ.get("PATH_INFO", "")
         user = tenant_label(self.state, authorization, token, path.startswith("/_mock/"))
@@ -154,7 +158,12 @@ class AccessLog:
         except BaseException:  # e.g. a scripted reset: the client got no answer
             log.info("%s", log_line(environ, NO_STATUS, 0, self.is_key, user))
             raise
+
+        def done(size: int) -> None:
+            took = time.perf_counter() - started
+            log.info("%s", log_line(environ, status[0], size, self.is_key, user, took))
+
         return _Counted(
             body,
-            lambda size: log.info("%s", log_line(environ, status[0], size, self.is_key, user)),
+            done,
         )

@@ -13,7 +13,7 @@ from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
 
 TOKEN = "control-token-0123456789abcdef"
-CLF = re.compile(r'^(\S+) - - \[[^\]]+\] "([^"]*)" (\d{3}) (\d+|-)$')
+CLF = re.compile(r'^(\S+) - - \[[^\]]+\] "([^"]*)" (\d{3}) (\d+|-) (\d+\.\d{6})$')
 
 
 def test_one_line_per_request_with_keys_masked(caplog: pytest.LogCaptureFixture) -> None:
@@ -41,6 +41,26 @@ def test_one_line_per_request_with_keys_masked(caplog: pytest.LogCaptureFixture)
     assert first is not None
     assert first.group(1) == "127.0.0.1"
     assert int(first.group(4)) > 100  # the verdict's bytes
+
+
+@pytest.mark.parametrize("server", ["async", "waitress"])
+def test_a_line_ends_with_the_seconds_its_answer_took(
+    caplog: pytest.LogCaptureFixture, server: str
+) -> None:
+    caplog.set_level(logging.INFO, logger="mockserver.access")
+    settings = Settings(api_keys=(KEY,), access_log=True)
+    with (
+        running(create_app(settings), server=server) as running_server,
+        httpx.Client(base_url=running_server.base_url) as http,
+    ):
+        slow = http.post("/_mock/sessions", json={"script": [{"delay_ms": 300}]}).json()["n"]
+        http.get("/e", params={"n": slow}, headers=bearer())  # its first answer waits 300 ms
+        http.get("/e", params={"n": slow}, headers=bearer())
+        assert wait_until(lambda: len(_lines(caplog)) == 3)
+    took = [float(m.group(5)) for m in map(CLF.match, _lines(caplog)) if m]
+    assert len(took) == 3
+    assert took[1] >= 0.3  # the delay is in it
+    assert took[2] < 0.3
 
 
 def test_no_access_log_by_default(caplog: pytest.LogCaptureFixture) -> None:
