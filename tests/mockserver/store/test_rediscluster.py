@@ -9,6 +9,7 @@ create`` and kills them after; the store's contract runs on it as on one Redis.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,6 +101,40 @@ def test_two_processes_of_one_mock_share_state(cluster: RedisClusterNodes, tmp_p
         assert len(mocks.journal(1)) == 33
     finally:
         mocks.close()
+
+
+def test_tenants_hold_across_processes_on_a_cluster(
+    cluster: RedisClusterNodes, tmp_path: Path
+) -> None:
+    """Eight tenants: their keys spread over the nodes, each tenant's in one slot."""
+    names = [f"team{index}" for index in range(8)]
+    tenants = {
+        name: {"control_token": f"{name}-token-0123456789", "api_keys": [f"{name}-key-0001"]}
+        for name in names
+    }
+    (tmp_path / "tenants.json").write_text(json.dumps({"tenants": tenants}))
+    extra = ("--control-token", "operator-token-0123456789", "--tenants")
+    mocks = start_mocks(2, cluster.url, tmp_path, *extra, str(tmp_path / "tenants.json"))
+    try:
+        for name in names:
+            own = {"X-Mock-Token": f"{name}-token-0123456789"}
+            assert mocks.post(0, "/_mock/reset", headers=own).status_code == 204
+            n = mocks.post(0, "/_mock/sessions", headers=own, json={"script": [503]}).json()["n"]
+            assert mocks.explain(1, n, key=f"{name}-key-0001").status_code == 503
+            assert mocks.explain(0, n, key=f"{name}-key-0001").status_code == 200
+            other = names[(names.index(name) + 1) % len(names)]
+            assert mocks.explain(1, n, key=f"{other}-key-0001").status_code == 404
+            journal = mocks.get(1, "/_mock/requests", headers=own).json()
+            assert [entry["status"] for entry in journal] == [503, 200]
+        assert mocks.get(1, "/_mock/readyz").status_code == 200
+    finally:
+        mocks.close()
+    holders = set()
+    for index, client in enumerate(cluster.clients()):
+        if any(client.scan_iter(match="verdict-mock:{team*", count=1000)):
+            holders.add(index)
+        client.close()
+    assert len(holders) > 1, "every tenant landed on one node: no MOVED was met"
 
 
 class TestRedisClusterStore(StoreContract):
