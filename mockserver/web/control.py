@@ -193,6 +193,7 @@ def health() -> Response:
         default_key=DEFAULT_API_KEY if DEFAULT_API_KEY in state.api_keys else None,
         scenario_problem=state.scenario_problem,
         state=state.store.label,
+        **({"tenant": state.tenant_name} if state_of(current_app).tenants else {}),
         **({"proxy": _proxy_health(proxy)} if proxy is not None else {}),
     )
 

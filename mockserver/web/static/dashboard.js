@@ -200,6 +200,7 @@
   async function refreshHealth() {
     const health = await json("health");
     setText($("health"),
+      (health.tenant ? `tenant ${health.tenant} · ` : "") +
       `schema ${health.schema} · rate limit ${health.rate_limit} · session lifetime ` +
       `${health.session_lifetime} s · ${health.journal_entries} journal entries`);
     const scenario = health.scenario_problem;

@@ -7,9 +7,11 @@ with ``?token=``, and from then on works by the cookie that visit set, as a pers
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -534,3 +536,27 @@ def test_the_coverage_panel_shows_what_was_met_and_the_habits(
     assert habit.get_attribute("data-habit") == "refetch"
     assert n not in habit.text
     assert "fetched again after a 200" in habit.text
+
+
+def test_a_tenants_dashboard_shows_its_own_journal_only(browser: Any, tmp_path: Path) -> None:
+    pay, risk = "pay-token-0123456789ab", "risk-token-0123456789a"
+    tenants = {
+        "pay": {"control_token": pay, "api_keys": ["pay-key-0001"]},
+        "risk": {"control_token": risk, "api_keys": ["risk-key-0001"]},
+    }
+    (tmp_path / "tenants.json").write_text(json.dumps({"tenants": tenants}))
+    settings = Settings(
+        api_keys=(KEY,), control_token=Secret(TOKEN), tenants=tmp_path / "tenants.json"
+    )
+    with running(create_app(settings)) as server:
+        browser.get(f"{server.base_url}/_mock/health")  # on the mock's origin: forget cookies
+        browser.delete_all_cookies()
+        with httpx.Client(base_url=server.base_url, timeout=5) as client:
+            client.get("/e", params={"n": "demo-refused"}, headers=bearer("pay-key-0001"))
+            client.get("/e", params={"n": "demo-disputed"}, headers=bearer("risk-key-0001"))
+        browser.get(f"{server.base_url}/_mock/?token={pay}")
+        health = browser.find_element(By.ID, "health")
+        until(browser, lambda: health.text.startswith("tenant pay · schema 7"), "no tenant")
+        until(browser, lambda: len(journal_rows(browser)) == 1, "not pay's journal alone")
+        assert journal_rows(browser)[0][3] == "demo-refused"
+        browser.delete_all_cookies()
