@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Final
@@ -30,7 +30,6 @@ from ..model.answer import (
     JSON,
     NO_STORE,
     Answer,
-    Headers,
     Outcome,
     error_answer,
     failure_answer,
@@ -94,8 +93,8 @@ def _hide_secrets(record: logging.LogRecord) -> bool:
     if str(record.msg).startswith("receive_response_headers.complete"):
         record.msg, record.args = "receive_response_headers.complete (headers not shown)", ()
     elif isinstance(record.args, tuple) and len(record.args) > 1:
-        url, query, _ = str(record.args[1]).partition("?")
-        if query and url in _UPSTREAMS:
+        url, asks, _ = str(record.args[1]).partition("?")
+        if asks and url in _UPSTREAMS:
             record.args = (record.args[0], url + "?…", *record.args[2:])
     return True
 
@@ -128,56 +127,56 @@ class Served:
     notes: tuple[str, ...] = ()
 
 
-class KeyFinder:
-    """Masks the key sent upstream in a text: as it is, URL-encoded, base64 at any alignment."""
+def _key_masker(key: str) -> Callable[[str], str]:
+    """What masks ``key`` in a text: as it is, URL-encoded, base64 at any alignment."""
+    # "verdict-mock" (a Server header, an upstream mock's answers) is no part of a key, even
+    # of the public default one that begins with it
+    redactor = Redactor(known="verdict-mock")
+    redactor.add(key)
+    encoded = base64_forms(key)
 
-    def __init__(self, key: str) -> None:
-        # "verdict-mock" (a Server header, an upstream mock's answers) is no part of a key, even
-        # of the public default one that begins with it
-        self.redactor = Redactor(known="verdict-mock")
-        self.redactor.add(key)
-        self.encoded = base64_forms(key)
-
-    def masked(self, text: str) -> str:
-        text = self.redactor.text(text)
-        for form in self.encoded:
+    def masked(text: str) -> str:
+        text = redactor.text(text)
+        for form in encoded:
             text = text.replace(form, "…")  # no characters of a key's encoding shown
         return text
 
+    return masked
 
-def _masked_json(value: object, finder: KeyFinder) -> object:
+
+def _masked_json(value: object, mask_key: Callable[[str], str]) -> object:
     if isinstance(value, str):
-        return finder.masked(value)
+        return mask_key(value)
     if isinstance(value, list):
-        return [_masked_json(item, finder) for item in value]
+        return [_masked_json(item, mask_key) for item in value]
     if isinstance(value, dict):
-        return {finder.masked(k): _masked_json(v, finder) for k, v in value.items()}
+        return {mask_key(k): _masked_json(v, mask_key) for k, v in value.items()}
     return value
 
 
-def _masked_body(body: bytes, finder: KeyFinder) -> bytes:
+def _masked_body(body: bytes, mask_key: Callable[[str], str]) -> bytes:
     """``body`` with the key masked, as text, then in a JSON body's strings (escapes undone)."""
     text = body.decode("utf-8", "surrogateescape")
-    shown = finder.masked(text)
+    shown = mask_key(text)
     raw = body if shown == text else shown.encode("utf-8", "surrogateescape")
     try:
         parsed = json.loads(raw)
-        masked = _masked_json(parsed, finder)
+        masked = _masked_json(parsed, mask_key)
     except (ValueError, RecursionError):
         return raw
     return raw if masked == parsed else json.dumps(masked, ensure_ascii=False).encode()
 
 
-def _reflection(upstream: Upstream, finder: KeyFinder) -> tuple[list[str], Upstream]:
+def _reflection(upstream: Upstream, mask_key: Callable[[str], str]) -> tuple[list[str], Upstream]:
     """Where ``upstream`` holds the key, and the answer with it masked."""
     places = []
     headers = []
     for name, value in upstream.headers:
-        shown = finder.masked(value).replace("…", "...")  # a header is latin-1
+        shown = mask_key(value).replace("…", "...")  # a header is latin-1
         if shown != value:
             places.append(f"header {printable(name)}")
         headers.append((name, shown))
-    body = _masked_body(upstream.body, finder)
+    body = _masked_body(upstream.body, mask_key)
     if body != upstream.body:
         places.append("body")
     return places, Upstream(upstream.status, headers, body)
@@ -242,7 +241,7 @@ def one_line(violation: Violation) -> str:
     return f"{violation.clause} {violation.rule} at {violation.path or '/'}: {violation.message}"
 
 
-def _error(status: int, code: str, message: str, headers: Headers = ()) -> Answer:
+def _error(status: int, code: str, message: str, *headers: tuple[str, str]) -> Answer:
     """The proxy's own answer, in the mock's error shape (upstream answers bring their type)."""
     return error_answer(status, code, message, headers=[("Content-Type", JSON), *headers])
 
@@ -346,7 +345,7 @@ class ValidatingProxy:
                         "unauthorized",
                         "missing or invalid API key; send Authorization: Bearer <key> "
                         "(a key of this mock: it sends its own key upstream)",
-                        headers=[("WWW-Authenticate", "Bearer")],
+                        ("WWW-Authenticate", "Bearer"),
                     )
                 )
             authorization = f"Bearer {self.upstream_key.reveal()}"
@@ -445,7 +444,7 @@ class ValidatingProxy:
     ) -> Served:
         places: list[str] = []
         if sent_key is not None and len(sent_key) >= MIN_LOOKED_FOR:
-            places, upstream = _reflection(upstream, KeyFinder(sent_key))
+            places, upstream = _reflection(upstream, _key_masker(sent_key))
         has_body = method == "GET"
         violations = check_answer(upstream.status, upstream.body, has_body=has_body)
         if places:
