@@ -380,11 +380,14 @@ class ValidatingProxy:
         self, future: Future[Upstream], method: str, url: httpx.URL, headers: dict[str, str]
     ) -> None:
         """One upstream call on its own thread; its outcome goes to ``future`` if still awaited."""
-        with contextlib.suppress(InvalidStateError):  # stop() answered it already
-            try:
-                future.set_result(self._fetch(method, url, headers))
-            except BaseException as exc:  # the waiter reads it (an UpstreamError, as a rule)
+        try:
+            upstream = self._fetch(method, url, headers)
+        except BaseException as exc:  # the waiter reads it (an UpstreamError, as a rule)
+            with contextlib.suppress(InvalidStateError):  # stop() answered it already
                 future.set_exception(exc)
+        else:
+            with contextlib.suppress(InvalidStateError):
+                future.set_result(upstream)
 
     def stop(self) -> None:
         """End every wait on the upstream now (the server is stopping); refuse new calls."""

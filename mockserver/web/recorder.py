@@ -42,8 +42,7 @@ _WIDTH: Final = 2**31 - 1  # no folded lines (the C emitter's largest width)
 
 
 def _yaml_dump(data: object) -> str:
-    text: str = yaml.dump(data, Dumper=_DUMPER, allow_unicode=True, sort_keys=False, width=_WIDTH)
-    return text
+    return str(yaml.dump(data, Dumper=_DUMPER, allow_unicode=True, sort_keys=False, width=_WIDTH))
 
 
 def _yaml_keeps(text: str) -> bool:
