@@ -1,7 +1,4 @@
-"""An answer recorded from a real service (``recorded:`` in a scenario), replayed byte for byte.
-
-The proxy's recorder (:mod:`..web.recorder`) writes these; a scenario file reads them back.
-"""
+"""An answer recorded from a real service (``recorded:`` in a scenario; :mod:`..web.recorder`)."""
 
 from __future__ import annotations
 
@@ -26,7 +23,7 @@ class Recorded:
         """The body as a JSON object, to describe the session; ``{}`` if it is not one."""
         try:
             body = json.loads(self.body)
-        except (UnicodeDecodeError, ValueError, RecursionError):
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             return {}
         return body if isinstance(body, dict) else {}
 

@@ -1,22 +1,8 @@
 """The validating proxy: ``GET /e`` forwarded to a real service, its answers checked.
 
-With ``--proxy-to URL`` this WSGI middleware takes the place of the fast path: each call to
-``/e`` goes to ``URL/e`` with the same query, and the client gets the real answer's status and
-body bytes, but never as active content on the mock's origin (a page there could call the control
-API): always ``Content-Type: application/json``, ``nosniff`` and a sandboxing CSP, and of the
-upstream's headers only those an API answer needs (:data:`FORWARDED`: no ``Set-Cookie``). A body
-that is not JSON is flagged in the journal. An answer that reflects the key sent upstream (as it
-is, percent-encoded, JSON-escaped or base64) is flagged, the key masked in what the client gets,
-and never recorded. Every answer is checked with the rules
-the suite uses (:func:`~verdict_contract.core.validator.validate_verdict`, and the statuses of
-spec §7); each breach goes to the journal entry, to the log (one line per breach naming its
-clause) and to the counters in ``/_mock/health``. ``--proxy-strict`` turns a breaching answer into
-a 502 listing the violations (a reflected key is a §5 breach), and a body that is not JSON into
-a 502 in the mock's error shape. When the service fails (a 5xx, a reset, a body that is not HTTP)
-the client gets a 502, and after ``--proxy-timeout`` seconds a 504, in the mock's error shape.
-
-The key sent upstream is ``--upstream-key`` (then clients must present one of the mock's own
-keys) or else the client's own ``Authorization`` header. It is never logged or journaled.
+What it does and guarantees is told in docs/proxy.md: answers are never active content on the
+mock's origin, the key sent upstream is never logged, journaled or recorded, an upstream body is
+bounded (:data:`MAX_UPSTREAM_BODY`) and a client never waits past ``--proxy-timeout``.
 """
 
 from __future__ import annotations
@@ -27,10 +13,10 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 from verdict_contract.core.keyforms import base64_forms
@@ -44,7 +30,6 @@ from ..model.answer import (
     JSON,
     NO_STORE,
     Answer,
-    Headers,
     Outcome,
     error_answer,
     failure_answer,
@@ -68,23 +53,6 @@ PROXY_EXTENSION: Final = "verdict_proxy"
 MAX_UPSTREAM_BODY: Final = 1 << 20
 """A larger answer is a 502: a verdict is a few kilobytes, and memory stays bounded."""
 
-_HOP_BY_HOP: Final = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "content-length",  # set again for the body as sent
-        "content-encoding",  # identity is asked for; httpx decodes anything else
-        "date",  # the server sending the answer sets these two (waitress would add Via)
-        "server",
-    }
-)
-
 FORWARDED: Final = frozenset(
     {
         "cache-control",
@@ -104,9 +72,8 @@ FORWARDED: Final = frozenset(
         "x-ratelimit-reset",
     }
 )
-"""The upstream's headers a client gets: what an API answer says about caching, retrying and
-authenticating. Any other (``Set-Cookie``, ``Refresh``, ``Link``, ``Location``, CORS, a debug
-header...) could act on the mock's origin or leak, and is dropped."""
+"""The upstream's headers a client gets; any other (``Set-Cookie``, ``Location``, CORS...) could
+act on the mock's origin or leak, and is dropped."""
 
 INERT: Final = (
     ("X-Content-Type-Options", "nosniff"),
@@ -117,49 +84,28 @@ INERT: Final = (
 MIN_LOOKED_FOR = 6
 """A key shorter than this cannot be told from ordinary text: it is not looked for in answers."""
 
-
-class _UpstreamQueryHidden(logging.Filter):
-    """Hide the query of httpx's request log lines to an upstream: a key may be sent there."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.upstreams: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args
-        if isinstance(args, tuple) and len(args) > 1:
-            url = str(args[1])
-            if url.partition("?")[0] in self.upstreams and "?" in url:
-                record.args = (args[0], url.partition("?")[0] + "?…", *args[2:])
-        return True
+_UPSTREAMS: set[str] = set()
 
 
-_HIDE_QUERY = _UpstreamQueryHidden()
+def _hide_secrets(record: logging.LogRecord) -> bool:
+    """Hide in httpx's and httpcore's log lines what may hold a key: the query of a request
+    upstream, the headers of an answer (which the client never gets either)."""
+    if str(record.msg).startswith("receive_response_headers.complete"):
+        record.msg, record.args = "receive_response_headers.complete (headers not shown)", ()
+    elif isinstance(record.args, tuple) and len(record.args) > 1:
+        url, asks, _ = str(record.args[1]).partition("?")
+        if asks and url in _UPSTREAMS:
+            record.args = (record.args[0], url + "?…", *record.args[2:])
+    return True
 
 
-class _ResponseHeadersHidden(logging.Filter):
-    """Hide the headers in httpcore's debug trace of an answer: an upstream may reflect a key
-    in them (the client never gets those headers, and the log must not show them either)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if str(record.msg).startswith("receive_response_headers.complete"):
-            record.msg, record.args = "receive_response_headers.complete (headers not shown)", ()
-        return True
-
-
-_HIDE_HEADERS = _ResponseHeadersHidden()
-_TRACED: Final = ("httpcore.http11", "httpcore.http2")
-"""The loggers of httpcore's trace that show an answer's headers."""
-
-
+@dataclass(eq=False)
 class UpstreamError(Exception):
     """The upstream gave no usable answer: the status, code and message the client gets."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+    status: int
+    code: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -173,84 +119,67 @@ class Upstream:
 
 @dataclass(frozen=True)
 class Served:
-    """What the proxy answers a call, the breaches of the upstream's answer, and what else the
-    journal entry notes about it (a body that is not JSON, why it was not recorded)."""
+    """What the proxy answers a call, the breaches of the upstream's answer, and the journal's
+    notes on it (a body that is not JSON, why it was not recorded)."""
 
     answer: Answer
     violations: list[Violation] = field(default_factory=list)
     notes: tuple[str, ...] = ()
 
 
-class KeyFinder:
-    """Finds the key sent upstream in an answer's text, and masks it: as it is, URL-encoded
-    (the core's :class:`~verdict_contract.core.redact.Redactor`), base64 at any alignment; JSON
-    escapes are undone by reading a JSON body before looking (:func:`_masked_body`)."""
+def _key_masker(key: str) -> Callable[[str], str]:
+    """What masks ``key`` in a text: as it is, URL-encoded, base64 at any alignment."""
+    # "verdict-mock" (a Server header, an upstream mock's answers) is no part of a key, even
+    # of the public default one that begins with it
+    redactor = Redactor(known="verdict-mock")
+    redactor.add(key)
+    encoded = base64_forms(key)
 
-    def __init__(self, key: str) -> None:
-        # "verdict-mock" (a Server header, an upstream mock's answers) is no part of a key, even
-        # of the public default one that begins with it
-        self.redactor = Redactor(known="verdict-mock")
-        self.redactor.add(key)
-        self.encoded = base64_forms(key)
-
-    def masked(self, text: str) -> str:
-        text = self.redactor.text(text)
-        for form in self.encoded:
+    def masked(text: str) -> str:
+        text = redactor.text(text)
+        for form in encoded:
             text = text.replace(form, "…")  # no characters of a key's encoding shown
         return text
 
+    return masked
 
-def _masked_json(value: object, finder: KeyFinder) -> object:
+
+def _masked_json(value: object, mask_key: Callable[[str], str]) -> object:
     if isinstance(value, str):
-        return finder.masked(value)
+        return mask_key(value)
     if isinstance(value, list):
-        return [_masked_json(item, finder) for item in value]
+        return [_masked_json(item, mask_key) for item in value]
     if isinstance(value, dict):
-        return {finder.masked(k): _masked_json(v, finder) for k, v in value.items()}
+        return {mask_key(k): _masked_json(v, mask_key) for k, v in value.items()}
     return value
 
 
-def _masked_body(body: bytes, finder: KeyFinder) -> bytes:
-    """``body`` with the key masked; the same bytes when it holds none. Its text is masked as it
-    is, then a JSON body is read (its ``\\uXXXX`` escapes undone) and written again if one of
-    its strings still held the key."""
+def _masked_body(body: bytes, mask_key: Callable[[str], str]) -> bytes:
+    """``body`` with the key masked, as text, then in a JSON body's strings (escapes undone)."""
     text = body.decode("utf-8", "surrogateescape")
-    shown = finder.masked(text)
+    shown = mask_key(text)
     raw = body if shown == text else shown.encode("utf-8", "surrogateescape")
     try:
         parsed = json.loads(raw)
-        masked = _masked_json(parsed, finder)
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        masked = _masked_json(parsed, mask_key)
+    except (ValueError, RecursionError):
         return raw
     return raw if masked == parsed else json.dumps(masked, ensure_ascii=False).encode()
 
 
-def _reflection(upstream: Upstream, finder: KeyFinder) -> tuple[list[str], Upstream]:
+def _reflection(upstream: Upstream, mask_key: Callable[[str], str]) -> tuple[list[str], Upstream]:
     """Where ``upstream`` holds the key, and the answer with it masked."""
     places = []
     headers = []
     for name, value in upstream.headers:
-        shown = finder.masked(value).replace("…", "...")  # a header is latin-1
+        shown = mask_key(value).replace("…", "...")  # a header is latin-1
         if shown != value:
             places.append(f"header {printable(name)}")
         headers.append((name, shown))
-    body = _masked_body(upstream.body, finder)
+    body = _masked_body(upstream.body, mask_key)
     if body != upstream.body:
         places.append("body")
     return places, Upstream(upstream.status, headers, body)
-
-
-def _reflected(places: list[str]) -> Violation:
-    where = ", ".join(places)
-    return Violation(
-        rule="key_reflected",
-        path="",
-        message=f"the answer holds the key it was sent ({where}): masked for the client, "
-        "not recorded",
-        clause="§5",
-        received=where,
-        documented="no part of the key (§5.4: a server-side secret)",
-    )
 
 
 @dataclass
@@ -273,13 +202,7 @@ class ProxyStats:
 
     def to_json(self) -> dict[str, object]:
         with self._lock:
-            return {
-                "upstream": self.upstream,
-                "answers": self.answers,
-                "breaching_answers": self.breaching_answers,
-                "violations": self.violations,
-                "upstream_failures": self.upstream_failures,
-            }
+            return {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
 
 
 def check_answer(status: int, body: bytes, *, has_body: bool = True) -> list[Violation]:
@@ -299,7 +222,7 @@ def check_answer(status: int, body: bytes, *, has_body: bool = True) -> list[Vio
         return []
     try:
         verdict = json.loads(body)
-    except (UnicodeDecodeError, ValueError, RecursionError):
+    except (ValueError, RecursionError):
         return [
             Violation(
                 rule="json_body",
@@ -318,7 +241,7 @@ def one_line(violation: Violation) -> str:
     return f"{violation.clause} {violation.rule} at {violation.path or '/'}: {violation.message}"
 
 
-def _error(status: int, code: str, message: str, headers: Headers = ()) -> Answer:
+def _error(status: int, code: str, message: str, *headers: tuple[str, str]) -> Answer:
     """The proxy's own answer, in the mock's error shape (upstream answers bring their type)."""
     return error_answer(status, code, message, headers=[("Content-Type", JSON), *headers])
 
@@ -335,8 +258,7 @@ class ValidatingProxy:
 
     def __init__(self, app: WSGIApplication, state: MockState) -> None:
         settings = state.settings
-        if settings.proxy_to is None:
-            raise ValueError("a proxy needs settings.proxy_to")
+        assert settings.proxy_to is not None, "a proxy needs settings.proxy_to"
         self.app = app
         self.state = state
         self.url = settings.proxy_to + ENDPOINT_PATH
@@ -345,17 +267,12 @@ class ValidatingProxy:
         self.timeout = settings.proxy_timeout
         self.strict = settings.proxy_strict
         self.upstream_key = settings.upstream_key
-        self.recorder = (
-            Recorder(settings.record, settings.record_max_bytes)
-            if settings.record is not None
-            else None
-        )
-        _HIDE_QUERY.upstreams.add(self.url)
-        if _HIDE_QUERY not in logging.getLogger("httpx").filters:
-            logging.getLogger("httpx").addFilter(_HIDE_QUERY)
-        for name in _TRACED:
-            if _HIDE_HEADERS not in logging.getLogger(name).filters:
-                logging.getLogger(name).addFilter(_HIDE_HEADERS)
+        record = settings.record
+        self.recorder = None if record is None else Recorder(record, settings.record_max_bytes)
+        _UPSTREAMS.add(self.url)
+        for name in ("httpx", "httpcore.http11", "httpcore.http2"):
+            if _hide_secrets not in logging.getLogger(name).filters:
+                logging.getLogger(name).addFilter(_hide_secrets)
         # Here, not at the top: most mocks proxy nothing, and httpx's import was a sixth of the
         # CPU of every mock's start.
         import httpx
@@ -406,8 +323,7 @@ class ValidatingProxy:
             violations=tuple(one_line(v) for v in served.violations) + served.notes,
         )
         self.state.journal.add(entry, self.state.journal.generation)
-        headers = [(k, v) for k, v in answer.headers if k.lower() not in _HOP_BY_HOP]
-        headers += [*INERT, ("Content-Length", str(len(answer.body)))]
+        headers = [*answer.headers, *INERT, ("Content-Length", str(len(answer.body)))]
         start_response(status_line(answer.status), headers)
         return [b"" if method == "HEAD" else answer.body]
 
@@ -429,7 +345,7 @@ class ValidatingProxy:
                         "unauthorized",
                         "missing or invalid API key; send Authorization: Bearer <key> "
                         "(a key of this mock: it sends its own key upstream)",
-                        headers=[("WWW-Authenticate", "Bearer")],
+                        ("WWW-Authenticate", "Bearer"),
                     )
                 )
             authorization = f"Bearer {self.upstream_key.reveal()}"
@@ -485,7 +401,7 @@ class ValidatingProxy:
             self.recorder.flush(timeout=self.timeout)
 
     def _fetch(self, method: str, url: httpx.URL, headers: dict[str, str]) -> Upstream:
-        import httpx  # imported by __init__ already: a lookup
+        import httpx
 
         deadline = time.monotonic() + self.timeout
         try:
@@ -531,22 +447,36 @@ class ValidatingProxy:
     ) -> Served:
         places: list[str] = []
         if sent_key is not None and len(sent_key) >= MIN_LOOKED_FOR:
-            places, upstream = _reflection(upstream, KeyFinder(sent_key))
+            places, upstream = _reflection(upstream, _key_masker(sent_key))
         has_body = method == "GET"
         violations = check_answer(upstream.status, upstream.body, has_body=has_body)
         if places:
-            violations.append(_reflected(places))
+            where = ", ".join(places)
+            reflected = Violation(
+                rule="key_reflected",
+                path="",
+                message=f"the answer holds the key it was sent ({where}): masked for the client, "
+                "not recorded",
+                clause="§5",
+                received=where,
+                documented="no part of the key (§5.4: a server-side secret)",
+            )
+            violations.append(reflected)
         self.stats.count(len(violations))
         session_id = _session_id(pairs)
-        shown = mask(session_id) if session_id and self.is_key(session_id) else session_id
-        shown = None if shown is None else printable(shown)  # the client's: no terminal escapes
+        # the client's id, masked if it is a key, escaped: no terminal escapes reach the log
+        shown = session_id and printable(
+            mask(session_id) if self.is_key(session_id) else session_id
+        )
         for violation in violations:
             log.warning("upstream breach (n=%s): %s", shown, printable(one_line(violation)))
         is_json = _is_json(upstream.body)
         notes: list[str] = []
         not_json = None  # a 200's is a breach already (§4)
         if has_body and upstream.body and not is_json and upstream.status != 200:
-            not_json = f"the upstream's {upstream.status} body is not JSON{_typed(upstream)}"
+            types = [v for k, v in upstream.headers if k.lower() == "content-type"]
+            sent = f"sent as {printable(types[0][:60])}, " if types else ""
+            not_json = f"the upstream's {upstream.status} body is not JSON ({sent}served as {JSON})"
             notes.append(not_json)
         if self.recorder is not None and session_id is not None and has_body:
             if places:
@@ -554,55 +484,42 @@ class ValidatingProxy:
             elif not is_json:  # a cut or malformed body is not the session's answer
                 log.warning("not recorded (n=%s): the upstream's body is not JSON", shown)
                 notes.append("not recorded: the body is not JSON")
-            else:
-                refused = self.recorder.observe(session_id, upstream.status, upstream.body)
-                notes += [refused] if refused else []
+            elif refused := self.recorder.observe(session_id, upstream.status, upstream.body):
+                notes.append(refused)
         if upstream.status >= 500:
-            failed = _error(502, "upstream_error", f"the upstream answered {upstream.status}")
-            return Served(failed, violations, tuple(notes))
-        if violations and self.strict:
-            return Served(_breach_answer(violations), violations, tuple(notes))
-        if not_json is not None and self.strict:
-            return Served(_error(502, "upstream_not_json", not_json), violations, tuple(notes))
-        outcome = "breach" if violations else "proxied"
-        headers = [(k, v) for k, v in upstream.headers if k.lower() in FORWARDED]
-        answer = Answer(upstream.status, upstream.body, [("Content-Type", JSON), *headers], outcome)
+            answer = _error(502, "upstream_error", f"the upstream answered {upstream.status}")
+        elif violations and self.strict:
+            answer = _breach_answer(violations)
+        elif not_json is not None and self.strict:
+            answer = _error(502, "upstream_not_json", not_json)
+        else:
+            headers = [(k, v) for k, v in upstream.headers if k.lower() in FORWARDED]
+            outcome = "breach" if violations else "proxied"
+            answer = Answer(
+                upstream.status, upstream.body, [("Content-Type", JSON), *headers], outcome
+            )
         return Served(answer, violations, tuple(notes))
-
-
-def _typed(upstream: Upstream) -> str:
-    """`` (sent as text/html)``: the type the upstream gave its body, served as JSON."""
-    types = [v for k, v in upstream.headers if k.lower() == "content-type"]
-    sent = f"sent as {printable(types[0][:60])}, " if types else ""
-    return f" ({sent}served as {JSON})"
 
 
 def _is_json(body: bytes) -> bool:
     try:
         json.loads(body)
-    except (UnicodeDecodeError, ValueError, RecursionError):
+    except (ValueError, RecursionError):
         return False
     return True
+
+
+_BREACH_FIELDS: Final = ("rule", "clause", "path", "message", "received", "documented")
 
 
 def _breach_answer(violations: list[Violation]) -> Answer:
     """``--proxy-strict``: a 502 whose error lists what the upstream's answer broke."""
     count = len(violations)
-    error: dict[str, Any] = {
+    error = {
         "code": "contract_breach",
         "message": f"the upstream's answer breaks the contract ({count} "
         f"violation{'s' if count != 1 else ''}); first: {one_line(violations[0])}",
-        "violations": [
-            {
-                "rule": v.rule,
-                "clause": v.clause,
-                "path": v.path,
-                "message": v.message,
-                "received": v.received,
-                "documented": v.documented,
-            }
-            for v in violations
-        ],
+        "violations": [{name: getattr(v, name) for name in _BREACH_FIELDS} for v in violations],
     }
     body = json.dumps({"error": error}, ensure_ascii=False).encode()
     return Answer(502, body, [("Content-Type", JSON), ("Cache-Control", NO_STORE)], "breach")

@@ -1,26 +1,8 @@
 """Recording what a proxied service answered, as a scenario file ``--scenario`` replays.
 
-Each distinct session id seen becomes a named session with a ``recorded`` answer: its status
-and its body exactly as received (text when it is UTF-8, base64 otherwise)::
-
-    sessions:
-      s-123: {recorded: {status: 200, body: '{"schema":7,...}'}}
-
-The request thread never waits for the disk: :meth:`Recorder.observe` checks the bounds and
-queues the answer; one writer thread at a time turns queued answers into text and writes them.
-The file is started afresh by the first answer of a run (a whole file put in place atomically),
-then only grows: a YAML file is ``sessions:`` and each session's lines after it, a JSON file keeps
-its closing ``}}`` last and each new session is written over it, followed by it again. So a
-session costs its own bytes, whatever the file already holds. A failed write (a full disk) is
-cut off again, the file truncated to its last complete state; it is logged once, shown as
-:attr:`Recorder.problem`, and the next session writes the ones it left out too. A 404 that later
-became a 200 is appended again: the later entry is the one a scenario reads.
-
-Bounds, each refusing loudly (:meth:`Recorder.observe` returns why, the proxy journals it, the
-log says it once): :data:`MAX_RECORDED_SESSIONS` sessions, ``max_bytes`` bytes of file
-(``--record-max-bytes``, at most what ``--scenario`` reads), and :data:`MAX_QUEUED_BYTES` of
-answers waiting for the writer. The folder is checked at start. The proxy records only answers
-whose body is JSON and does not hold the key it sent (:mod:`.proxy`).
+Each distinct session id becomes a session with a ``recorded`` answer, its body exactly as
+received (text when it is UTF-8, base64 otherwise): ``sessions: {s-1: {recorded: {status: 200,
+body: '{...}'}}}``. How the file is written and bounded is told in docs/proxy.md ("--record").
 """
 
 from __future__ import annotations
@@ -60,8 +42,7 @@ _WIDTH: Final = 2**31 - 1  # no folded lines (the C emitter's largest width)
 
 
 def _yaml_dump(data: object) -> str:
-    text: str = yaml.dump(data, Dumper=_DUMPER, allow_unicode=True, sort_keys=False, width=_WIDTH)
-    return text
+    return str(yaml.dump(data, Dumper=_DUMPER, allow_unicode=True, sort_keys=False, width=_WIDTH))
 
 
 def _yaml_keeps(text: str) -> bool:
@@ -87,8 +68,8 @@ def check_record_path(path: Path) -> None:
 
 
 def _replace_whole(path: Path, data: bytes) -> None:
-    """Write ``data`` as ``path`` or leave the previous file: a temporary file in the same
-    folder, synced, then renamed over it (a rename within a folder is atomic)."""
+    """Write ``data`` as ``path`` or leave the previous file: a synced temporary file in the
+    same folder, renamed over it (a rename within a folder is atomic)."""
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as file:
@@ -110,8 +91,6 @@ def _replace_whole(path: Path, data: bytes) -> None:
 
 
 class _Queued(NamedTuple):
-    """An answer waiting for the writer."""
-
     session_id: str
     recorded: Recorded
 
@@ -133,8 +112,8 @@ class Recorder:
     """Collects the answers a proxy sees, one per session id, and appends them to ``path``.
 
     A 200 is kept over a 404 for the same id (a session that expired while recording replays as
-    the verdict it had); otherwise the first answer stays. Only the ids seen stay in memory,
-    with what each recorded; bodies only while they wait for the writer.
+    the verdict it had); otherwise the first answer stays. :meth:`observe` never waits for the
+    disk: it queues the answer, and one writer thread at a time writes what is queued.
     """
 
     path: Path
@@ -159,31 +138,28 @@ class Recorder:
     def __post_init__(self) -> None:
         check_record_path(self.path)
         self._idle = threading.Condition(self._lock)
-        self._layout = _JSON_LAYOUT if self.path.suffix == ".json" else _YAML_LAYOUT
+        self._json = self.path.suffix == ".json"
+        self._layout = _JSON_LAYOUT if self._json else _YAML_LAYOUT
 
     def observe(self, session_id: str, status: int, body: bytes) -> str | None:
         """Queue one answer for ``session_id`` if it is new; why it is refused, if it is."""
         if status not in RECORDED_STATUSES:
             return None
-        if self.path.suffix != ".json" and not _yaml_keeps(session_id):
-            return self._refuse("yaml", "a session id YAML cannot hold exactly; record to .json")
+        if not self._json and not _yaml_keeps(session_id):
+            return self._refuse("a session id YAML cannot hold exactly; record to .json")
         with self._lock:
             known = self._statuses.get(session_id)
             if known is not None and (known == 200 or status != 200):
                 return None
             if known is None and len(self._statuses) >= MAX_RECORDED_SESSIONS:
                 return self._refuse(
-                    "sessions", f"the recording holds {MAX_RECORDED_SESSIONS} sessions, its bound"
+                    f"the recording holds {MAX_RECORDED_SESSIONS} sessions, its bound"
                 )
             if self._full or self._accepted_bytes + len(body) > self.max_bytes:
-                return self._refuse(
-                    "bytes",
-                    f"the recording reached its bound of {self.max_bytes} bytes "
-                    "(--record-max-bytes)",
-                )
+                return self._refuse_full()
             if self._queued_bytes + len(body) > MAX_QUEUED_BYTES:
                 return self._refuse(
-                    "queue", f"{MAX_QUEUED_BYTES} bytes of answers are waiting to be written"
+                    f"{MAX_QUEUED_BYTES} bytes of answers are waiting to be written"
                 )
             self._statuses[session_id] = status
             self._accepted_bytes += len(body)
@@ -199,12 +175,16 @@ class Recorder:
         with self._idle:
             return self._idle.wait_for(lambda: not self._writing, timeout)
 
-    def _refuse(self, bound: str, why: str) -> str:
-        """A refusal as the journal shows it; logged once per bound."""
-        if bound not in self._said:
-            self._said.add(bound)
+    def _refuse(self, why: str) -> str:
+        """A refusal as the journal shows it; logged once for each reason."""
+        if why not in self._said:
+            self._said.add(why)
             log.warning("not recorded: %s (said once; each such answer is journaled)", why)
         return f"not recorded: {why}"
+
+    def _refuse_full(self) -> str:
+        bound = f"{self.max_bytes} bytes (--record-max-bytes)"
+        return self._refuse(f"the recording reached its bound of {bound}")
 
     def _drain(self) -> None:
         """The writer: write queued answers until none is left, then end."""
@@ -214,18 +194,18 @@ class Recorder:
                     self._writing = False
                     self._idle.notify_all()
                     return
-                queued = self._queue.popleft()
+                session_id, recorded = self._queue.popleft()
             try:
-                self._write(self._text_of(queued.session_id, queued.recorded))
+                self._write(self._text_of(session_id, recorded))
             except Exception:  # the writer must go on; say what failed
                 log.exception("recording a session failed")
             finally:
                 with self._lock:
-                    self._queued_bytes -= len(queued.recorded.body)
+                    self._queued_bytes -= len(recorded.body)
 
     def _text_of(self, session_id: str, recorded: Recorded) -> str:
         """One session's text in the file."""
-        if self.path.suffix == ".json":
+        if self._json:
             entry = json.dumps({session_id: {"recorded": recorded.to_json()}}, ensure_ascii=False)
             return entry[1:-1]
         data = {"sessions": {session_id: {"recorded": recorded.to_json(_yaml_keeps)}}}
@@ -240,10 +220,7 @@ class Recorder:
         if start + len(joined) > self.max_bytes:
             with self._lock:
                 self._full = True
-            self._refuse(
-                "bytes",
-                f"the recording reached its bound of {self.max_bytes} bytes (--record-max-bytes)",
-            )
+                self._refuse_full()
             return
         try:
             if not self._size:  # the run's first write: a new file, put in place whole
