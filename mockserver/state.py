@@ -120,6 +120,7 @@ class MockState:
     """The operator's state only: every tenant's state by name, its own first (``--tenants``);
     empty without tenants."""
     _key_owners: tuple[tuple[bytes, MockState], ...] = field(default=(), init=False, repr=False)
+    _all_keys: tuple[bytes, ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.codec = SessionCodec(self.signing_secret)
@@ -203,9 +204,14 @@ class MockState:
                     state.apply(state.scenario)
                 states[name] = state
             self.tenants = states
-            self._key_owners = tuple(
-                (key, state) for state in states.values() for key in state.key_bytes
-            )
+            self._index_keys()
+
+    def _index_keys(self) -> None:
+        """Note whose each key is, for :meth:`tenant_of` (the operator's keys may change with
+        its scenario, a tenant's with the tenants file)."""
+        states = self.tenants.values()
+        self._key_owners = tuple((key, state) for state in states for key in state.key_bytes)
+        self._all_keys = tuple(key for key, _ in self._key_owners)
 
     def writable(self) -> StateUnavailable | None:
         """Whether every store this mock answers from would take a write now (readiness): each
@@ -229,9 +235,7 @@ class MockState:
 
     def any_key(self, key: str) -> bool:
         """Whether ``key`` is any tenant's key (what logs and journals mask)."""
-        if not self._key_owners:
-            return self.key_ok(key)
-        return key_in(tuple(known for known, _ in self._key_owners), key)
+        return key_in(self._all_keys or self.key_bytes, key)
 
     def _say_drift(self, shared: RedisStore) -> None:
         """Say loudly if the processes sharing this state answer otherwise than this one would:
@@ -268,6 +272,8 @@ class MockState:
         """
         with self._apply_lock:  # the file watcher and SIGHUP may reload at once
             self._apply(scenario)
+            if self.tenants:
+                self._index_keys()
         for state in list(self.tenants.values())[1:]:  # every tenant serves the scenario
             state.apply(scenario)
 

@@ -21,8 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers import running, wait_until
 from verdict_contract.core.errors import ScenarioError, SettingsError
 from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.model.scenario import parse_scenario
 from verdict_contract.mockserver.model.tenants import load_tenants, parse_tenants
 from verdict_contract.mockserver.server.serve import BackgroundServer
+from verdict_contract.mockserver.web.answers import state_of
 
 OPERATOR_TOKEN = "operator-token-0123456789"
 OPERATOR_KEY = "operator-key-0001"
@@ -287,3 +289,15 @@ def test_without_tenants_the_mock_is_one_tenant() -> None:
         assert [t["name"] for t in listed.json()] == ["default"]
         scraped = client.get("/_mock/metrics").text
         assert "tenant=" not in scraped  # no label: the series are as they were
+
+
+def test_a_scenario_reload_keeps_whose_each_key_is(tenants_file: Path) -> None:
+    settings = Settings(
+        api_keys=(OPERATOR_KEY,), control_token=OPERATOR_TOKEN, tenants=tenants_file
+    )
+    state = state_of(create_app(settings))
+    state.apply(parse_scenario({"api_keys": ["operator-key-0002"]}, 0.0))
+    assert state.any_key("operator-key-0002")  # masked in logs as the operator's key now
+    assert not state.any_key(OPERATOR_KEY)
+    assert state.tenant_of(f"Bearer {key('pay')}").tenant_name == "pay"  # its own keys kept
+    assert state.tenants["pay"].key_bytes == (key("pay").encode(),)
