@@ -31,7 +31,6 @@ from .settings import (
     Settings,
     env_var,
     from_env,
-    from_sources,
     options,
     shown_default,
 )
@@ -81,13 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
-    """Defaults, then environment variables, then flags: merged first, then checked once."""
-    names = {name for name, _, _ in options()}
-    flags = {k: v for k, v in vars(args).items() if v is not None and k in names}
-    for name, option, _ in options():
-        if option.repeatable and name in flags:
-            flags[name] = tuple(flags[name])
-    return from_sources(from_env(environ), flags)
+    """Defaults, then environment variables, then flags: merged first, then checked once, so a
+    setting and the one it needs may come from a flag and a variable."""
+    flags = {name: value for name, value in vars(args).items() if value is not None}
+    return Settings(**(from_env(environ) | flags))  # type: ignore[arg-type]  # parsed values
 
 
 def version_line(prog: str) -> str:
