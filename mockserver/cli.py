@@ -60,7 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve a mock of the Explain API (GET /e). Every flag also reads "
         "an environment variable, shown in brackets.",
     )
-    parser.add_argument("--version", action="version", version=version_line("verdict-mock"))
+    try:  # for bug reports
+        version = metadata.version("verdict-contract")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from an uninstalled tree
+        version = "(not installed)"
+    parser.add_argument("--version", action="version", version=f"verdict-mock {version}")
     for name, option, default in options():
         flag = option.flag(name, default)
         text = f"{option.help} [{env_var(name)}] (default {shown_default(option, default)})"
@@ -86,30 +90,13 @@ def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Setti
     return Settings(**(from_env(environ) | flags))  # type: ignore[arg-type]  # parsed values
 
 
-def version_line(prog: str) -> str:
-    """``--version``: the installed distribution's version, for bug reports."""
-    try:
-        return f"{prog} {metadata.version('verdict-contract')}"
-    except metadata.PackageNotFoundError:  # pragma: no cover - run from an uninstalled tree
-        return f"{prog} (not installed)"
-
-
 SESSION_PLACEHOLDER = "<session id>"
 """What the proxy's banner puts in its ``curl`` line for ``n``: a session of the upstream's."""
 
 
-def _example_id(settings: Settings, session_ids: Sequence[str]) -> str | None:
-    """The id the banner's ``curl`` fetches: a demo one, else the scenario's first, else none."""
-    if settings.demo_sessions:
-        return "demo-contradicted"
-    return next(iter(session_ids), None)
-
-
 def _authorization(key: str, public: bool) -> str:
-    """The ``-H`` of the banner's ``curl``, pasted into a shell as printed.
-
-    A literal key single-quoted, the variable double-quoted (so the shell expands it).
-    """
+    """The ``-H`` of the banner's ``curl``, pasted into a shell as printed: a literal key
+    single-quoted, the variable double-quoted (so the shell expands it)."""
     if public:
         return shlex.quote(f"Authorization: Bearer {key}")
     return '"Authorization: Bearer $VERDICT_API_KEY"'
@@ -160,7 +147,7 @@ def _served_lines(
     lines = [key_line]
     if settings.demo_sessions:
         lines.append(f"  demo ids: {', '.join(DEMO_SESSIONS)}")
-    example = _example_id(settings, session_ids)
+    example = "demo-contradicted" if settings.demo_sessions else next(iter(session_ids), None)
     if example is not None:
         url = shlex.quote(f"{base_url}/e?n={quote(example, safe='')}")
         lines.append(f"  try:      curl -i -H {_authorization(api_keys[0], public)} {url}")
@@ -185,9 +172,7 @@ def banner(
     settings: Settings, base_url: str, api_keys: Sequence[str], session_ids: Sequence[str] = ()
 ) -> str:
     """What ``verdict-mock`` prints on start: where, which key, and lines to paste.
-
-    ``session_ids`` are the named sessions being served (the scenario's, with the demo ones);
-    with ``--proxy-to`` none is: ``/e`` goes upstream, and the lines say so.
+    ``session_ids``: the named sessions served (none is with ``--proxy-to``: /e goes upstream).
     """
     lines = [f"verdict-mock serving the Explain API on {base_url}"]
     if settings.proxy_to is not None:
@@ -249,11 +234,8 @@ class EarlyHangups:
 def watch_scenario(
     path: Path, state: MockState, early: EarlyHangups | None = None
 ) -> ScenarioWatcher:
-    """Reload the scenario when it changes or on SIGHUP, on the watcher's thread; a SIGHUP that
-    came while the mock started (``early``) reloads it now.
-
-    The handler only asks: it runs on the main thread, the event loop's, which a slow parse
-    would stall.
+    """Reload the scenario when it changes or on SIGHUP (one during start, ``early``: now), on
+    the watcher's thread: the handler only asks, as the main thread's loop a parse would stall.
     """
     watcher = ScenarioWatcher(path, state.apply, report=state.report_scenario)
     watcher.start()
@@ -304,8 +286,7 @@ def _cannot_listen(settings: Settings, exc: OSError) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``verdict-mock``: Ctrl-C at any moment, starting included (a ``--workers`` group's
-    first second), stops it quietly, as asked: exit 0, no traceback."""
+    """``verdict-mock``: Ctrl-C at any moment, starting included, stops it quietly (exit 0)."""
     try:
         return _main(argv)
     except KeyboardInterrupt:
