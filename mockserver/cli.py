@@ -26,14 +26,7 @@ from .model.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
 from .server.logs import configure as configure_logging
 from .server.serve import make_server, serve_forever
 from .server.workers import is_worker, run_workers
-from .settings import (
-    DEFAULT_API_KEY,
-    Settings,
-    env_var,
-    from_env,
-    options,
-    shown_default,
-)
+from .settings import DEFAULT_API_KEY, Settings, env_var, from_env, options, shown_default
 from .state import MockState
 from .store.backend import StateUnavailable
 from .web.answers import state_of
@@ -311,15 +304,12 @@ def _main(argv: Sequence[str] | None) -> int:
             print(warning, file=sys.stderr, flush=True)
     state = state_of(app)
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
+
+    def banner_at(port: int) -> str:
+        return banner(settings, f"http://{host}:{port}", state.api_keys, tuple(state.named))
+
     if settings.workers > 1 and not is_worker():  # this process only starts and watches them
-        given = list(sys.argv[1:] if argv is None else argv)
-        return run_workers(
-            given,
-            settings,
-            lambda port: banner(
-                settings, f"http://{host}:{port}", state.api_keys, tuple(state.named)
-            ),
-        )
+        return run_workers(list(sys.argv[1:] if argv is None else argv), settings, banner_at)
     if settings.scenario is not None:
         watch_scenario(settings.scenario, state, early)
     else:
@@ -330,9 +320,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _cannot_listen(settings, exc)
     except MissingExtraError as exc:  # --server waitress without the [server] extra
         parser.error(str(exc))
-    base_url = f"http://{host}:{server.effective_port}"
     try:
-        print(banner(settings, base_url, state.api_keys, tuple(state.named)), flush=True)
+        print(banner_at(server.effective_port), flush=True)
     except KeyboardInterrupt:  # before serving: the listener is released here
         server.close()
         raise
