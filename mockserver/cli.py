@@ -26,15 +26,7 @@ from .model.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
 from .server.logs import configure as configure_logging
 from .server.serve import make_server, serve_forever
 from .server.workers import is_worker, run_workers
-from .settings import (
-    DEFAULT_API_KEY,
-    Settings,
-    env_var,
-    from_env,
-    from_sources,
-    options,
-    shown_default,
-)
+from .settings import DEFAULT_API_KEY, Settings, env_var, from_env, options, shown_default
 from .state import MockState
 from .store.backend import StateUnavailable
 from .web.answers import state_of
@@ -61,7 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve a mock of the Explain API (GET /e). Every flag also reads "
         "an environment variable, shown in brackets.",
     )
-    parser.add_argument("--version", action="version", version=version_line("verdict-mock"))
+    try:  # for bug reports
+        version = metadata.version("verdict-contract")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from an uninstalled tree
+        version = "(not installed)"
+    parser.add_argument("--version", action="version", version=f"verdict-mock {version}")
     for name, option, default in options():
         flag = option.flag(name, default)
         text = f"{option.help} [{env_var(name)}] (default {shown_default(option, default)})"
@@ -81,39 +77,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
-    """Defaults, then environment variables, then flags: merged first, then checked once."""
-    names = {name for name, _, _ in options()}
-    flags = {k: v for k, v in vars(args).items() if v is not None and k in names}
-    for name, option, _ in options():
-        if option.repeatable and name in flags:
-            flags[name] = tuple(flags[name])
-    return from_sources(from_env(environ), flags)
-
-
-def version_line(prog: str) -> str:
-    """``--version``: the installed distribution's version, for bug reports."""
-    try:
-        return f"{prog} {metadata.version('verdict-contract')}"
-    except metadata.PackageNotFoundError:  # pragma: no cover - run from an uninstalled tree
-        return f"{prog} (not installed)"
+    """Defaults, then environment variables, then flags: merged first, then checked once, so a
+    setting and the one it needs may come from a flag and a variable."""
+    flags = {name: value for name, value in vars(args).items() if value is not None}
+    return Settings(**(from_env(environ) | flags))  # type: ignore[arg-type]  # parsed values
 
 
 SESSION_PLACEHOLDER = "<session id>"
 """What the proxy's banner puts in its ``curl`` line for ``n``: a session of the upstream's."""
 
 
-def _example_id(settings: Settings, session_ids: Sequence[str]) -> str | None:
-    """The id the banner's ``curl`` fetches: a demo one, else the scenario's first, else none."""
-    if settings.demo_sessions:
-        return "demo-contradicted"
-    return next(iter(session_ids), None)
-
-
 def _authorization(key: str, public: bool) -> str:
-    """The ``-H`` of the banner's ``curl``, pasted into a shell as printed.
-
-    A literal key single-quoted, the variable double-quoted (so the shell expands it).
-    """
+    """The ``-H`` of the banner's ``curl``, pasted into a shell as printed: a literal key
+    single-quoted, the variable double-quoted (so the shell expands it)."""
     if public:
         return shlex.quote(f"Authorization: Bearer {key}")
     return '"Authorization: Bearer $VERDICT_API_KEY"'
@@ -164,7 +140,7 @@ def _served_lines(
     lines = [key_line]
     if settings.demo_sessions:
         lines.append(f"  demo ids: {', '.join(DEMO_SESSIONS)}")
-    example = _example_id(settings, session_ids)
+    example = "demo-contradicted" if settings.demo_sessions else next(iter(session_ids), None)
     if example is not None:
         url = shlex.quote(f"{base_url}/e?n={quote(example, safe='')}")
         lines.append(f"  try:      curl -i -H {_authorization(api_keys[0], public)} {url}")
@@ -189,9 +165,7 @@ def banner(
     settings: Settings, base_url: str, api_keys: Sequence[str], session_ids: Sequence[str] = ()
 ) -> str:
     """What ``verdict-mock`` prints on start: where, which key, and lines to paste.
-
-    ``session_ids`` are the named sessions being served (the scenario's, with the demo ones);
-    with ``--proxy-to`` none is: ``/e`` goes upstream, and the lines say so.
+    ``session_ids``: the named sessions served (none is with ``--proxy-to``: /e goes upstream).
     """
     lines = [f"verdict-mock serving the Explain API on {base_url}"]
     if settings.proxy_to is not None:
@@ -253,11 +227,8 @@ class EarlyHangups:
 def watch_scenario(
     path: Path, state: MockState, early: EarlyHangups | None = None
 ) -> ScenarioWatcher:
-    """Reload the scenario when it changes or on SIGHUP, on the watcher's thread; a SIGHUP that
-    came while the mock started (``early``) reloads it now.
-
-    The handler only asks: it runs on the main thread, the event loop's, which a slow parse
-    would stall.
+    """Reload the scenario when it changes or on SIGHUP (one during start, ``early``: now), on
+    the watcher's thread: the handler only asks, as the main thread's loop a parse would stall.
     """
     watcher = ScenarioWatcher(path, state.apply, report=state.report_scenario)
     watcher.start()
@@ -308,8 +279,7 @@ def _cannot_listen(settings: Settings, exc: OSError) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``verdict-mock``: Ctrl-C at any moment, starting included (a ``--workers`` group's
-    first second), stops it quietly, as asked: exit 0, no traceback."""
+    """``verdict-mock``: Ctrl-C at any moment, starting included, stops it quietly (exit 0)."""
     try:
         return _main(argv)
     except KeyboardInterrupt:
@@ -334,15 +304,12 @@ def _main(argv: Sequence[str] | None) -> int:
             print(warning, file=sys.stderr, flush=True)
     state = state_of(app)
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
+
+    def banner_at(port: int) -> str:
+        return banner(settings, f"http://{host}:{port}", state.api_keys, tuple(state.named))
+
     if settings.workers > 1 and not is_worker():  # this process only starts and watches them
-        given = list(sys.argv[1:] if argv is None else argv)
-        return run_workers(
-            given,
-            settings,
-            lambda port: banner(
-                settings, f"http://{host}:{port}", state.api_keys, tuple(state.named)
-            ),
-        )
+        return run_workers(list(sys.argv[1:] if argv is None else argv), settings, banner_at)
     if settings.scenario is not None:
         watch_scenario(settings.scenario, state, early)
     else:
@@ -353,9 +320,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _cannot_listen(settings, exc)
     except MissingExtraError as exc:  # --server waitress without the [server] extra
         parser.error(str(exc))
-    base_url = f"http://{host}:{server.effective_port}"
     try:
-        print(banner(settings, base_url, state.api_keys, tuple(state.named)), flush=True)
+        print(banner_at(server.effective_port), flush=True)
     except KeyboardInterrupt:  # before serving: the listener is released here
         server.close()
         raise

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any, Protocol, cast
 
 from verdict_contract.core.errors import InvalidVerdictError as InvalidVerdictError
@@ -46,11 +45,6 @@ class MakeVerdict(Protocol):
     ) -> Verdict: ...
 
 
-@lru_cache(maxsize=16)
-def _generator(seed: str) -> VerdictGenerator:
-    return VerdictGenerator(seed)
-
-
 def make_verdict(
     verdict: VerdictKind | VerdictRow | None = None,
     conclusive: bool | None = None,
@@ -82,7 +76,7 @@ def make_verdict(
         )
     key = session_id or f"make_verdict:{verdict}:{conclusive}"
     spec = SessionSpec(verdict=verdict, conclusive=conclusive if valid else None)
-    body = copy.deepcopy(_generator(seed).verdict(key, spec))
+    body = copy.deepcopy(VerdictGenerator(seed).verdict(key, spec))
     if not valid and conclusive is not None:
         body["conclusive"] = conclusive
     body.update(copy.deepcopy(overrides))

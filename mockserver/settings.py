@@ -1,10 +1,7 @@
-"""The mock's settings, each declared once: its default, help, parser and flag live on its field.
+"""The mock's settings, each declared once: its type, default, help, parser and flag on its field.
 
-The CLI flags (:mod:`.cli`), the ``VERDICT_MOCK_*`` variables (:func:`from_env`) and the
-table in docs/mock.md (:func:`markdown_table`, kept true by a test) all derive from these
-fields.
-Sources are merged first (:func:`from_sources`), then the whole is checked once, so a setting
-and the one it ``needs`` may come from a flag and a variable.
+The CLI flags (:mod:`.cli`), the ``VERDICT_MOCK_*`` variables (:func:`from_env`) and the table
+in docs/mock.md (:func:`markdown_table`, kept true by a test) all derive from these fields.
 """
 
 from __future__ import annotations
@@ -12,11 +9,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import Field, dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
 from types import UnionType
-from typing import TYPE_CHECKING, Any, Final, get_args, get_origin, get_type_hints
+from typing import Any, Final, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
 from verdict_contract.core.errors import SettingsError
@@ -68,11 +65,8 @@ def _setting(
     shown_default: str | None = None,
     needs: str | None = None,
 ) -> Any:
-    """One setting's field: its default, then how people give it (see :class:`Option`).
-
-    ``parse`` reads one value (on/off by default, for a bool); a tuple default makes the setting
-    repeatable. Its type, for the checks of ``Settings(...)``, is the field's annotation.
-    ``needs`` names the setting it depends on (``--record`` needs ``--proxy-to``).
+    """One setting's field (see :class:`Option`): ``parse`` reads one value (on/off by default);
+    a tuple default makes it repeatable. Its type, which ``Settings(...)`` checks, is the field's.
     """
     option = Option(
         help, parse, metavar, shown_default, repeatable=isinstance(default, tuple), needs=needs
@@ -232,48 +226,16 @@ class Settings:
         needs="control_token",
     )
 
-    if TYPE_CHECKING:  # what Settings(...) takes: also a string as its variable reads it
-
-        def __init__(  # one parameter per field above, in order (a test keeps them in step)
-            self,
-            *,
-            host: str = ...,
-            port: int | str = ...,
-            threads: int | str = ...,
-            api_keys: Sequence[str] | str = ...,
-            seed: str = ...,
-            secret: str = ...,
-            scenario: Path | str | None = ...,
-            rate_limit: RateLimit | str = ...,
-            session_lifetime: float | str = ...,
-            log_level: str = ...,
-            log_format: str = ...,
-            journal_size: int | str = ...,
-            accept_any_session: bool | str = ...,
-            control: bool | str = ...,
-            demo_sessions: bool | str = ...,
-            proxy_to: str | None = ...,
-            upstream_key: Secret | str | None = ...,
-            proxy_strict: bool | str = ...,
-            proxy_timeout: float | str = ...,
-            record: Path | str | None = ...,
-            record_max_bytes: int | str = ...,
-            control_token: Secret | str | None = ...,
-            allowed_hosts: Sequence[str] | str = ...,
-            max_body: int | str = ...,
-            max_connections: int | str = ...,
-            access_log: bool | str = ...,
-            server: str = ...,
-            state: StateURL | str = ...,
-            workers: int | str = ...,
-            grace_seconds: float | str = ...,
-            state_ttl: float | str = ...,
-            state_name: str | None = ...,
-            tenants: Path | str | None = ...,
-        ) -> None: ...
+    @classmethod
+    def parse(cls, **raw: str | Sequence[str]) -> Settings:
+        """Settings from strings, each read as its flag reads it (a repeatable one: any sequence
+        of strings), then checked as ``Settings(...)`` is: ``Settings.parse(rate_limit="2/60")``.
+        """
+        return cls(**raw)  # type: ignore[arg-type]  # __post_init__ reads the strings
 
     def __post_init__(self) -> None:
-        _check_types(self)
+        for item in fields(self):  # a string is read as its variable reads it
+            object.__setattr__(self, item.name, _checked(item, getattr(self, item.name)))
         if not 0 <= self.port <= 65535:
             raise SettingsError(f"port {self.port} is not between 0 and 65535")
         if min(self.threads, self.journal_size, self.max_body, self.max_connections) < 1:
@@ -301,7 +263,10 @@ class Settings:
                     "Authorization header (received: spaces at an end or characters outside "
                     "printable ASCII; documented: a Bearer token), so every request would be a 401"
                 )
-        _check_needs(self)
+        for name, option, _ in options():
+            needed = option.needs
+            if needed and _is_set(getattr(self, name)) and not _is_set(getattr(self, needed)):
+                raise SettingsError(f"{describe(name)} needs {describe(needed)}: give both")
         if not 0 < self.record_max_bytes <= MAX_SCENARIO_BYTES:
             raise SettingsError(
                 f"--record-max-bytes must be from 1 to {MAX_SCENARIO_BYTES}, the most --scenario "
@@ -326,10 +291,7 @@ class Settings:
         return self.secret or f"verdict-mock-secret:{self.seed}"
 
     def with_env(self, environ: Mapping[str, str]) -> Settings:
-        """Return these settings overridden by ``VERDICT_MOCK_*`` variables in ``environ``.
-
-        The result is checked once, with both sources merged (see :func:`from_sources`).
-        """
+        """These settings overridden by the ``VERDICT_MOCK_*`` variables in ``environ``."""
         return replace(self, **from_env(environ))  # type: ignore[arg-type]
 
 
@@ -353,30 +315,8 @@ def from_env(environ: Mapping[str, str]) -> dict[str, object]:
     return changes
 
 
-def from_sources(*sources: Mapping[str, object]) -> Settings:
-    """Defaults, then each source in turn (later wins), checked once on the merged whole.
-
-    So a setting and the one it needs may come from different places: the variable
-    ``VERDICT_MOCK_UPSTREAM_KEY`` with the flag ``--proxy-to``.
-    """
-    merged: dict[str, object] = {}
-    for source in sources:
-        merged.update(source)
-    return Settings(**merged)  # type: ignore[arg-type]
-
-
 def _is_set(value: object) -> bool:
     return value is not None and value is not False and value != ()
-
-
-def _check_needs(settings: Settings) -> None:
-    """Refuse a setting given without the one it needs (``Option.needs``), naming both."""
-    for name, option, _ in options():
-        needed = option.needs
-        if needed is None or not _is_set(getattr(settings, name)):
-            continue
-        if not _is_set(getattr(settings, needed)):
-            raise SettingsError(f"{describe(name)} needs {describe(needed)}: give both")
 
 
 def describe(name: str) -> str:
@@ -403,38 +343,31 @@ def _kinds() -> dict[str, tuple[Any, bool]]:
     return kinds
 
 
-def _checked(name: str, option: Option, value: object) -> object:
-    """``value`` as the setting ``name`` holds it; a string is read as its variable would be."""
-    kind, optional = _kinds()[name]
-    if value is None and optional:
-        return value
-    if kind is tuple:
-        value = (value,) if isinstance(value, str) else value
-        if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
-            raise TypeError("a sequence of strings")
-        return tuple(value)
-    if isinstance(value, str) and kind is not str:
-        value = option.parse(value)
-    accepted = (int, float) if kind is float else kind
-    if not isinstance(value, accepted) or (isinstance(value, bool) and kind is not bool):
-        name_of_kind = "a number" if kind is float else kind.__name__
-        raise TypeError(f"{name_of_kind}, or a string as {env_var(name)} takes it")
+def _checked(item: Field[Any], raw: object) -> object:
+    """``raw`` as the setting holds it, a string read as its variable reads it; a value of the
+    wrong type is refused now, not on every request."""
+    kind, optional = _kinds()[item.name]
+    try:
+        if raw is None and optional:
+            return raw
+        if kind is tuple:
+            value = (raw,) if isinstance(raw, str) else raw
+            if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+                raise TypeError("a sequence of strings")
+            return tuple(value)
+        value = raw
+        if isinstance(raw, str) and kind is not str:
+            value = item.metadata["option"].parse(raw)
+        accepted = (int, float) if kind is float else kind
+        if not isinstance(value, accepted) or (isinstance(value, bool) and kind is not bool):
+            name_of_kind = "a number" if kind is float else kind.__name__
+            raise TypeError(f"{name_of_kind}, or a string as {env_var(item.name)} takes it")
+    except (TypeError, ValueError) as exc:
+        shown = "…" if item.name in _UNPRINTED or kind is Secret else repr(raw)[:60]
+        raise SettingsError(
+            f"Settings({item.name}=...): received {shown}; documented: {exc}"
+        ) from None
     return value
-
-
-def _check_types(settings: Settings) -> None:
-    """Read strings as the variables do; refuse a value of the wrong type now, not per request."""
-    for item in fields(settings):
-        value = getattr(settings, item.name)
-        try:
-            value = _checked(item.name, item.metadata["option"], value)
-        except (TypeError, ValueError) as exc:
-            secret = item.name in _UNPRINTED or _kinds()[item.name][0] is Secret
-            shown = "…" if secret else repr(value)[:60]
-            raise SettingsError(
-                f"Settings({item.name}=...): received {shown}; documented: {exc}"
-            ) from None
-        object.__setattr__(settings, item.name, value)
 
 
 def env_var(name: str) -> str:

@@ -59,7 +59,7 @@ def _refusal(extra: str, module: str, needed_by: str) -> str:
 def test_a_shared_state_without_redis_is_refused_naming_the_extra(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings = Settings(state="redis://:hunter2@127.0.0.1:6379/0")
+    settings = Settings.parse(state="redis://:hunter2@127.0.0.1:6379/0")
     monkeypatch.setitem(sys.modules, "redis", None)
     with pytest.raises(MissingExtraError) as refused:
         create_app(settings)

@@ -44,7 +44,7 @@ from verdict_contract.testing import (
 
 @pytest.fixture
 def verdict_mock_settings() -> Settings:
-    return Settings(port=0, rate_limit="2/60", api_keys=("team-key-0123456789",))
+    return Settings.parse(port="0", rate_limit="2/60", api_keys="team-key-0123456789")
 
 
 @pytest.mark.verdict_mock(api_keys=["team-key-0123456789"])

@@ -30,6 +30,7 @@ from tests.helpers import (
     wait_until,
 )
 from verdict_contract.core.rates import RateLimit
+from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
 from verdict_contract.mockserver.cli import (
     SESSION_PLACEHOLDER,
@@ -330,8 +331,8 @@ def test_without_demo_sessions_the_curl_fetches_a_scenario_session() -> None:
     assert _curl_line(text).endswith(f"'{URL}/e?n=blocked%20user'")
 
 
-@pytest.mark.parametrize("token", [None, "t0ken-0123456789"])
-def test_without_any_session_the_banner_says_how_to_mint_one(token: str | None) -> None:
+@pytest.mark.parametrize("token", [None, Secret("t0ken-0123456789")])
+def test_without_any_session_the_banner_says_how_to_mint_one(token: Secret | None) -> None:
     settings = Settings(demo_sessions=False, control_token=token)
     text = banner(settings, URL, (DEFAULT_API_KEY,))
     assert "n=demo-" not in text
@@ -355,7 +356,7 @@ def test_a_configured_key_says_once_where_the_variable_comes_from() -> None:
 
 def test_the_banner_says_how_to_open_a_token_protected_dashboard() -> None:
     token = "t0ken-0123456789"
-    text = banner(Settings(control_token=token), URL, (DEFAULT_API_KEY,))
+    text = banner(Settings(control_token=Secret(token)), URL, (DEFAULT_API_KEY,))
     assert token not in text
     assert f"dashboard: {URL}/_mock/?token=<the control token> once" in text
     assert "cookie" in text
@@ -529,9 +530,9 @@ def test_banner_names_the_dashboard_and_the_upstream() -> None:
 UPSTREAM_KEY = "upstream-key-0123456789wxyz"
 
 
-@pytest.mark.parametrize("upstream_key", [None, UPSTREAM_KEY])
+@pytest.mark.parametrize("upstream_key", [None, Secret(UPSTREAM_KEY)])
 def test_the_proxy_banner_offers_no_session_the_proxy_does_not_serve(
-    upstream_key: str | None,
+    upstream_key: Secret | None,
 ) -> None:
     settings = Settings(proxy_to="https://staging.example", upstream_key=upstream_key)
     text = banner(settings, URL, (DEFAULT_API_KEY,), ("blocked-user", *DEMO_SESSIONS))
@@ -561,8 +562,8 @@ def test_the_proxy_banner_is_checked_against_the_banner_of_a_mock() -> None:
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl (installed in CI)")
-@pytest.mark.parametrize("upstream_key", [None, KEY])
-def test_the_proxy_banner_curl_line_gets_an_upstream_session(upstream_key: str | None) -> None:
+@pytest.mark.parametrize("upstream_key", [None, Secret(KEY)])
+def test_the_proxy_banner_curl_line_gets_an_upstream_session(upstream_key: Secret | None) -> None:
     """Its placeholder filled with a session of the upstream's, the line works pasted in a shell."""
     upstream_app = create_app(Settings(api_keys=(KEY,), demo_sessions=False))
     with running(upstream_app) as upstream, httpx.Client(base_url=upstream.base_url) as http:

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.helpers import KEY, bearer, error_of, running, wait_until
+from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
 from verdict_contract.mockserver.model.scenario import ScenarioWatcher
 from verdict_contract.mockserver.server.serve import BackgroundServer
@@ -165,7 +166,7 @@ def test_a_reload_keeps_the_scripts_of_unchanged_sessions(tmp_path: Path) -> Non
             "/_mock/ (GET /_mock/health)",
         ),
         (
-            Settings(api_keys=(KEY,), control_token="t0ken-for-the-test"),
+            Settings(api_keys=(KEY,), control_token=Secret("t0ken-for-the-test")),
             "nothing is served at /; the API is GET /e?n=<session id> with "
             "Authorization: Bearer <key>; the dashboard is /_mock/?token=<the control token>, "
             "the control API under /_mock/ (GET /_mock/health)",

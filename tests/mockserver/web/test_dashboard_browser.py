@@ -183,7 +183,9 @@ def test_the_breach_counter_while_proxying(browser: Any) -> None:
             timeout=5,
         ).json()["n"]
         proxying = create_app(
-            Settings(proxy_to=upstream.base_url, upstream_key=Secret(KEY), control_token=TOKEN)
+            Settings(
+                proxy_to=upstream.base_url, upstream_key=Secret(KEY), control_token=Secret(TOKEN)
+            )
         )
         with running(proxying) as proxy:
             open_page(browser, proxy)
