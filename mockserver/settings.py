@@ -6,6 +6,7 @@ in docs/mock.md (:func:`markdown_table`, kept true by a test) all derive from th
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -84,6 +85,17 @@ def _key(raw: str) -> str:
     if not raw.strip():
         raise ValueError("a non-empty API key is needed")
     return raw.strip()
+
+
+def _proxy_address(raw: str) -> str:
+    """An address or network whose X-Forwarded-For is trusted (``*``: any)."""
+    raw = raw.strip()
+    if raw != "*":
+        try:
+            ipaddress.ip_network(raw, strict=False)
+        except ValueError:
+            raise ValueError(f"{raw[:60]!r} is not an IP address, a network or *") from None
+    return raw
 
 
 def _upstream(raw: str) -> str:
@@ -167,6 +179,13 @@ class Settings:
     allowed_hosts: tuple[str, ...] = _setting(
         (), "Host name the control API answers besides loopback names", host_name, "NAME"
     )
+    forwarded_allow_ips: tuple[str, ...] = _setting(
+        (),
+        "address or network of a proxy whose X-Forwarded-For names the client in the access log "
+        "(* for any)",
+        _proxy_address,
+        "IP",
+    )
     max_body: int = _setting(
         1024 * 1024, "largest request body accepted, in bytes (413 beyond)", positive_int, "BYTES"
     )
@@ -236,6 +255,11 @@ class Settings:
     def __post_init__(self) -> None:
         for item in fields(self):  # a string is read as its variable reads it
             object.__setattr__(self, item.name, _checked(item, getattr(self, item.name)))
+        for address in self.forwarded_allow_ips:
+            try:
+                _proxy_address(address)
+            except ValueError as exc:
+                raise SettingsError(f"Settings(forwarded_allow_ips=...): {exc}") from None
         if not 0 <= self.port <= 65535:
             raise SettingsError(f"port {self.port} is not between 0 and 65535")
         if min(self.threads, self.journal_size, self.max_body, self.max_connections) < 1:

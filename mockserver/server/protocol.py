@@ -584,8 +584,23 @@ class Responder:
         state = self.server.state
         is_key = state.any_key if state is not None else (lambda _: False)
         user = "-" if state is None else tenant_label(state, cycle.authorization, None)
+        trusted = () if state is None else state.settings.forwarded_allow_ips
+        forwarded = None
+        if trusted:  # the last X-Forwarded-For, as a WSGI environ would hold it
+            sent = [v for k, v in request.headers if k.lower() == b"x-forwarded-for"]
+            forwarded = b",".join(sent).decode("latin-1") if sent else None
         log_request(
-            request.method, request.url, request.version, peer, status, size, is_key, user, took
+            request.method,
+            request.url,
+            request.version,
+            peer,
+            status,
+            size,
+            is_key,
+            user,
+            took,
+            trusted,
+            forwarded,
         )
 
 

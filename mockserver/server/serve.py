@@ -64,7 +64,8 @@ class WaitressServer:
             port=port,
             threads=threads,
             ident="verdict-mock",
-            clear_untrusted_proxy_headers=True,
+            # the access log reads X-Forwarded-For of the proxies it trusts (accesslog.py)
+            clear_untrusted_proxy_headers=not settings.forwarded_allow_ips,
             # waitress's defaults let one client spool 1 GiB to disk before the app's 413, and
             # 100 idle sockets hold every connection for 120 s (docs/servers.md: what remains)
             max_request_body_size=WAITRESS_BODY_FACTOR * settings.max_body,

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import lru_cache
+from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl
 
@@ -61,16 +63,18 @@ def log_line(
     is_key: Callable[[str], bool],
     user: str = "-",
     seconds: float | None = None,
+    trusted: tuple[str, ...] = (),
 ) -> str:
     """The common log format and the seconds the answer took, as nginx's ``$request_time``:
-    ``host - user [time] "request" status bytes seconds``, the user the request's tenant
-    (``--tenants``), ``-`` for seconds of a request that got no answer."""
+    ``client - user [time] "request" status bytes seconds``, the user the request's tenant
+    (``--tenants``), ``-`` for seconds of a request that got no answer; the client as
+    :func:`client_of` finds it behind the ``trusted`` proxies."""
     stamp = time.strftime("%d/%b/%Y:%H:%M:%S %z")
     request = (
         f"{environ.get('REQUEST_METHOD', '-')} {request_target(environ, is_key)} "
         f"{environ.get('SERVER_PROTOCOL', '-')}"
     ).replace('"', "%22")
-    remote = environ.get("REMOTE_ADDR") or "-"
+    remote = client_of(environ, trusted)
     took = "-" if seconds is None else f"{seconds:.6f}"
     line = f'{remote} - {user} [{stamp}] "{request}" {status.split(" ")[0]} {size or "-"} {took}'
     return printable(line)
@@ -86,8 +90,11 @@ def log_request(
     is_key: Callable[[str], bool],
     user: str = "-",
     seconds: float | None = None,
+    trusted: tuple[str, ...] = (),
+    forwarded: str | None = None,
 ) -> None:
-    """Log a request the server parsed itself (no WSGI environ was built for it)."""
+    """Log a request the server parsed itself (no WSGI environ was built for it); ``forwarded``:
+    its X-Forwarded-For header, read when a proxy is ``trusted``."""
     path, _, query = url.partition(b"?")
     environ = {
         "REQUEST_METHOD": method,
@@ -96,7 +103,39 @@ def log_request(
         "SERVER_PROTOCOL": f"HTTP/{version}",
         "REMOTE_ADDR": peer[0] if peer else "-",
     }
-    log.info("%s", log_line(environ, status, size, is_key, user, seconds))
+    if forwarded is not None:
+        environ["HTTP_X_FORWARDED_FOR"] = forwarded
+    log.info("%s", log_line(environ, status, size, is_key, user, seconds, trusted))
+
+
+MAX_HOP_CHARS: Final = 64
+
+
+def client_of(environ: Mapping[str, Any], trusted: tuple[str, ...]) -> str:
+    """The client's address: the peer's, or, when the peer is a ``trusted`` proxy
+    (``--forwarded-allow-ips``), the right-most address of X-Forwarded-For that is not a
+    trusted proxy's (all of them trusted: the left-most), as uvicorn reads it."""
+    remote: str = environ.get("REMOTE_ADDR") or "-"
+    forwarded = environ.get("HTTP_X_FORWARDED_FOR")
+    if not trusted or forwarded is None or not _trusted(remote, trusted):
+        return remote
+    hops = [hop.strip()[:MAX_HOP_CHARS] for hop in forwarded[:MAX_TARGET_CHARS].split(",")]
+    return next((hop for hop in reversed(hops) if not _trusted(hop, trusted)), hops[0]) or "-"
+
+
+@lru_cache(maxsize=8)  # the settings' one tuple: read once, not per line
+def _networks(trusted: tuple[str, ...]) -> tuple[IPv4Network | IPv6Network, ...]:
+    return tuple(ip_network(allowed, strict=False) for allowed in trusted if allowed != "*")
+
+
+def _trusted(host: str, trusted: tuple[str, ...]) -> bool:
+    if "*" in trusted:
+        return True
+    try:
+        address = ip_address(host)
+    except ValueError:
+        return False
+    return any(address in network for network in _networks(trusted))
 
 
 def tenant_label(
@@ -142,6 +181,7 @@ class AccessLog:
         self.app = app
         self.state = state
         self.is_key = state.any_key
+        self.trusted = state.settings.forwarded_allow_ips
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         status, started = ["-"], time.perf_counter()
@@ -156,12 +196,13 @@ class AccessLog:
         try:
             body = self.app(environ, start)
         except BaseException:  # e.g. a scripted reset: the client got no answer
-            log.info("%s", log_line(environ, NO_STATUS, 0, self.is_key, user))
+            log.info("%s", log_line(environ, NO_STATUS, 0, self.is_key, user, None, self.trusted))
             raise
 
         def done(size: int) -> None:
             took = time.perf_counter() - started
-            log.info("%s", log_line(environ, status[0], size, self.is_key, user, took))
+            line = log_line(environ, status[0], size, self.is_key, user, took, self.trusted)
+            log.info("%s", line)
 
         return _Counted(
             body,

@@ -63,6 +63,35 @@ def test_a_line_ends_with_the_seconds_its_answer_took(
     assert took[2] < 0.3
 
 
+@pytest.mark.parametrize("server", ["async", "waitress"])
+@pytest.mark.parametrize(
+    ("allowed", "client"),
+    [
+        ((), "127.0.0.1"),  # no proxy trusted: the peer, whatever the header says
+        (("192.0.2.1",), "127.0.0.1"),  # the peer is not the trusted proxy
+        (("127.0.0.1",), "10.1.2.3"),  # the right-most address not a trusted proxy's
+        (("127.0.0.0/8", "10.0.0.0/8"), "203.0.113.7"),
+        (("*",), "203.0.113.7"),  # every hop trusted: the left-most
+    ],
+)
+def test_the_client_comes_from_x_forwarded_for_of_trusted_proxies_only(
+    caplog: pytest.LogCaptureFixture, server: str, allowed: tuple[str, ...], client: str
+) -> None:
+    caplog.set_level(logging.INFO, logger="mockserver.access")
+    settings = Settings(api_keys=(KEY,), access_log=True, forwarded_allow_ips=allowed)
+    with running(create_app(settings), server=server) as running_server:
+        forwarded = {"X-Forwarded-For": "203.0.113.7, 10.1.2.3"}
+        httpx.get(f"{running_server.base_url}/e?n=demo-refused", headers=bearer() | forwarded)
+        httpx.get(f"{running_server.base_url}/nope", headers=forwarded)  # the app's lines too
+        assert wait_until(lambda: len(_lines(caplog)) == 2)
+    assert [line.split(" ")[0] for line in _lines(caplog)] == [client, client]
+
+
+def test_a_proxy_setting_that_is_no_address_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"'proxy\.example' is not an IP address"):
+        Settings.parse(forwarded_allow_ips=["proxy.example"])
+
+
 def test_no_access_log_by_default(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="mockserver.access")
     with running(create_app(Settings())) as server:
