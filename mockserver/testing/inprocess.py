@@ -1,12 +1,9 @@
 """Calling the mock in-process, for the transports of :mod:`.testing` (respx, responses).
 
-``GET``/``HEAD /e`` is answered by :func:`..explain.handle`, the framework-free function every
-server calls, on a :class:`MockState` built once per settings and reset per test: no Flask app,
-no metrics. Any other request (a wrong path or method, ``/_mock/...``) goes to the Flask app,
-built on first use around the same state. A scripted fault comes back as a :class:`Reply` naming
-it, for each adapter to raise its own client's error. A scripted delay at least as long as the
-client's read timeout becomes the fault ``timeout`` at once (the client would have given up), and
-is journaled so.
+``GET``/``HEAD /e`` is answered by :func:`..explain.handle`, as on every server, without Flask;
+any other request goes to the Flask app, built on first use around the same state. A scripted
+fault comes back as a :class:`Reply` naming it, for each adapter to raise its client's error; a
+scripted delay at least as long as the client's read timeout is the fault ``timeout`` at once.
 """
 
 from __future__ import annotations
@@ -42,15 +39,11 @@ class Reply:
 
 
 class _ScriptedTimeout(ClientLeft):
-    """A scripted delay at least as long as the client's read timeout."""
-
-    fault = "timeout"
+    fault = "timeout"  # a scripted delay at least as long as the client's read timeout
 
 
 class _ClientCancelled(ClientLeft):
-    """The client cancelled its call while a scripted delay held the answer (async only)."""
-
-    fault = "cancelled"
+    fault = "cancelled"  # by an async client, while a scripted delay held the answer
 
 
 def _split_fault(headers: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], str | None]:

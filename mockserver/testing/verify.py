@@ -1,24 +1,22 @@
 """Checks on the request journal in the style of respx, responses and WireMock's ``verify``.
 
-:class:`JournalChecks` is mixed into the test mocks (:mod:`.testing`): count the calls for a
-session id (and the headers and parameters they sent), assert it was called once, never or
-``n`` times, that nothing was requested, that every scripted step was used, read the last
-request. A failed check raises :class:`~verdict_contract.core.errors.VerificationError` (an
-``AssertionError``) saying what was expected and listing each request received once; keys are
-masked as in the journal, and the checks' own frames are hidden from pytest's traceback.
+A failed check raises :class:`~verdict_contract.core.errors.VerificationError` (an
+``AssertionError``) saying what was expected and listing each request received once, keys
+masked as in the journal; the checks' own frames are hidden from pytest's traceback.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 from verdict_contract.core.errors import VerificationError
 from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import is_api_call
 
 from ..model.sessions import Step
+from ..state import MockState
 from ..store.journal import JournalEntry, cut, mask_authorization, shown_param
 
 _WHOLE_ID: Final = 24
@@ -28,8 +26,6 @@ _HEAD, _TAIL = 8, 12
 _LISTED: Final = 20
 """Requests listed in a message, newest last; older ones are counted."""
 _SECRET_WORDS: Final = ("auth", "key", "token", "secret", "cookie", "session", "password")
-
-"""A session's calls: requests of these methods to ``/e`` with its id."""
 
 
 def short_id(session_id: str | None) -> str:
@@ -74,19 +70,19 @@ def _step_text(step: Step) -> str:
 
 
 class JournalChecks:
-    """Verification helpers over ``self.journal`` (the entries of the current test)."""
+    """The journal of ``self.state`` (this test's requests) and the checks on it."""
+
+    state: MockState
 
     @property
     def journal(self) -> list[JournalEntry]:
-        raise NotImplementedError
+        """This test's requests (keys masked), oldest first; wrong paths and methods too."""
+        return self.state.entries()
 
-    def _is_key(self, value: str) -> bool:
-        """Whether ``value`` is one of the mock's keys (masked in messages wherever it is)."""
-        return False
-
-    def _scripts_left(self) -> dict[str, tuple[Step, ...]]:
-        """The unused steps of the scripts minted in this test, by session id."""
-        return {}
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The journal as JSON objects, as ``GET /_mock/requests`` gives it."""
+        return [entry.to_json() for entry in self.journal]
 
     def calls(
         self,
@@ -189,7 +185,7 @@ class JournalChecks:
         """Every step of every script minted in this test was answered (like respx's
         ``assert_all_called``): a script of three 429s met by one call fails it."""
         __tracebackhide__ = True
-        left = self._scripts_left()
+        left = self.state.scripts.minted_left()
         if not left:
             return
         lines = "\n".join(
@@ -207,9 +203,9 @@ class JournalChecks:
     ) -> str:
         target = "any request" if n is None else f"session n={short_id(n)}"
         if headers:
-            shown = ", ".join(_shown_header(k, v, self._is_key) for k, v in headers.items())
+            shown = ", ".join(_shown_header(k, v, self.state.key_ok) for k, v in headers.items())
             target += f" with headers {{{shown}}}"
         if params:
-            pairs = (shown_param(k, v, self._is_key) for k, v in params.items())
+            pairs = (shown_param(k, v, self.state.key_ok) for k, v in params.items())
             target += " with params {" + ", ".join(f"{k}={v}" for k, v in pairs) + "}"
         return target
