@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -141,16 +142,17 @@ def _httpcore2_mocker() -> Any:
     return HTTPCore2Mocker
 
 
-def also_httpx2(router: respx.MockRouter) -> Callable[[], None]:
-    """Route httpx2's requests through ``router`` too, if httpx2 is installed; returns the undo."""
+@contextmanager
+def also_httpx2(router: respx.MockRouter) -> Iterator[None]:
+    """Route httpx2's requests through ``router`` too for the block, if httpx2 is installed."""
     if importlib.util.find_spec("httpcore2") is None:
-        return lambda: None
+        yield
+        return
     mocker = _httpcore2_mocker()
     mocker.register(router)
     mocker.start()
-
-    def undo() -> None:
+    try:
+        yield
+    finally:
         mocker.unregister(router)
         mocker.stop()
-
-    return undo

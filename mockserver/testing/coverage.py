@@ -10,7 +10,6 @@ behaviour served to one client says nothing of another's handling of it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
 from itertools import chain
 from pathlib import Path
 from typing import Any, Final
@@ -20,8 +19,7 @@ import pytest
 from verdict_contract.core.suggest import closest
 
 from ..store.behaviours import BEHAVIOURS, BROKEN_CLIENT_ONLY, behaviours
-from ..store.habits import ClockMove, habits
-from ..store.journal import JournalEntry
+from ..store.habits import habits
 from .mocks import VerdictMock
 
 WORKER_KEY: Final = "verdict_coverage"
@@ -44,24 +42,17 @@ class Coverage:
         """Per test module, per client: the behaviours served there."""
         self.habits: list[dict[str, str]] = []
 
-    def add(
-        self,
-        test: str,
-        entries: Iterable[JournalEntry],
-        keys: Iterable[str] = (),
-        moves: Sequence[ClockMove] = (),
-        client: str = "http",
-    ) -> None:
-        """Count one test's journal (its entries, the mock's keys and clock moves)."""
-        entries = list(entries)
+    def add(self, test: str, mock: VerdictMock) -> None:
+        """Count one test's journal (and its client's habits, from the keys and clock moves)."""
+        entries = mock.journal
         module = test.partition("::")[0]  # tests/test_x.py::test_y[1]: tests/test_x.py
-        served = self.modules.setdefault(module, {}).setdefault(client, set())
+        served = self.modules.setdefault(module, {}).setdefault(mock.client, set())
         for entry in entries:
             for behaviour in behaviours(entry):
                 self.counts[behaviour] += 1
                 self.tests[behaviour].add(test)
                 served.add(behaviour)
-        for habit in habits(entries, keys, moves):
+        for habit in habits(entries, mock.state.api_keys, list(mock.state.clock_moves)):
             detail = f"session {habit.session}: {habit.detail}"
             self.habits.append({"id": habit.id, "test": test, "detail": detail})
 
@@ -171,9 +162,7 @@ class CoveragePlugin:
         return f"CoveragePlugin(required={self.required!r})"
 
     def add(self, test: str, mock: VerdictMock) -> None:
-        state = mock.state
-        moves = list(state.clock_moves)
-        self.coverage.add(test, mock.journal, state.api_keys, moves, mock.client)
+        self.coverage.add(test, mock)
 
     @property
     def _is_worker(self) -> bool:

@@ -12,6 +12,7 @@ import threading
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from verdict_contract.core.spec import is_api_call
@@ -57,19 +58,16 @@ class InProcessApp:
 
     def __init__(self, settings: Settings) -> None:
         self.state = MockState(settings)
-        self._app: Flask | None = None
         self._read_timeout: ContextVar[float | None] = ContextVar("read_timeout", default=None)
         self._cancel: ContextVar[threading.Event | None] = ContextVar("cancel", default=None)
         self.state.delay = self._delay
 
-    @property
+    @cached_property
     def app(self) -> Flask:
         """The Flask app around :attr:`state`, for every request but ``/e``'s own."""
-        if self._app is None:
-            from ..web.app import create_app
+        from ..web.app import create_app
 
-            self._app = create_app(self.state.settings, state=self.state)
-        return self._app
+        return create_app(self.state.settings, state=self.state)
 
     def _delay(self, seconds: float) -> None:
         timeout = self._read_timeout.get()

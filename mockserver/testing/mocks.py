@@ -330,7 +330,7 @@ def respx_mock(
     base = httpx.URL(checked_base_url(base_url))
     prefix = base.path.rstrip("/")
     options = {"assert_all_called": False, **router_options}
-    with _router_class()(**options) as router:
+    with _router_class()(**options) as router, also_httpx2(router):
         mine = M(scheme=base.scheme, host=base.host)
         if base.port is not None:
             mine &= M(port=base.port)
@@ -338,11 +338,7 @@ def respx_mock(
             mine &= M(path__regex="^" + re.escape(prefix) + "(/|$)")
         router.route(mine).mock(side_effect=respx_handler(target, prefix))
         router.route(M(host__regex=r"."), name=_THROUGH).mock(side_effect=_through_if_loopback)
-        undo = also_httpx2(router)
-        try:
-            yield RespxVerdictMock(target.state, str(base).rstrip("/"), router=router)
-        finally:
-            undo()
+        yield RespxVerdictMock(target.state, str(base).rstrip("/"), router=router)
 
 
 def _read_timeout(timeout: object) -> float | None:

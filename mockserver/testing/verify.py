@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from verdict_contract.core.errors import VerificationError
 from verdict_contract.core.redact import mask
@@ -18,6 +18,9 @@ from verdict_contract.core.spec import is_api_call
 from ..model.sessions import Step
 from ..state import MockState
 from ..store.journal import JournalEntry, cut, mask_authorization, shown_param
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 _WHOLE_ID: Final = 24
 """Ids up to this length show whole; a longer one (a minted token) as its start and its end."""
@@ -69,6 +72,13 @@ def _step_text(step: Step) -> str:
     return json.dumps(step.to_json(), separators=(", ", ": "))
 
 
+class Matchers(TypedDict, total=False):
+    """What a request must have sent to count: each header (name in any case) or parameter."""
+
+    headers: Mapping[str, str] | None
+    params: Mapping[str, str] | None
+
+
 class JournalChecks:
     """The journal of ``self.state`` (this test's requests) and the checks on it."""
 
@@ -84,13 +94,7 @@ class JournalChecks:
         """The journal as JSON objects, as ``GET /_mock/requests`` gives it."""
         return [entry.to_json() for entry in self.journal]
 
-    def calls(
-        self,
-        n: str | None = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-    ) -> list[JournalEntry]:
+    def calls(self, n: str | None = None, **match: Unpack[Matchers]) -> list[JournalEntry]:
         """The journaled requests, oldest first: all, or session ``n``'s; filtered by matchers.
 
         With ``n``, the session's calls are its ``GET``/``HEAD /e`` requests (a wrong path or
@@ -98,81 +102,54 @@ class JournalChecks:
         (names in any case) and ``params`` keep the requests that sent each of them with that
         exact value; an ``Authorization`` is matched without the journal ever holding it.
         """
+        if unknown := sorted(set(match) - Matchers.__optional_keys__):
+            raise TypeError(f"unexpected keyword argument(s) {unknown}: not headers or params")
         entries = self.journal
         if n is not None:
             entries = [e for e in entries if e.n == n and is_api_call(e.method, e.path)]
-        for name, value in (headers or {}).items():
+        for name, value in (match.get("headers") or {}).items():
             entries = [e for e in entries if e.sent("h", name.lower(), value)]
-        for name, value in (params or {}).items():
+        for name, value in (match.get("params") or {}).items():
             entries = [e for e in entries if e.sent("q", name, value)]
         return entries
 
-    def call_count(
-        self,
-        n: str | None = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-    ) -> int:
-        return len(self.calls(n, headers=headers, params=params))
+    def call_count(self, n: str | None = None, **match: Unpack[Matchers]) -> int:
+        return len(self.calls(n, **match))
 
-    def last_request(
-        self,
-        n: str | None = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-    ) -> JournalEntry:
+    def last_request(self, n: str | None = None, **match: Unpack[Matchers]) -> JournalEntry:
         """The newest journaled request (for session ``n``, with the matchers, if given)."""
         __tracebackhide__ = True
-        calls = self.calls(n, headers=headers, params=params)
+        calls = self.calls(n, **match)
         if not calls:
-            target = self._target(n, headers, params)
+            target = self._target(n, match)
             raise VerificationError(f"expected a request for {target}; {_listing(self.journal)}")
         return calls[-1]
 
     def assert_called(
-        self,
-        n: str | None = None,
-        times: int | None = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
+        self, n: str | None = None, times: int | None = None, **match: Unpack[Matchers]
     ) -> None:
         """Session ``n`` (or anything) was requested, with the matchers (``times`` times)."""
         __tracebackhide__ = True
-        count = self.call_count(n, headers=headers, params=params)
+        count = self.call_count(n, **match)
         if (times is None and count) or count == times:
             return
         expected = "at least 1 request" if times is None else f"exactly {times} request(s)"
         besides = ""
-        if headers or params:
+        if match.get("headers") or match.get("params"):
             total = self.call_count(n)
             besides = f" ({total} without the header and parameter matchers)"
         raise VerificationError(
-            f"expected {expected} for {self._target(n, headers, params)}, received "
+            f"expected {expected} for {self._target(n, match)}, received "
             f"{count}{besides}; {_listing(self.journal)}"
         )
 
-    def assert_called_once(
-        self,
-        n: str | None = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-    ) -> None:
+    def assert_called_once(self, n: str | None = None, **match: Unpack[Matchers]) -> None:
         __tracebackhide__ = True
-        self.assert_called(n, times=1, headers=headers, params=params)
+        self.assert_called(n, times=1, **match)
 
-    def assert_not_called(
-        self,
-        n: str | None = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-    ) -> None:
+    def assert_not_called(self, n: str | None = None, **match: Unpack[Matchers]) -> None:
         __tracebackhide__ = True
-        self.assert_called(n, times=0, headers=headers, params=params)
+        self.assert_called(n, times=0, **match)
 
     def assert_no_requests(self) -> None:
         """Nothing at all reached the mock in this test (no path, no method, no session)."""
@@ -198,10 +175,9 @@ class JournalChecks:
             f"left:\n{lines}\n{_listing(self.journal)}"
         )
 
-    def _target(
-        self, n: str | None, headers: Mapping[str, str] | None, params: Mapping[str, str] | None
-    ) -> str:
+    def _target(self, n: str | None, match: Matchers) -> str:
         target = "any request" if n is None else f"session n={short_id(n)}"
+        headers, params = match.get("headers"), match.get("params")
         if headers:
             shown = ", ".join(_shown_header(k, v, self.state.key_ok) for k, v in headers.items())
             target += f" with headers {{{shown}}}"
