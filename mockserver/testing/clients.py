@@ -57,12 +57,9 @@ def respx_handler(target: InProcessApp, prefix: str = "") -> Callable[[httpx.Req
     """respx's side effect for the mock's routes; ``prefix``: the base URL's path, taken off."""
 
     def call(request: httpx.Request, cancel: threading.Event | None = None) -> Reply:
-        path = request.url.path
-        if prefix and (path == prefix or path.startswith(prefix + "/")):
-            path = path[len(prefix) :] or "/"
         return target.call(
             request.method,
-            path,
+            request.url.path[len(prefix) :] or "/",  # the route matched only paths under it
             request.url.query,
             list(request.headers.items()),
             request.content,

@@ -8,6 +8,7 @@ through respx (:func:`respx_mock`), requests through responses (:func:`responses
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -52,19 +53,6 @@ class VerdictFields(TypedDict, total=False):
 
 RESPX_BASE_URL = "https://verdict.mock"
 RESPONSES_BASE_URL = "https://verdict.mock"
-
-
-_MINT_KEYWORDS: Final = (
-    "verdict",
-    "conclusive",
-    "age_seconds",
-    "script",
-    "allow_invalid",
-    "seed",
-    "schema",
-    "extra",
-)
-"""``mint``'s own keywords, offered beside the verdict's fields for a misspelt one."""
 
 
 def reply(
@@ -220,6 +208,11 @@ class VerdictMock(JournalChecks):
 
     def url(self, session_id: str) -> str:
         return str(httpx.URL(f"{self.base_url}/e", params={"n": session_id}))
+
+
+_MINT_KEYWORDS: Final = tuple(inspect.signature(VerdictMock.mint).parameters)[1:-1]
+"""``mint``'s own keywords (not ``self``, ``**fields``), offered beside the verdict's fields for
+a misspelt one."""
 
 
 @dataclass(repr=False)

@@ -15,7 +15,6 @@ from verdict_contract.core.errors import VerificationError
 from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import is_api_call
 
-from ..model.sessions import Step
 from ..state import MockState
 from ..store.journal import JournalEntry, cut, mask_authorization, shown_param
 
@@ -66,10 +65,6 @@ def _shown_header(name: str, value: str, is_key: Callable[[str], bool]) -> str:
     if is_key(value) or any(word in lowered for word in _SECRET_WORDS):
         return f"{name}: {mask(value)}"
     return f"{name}: {cut(value, 60)}"
-
-
-def _step_text(step: Step) -> str:
-    return json.dumps(step.to_json(), separators=(", ", ": "))
 
 
 class Matchers(TypedDict, total=False):
@@ -167,7 +162,7 @@ class JournalChecks:
             return
         lines = "\n".join(
             f"  session n={short_id(n)}: {len(steps)} step(s) left: "
-            + ", ".join(_step_text(s) for s in steps)
+            + ", ".join(json.dumps(s.to_json(), separators=(", ", ": ")) for s in steps)
             for n, steps in left.items()
         )
         raise VerificationError(
