@@ -85,10 +85,9 @@ class Coverage:
 
     def merge(self, data: dict[str, Any]) -> None:
         """Add a part :meth:`to_json` wrote (an xdist worker's)."""
-        for behaviour, met in data["behaviours"].items():
-            if behaviour in self.counts:
-                self.counts[behaviour] += met["exercised"]
-                self.tests[behaviour].update(met["tests"])
+        for behaviour, met in data["behaviours"].items():  # the same BEHAVIOURS: one install
+            self.counts[behaviour] += met["exercised"]
+            self.tests[behaviour].update(met["tests"])
         for module, clients in data["modules"].items():
             for client, part in clients.items():
                 served = self.modules.setdefault(module, {}).setdefault(client, set())
