@@ -1,19 +1,17 @@
 """The httpx clients the in-process respx mock answers: httpx, and httpx2 where it is installed.
 
-respx routes httpx through its ``httpcore`` mocker; httpx2 (httpx's maintained successor) sends
-through ``httpcore2``, which a mocker of its own here patches the same way (as pytest-httpx2
-does), into the same router and the same journal. A scripted fault raises what each client
-raises for a real one: httpx's errors for httpx, httpcore2's for httpx2 (its transport maps them
-to ``httpx2.ReadTimeout``...). An async client's call waits in an anyio worker thread, so it
-runs under asyncio and trio alike, and a call the client cancels while a scripted delay holds
-its answer (``asyncio.timeout``, ``anyio.fail_after``) is journaled as ``cancelled``.
+httpx2 sends through ``httpcore2``, which a respx mocker of its own patches (as pytest-httpx2
+does) into the same router; a scripted fault raises each client's own error. An async client's
+call waits in an anyio worker thread (asyncio and trio alike); one the client cancels while a
+scripted delay holds its answer (``anyio.fail_after``) is journaled as ``cancelled``.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -27,46 +25,31 @@ if TYPE_CHECKING:
 
 CLIENT_EXTENSION: Final = "verdict_client"
 """The request extension the httpx2 mocker sets: which client library sent the request."""
-FAULT_MESSAGES: Final = {
-    "timeout": "timed out (scripted delay)",
-    "reset": "[Errno 104] Connection reset by peer",
-    "truncated": "peer closed connection without sending complete message body",
+FAULTS: Final = {  # the error httpx and httpcore2 alike raise for each fault, and its message
+    "timeout": ("ReadTimeout", "timed out (scripted delay)"),
+    "reset": ("ReadError", "[Errno 104] Connection reset by peer"),
+    "truncated": (
+        "RemoteProtocolError",
+        "peer closed connection without sending complete message body",
+    ),
 }
-
-
-def httpx2_installed() -> bool:
-    """Whether httpx2 (and its httpcore2) can be imported: its requests are mocked then."""
-    return importlib.util.find_spec("httpcore2") is not None
-
 
 RESOLVING_ASYNC: ContextVar[bool] = ContextVar("verdict_resolving_async", default=False)
 """Set while the mock's respx router resolves an async client's request (its ``aresolve``):
 the side effect then returns a coroutine, which only ``aresolve`` awaits."""
 
 
-def _raise_httpx2(fault: str) -> None:
-    """A fault as httpcore2 raises it: httpx2's transport turns it into its own error."""
-    import httpcore2
-
-    kinds = {
-        "timeout": httpcore2.ReadTimeout,
-        "reset": httpcore2.ReadError,
-        "truncated": httpcore2.RemoteProtocolError,
-    }
-    raise kinds[fault](FAULT_MESSAGES[fault])
-
-
 def httpx_reply(request: httpx.Request, reply: Reply) -> httpx.Response:
-    """The response to give, or the error to raise, for the client that sent ``request``."""
-    fault = reply.fault
-    if fault in FAULT_MESSAGES and request.extensions.get(CLIENT_EXTENSION) == "httpx2":
-        _raise_httpx2(fault)
-    if fault == "timeout":
-        raise httpx.ReadTimeout(FAULT_MESSAGES[fault], request=request)
-    if fault == "reset":
-        raise httpx.ReadError(FAULT_MESSAGES[fault], request=request)
-    if fault == "truncated":
-        raise httpx.RemoteProtocolError(FAULT_MESSAGES[fault], request=request)
+    """The response to give, or the error to raise, for the client that sent ``request``
+    (httpx2's transport turns httpcore2's errors into its own)."""
+    fault = FAULTS.get(reply.fault or "")
+    if fault is not None:
+        error, message = fault
+        if request.extensions.get(CLIENT_EXTENSION) == "httpx2":
+            import httpcore2
+
+            raise getattr(httpcore2, error)(message)
+        raise getattr(httpx, error)(message, request=request)
     return httpx.Response(reply.status, headers=reply.headers, content=reply.body)
 
 
@@ -74,12 +57,9 @@ def respx_handler(target: InProcessApp, prefix: str = "") -> Callable[[httpx.Req
     """respx's side effect for the mock's routes; ``prefix``: the base URL's path, taken off."""
 
     def call(request: httpx.Request, cancel: threading.Event | None = None) -> Reply:
-        path = request.url.path
-        if prefix and (path == prefix or path.startswith(prefix + "/")):
-            path = path[len(prefix) :] or "/"
         return target.call(
             request.method,
-            path,
+            request.url.path[len(prefix) :] or "/",  # the route matched only paths under it
             request.url.query,
             list(request.headers.items()),
             request.content,
@@ -159,16 +139,17 @@ def _httpcore2_mocker() -> Any:
     return HTTPCore2Mocker
 
 
-def also_httpx2(router: respx.MockRouter) -> Callable[[], None]:
-    """Route httpx2's requests through ``router`` too, if httpx2 is installed; returns the undo."""
-    if not httpx2_installed():
-        return lambda: None
+@contextmanager
+def also_httpx2(router: respx.MockRouter) -> Iterator[None]:
+    """Route httpx2's requests through ``router`` too for the block, if httpx2 is installed."""
+    if importlib.util.find_spec("httpcore2") is None:
+        yield
+        return
     mocker = _httpcore2_mocker()
     mocker.register(router)
     mocker.start()
-
-    def undo() -> None:
+    try:
+        yield
+    finally:
         mocker.unregister(router)
         mocker.stop()
-
-    return undo

@@ -1,20 +1,16 @@
 """Consumer coverage: which of the spec's answers a test run met, and the client's habits.
 
-Registered by the plugin only in a run that asks (``--verdict-coverage``,
-``--verdict-coverage-json=PATH``, ``--verdict-require-coverage=IDS``): each fixture's journal is
-read at its test's teardown (:meth:`CoveragePlugin.add`); an xdist worker hands its part to the
-controller in ``workeroutput``, which merges them (``pytest_testnodedown``) and reports once.
-
-The report says "served": what the mock answered a test's client. Whether the test then checked
-what its client did with it cannot be told from outside the test, so it is not claimed. It is
-broken down per test module and per client (the fixture's transport), since a behaviour served
-to one client says nothing of another's handling of it.
+Registered by the plugin only in a run that asks (``--verdict-coverage``...). Each fixture's
+journal is read at its test's teardown; an xdist worker hands its part to the controller in
+``workeroutput``. The report says "served", not "checked": what a test then checked of its
+client cannot be told from outside. It is broken down per test module and per client, since a
+behaviour served to one client says nothing of another's handling of it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any, Final
 
@@ -23,33 +19,16 @@ import pytest
 from verdict_contract.core.suggest import closest
 
 from ..store.behaviours import BEHAVIOURS, BROKEN_CLIENT_ONLY, behaviours
-from ..store.habits import ClockMove, habits
-from ..store.journal import JournalEntry
-from .mocks import ResponsesVerdictMock, RespxVerdictMock, VerdictMock
+from ..store.habits import habits
+from .mocks import VerdictMock
 
-PLUGIN_NAME: Final = "verdict-coverage"
 WORKER_KEY: Final = "verdict_coverage"
 TESTS_SHOWN: Final = 3
 """Tests named per behaviour in the table (the JSON names them all)."""
 
 
-def client_of(mock: VerdictMock) -> str:
-    """Which client library a fixture's mock answers: what the report breaks coverage down by."""
-    if isinstance(mock, RespxVerdictMock):
-        return "httpx"
-    if isinstance(mock, ResponsesVerdictMock):
-        return "requests"
-    return "http"
-
-
-def module_of(test: str) -> str:
-    """A test's module, from its node id (``tests/test_x.py::test_y[1]``: ``tests/test_x.py``)."""
-    return test.partition("::")[0]
-
-
-def correct_client_ids() -> list[str]:
-    """What ``all`` requires: every answer the spec lets a service give a correct client."""
-    return [behaviour for behaviour in BEHAVIOURS if behaviour not in BROKEN_CLIENT_ONLY]
+CORRECT_CLIENT_IDS: Final = [b for b in BEHAVIOURS if b not in BROKEN_CLIENT_ONLY]
+"""What ``all`` requires: every answer the spec lets a service give a correct client."""
 
 
 class Coverage:
@@ -63,23 +42,17 @@ class Coverage:
         """Per test module, per client: the behaviours served there."""
         self.habits: list[dict[str, str]] = []
 
-    def add(
-        self,
-        test: str,
-        entries: Iterable[JournalEntry],
-        keys: Iterable[str] = (),
-        moves: Sequence[ClockMove] = (),
-        client: str = "http",
-    ) -> None:
-        """Count one test's journal (its entries, the mock's keys and clock moves)."""
-        entries = list(entries)
-        served = self.modules.setdefault(module_of(test), {}).setdefault(client, set())
+    def add(self, test: str, mock: VerdictMock) -> None:
+        """Count one test's journal (and its client's habits, from the keys and clock moves)."""
+        entries = mock.journal
+        module = test.partition("::")[0]  # tests/test_x.py::test_y[1]: tests/test_x.py
+        served = self.modules.setdefault(module, {}).setdefault(mock.client, set())
         for entry in entries:
             for behaviour in behaviours(entry):
                 self.counts[behaviour] += 1
                 self.tests[behaviour].add(test)
                 served.add(behaviour)
-        for habit in habits(entries, keys, moves):
+        for habit in habits(entries, mock.state.api_keys, list(mock.state.clock_moves)):
             detail = f"session {habit.session}: {habit.detail}"
             self.habits.append({"id": habit.id, "test": test, "detail": detail})
 
@@ -89,7 +62,7 @@ class Coverage:
     def module_never(self, module: str) -> dict[str, list[str]]:
         """Per client of ``module``: what a correct client could meet and was never served."""
         return {
-            client: [b for b in correct_client_ids() if b not in served]
+            client: [b for b in CORRECT_CLIENT_IDS if b not in served]
             for client, served in sorted(self.modules.get(module, {}).items())
         }
 
@@ -112,10 +85,9 @@ class Coverage:
 
     def merge(self, data: dict[str, Any]) -> None:
         """Add a part :meth:`to_json` wrote (an xdist worker's)."""
-        for behaviour, met in data["behaviours"].items():
-            if behaviour in self.counts:
-                self.counts[behaviour] += met["exercised"]
-                self.tests[behaviour].update(met["tests"])
+        for behaviour, met in data["behaviours"].items():  # the same BEHAVIOURS: one install
+            self.counts[behaviour] += met["exercised"]
+            self.tests[behaviour].update(met["tests"])
         for module, clients in data["modules"].items():
             for client, part in clients.items():
                 served = self.modules.setdefault(module, {}).setdefault(client, set())
@@ -156,20 +128,15 @@ class Coverage:
 
 def required(value: str | None) -> list[str]:
     """The ids ``--verdict-require-coverage`` names (``all``: every answer a correct client can
-    meet, :func:`correct_client_ids`; with more ids: those too); unknown ones refused."""
-    if not value:
-        return []
-    ids: list[str] = []
-    for part in (part.strip() for part in value.split(",")):
-        for behaviour in correct_client_ids() if part == "all" else [part] if part else []:
-            if behaviour not in ids:
-                ids.append(behaviour)
+    meet, :data:`CORRECT_CLIENT_IDS`; with more ids: those too); unknown ones refused."""
+    parts = (part.strip() for part in (value or "").split(","))
+    expanded = (CORRECT_CLIENT_IDS if part == "all" else [part] for part in parts if part)
+    ids = list(dict.fromkeys(chain.from_iterable(expanded)))
     unknown = [i for i in ids if i not in BEHAVIOURS]
     if unknown:
-        named = []
-        for word in unknown:
-            close = closest(word, BEHAVIOURS)
-            named.append(f"{word} (did you mean {close}?)" if close else word)
+        named = (
+            f"{w} (did you mean {c}?)" if (c := closest(w, BEHAVIOURS)) else w for w in unknown
+        )
         raise pytest.UsageError(
             f"--verdict-require-coverage: unknown behaviour id(s) {', '.join(named)}; "
             f"known: all, {', '.join(BEHAVIOURS)}"
@@ -194,9 +161,7 @@ class CoveragePlugin:
         return f"CoveragePlugin(required={self.required!r})"
 
     def add(self, test: str, mock: VerdictMock) -> None:
-        state = mock.state
-        moves = list(state.clock_moves)
-        self.coverage.add(test, mock.journal, state.api_keys, moves, client_of(mock))
+        self.coverage.add(test, mock)
 
     @property
     def _is_worker(self) -> bool:

@@ -1,12 +1,9 @@
 """Calling the mock in-process, for the transports of :mod:`.testing` (respx, responses).
 
-``GET``/``HEAD /e`` is answered by :func:`..explain.handle`, the framework-free function every
-server calls, on a :class:`MockState` built once per settings and reset per test: no Flask app,
-no metrics. Any other request (a wrong path or method, ``/_mock/...``) goes to the Flask app,
-built on first use around the same state. A scripted fault comes back as a :class:`Reply` naming
-it, for each adapter to raise its own client's error. A scripted delay at least as long as the
-client's read timeout becomes the fault ``timeout`` at once (the client would have given up), and
-is journaled so.
+``GET``/``HEAD /e`` is answered by :func:`..explain.handle`, as on every server, without Flask;
+any other request goes to the Flask app, built on first use around the same state. A scripted
+fault comes back as a :class:`Reply` naming it, for each adapter to raise its client's error; a
+scripted delay at least as long as the client's read timeout is the fault ``timeout`` at once.
 """
 
 from __future__ import annotations
@@ -15,6 +12,7 @@ import threading
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from verdict_contract.core.spec import is_api_call
@@ -42,15 +40,11 @@ class Reply:
 
 
 class _ScriptedTimeout(ClientLeft):
-    """A scripted delay at least as long as the client's read timeout."""
-
-    fault = "timeout"
+    fault = "timeout"  # a scripted delay at least as long as the client's read timeout
 
 
 class _ClientCancelled(ClientLeft):
-    """The client cancelled its call while a scripted delay held the answer (async only)."""
-
-    fault = "cancelled"
+    fault = "cancelled"  # by an async client, while a scripted delay held the answer
 
 
 def _split_fault(headers: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], str | None]:
@@ -64,19 +58,16 @@ class InProcessApp:
 
     def __init__(self, settings: Settings) -> None:
         self.state = MockState(settings)
-        self._app: Flask | None = None
         self._read_timeout: ContextVar[float | None] = ContextVar("read_timeout", default=None)
         self._cancel: ContextVar[threading.Event | None] = ContextVar("cancel", default=None)
         self.state.delay = self._delay
 
-    @property
+    @cached_property
     def app(self) -> Flask:
         """The Flask app around :attr:`state`, for every request but ``/e``'s own."""
-        if self._app is None:
-            from ..web.app import create_app
+        from ..web.app import create_app
 
-            self._app = create_app(self.state.settings, state=self.state)
-        return self._app
+        return create_app(self.state.settings, state=self.state)
 
     def _delay(self, seconds: float) -> None:
         timeout = self._read_timeout.get()

@@ -1,23 +1,21 @@
 """The mock for integrators' tests: over real HTTP, or in-process for httpx and requests.
 
-Every transport gives a :class:`VerdictMock` with the same ``base_url``, ``api_key``, ``mint``,
-journal checks (:mod:`.verify`), clock control and ``reset``; all decide ``/e`` with the function
-``verdict-mock`` serves it with (:func:`..explain.handle`), on a state built from the same
-settings. In-process, a scripted fault raises the error the client library raises for a real
-one: httpx through respx (:func:`respx_mock`, a :class:`RespxVerdictMock` with its ``router``),
-requests through responses (:func:`responses_mock`, a :class:`ResponsesVerdictMock` with its
-``responses``).
+Every transport gives a :class:`VerdictMock` (``mint``, journal checks, clock control, ``reset``)
+that decides ``/e`` with the function ``verdict-mock`` serves it with (:func:`..explain.handle`).
+In-process, a scripted fault raises the error the client library raises for a real one: httpx
+through respx (:func:`respx_mock`), requests through responses (:func:`responses_mock`).
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from email.utils import format_datetime
-from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypedDict, overload
 
 import httpx
 
@@ -30,7 +28,6 @@ from ..model.sessions import ScriptStep as ScriptStep
 from ..model.sessions import StatusStep, Step, parse_spec, unknown_field
 from ..settings import Settings
 from ..state import MockState
-from ..store.journal import JournalEntry
 from .clients import RESOLVING_ASYNC, also_httpx2, respx_handler
 from .inprocess import InProcessApp
 from .verify import JournalChecks
@@ -56,19 +53,6 @@ class VerdictFields(TypedDict, total=False):
 
 RESPX_BASE_URL = "https://verdict.mock"
 RESPONSES_BASE_URL = "https://verdict.mock"
-
-
-_MINT_KEYWORDS: Final = (
-    "verdict",
-    "conclusive",
-    "age_seconds",
-    "script",
-    "allow_invalid",
-    "seed",
-    "schema",
-    "extra",
-)
-"""``mint``'s own keywords, offered beside the verdict's fields for a misspelt one."""
 
 
 def reply(
@@ -100,6 +84,8 @@ class VerdictMock(JournalChecks):
 
     state: MockState
     base_url: str
+    client: ClassVar[str] = "http"
+    """The client library it answers: what ``--verdict-coverage`` breaks coverage down by."""
 
     def __repr__(self) -> str:  # never the key (pytest -l prints fixtures)
         name = type(self).__name__
@@ -193,42 +179,20 @@ class VerdictMock(JournalChecks):
             for name in fields:
                 if name not in DOCUMENTED_FIELDS:
                     raise unknown_field(name, "mint()", _MINT_KEYWORDS)
-        raw: dict[str, Any] = {
-            "script": [s.to_json() if isinstance(s, Step) else s for s in script]
+        raw = {
+            "script": [s.to_json() if isinstance(s, Step) else s for s in script],
+            "verdict": verdict,
+            "conclusive": conclusive,
+            "age_seconds": age_seconds,
+            "schema": schema,
+            "extra": extra,
+            "fields": fields or None,
+            "allow_invalid": allow_invalid or None,
         }
-        for name, value in (
-            ("verdict", verdict),
-            ("conclusive", conclusive),
-            ("age_seconds", age_seconds),
-            ("schema", schema),
-            ("extra", extra),
-        ):
-            if value is not None:
-                raw[name] = value
-        if fields:
-            raw["fields"] = fields
-        if allow_invalid:
-            raw["allow_invalid"] = True
-        spec = parse_spec(raw, "mint()")
+        spec = parse_spec({k: v for k, v in raw.items() if v is not None}, "mint()")
         if seed is not None:
             spec = replace(spec, key=f"seed:{seed}")
         return self.state.mint(spec).id
-
-    @property
-    def journal(self) -> list[JournalEntry]:
-        """This test's requests (keys masked), oldest first; wrong paths and methods too."""
-        return self.state.entries()
-
-    def _is_key(self, value: str) -> bool:
-        return self.state.key_ok(value)
-
-    def _scripts_left(self) -> dict[str, tuple[Step, ...]]:
-        return self.state.scripts.minted_left()
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        """The journal as JSON objects, as ``GET /_mock/requests`` gives it."""
-        return [entry.to_json() for entry in self.journal]
 
     def advance(self, seconds: float) -> None:
         """Move the mock's clock: sessions age and rate-limit windows pass, without sleeping."""
@@ -246,11 +210,17 @@ class VerdictMock(JournalChecks):
         return str(httpx.URL(f"{self.base_url}/e", params={"n": session_id}))
 
 
+_MINT_KEYWORDS: Final = tuple(inspect.signature(VerdictMock.mint).parameters)[1:-1]
+"""``mint``'s own keywords (not ``self``, ``**fields``), offered beside the verdict's fields for
+a misspelt one."""
+
+
 @dataclass(repr=False)
 class RespxVerdictMock(VerdictMock):
     """The mock answering httpx in-process; ``router`` is respx's, for routes of your own."""
 
     router: respx.MockRouter
+    client: ClassVar[str] = "httpx"
 
 
 @dataclass(repr=False)
@@ -258,6 +228,7 @@ class ResponsesVerdictMock(VerdictMock):
     """The mock answering requests in-process; ``responses`` is the mock, for your own."""
 
     responses: responses.RequestsMock
+    client: ClassVar[str] = "requests"
 
 
 def checked_base_url(base_url: str) -> str:
@@ -352,7 +323,7 @@ def respx_mock(
     base = httpx.URL(checked_base_url(base_url))
     prefix = base.path.rstrip("/")
     options = {"assert_all_called": False, **router_options}
-    with _router_class()(**options) as router:
+    with _router_class()(**options) as router, also_httpx2(router):
         mine = M(scheme=base.scheme, host=base.host)
         if base.port is not None:
             mine &= M(port=base.port)
@@ -360,11 +331,7 @@ def respx_mock(
             mine &= M(path__regex="^" + re.escape(prefix) + "(/|$)")
         router.route(mine).mock(side_effect=respx_handler(target, prefix))
         router.route(M(host__regex=r"."), name=_THROUGH).mock(side_effect=_through_if_loopback)
-        undo = also_httpx2(router)
-        try:
-            yield RespxVerdictMock(target.state, str(base).rstrip("/"), router=router)
-        finally:
-            undo()
+        yield RespxVerdictMock(target.state, str(base).rstrip("/"), router=router)
 
 
 def _read_timeout(timeout: object) -> float | None:
@@ -373,8 +340,13 @@ def _read_timeout(timeout: object) -> float | None:
     return float(timeout) if isinstance(timeout, int | float) else None
 
 
-def _responses_callback(target: InProcessApp, prefix: str = "") -> Any:
+def _responses_answer(target: InProcessApp, base: str) -> Any:
+    """A responses registration answering every method under ``base`` with the mock app."""
     import requests
+    import responses
+
+    prefix = httpx.URL(base).path.rstrip("/")
+    pattern = re.compile(re.escape(base) + r"(/[^?#]*)?(\?.*)?$")
 
     def callback(request: requests.PreparedRequest) -> tuple[int, dict[str, str], bytes]:
         url = httpx.URL(str(request.url))
@@ -401,14 +373,7 @@ def _responses_callback(target: InProcessApp, prefix: str = "") -> Any:
         headers = {k: v for k, v in reply.headers if k.lower() != "content-length"}
         return reply.status, headers, reply.body
 
-    return callback
-
-
-def _any_method_response(pattern: re.Pattern[str], callback: Any) -> Any:
-    """A responses callback for every method under ``pattern`` (one registration, not seven)."""
-    import responses
-
-    class AnyMethod(responses.CallbackResponse):
+    class AnyMethod(responses.CallbackResponse):  # one registration, not one per method
         def matches(self, request: requests.PreparedRequest) -> tuple[bool, str]:
             if pattern.match(str(request.url)):
                 return True, ""
@@ -440,9 +405,7 @@ def responses_mock(
 
     target = target or InProcessApp(settings or Settings())
     base = checked_base_url(base_url)
-    prefix = httpx.URL(base).path.rstrip("/")
-    pattern = re.compile(re.escape(base) + r"(/[^?#]*)?(\?.*)?$")
-    answer = _any_method_response(pattern, _responses_callback(target, prefix))
+    answer = _responses_answer(target, base)
     below: Any = requests.adapters.HTTPAdapter.send  # responses' own alias of its type differs
     layered = below is not responses._real_send  # another mock is started: hand it the rest
     mock = responses.RequestsMock(assert_all_requests_are_fired=False, real_adapter_send=below)

@@ -1,25 +1,25 @@
 """Checks on the request journal in the style of respx, responses and WireMock's ``verify``.
 
-:class:`JournalChecks` is mixed into the test mocks (:mod:`.testing`): count the calls for a
-session id (and the headers and parameters they sent), assert it was called once, never or
-``n`` times, that nothing was requested, that every scripted step was used, read the last
-request. A failed check raises :class:`~verdict_contract.core.errors.VerificationError` (an
-``AssertionError``) saying what was expected and listing each request received once; keys are
-masked as in the journal, and the checks' own frames are hidden from pytest's traceback.
+A failed check raises :class:`~verdict_contract.core.errors.VerificationError` (an
+``AssertionError``) saying what was expected and listing each request received once, keys
+masked as in the journal; the checks' own frames are hidden from pytest's traceback.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from verdict_contract.core.errors import VerificationError
 from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import is_api_call
 
-from ..model.sessions import Step
+from ..state import MockState
 from ..store.journal import JournalEntry, cut, mask_authorization, shown_param
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 _WHOLE_ID: Final = 24
 """Ids up to this length show whole; a longer one (a minted token) as its start and its end."""
@@ -28,8 +28,6 @@ _HEAD, _TAIL = 8, 12
 _LISTED: Final = 20
 """Requests listed in a message, newest last; older ones are counted."""
 _SECRET_WORDS: Final = ("auth", "key", "token", "secret", "cookie", "session", "password")
-
-"""A session's calls: requests of these methods to ``/e`` with its id."""
 
 
 def short_id(session_id: str | None) -> str:
@@ -69,32 +67,29 @@ def _shown_header(name: str, value: str, is_key: Callable[[str], bool]) -> str:
     return f"{name}: {cut(value, 60)}"
 
 
-def _step_text(step: Step) -> str:
-    return json.dumps(step.to_json(), separators=(", ", ": "))
+class Matchers(TypedDict, total=False):
+    """What a request must have sent to count: each header (name in any case) or parameter."""
+
+    headers: Mapping[str, str] | None
+    params: Mapping[str, str] | None
 
 
 class JournalChecks:
-    """Verification helpers over ``self.journal`` (the entries of the current test)."""
+    """The journal of ``self.state`` (this test's requests) and the checks on it."""
+
+    state: MockState
 
     @property
     def journal(self) -> list[JournalEntry]:
-        raise NotImplementedError
+        """This test's requests (keys masked), oldest first; wrong paths and methods too."""
+        return self.state.entries()
 
-    def _is_key(self, value: str) -> bool:
-        """Whether ``value`` is one of the mock's keys (masked in messages wherever it is)."""
-        return False
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The journal as JSON objects, as ``GET /_mock/requests`` gives it."""
+        return [entry.to_json() for entry in self.journal]
 
-    def _scripts_left(self) -> dict[str, tuple[Step, ...]]:
-        """The unused steps of the scripts minted in this test, by session id."""
-        return {}
-
-    def calls(
-        self,
-        n: str | None = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-    ) -> list[JournalEntry]:
+    def calls(self, n: str | None = None, **match: Unpack[Matchers]) -> list[JournalEntry]:
         """The journaled requests, oldest first: all, or session ``n``'s; filtered by matchers.
 
         With ``n``, the session's calls are its ``GET``/``HEAD /e`` requests (a wrong path or
@@ -102,81 +97,54 @@ class JournalChecks:
         (names in any case) and ``params`` keep the requests that sent each of them with that
         exact value; an ``Authorization`` is matched without the journal ever holding it.
         """
+        if unknown := sorted(set(match) - Matchers.__optional_keys__):
+            raise TypeError(f"unexpected keyword argument(s) {unknown}: not headers or params")
         entries = self.journal
         if n is not None:
             entries = [e for e in entries if e.n == n and is_api_call(e.method, e.path)]
-        for name, value in (headers or {}).items():
+        for name, value in (match.get("headers") or {}).items():
             entries = [e for e in entries if e.sent("h", name.lower(), value)]
-        for name, value in (params or {}).items():
+        for name, value in (match.get("params") or {}).items():
             entries = [e for e in entries if e.sent("q", name, value)]
         return entries
 
-    def call_count(
-        self,
-        n: str | None = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-    ) -> int:
-        return len(self.calls(n, headers=headers, params=params))
+    def call_count(self, n: str | None = None, **match: Unpack[Matchers]) -> int:
+        return len(self.calls(n, **match))
 
-    def last_request(
-        self,
-        n: str | None = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-    ) -> JournalEntry:
+    def last_request(self, n: str | None = None, **match: Unpack[Matchers]) -> JournalEntry:
         """The newest journaled request (for session ``n``, with the matchers, if given)."""
         __tracebackhide__ = True
-        calls = self.calls(n, headers=headers, params=params)
+        calls = self.calls(n, **match)
         if not calls:
-            target = self._target(n, headers, params)
+            target = self._target(n, match)
             raise VerificationError(f"expected a request for {target}; {_listing(self.journal)}")
         return calls[-1]
 
     def assert_called(
-        self,
-        n: str | None = None,
-        times: int | None = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
+        self, n: str | None = None, times: int | None = None, **match: Unpack[Matchers]
     ) -> None:
         """Session ``n`` (or anything) was requested, with the matchers (``times`` times)."""
         __tracebackhide__ = True
-        count = self.call_count(n, headers=headers, params=params)
+        count = self.call_count(n, **match)
         if (times is None and count) or count == times:
             return
         expected = "at least 1 request" if times is None else f"exactly {times} request(s)"
         besides = ""
-        if headers or params:
+        if match.get("headers") or match.get("params"):
             total = self.call_count(n)
             besides = f" ({total} without the header and parameter matchers)"
         raise VerificationError(
-            f"expected {expected} for {self._target(n, headers, params)}, received "
+            f"expected {expected} for {self._target(n, match)}, received "
             f"{count}{besides}; {_listing(self.journal)}"
         )
 
-    def assert_called_once(
-        self,
-        n: str | None = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-    ) -> None:
+    def assert_called_once(self, n: str | None = None, **match: Unpack[Matchers]) -> None:
         __tracebackhide__ = True
-        self.assert_called(n, times=1, headers=headers, params=params)
+        self.assert_called(n, times=1, **match)
 
-    def assert_not_called(
-        self,
-        n: str | None = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-    ) -> None:
+    def assert_not_called(self, n: str | None = None, **match: Unpack[Matchers]) -> None:
         __tracebackhide__ = True
-        self.assert_called(n, times=0, headers=headers, params=params)
+        self.assert_called(n, times=0, **match)
 
     def assert_no_requests(self) -> None:
         """Nothing at all reached the mock in this test (no path, no method, no session)."""
@@ -189,12 +157,12 @@ class JournalChecks:
         """Every step of every script minted in this test was answered (like respx's
         ``assert_all_called``): a script of three 429s met by one call fails it."""
         __tracebackhide__ = True
-        left = self._scripts_left()
+        left = self.state.scripts.minted_left()
         if not left:
             return
         lines = "\n".join(
             f"  session n={short_id(n)}: {len(steps)} step(s) left: "
-            + ", ".join(_step_text(s) for s in steps)
+            + ", ".join(json.dumps(s.to_json(), separators=(", ", ": ")) for s in steps)
             for n, steps in left.items()
         )
         raise VerificationError(
@@ -202,14 +170,13 @@ class JournalChecks:
             f"left:\n{lines}\n{_listing(self.journal)}"
         )
 
-    def _target(
-        self, n: str | None, headers: Mapping[str, str] | None, params: Mapping[str, str] | None
-    ) -> str:
+    def _target(self, n: str | None, match: Matchers) -> str:
         target = "any request" if n is None else f"session n={short_id(n)}"
+        headers, params = match.get("headers"), match.get("params")
         if headers:
-            shown = ", ".join(_shown_header(k, v, self._is_key) for k, v in headers.items())
+            shown = ", ".join(_shown_header(k, v, self.state.key_ok) for k, v in headers.items())
             target += f" with headers {{{shown}}}"
         if params:
-            pairs = (shown_param(k, v, self._is_key) for k, v in params.items())
+            pairs = (shown_param(k, v, self.state.key_ok) for k, v in params.items())
             target += " with params {" + ", ".join(f"{k}={v}" for k, v in pairs) + "}"
         return target

@@ -185,3 +185,11 @@ def test_a_request_without_n_lists_its_path_alone() -> None:
         message = str(failure.value)
         assert "GET /e -> 401 (unauthorized; no Authorization)" in message
         assert "GET /health -> 404 (not_found; no Authorization)" in message
+
+
+def test_a_misspelt_matcher_is_a_type_error_not_a_check_that_passes() -> None:
+    with _in_process("respx") as mock:
+        n = mock.mint()
+        for check in (mock.calls, mock.call_count, mock.assert_not_called):
+            with pytest.raises(TypeError, match=r"\['header'\]"):
+                check(n, header={"x-trace": "t-1"})  # type: ignore[call-arg]
