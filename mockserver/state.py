@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from verdict_contract.core.errors import SettingsError
 from verdict_contract.core.extras import require_extra
@@ -42,7 +42,6 @@ from .model.tenants import OPERATOR, Tenant, load_tenants
 from .model.traffic import Traffic
 from .settings import Settings, env_var
 from .store.backend import StateUnavailable
-from .store.habits import ClockMove
 from .store.journal import Journal, JournalEntry
 from .store.primitives import MemoryStore, Store
 
@@ -71,6 +70,13 @@ def _any_session(session_id: str) -> Session:
     kind = session_id.partition("-")[0]
     verdict: VerdictKind | None = next((v for v in VERDICTS if v == kind), None)
     return Session(session_id, SessionSpec(verdict=verdict), None)
+
+
+class ClockMove(NamedTuple):
+    """One ``advance(seconds)`` of the mock's clock, at a real time."""
+
+    at: float
+    seconds: float
 
 
 def _sleep(seconds: float) -> None:
@@ -114,7 +120,7 @@ class MockState:
         default_factory=lambda: deque(maxlen=CLOCK_MOVES_KEPT), init=False, repr=False
     )
     """This process's :meth:`advance` calls since the last reset: the journal's real times read
-    on the mock's clock (:func:`.habits.on_mock_clock`)."""
+    on the mock's clock (:func:`.coverage.on_mock_clock`)."""
 
     tenants: dict[str, MockState] = field(default_factory=dict, init=False, repr=False)
     """The operator's state only: every tenant's state by name, its own first (``--tenants``);

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from verdict_contract.mockserver.store.behaviours import BEHAVIOURS
+from verdict_contract.mockserver.coverage import BEHAVIOURS
 
 CONSUMER_TESTS = """
 import httpx

@@ -18,8 +18,7 @@ import pytest
 
 from verdict_contract.core.suggest import closest
 
-from ..store.behaviours import BEHAVIOURS, BROKEN_CLIENT_ONLY, behaviours
-from ..store.habits import habits
+from ..coverage import BEHAVIOURS, BROKEN_CLIENT_ONLY, behaviours, habits
 from .mocks import VerdictMock
 
 WORKER_KEY: Final = "verdict_coverage"

@@ -13,12 +13,11 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from verdict_contract.core.resources import bundled_openapi
 from verdict_contract.core.spec import SCHEMA_VERSION
 
+from ..coverage import BEHAVIOURS, habits, tally
 from ..model.answer import NO_STORE
 from ..model.scripts import ScriptStoreFull
 from ..model.sessions import Session, SpecError, parse_spec
 from ..settings import DEFAULT_API_KEY
-from ..store.behaviours import BEHAVIOURS, tally
-from ..store.habits import habits
 from .answers import error_response, state_of
 from .dashboard import dashboard
 from .guard import guard_control

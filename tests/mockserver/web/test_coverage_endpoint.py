@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 
 from verdict_contract.mockserver import Settings
-from verdict_contract.mockserver.store.behaviours import BEHAVIOURS
+from verdict_contract.mockserver.coverage import BEHAVIOURS
 from verdict_contract.mockserver.testing.mocks import live_mock
 
 KEY = "coverage-endpoint-key-0001"

@@ -1,4 +1,4 @@
-"""mockserver.store.behaviours: one pure function from a journal entry to its behaviour ids.
+"""mockserver.coverage: one pure function from a journal entry to its behaviour ids.
 
 Each id has an entry that is it and a near one that is not.
 """
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from verdict_contract.mockserver.coverage import BEHAVIOURS, behaviours
 from verdict_contract.mockserver.model.answer import Outcome, Served
-from verdict_contract.mockserver.store.behaviours import BEHAVIOURS, behaviours
 from verdict_contract.mockserver.store.journal import JournalEntry
 
 BASE = JournalEntry(

@@ -1,9 +1,10 @@
-"""mockserver.store.habits: client habits read from a journal, on the mock's clock."""
+"""mockserver.coverage, its habits: client habits read from a journal, on the mock's clock."""
 
 from __future__ import annotations
 
 from tests.mockserver.entries import entry as made_entry
-from verdict_contract.mockserver.store.habits import ClockMove, habits, on_mock_clock
+from verdict_contract.mockserver.coverage import habits, on_mock_clock
+from verdict_contract.mockserver.state import ClockMove
 from verdict_contract.mockserver.store.journal import JournalEntry
 
 KEY = "habits-key-000123456789"
