@@ -43,7 +43,7 @@ from ..store.backend import StateUnavailable
 from ..store.primitives import Reply as StoreReply
 from ..web.accesslog import log_request
 from ..web.limits import MAX_HEADER_BYTES
-from .flow import ENDING, OPEN, FlowControl
+from .flow import ENDING, LINGERING, OPEN, FlowControl
 from .wire import CONTINUE, Heads, peer_closed
 from .wsgibridge import Request, call_app, environ_for
 
@@ -246,7 +246,7 @@ class HttpConnection(asyncio.Protocol):
     def eof_received(self) -> bool:
         """The client sent all it will: answer what it asked, then close."""
         self.flow.end()
-        return not (self.flow.lingering or not self.pipeline)  # False: the transport closes itself
+        return self.flow.state is not LINGERING and bool(self.pipeline)  # False: it closes itself
 
     def data_received(self, data: bytes) -> None:
         self.last_active = self.server.loop.time()

@@ -1,10 +1,9 @@
 """Serving the mock: its own asyncio server (the default) or waitress, in front or on a thread.
 
-``async`` (:mod:`.asyncserver`) is the default by measurement (the table in docs/servers.md):
-it answers ``GET /e`` near a native server's speed and does every scripted fault and delay.
-``waitress`` is a plain WSGI server, kept for those who want one (``--server waitress``). Both
-run in one process, which keeps the rate limiter, journal and scripts exact (a second process
-would count on its own: a 10/60 limit let 20 of 30 requests through under two gunicorn workers).
+``async`` (:mod:`.asyncserver`) is the default by measurement (docs/servers.md): near a native
+server's speed, and every scripted fault and delay. ``waitress`` is a plain WSGI server for
+those who want one (``--server waitress``). Both run in one process, which keeps the limiter,
+journal and scripts exact.
 """
 
 from __future__ import annotations
@@ -76,8 +75,7 @@ class WaitressServer:
 
     @property
     def effective_port(self) -> int:
-        port = int(self._server.effective_port)  # waitress may hold it as text
-        return port
+        return int(self._server.effective_port)  # waitress may hold it as text
 
     def run(self) -> None:
         server = self._server
@@ -97,15 +95,11 @@ class WaitressServer:
         self._server.close()
 
 
-def default_server(app: Any) -> str:
-    """The server a mock app's settings name; ``async`` for any other WSGI app."""
-    parts = parts_of(app)
-    return "async" if parts is None else str(parts.state.settings.server)
-
-
 def make_server(app: Any, host: str, port: int, threads: int, server: str | None = None) -> Server:
-    """Bind a server for a WSGI app (``port=0`` picks a free port: see ``effective_port``)."""
-    if (server or default_server(app)) == "waitress":
+    """Bind a server for a WSGI app (``port=0`` picks a free port: see ``effective_port``);
+    ``server``: by default the one a mock app's settings name, ``async`` for any other app."""
+    parts = parts_of(app)
+    if (server or (parts.state.settings.server if parts else "async")) == "waitress":
         return WaitressServer(app, host, port, threads)
     return AsyncServer(app, host, port, threads)
 
@@ -114,8 +108,7 @@ def serve_forever(server: Server) -> None:
     """Serve in the foreground until interrupted (the process is the server's own).
 
     What exists by now (the app, faker's data, every module) lives as long as the process:
-    ``gc.freeze()`` keeps the collector from walking it again at each full collection, which
-    a load test's requests would otherwise trigger again and again.
+    ``gc.freeze()`` keeps full collections, which a load test triggers often, from walking it.
     """
     try:  # Ctrl-C at once after the banner (a --workers group's first second) stops it too
         gc.collect()
@@ -144,8 +137,6 @@ class BackgroundServer:
 
     @property
     def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the server is not started")
         host = self.host if ":" not in self.host else f"[{self.host}]"
         return f"http://{host}:{self.effective_port}"
 
