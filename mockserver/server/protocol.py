@@ -23,6 +23,7 @@ import logging
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol, cast
 
 import httptools
@@ -90,49 +91,35 @@ class PhaseError(RuntimeError):
     """A move between phases that the table does not allow: a bug in the server."""
 
 
+@dataclass(slots=True, eq=False)
 class RequestCycle:
     """One request: what was read of it, its phase, and how its answer ends the connection.
 
     ``body`` is one growing buffer (a body sent in 2-byte chunks costs its size, not an object
     per chunk). ``refusal`` is set for a request answered without being read whole (413,
-    431...): its answer closes the connection.
+    431...): it is queued at once, and its answer closes the connection.
     """
 
-    __slots__ = (
-        "asks_continue",
-        "authorization",
-        "body",
-        "continued",
-        "decision",
-        "declared",
-        "expect_continue",
-        "headers",
-        "keep_alive",
-        "phase",
-        "refusal",
-        "request",
-        "size",
-        "url",
-        "version",
-    )
+    refusal: Answer | None = None
+    phase: Phase = READING
+    url: bytes = b""
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    size: int = 0  # header bytes so far
+    body: bytearray = field(default_factory=bytearray)
+    version: str = ""  # "1.1", "1.0", as its head said
+    # Noted from the head as it arrives, so nothing loops over the headers:
+    authorization: str | None = None  # every Authorization header, joined by ","
+    declared: int = 0  # the largest Content-Length declared
+    asks_continue: bool = False  # an Expect: 100-continue header was among them
+    expect_continue: bool = False  # ... in its head (not its trailers): it gets a 100
+    continued: bool = False  # its 100 Continue was written
+    keep_alive: bool = True
+    request: Request | None = None
+    decision: Decision | None = None  # while DELAYED: journaled however it ends
 
-    def __init__(self, refusal: Answer | None = None) -> None:
-        self.phase = READING if refusal is None else QUEUED
-        self.url = b""
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.size = 0  # header bytes so far
-        self.body = bytearray()
-        self.version = ""  # "1.1", "1.0", as its head said
-        # Noted from the head as it arrives, so nothing loops over the headers:
-        self.authorization: str | None = None  # every Authorization header, joined by ","
-        self.declared = 0  # the largest Content-Length declared
-        self.asks_continue = False  # an Expect: 100-continue header was among them
-        self.expect_continue = False  # ... in its head (not its trailers): it gets a 100
-        self.continued = False  # its 100 Continue was written
-        self.keep_alive = refusal is None
-        self.refusal = refusal
-        self.request: Request | None = None
-        self.decision: Decision | None = None  # while DELAYED: journaled however it ends
+    def __post_init__(self) -> None:
+        if self.refusal is not None:
+            self.phase, self.keep_alive = QUEUED, False
 
     def to(self, phase: Phase) -> None:
         """Move to ``phase``; a move the table does not list raises :class:`PhaseError`."""

@@ -15,7 +15,11 @@ import time
 from email.utils import formatdate
 from typing import Final
 
-from ..model.answer import Answer, explain_headers, status_line
+from ..model.answer import (
+    Answer,
+    explain_headers,
+    status_line,
+)
 from ..model.faults import FAULT_HEADER
 from .wsgibridge import Reply
 
