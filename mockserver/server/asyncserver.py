@@ -43,13 +43,9 @@ SWEEP_SECONDS: Final = 0.5
 
 
 class AsyncServer:
-    """A WSGI app served by :class:`HttpConnection` on a socket bound at construction.
-
-    For the mock's own app, ``GET``/``HEAD /e`` is answered on the loop (unless proxying).
-
-    ``run()`` serves until ``stop()`` (which any thread may call) or, on the main thread, until
-    SIGINT or SIGTERM; ``port=0`` picks a free port.
-    """
+    """A WSGI app served by :class:`HttpConnection` on a socket bound at construction
+    (``port=0`` picks a free one); for the mock's own app, ``GET``/``HEAD /e`` is answered on
+    the loop (unless proxying). ``run()`` serves until ``stop()``, which any thread may call."""
 
     def __init__(
         self,

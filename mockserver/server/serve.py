@@ -12,7 +12,7 @@ import gc
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from verdict_contract.core.extras import require_extra
 
@@ -27,24 +27,6 @@ WAITRESS_IDLE_SECONDS = int(IDLE_TIMEOUT)
 120 s, during which 100 idle sockets kept every other client out."""
 WAITRESS_CLEANUP_SECONDS = 5
 """How often waitress looks for idle connections: one is closed within 35 s of its last byte."""
-WAITRESS_BODY_FACTOR = 2
-"""waitress reads a whole request before the app sees it, chunk framing counted: it refuses a
-body past twice ``--max-body`` itself (text/plain 413), as it arrives and never read to its end;
-the app refuses one past ``--max-body`` (JSON 413)."""
-
-
-class Server(Protocol):
-    """A bound server: ``run()`` serves until ``stop()``, which any thread may call."""
-
-    @property
-    def effective_port(self) -> int: ...
-
-    def run(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def close(self) -> None:
-        """Release a server that was never run."""
 
 
 class WaitressServer:
@@ -65,8 +47,10 @@ class WaitressServer:
             ident="verdict-mock",
             clear_untrusted_proxy_headers=True,
             # waitress's defaults let one client spool 1 GiB to disk before the app's 413, and
-            # 100 idle sockets hold every connection for 120 s (docs/servers.md: what remains)
-            max_request_body_size=WAITRESS_BODY_FACTOR * settings.max_body,
+            # 100 idle sockets hold every connection for 120 s (docs/servers.md). waitress
+            # refuses a body past twice --max-body, chunk framing counted (text/plain 413); the
+            # app one past --max-body (JSON 413)
+            max_request_body_size=2 * settings.max_body,
             connection_limit=settings.max_connections,
             channel_timeout=WAITRESS_IDLE_SECONDS,
             cleanup_interval=WAITRESS_CLEANUP_SECONDS,
@@ -93,6 +77,11 @@ class WaitressServer:
 
     def close(self) -> None:
         self._server.close()
+
+
+Server = AsyncServer | WaitressServer
+"""A bound server: ``run()`` serves until ``stop()`` (any thread may call it); ``close()``
+releases one never run."""
 
 
 def make_server(app: Any, host: str, port: int, threads: int, server: str | None = None) -> Server:

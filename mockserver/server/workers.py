@@ -29,7 +29,6 @@ from .wire import bound_socket
 WORKER_MARK: Final = "_VERDICT_MOCK_WORKER_OF"
 """Set in a worker's environment (the parent's pid): it serves instead of starting workers."""
 
-
 log = logging.getLogger("mockserver.workers")
 
 ASK_TIMEOUT: Final = 1.0
@@ -38,14 +37,9 @@ _WILDCARDS: Final = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}  # no
 
 
 def taken(host: str, port: int) -> str | None:
-    """The one line that refuses a port another process holds, or None when it is free.
-
-    The workers bind the port with SO_REUSEPORT, which Linux grants to any socket of the same
-    user that sets it too: a second group would bind it as well, and the kernel would split
-    clients between two mocks. So the port is bound once without it, as a single process does,
-    which fails while anything else holds it (a group could still come in the microseconds
-    before the reservation).
-    """
+    """The one line that refuses a port another process holds, or None when it is free: bound
+    once without SO_REUSEPORT, which Linux grants to any socket of the user that sets it too (a
+    second group would share the port, and the kernel split clients between two mocks)."""
     if port == 0:
         return None
     try:
