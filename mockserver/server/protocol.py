@@ -7,11 +7,11 @@ or refuses it as it arrives: a target over :data:`MAX_TARGET_BYTES` (414), heade
 body over ``--max-body`` (413), more than :data:`MAX_PIPELINED` requests waiting (503), anything
 httptools cannot parse (400). It answers strictly in turn: ``GET``/``HEAD /e`` on the loop from
 :func:`.explain.decide` (a scripted delay with ``call_later``, a fault enacted: a TCP reset, a
-cut body), anything else by the app on a worker thread. With its flow control (:mod:`.flow`):
-nothing is answered while the client is not reading, nothing is read while an answer is waited
-on, and a refusal is written, then what the client still sends is discarded for up to
-:data:`DRAIN_SECONDS` (RFC 9112 §9.6). The idle timeout closes a connection idle, stuck
-half-way through a request, or not reading what it was sent (then reset).
+cut body), anything else by the app on a worker thread; ``Expect: 100-continue`` gets its 100
+in turn. With its flow control (:mod:`.flow`): nothing is answered while the client is not
+reading, nothing is read while an answer is waited on, and a refusal is written, then what the
+client still sends is discarded for up to :data:`DRAIN_SECONDS` (RFC 9112 §9.6). The idle
+timeout closes a connection idle, stuck half-way through a request, or not reading its answers.
 """
 
 from __future__ import annotations
@@ -205,7 +205,8 @@ class HttpConnection(asyncio.Protocol):
     # -- the transport's side ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         server = self.server
-        self.flow = FlowControl(cast("asyncio.Transport", transport), server.loop)  # uvloop's
+        # uvloop's transport is no subclass of asyncio.Transport
+        self.flow = FlowControl(cast("asyncio.Transport", transport), server.loop)
         server.connections.add(self)
         if server.open >= server.max_connections:
             answer = error_answer(
@@ -215,9 +216,8 @@ class HttpConnection(asyncio.Protocol):
                 "(--max-connections); retry, or reuse a connection",
                 headers=[("Retry-After", "1")],
             )
-            self.flow.linger(
-                server.heads.answer(answer, False, True, False)[0], server.drain_seconds
-            )
+            data = server.heads.answer(answer, False, True, False)[0]
+            self.flow.linger(data, server.drain_seconds)
             return
         server.open += 1
         self.counted = True
@@ -458,15 +458,10 @@ class HttpConnection(asyncio.Protocol):
             else:  # as the app's own 405, without the trip to a worker thread
                 started = time.perf_counter()
                 answer = not_allowed(request.method, ", ".join(API_METHODS))
-                if self.server.state is not None:  # journaled as the app journals it
+                if (state := self.server.state) is not None:  # journaled as the app does
                     query = url.partition(b"?")[2].partition(b"#")[0]
                     journal_elsewhere(
-                        self.server.state,
-                        request.method,
-                        ENDPOINT_PATH,
-                        query,
-                        request.headers,
-                        answer,
+                        state, request.method, ENDPOINT_PATH, query, request.headers, answer
                     )
                 self._send(cycle, answer, time.perf_counter() - started, vary=False)
         else:

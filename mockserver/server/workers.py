@@ -123,9 +123,7 @@ def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int],
     if refusal is not None:
         print(f"verdict-mock: {refusal}", file=sys.stderr, flush=True)
         return 2
-    reserved = bound_socket(
-        settings.host, settings.port, reuse_port=True
-    )  # the workers bind it too
+    reserved = bound_socket(settings.host, settings.port, reuse_port=True)  # the workers' too
     port = reserved.getsockname()[1]
     environ = {**os.environ, WORKER_MARK: str(os.getpid())}
     command = [sys.executable, "-m", "verdict_contract.mockserver", *argv, "--port", str(port)]
