@@ -1,28 +1,15 @@
 """The mock's own HTTP/1.1 server: one asyncio loop (uvloop where installed), httptools parsing.
 
 Chosen by measurement (``benchmarks/bench_serve.py``, the table in docs/servers.md):
-``GET``/``HEAD /e`` is answered on the loop itself from :func:`.explain.decide`, with no WSGI
-environ and no Flask request, which brings it near a native server; and one process owns the
-limiter, journal and scripts, so they stay exact (with ``--state``, a shared store decides
-instead, awaited on the loop: :func:`.explain.decide_shared`). Every other request goes to the
-Flask app on a worker thread (:mod:`.wsgibridge`). What a WSGI server cannot do, this one does:
-
-- a scripted delay waits on the loop (``call_later``): it holds its own connection only;
-- a scripted ``reset`` is a TCP reset (``SO_LINGER`` 0, then abort): the client gets no byte;
-- ``truncated`` sends the head with the full Content-Length, half the body, and closes.
-
-Each connection is an :class:`.protocol.HttpConnection` (parsing, the pipeline of request
-cycles, flow control, one client's bounds); this module holds the listener, the bound on
-connections (``--max-connections``: one more is answered 503 and closed), the idle sweep, and
-stopping: at once (``stop()`` from any thread, SIGINT on the main thread), or gracefully
-(SIGTERM: no connection is accepted, the requests read whole are answered, delays included,
-for up to ``--grace-seconds``, then whatever is left is cut; a second SIGTERM cuts at once).
-
-Limits hold before the app is called: a request line over :data:`MAX_TARGET_BYTES` is 414,
-headers over :data:`.limits.MAX_HEADER_BYTES` 431 (and a head or trailers still arriving past
-:data:`MAX_HEAD_BYTES`), a body over ``--max-body`` 413 (declared or as it arrives, never read
-further), anything httptools cannot parse 400; each in the documented JSON shape, then a
-bounded drain and close. ``Expect: 100-continue`` gets its interim answer, in turn.
+``GET``/``HEAD /e`` is answered on the loop itself, with no WSGI environ and no Flask request;
+one process owns the limiter, journal and scripts, so they stay exact (with ``--state``, a
+shared store decides, awaited on the loop). Every other request goes to the Flask app on a
+worker thread. A scripted delay holds its own connection only, ``reset`` is a TCP reset,
+``truncated`` a cut body. Each connection is an :class:`.protocol.HttpConnection`; here are the
+listener, ``--max-connections`` (one more is answered 503), the idle sweep, and stopping: at
+once (``stop()`` from any thread, SIGINT), or gracefully (SIGTERM: no connection is accepted,
+the requests read whole are answered within ``--grace-seconds``, then the rest is cut; a
+second SIGTERM cuts at once).
 """
 
 from __future__ import annotations
@@ -31,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Final
@@ -42,7 +28,6 @@ from ..web.app import parts_of
 from ..web.proxy import ValidatingProxy
 from .protocol import DRAIN_SECONDS as DRAIN_SECONDS
 from .protocol import IDLE_TIMEOUT as IDLE_TIMEOUT
-from .protocol import MAX_HEAD_BYTES as MAX_HEAD_BYTES
 from .protocol import MAX_PIPELINED as MAX_PIPELINED
 from .protocol import MAX_TARGET_BYTES as MAX_TARGET_BYTES
 from .protocol import HttpConnection as HttpConnection
@@ -57,23 +42,10 @@ SWEEP_SECONDS: Final = 0.5
 """How often the answers' Date is brought up to the second and idle connections are swept."""
 
 
-def new_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's loop where it is installed (the [server] extra, not on Windows), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:  # a plain install (the plugin's fixtures), or Windows
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
 class AsyncServer:
-    """A WSGI app served by :class:`HttpConnection` on a socket bound at construction.
-
-    For the mock's own app, ``GET``/``HEAD /e`` is answered on the loop (unless proxying).
-
-    ``run()`` serves until ``stop()`` (which any thread may call) or, on the main thread, until
-    SIGINT or SIGTERM; ``port=0`` picks a free port.
-    """
+    """A WSGI app served by :class:`HttpConnection` on a socket bound at construction
+    (``port=0`` picks a free one); for the mock's own app, ``GET``/``HEAD /e`` is answered on
+    the loop (unless proxying). ``run()`` serves until ``stop()``, which any thread may call."""
 
     def __init__(
         self,
@@ -99,11 +71,16 @@ class AsyncServer:
         self.connections: set[HttpConnection] = set()
         room_for(self.max_connections)
         self.open = 0  # connections counted against --max-connections
-        self.sock = _bind(host, port, reuse_port=settings.workers > 1)
+        self.sock = bound_socket(host, port, reuse_port=settings.workers > 1, listen=True)
         self.address: tuple[str, int] = self.sock.getsockname()[:2]
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="verdict-mock-app")
         self._proxy: ValidatingProxy | None = parts.proxy if parts else None
-        self.loop = new_loop()
+        try:  # uvloop where it is installed (the [server] extra, not on Windows)
+            import uvloop
+
+            self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+        except ImportError:  # a plain install (the plugin's fixtures), or Windows
+            self.loop = asyncio.new_event_loop()
         self._stop = asyncio.Event()  # stop now
         self._finish = asyncio.Event()  # SIGTERM: finish the requests under way first
         self._sweeper: asyncio.TimerHandle | None = None
@@ -115,7 +92,8 @@ class AsyncServer:
     def run(self) -> None:
         """Serve on this thread until :meth:`stop` (or a signal, on the main thread)."""
         asyncio.set_event_loop(self.loop)
-        signals = (signal.SIGINT, signal.SIGTERM) if _main_thread() else ()
+        main = threading.current_thread() is threading.main_thread()
+        signals = (signal.SIGINT, signal.SIGTERM) if main else ()
         if signals:  # on the loop, not as KeyboardInterrupt inside a callback
             self.loop.add_signal_handler(signal.SIGINT, self._stop.set)
             self.loop.add_signal_handler(signal.SIGTERM, self.stop_gracefully)
@@ -240,27 +218,3 @@ def room_for(connections: int) -> None:
             connections,
             _SPARE_FILES,
         )
-
-
-def _main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-def _bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
-    """A listening, non-blocking socket on ``host``:``port`` (see :func:`.wire.bound_socket`)."""
-    sock = bound_socket(host, port, reuse_port)
-    try:
-        sock.listen(1024)
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-def serve(server: AsyncServer) -> None:
-    """Serve in the foreground until interrupted."""
-    try:
-        server.run()
-    except KeyboardInterrupt:
-        log.info("stopped")

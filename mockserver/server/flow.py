@@ -1,35 +1,25 @@
 """Flow control and the closing of one connection of the mock's own server.
 
-In the spirit of uvicorn's ``protocols/http/flow_control.py``: :class:`FlowControl` holds
-whether the server reads (``read_paused``) and whether the client reads (``write_paused``), and
-the connection's :class:`Closing` state, moved only by named transitions (:meth:`~FlowControl.end`,
-:meth:`~FlowControl.linger`, :meth:`~FlowControl.close`, :meth:`~FlowControl.abort`,
-:meth:`~FlowControl.lost`) that the table :data:`MOVES` allows. The connection
-(:mod:`.protocol`) asks it questions (may a request be read? may an answer be written?)
-instead of combining flags.
-
-After a refusal the connection lingers (RFC 9112 §9.6, nginx's ``lingering_close``): the answer
-is written, the write side shut, and what the client still sends is read and discarded, whatever
-its size, for at most the drain's seconds; so a client busy sending a large body reads the
-refusal instead of a reset. Nothing read while lingering is kept.
+As uvicorn's ``protocols/http/flow_control.py``: :class:`FlowControl` holds whether the server
+reads (``read_paused``), whether the client reads (``write_paused``), and the connection's
+:class:`Closing` state, moved only as :data:`MOVES` allows. After a refusal the connection
+lingers (RFC 9112 §9.6, nginx's ``lingering_close``): the answer is written, the write side
+shut, and what the client still sends is discarded, whatever its size, for at most the drain's
+seconds; so a client busy sending a large body reads the refusal instead of a reset.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Callable
-from typing import Final, Protocol
+from typing import Final
 
 from .wire import reset_on_close
 
 
 class Closing(enum.IntEnum):
-    """Where a connection is on its way to closed.
-
-    An ``IntEnum``, as :class:`.protocol.Phase`: a state is hashed at every question asked of it
-    (a plain ``Enum`` hashes in Python), on the hot path.
-    """
+    """Where a connection is on its way to closed (an ``IntEnum``, as :class:`.protocol.Phase`:
+    a plain ``Enum`` hashes in Python, at every question asked of it on the hot path)."""
 
     OPEN = 1  # requests are read and answered
     ENDING = 2  # no further request is read; closed once the answers owed are written
@@ -59,24 +49,12 @@ class ClosingError(RuntimeError):
     """A move between closing states that :data:`MOVES` does not list: a bug in the server."""
 
 
-class Timer(Protocol):
-    def cancel(self) -> None: ...
-
-
-class Clock(Protocol):
-    """What flow control needs of the event loop (a test passes one whose time it moves)."""
-
-    def time(self) -> float: ...
-
-    def call_later(self, delay: float, callback: Callable[[], object]) -> Timer: ...
-
-
 class FlowControl:
     """One connection's reading, its client's reading, and its closing state."""
 
     __slots__ = (
-        "_clock",
         "_drain",
+        "_loop",
         "paused_at",
         "read_paused",
         "state",
@@ -84,20 +62,14 @@ class FlowControl:
         "write_paused",
     )
 
-    def __init__(self, transport: asyncio.Transport, clock: Clock) -> None:
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self.transport = transport
-        self._clock = clock
+        self._loop = loop
         self.state = OPEN
         self.read_paused = False  # the server does not read (transport.pause_reading)
         self.write_paused = False  # the client does not read what is written (pause_writing)
         self.paused_at = 0.0  # when the client stopped reading
-        self._drain: Timer | None = None
-
-    # -- questions ----------------------------------------------------------------------------
-    @property
-    def reads_requests(self) -> bool:
-        """Whether a further request may be read."""
-        return self.state is OPEN
+        self._drain: asyncio.TimerHandle | None = None
 
     @property
     def writes(self) -> bool:
@@ -110,14 +82,9 @@ class FlowControl:
         return self.state in _WRITING and not self.write_paused
 
     @property
-    def lingering(self) -> bool:
-        return self.state is LINGERING
-
-    @property
     def gone(self) -> bool:
         return self.state in _GONE
 
-    # -- reading --------------------------------------------------------------------------------
     def read(self, wanted: bool) -> None:
         """Read from the client or not (once closing, nothing of the choice is left to make)."""
         if self.state not in _WRITING or wanted != self.read_paused:
@@ -128,10 +95,9 @@ class FlowControl:
         else:
             self.transport.pause_reading()
 
-    # -- the client's reading -----------------------------------------------------------------
     def pause_writing(self) -> None:
         self.write_paused = True
-        self.paused_at = self._clock.time()
+        self.paused_at = self._loop.time()
 
     def resume_writing(self) -> None:
         self.write_paused = False
@@ -153,7 +119,7 @@ class FlowControl:
         if self.read_paused:
             self.read_paused = False
             transport.resume_reading()
-        self._drain = self._clock.call_later(seconds, self.abort)
+        self._drain = self._loop.call_later(seconds, self.abort)
 
     def close(self) -> None:
         """Close once what was written is sent."""

@@ -1,11 +1,8 @@
 """The log's two formats (``--log-format``): text lines, or one JSON object a line.
 
-``json`` is for a log collector (Loki, Elasticsearch, Cloud Logging): each line is an object
-with ``time`` (ISO 8601, UTC), ``level``, ``logger`` and ``message``, the traceback of an
-unexpected error as ``exception``, and the named facts a line carries for machines (``extra=
-{"fields": {...}}``: a dead worker's ``pid`` and ``signal``, the state store's ``state``), so
-no one parses the message. The standard library's ``json`` writes it: escaping is the only
-hard part of the format, and a dependency would add nothing else.
+``json`` is for a log collector: each line has ``time`` (ISO 8601, UTC), ``level``, ``logger``,
+``message``, an unexpected error's traceback as ``exception``, and the facts a line carries for
+machines (``extra={"fields": {...}}``: a dead worker's ``pid``, the state store's ``state``).
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ class JSONFormatter(logging.Formatter):
 
 
 def configure(level: str, form: str) -> None:
-    """The root logger at ``level`` (a setting's value), writing ``form`` (text or json) to
-    stderr."""
+    """The root logger at ``level``, writing ``form`` (text or json) to stderr."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JSONFormatter() if form == "json" else logging.Formatter(TEXT_FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler])

@@ -1,10 +1,9 @@
 """Serving the mock: its own asyncio server (the default) or waitress, in front or on a thread.
 
-``async`` (:mod:`.asyncserver`) is the default by measurement (the table in docs/servers.md):
-it answers ``GET /e`` near a native server's speed and does every scripted fault and delay.
-``waitress`` is a plain WSGI server, kept for those who want one (``--server waitress``). Both
-run in one process, which keeps the rate limiter, journal and scripts exact (a second process
-would count on its own: a 10/60 limit let 20 of 30 requests through under two gunicorn workers).
+``async`` (:mod:`.asyncserver`) is the default by measurement (docs/servers.md): near a native
+server's speed, and every scripted fault and delay. ``waitress`` is a plain WSGI server for
+those who want one (``--server waitress``). Both run in one process, which keeps the limiter,
+journal and scripts exact.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import gc
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from verdict_contract.core.extras import require_extra
 
@@ -28,24 +27,6 @@ WAITRESS_IDLE_SECONDS = int(IDLE_TIMEOUT)
 120 s, during which 100 idle sockets kept every other client out."""
 WAITRESS_CLEANUP_SECONDS = 5
 """How often waitress looks for idle connections: one is closed within 35 s of its last byte."""
-WAITRESS_BODY_FACTOR = 2
-"""waitress reads a whole request before the app sees it, chunk framing counted: it refuses a
-body past twice ``--max-body`` itself (text/plain 413), as it arrives and never read to its end;
-the app refuses one past ``--max-body`` (JSON 413)."""
-
-
-class Server(Protocol):
-    """A bound server: ``run()`` serves until ``stop()``, which any thread may call."""
-
-    @property
-    def effective_port(self) -> int: ...
-
-    def run(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def close(self) -> None:
-        """Release a server that was never run."""
 
 
 class WaitressServer:
@@ -67,8 +48,10 @@ class WaitressServer:
             # the access log reads X-Forwarded-For of the proxies it trusts (accesslog.py)
             clear_untrusted_proxy_headers=not settings.forwarded_allow_ips,
             # waitress's defaults let one client spool 1 GiB to disk before the app's 413, and
-            # 100 idle sockets hold every connection for 120 s (docs/servers.md: what remains)
-            max_request_body_size=WAITRESS_BODY_FACTOR * settings.max_body,
+            # 100 idle sockets hold every connection for 120 s (docs/servers.md). waitress
+            # refuses a body past twice --max-body, chunk framing counted (text/plain 413); the
+            # app one past --max-body (JSON 413)
+            max_request_body_size=2 * settings.max_body,
             connection_limit=settings.max_connections,
             channel_timeout=WAITRESS_IDLE_SECONDS,
             cleanup_interval=WAITRESS_CLEANUP_SECONDS,
@@ -77,8 +60,7 @@ class WaitressServer:
 
     @property
     def effective_port(self) -> int:
-        port = int(self._server.effective_port)  # waitress may hold it as text
-        return port
+        return int(self._server.effective_port)  # waitress may hold it as text
 
     def run(self) -> None:
         server = self._server
@@ -98,15 +80,16 @@ class WaitressServer:
         self._server.close()
 
 
-def default_server(app: Any) -> str:
-    """The server a mock app's settings name; ``async`` for any other WSGI app."""
-    parts = parts_of(app)
-    return "async" if parts is None else str(parts.state.settings.server)
+Server = AsyncServer | WaitressServer
+"""A bound server: ``run()`` serves until ``stop()`` (any thread may call it); ``close()``
+releases one never run."""
 
 
 def make_server(app: Any, host: str, port: int, threads: int, server: str | None = None) -> Server:
-    """Bind a server for a WSGI app (``port=0`` picks a free port: see ``effective_port``)."""
-    if (server or default_server(app)) == "waitress":
+    """Bind a server for a WSGI app (``port=0`` picks a free port: see ``effective_port``);
+    ``server``: by default the one a mock app's settings name, ``async`` for any other app."""
+    parts = parts_of(app)
+    if (server or (parts.state.settings.server if parts else "async")) == "waitress":
         return WaitressServer(app, host, port, threads)
     return AsyncServer(app, host, port, threads)
 
@@ -115,8 +98,7 @@ def serve_forever(server: Server) -> None:
     """Serve in the foreground until interrupted (the process is the server's own).
 
     What exists by now (the app, faker's data, every module) lives as long as the process:
-    ``gc.freeze()`` keeps the collector from walking it again at each full collection, which
-    a load test's requests would otherwise trigger again and again.
+    ``gc.freeze()`` keeps full collections, which a load test triggers often, from walking it.
     """
     try:  # Ctrl-C at once after the banner (a --workers group's first second) stops it too
         gc.collect()
@@ -145,8 +127,6 @@ class BackgroundServer:
 
     @property
     def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the server is not started")
         host = self.host if ":" not in self.host else f"[{self.host}]"
         return f"http://{host}:{self.effective_port}"
 

@@ -1,9 +1,7 @@
-"""The bytes the mock's own server writes, and what it does to a socket.
-
-Answer heads (built once per shape), Date, 100 Continue, an app's reply framed; a reset on
-close, and a peek for a client that left. Kept apart from the connection (:mod:`.protocol`)
-so that framing (which answers carry a body, a length, ``Connection: close``) is decided in
-one place.
+"""The bytes the mock's own server writes, and what it does to a socket: answer heads (built
+once per shape), 100 Continue, an app's reply framed (which answers carry a body, a length,
+``Connection: close`` is decided here, in one place); a reset on close, a peek for a client
+that left, a bound socket.
 """
 
 from __future__ import annotations
@@ -49,9 +47,8 @@ def head_start(status: str, headers: list[tuple[str, str]]) -> bytes:
 class Heads:
     """Answer bytes: the start of a head is the same for every answer of one shape, built once.
 
-    Every head ends with Date and Server,
-    formatted when the second changes: the server calls :meth:`tick` from its sweep, twice a
-    second (as uvicorn's main loop refreshes its Date), not each answer.
+    Every head ends with Date and Server, formatted when the second changes: the server calls
+    :meth:`tick` from its sweep, twice a second (as uvicorn's main loop refreshes its Date).
     """
 
     def __init__(self) -> None:
@@ -87,10 +84,6 @@ class Heads:
             self._kept[key] = start
         return start
 
-    def head(self, status: str, headers: list[tuple[str, str]], close: bool) -> bytes:
-        """The head of an app's answer (its headers as given, then Date, Server, Connection)."""
-        return head_start(status, headers) + self._date + (_CLOSING if close else _KEEPING)
-
     def reply(self, reply: Reply, method: str, keep_alive: bool) -> tuple[bytes, bool]:
         """An app's reply as bytes, and whether the connection must close after it."""
         # 1xx, 204 and 304 have no body, nor a Content-Length made up for one (RFC 9110 8.6).
@@ -102,7 +95,7 @@ class Heads:
         # An app body shorter than its Content-Length (a scripted cut) ends the connection.
         cut = not head_only and declared is not None and declared != len(reply.body)
         close = not keep_alive or cut
-        head = self.head(reply.status, headers, close)
+        head = head_start(reply.status, headers) + self._date + (_CLOSING if close else _KEEPING)
         return (head if head_only else head + reply.body), close
 
 
@@ -128,12 +121,12 @@ def peer_closed(transport: asyncio.BaseTransport) -> bool:
         return True  # reset
 
 
-def bound_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
-    """A TCP socket bound to ``host``:``port`` (raises OSError, e.g. if the port is taken).
-
-    ``reuse_port``: several processes bind the port and the kernel spreads connections among
-    them (``--workers``; SO_REUSEPORT, where the OS has it).
-    """
+def bound_socket(
+    host: str, port: int, reuse_port: bool = False, listen: bool = False
+) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (raises OSError, e.g. if the port is taken), and
+    ``listen``-ing (non-blocking) if asked. ``reuse_port``: several processes bind the port and
+    the kernel spreads connections among them (``--workers``; SO_REUSEPORT)."""
     family, kind, proto, _, address = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
@@ -143,6 +136,9 @@ def bound_socket(host: str, port: int, reuse_port: bool = False) -> socket.socke
         if reuse_port:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
+        if listen:
+            sock.listen(1024)
+            sock.setblocking(False)
     except OSError:
         sock.close()
         raise

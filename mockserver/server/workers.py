@@ -1,85 +1,100 @@
 """``--workers N``: N mock processes on one port, started and watched by a small parent.
 
-The parent refuses a port another process holds (:mod:`.ports`: SO_REUSEPORT would let a
-second group share it), reserves the port (a socket bound with SO_REUSEPORT, never listening:
-with port 0 the kernel picks it), starts N ``verdict-mock`` processes with the same flags on
-that port, waits until each has printed its banner (it listens by then), and then only
-watches: if one stops, it logs one line naming it (its number, pid, and exit code or signal)
-and stops the others; Ctrl-C or SIGTERM stops them all: SIGTERM is passed
-on to each, and the parent waits for them while they finish the requests under way
-(``--grace-seconds``, and a few seconds more), then kills what is left. The kernel spreads
-connections among the processes. They share the per-call state through ``--state``
-(settings.py refuses N > 1 without it), so they behave as one mock.
+The parent refuses a port another process holds (:func:`taken`), reserves the port (bound with
+SO_REUSEPORT, never listening), starts N ``verdict-mock`` processes with the same flags on it,
+waits for each one's banner, then watches: if one stops, it logs one line naming it and stops
+the others; Ctrl-C or SIGTERM stops them all (SIGTERM passed on: each finishes the requests under
+way within ``--grace-seconds``; what is left a few seconds later is killed). They share the
+per-call state through ``--state`` (settings.py refuses N > 1 without it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import http.client
+import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Final
 
 from ..settings import Settings
-from .ports import taken
 from .wire import bound_socket
 
 WORKER_MARK: Final = "_VERDICT_MOCK_WORKER_OF"
 """Set in a worker's environment (the parent's pid): it serves instead of starting workers."""
 
-
 log = logging.getLogger("mockserver.workers")
 
+ASK_TIMEOUT: Final = 1.0
+"""Seconds given to the holder of a port to say what it is."""
+_WILDCARDS: Final = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}  # noqa: S104
 
-@dataclass(frozen=True)
-class Death:
-    """A worker that stopped: which (its number from 1, its pid) and why (exit code, signal)."""
 
-    index: int
-    pid: int
-    returncode: int
+def taken(host: str, port: int) -> str | None:
+    """The one line that refuses a port another process holds, or None when it is free: bound
+    once without SO_REUSEPORT, which Linux grants to any socket of the user that sets it too (a
+    second group would share the port, and the kernel split clients between two mocks)."""
+    if port == 0:
+        return None
+    try:
+        bound_socket(host, port).close()
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+    else:
+        return None
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    who = _holder(host, port)
+    if who is None:
+        return f"{where} is in use by another process; pick another --port"
+    return f"{where} is in use: {who}; stop it, or pick another --port"
 
-    @property
-    def signal(self) -> str | None:
-        """The signal that ended it (``SIGKILL``), or None if it exited."""
-        if self.returncode >= 0:
+
+def _holder(host: str, port: int) -> str | None:
+    """What answers on ``host``:``port``: a verdict-mock's pid (its ``/_mock/livez`` says), or
+    None where it cannot tell."""
+    connection = http.client.HTTPConnection(_WILDCARDS.get(host, host), port, timeout=ASK_TIMEOUT)
+    try:
+        connection.request("GET", "/_mock/livez")
+        answer = connection.getresponse()
+        if answer.getheader("Server") != "verdict-mock" or answer.status != 200:
             return None
+        pid = json.loads(answer.read(4096)).get("pid")
+    except (OSError, ValueError, AttributeError, http.client.HTTPException):
+        return None  # not HTTP, not JSON, too slow: someone else
+    finally:
+        connection.close()
+    return f"a verdict-mock answers there (pid {pid})" if isinstance(pid, int) else None
+
+
+def _log_death(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    """One line for the first worker that stopped: its number, pid, and exit code or signal."""
+    index, process = next((i, p) for i, p in enumerate(processes, 1) if p.returncode is not None)
+    code = process.returncode
+    ended: str | None = None  # the signal that ended it (SIGKILL), None if it exited
+    if code < 0:
         try:
-            return signal.Signals(-self.returncode).name
+            ended = signal.Signals(-code).name
         except ValueError:
-            return f"signal {-self.returncode}"
-
-    def log(self, count: int) -> None:
-        why = f"ended by {self.signal}" if self.signal else f"exited with code {self.returncode}"
-        fields = {"worker": self.index, "pid": self.pid, "returncode": self.returncode}
-        log.error(
-            "worker %d of %d (pid %d) %s; stopping the others",
-            *(self.index, count, self.pid, why),
-            extra={"fields": {**fields, "signal": self.signal}},
-        )
-
-
-def _dead(processes: Sequence[subprocess.Popen[bytes]]) -> Death | None:
-    for index, process in enumerate(processes, 1):
-        code = process.poll()
-        if code is not None:
-            return Death(index, process.pid, code)
-    return None
+            ended = f"signal {-code}"
+    log.error(
+        "worker %d of %d (pid %d) %s; stopping the others",
+        *(index, len(processes), process.pid),
+        f"ended by {ended}" if ended else f"exited with code {code}",
+        extra={
+            "fields": {"worker": index, "pid": process.pid, "returncode": code, "signal": ended}
+        },
+    )
 
 
 def is_worker() -> bool:
     return WORKER_MARK in os.environ
-
-
-def reserve_port(host: str, port: int) -> socket.socket:
-    """A socket bound to the port with SO_REUSEPORT, so the workers can bind it too."""
-    return bound_socket(host, port, reuse_port=True)
 
 
 _MARGIN: Final = 5.0
@@ -104,11 +119,11 @@ def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int],
 
     ``banner(port)``: what to print once they all listen.
     """
-    refusal = taken(settings.host, settings.port)  # SO_REUSEPORT would share it: see ports.py
+    refusal = taken(settings.host, settings.port)
     if refusal is not None:
         print(f"verdict-mock: {refusal}", file=sys.stderr, flush=True)
         return 2
-    reserved = reserve_port(settings.host, settings.port)
+    reserved = bound_socket(settings.host, settings.port, reuse_port=True)  # the workers' too
     port = reserved.getsockname()[1]
     environ = {**os.environ, WORKER_MARK: str(os.getpid())}
     command = [sys.executable, "-m", "verdict_contract.mockserver", *argv, "--port", str(port)]
@@ -132,10 +147,10 @@ def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int],
         pids = ", ".join(str(p.pid) for p in processes)
         print(f"  workers:  {settings.workers} processes ({pids}), state {settings.state.label}")
         sys.stdout.flush()
-        while (death := _dead(processes)) is None:  # until one stops
+        while all(process.poll() is None for process in processes):  # until one stops
             with contextlib.suppress(subprocess.TimeoutExpired):
                 processes[0].wait(timeout=1)
-        death.log(len(processes))
+        _log_death(processes)
         return 1
     except KeyboardInterrupt:
         return 0

@@ -1,10 +1,5 @@
-"""From a parsed HTTP request to a WSGI call and back, for the mock's own server (asyncserver.py).
-
-The server parses with httptools and hands everything but ``GET``/``HEAD /e`` to the Flask app
-through this bridge, on a worker thread: :func:`environ_for` builds the PEP 3333 environ,
-:func:`call_app` runs the app and collects its whole answer (the mock's answers are small and
-bounded: the journal is, and so is every body it echoes).
-"""
+"""From a request httptools parsed to a WSGI call and back, for the mock's own server: the
+PEP 3333 environ, and the app's whole answer (the mock's answers are small and bounded)."""
 
 from __future__ import annotations
 

@@ -470,8 +470,7 @@ def serving(
 
 def unsent(connection: HttpConnection) -> int:
     """The bytes a connection has written that its client has not taken yet."""
-    assert connection.transport is not None
-    return connection.transport.get_write_buffer_size()
+    return connection.flow.transport.get_write_buffer_size()
 
 
 def on_loop(server: AsyncServer, call: Callable[[], T]) -> T:

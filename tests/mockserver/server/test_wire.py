@@ -8,6 +8,7 @@ import pytest
 
 from verdict_contract.mockserver.model.answer import error_answer
 from verdict_contract.mockserver.server.wire import Heads
+from verdict_contract.mockserver.server.wsgibridge import Reply
 
 NOON = 1_790_000_000.0  # 2026-09-21 14:13:20 GMT
 
@@ -36,7 +37,8 @@ def test_the_date_is_the_ticks_not_each_answers(clock: list[float]) -> None:
 
 
 def test_an_apps_head_ends_with_the_same_date_and_server(clock: list[float]) -> None:
-    head = Heads().head("200 OK", [("Content-Length", "0")], close=True)
+    head, close = Heads().reply(Reply("200 OK", [("Content-Length", "0")], b""), "GET", False)
+    assert close
     assert head.endswith(
         b"Date: Mon, 21 Sep 2026 14:13:20 GMT\r\nServer: verdict-mock\r\nConnection: close\r\n\r\n"
     )
