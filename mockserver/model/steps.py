@@ -47,11 +47,6 @@ def scripted(step: Step, body: bytes) -> Answer | None:
     return _kept_answer(step, body) if len(body) <= CACHED_BODY_BYTES else _answer(step, body)
 
 
-@lru_cache(maxsize=256)
-def _kept_answer(step: Step, body: bytes) -> Answer | None:
-    return _answer(step, body)
-
-
 def _answer(step: Step, body: bytes) -> Answer | None:
     if step.status is not None:  # headers None: the status's usual ones (Retry-After...)
         headers = _STEP_HEADERS.get(step.status, []) if step.headers is None else step.headers
@@ -68,17 +63,14 @@ def _answer(step: Step, body: bytes) -> Answer | None:
     return None
 
 
+_kept_answer = lru_cache(maxsize=256)(_answer)
+
+
 def outcome(answer: Answer | str) -> Outcome:
     """The journal's reading of an answer, or of a fault named by a string (``"timeout"``)."""
-    if isinstance(answer, str):
-        return _fault_outcome(answer)
+    if isinstance(answer, str):  # met before any answer: a scripted delay outlasting a timeout
+        return Outcome(None, "scripted", answer, "script")
     return answer.reading  # built once per answer object
-
-
-@lru_cache(maxsize=16)
-def _fault_outcome(fault: str) -> Outcome:
-    """A fault the client met before any answer: a scripted delay outlasting its timeout."""
-    return Outcome(None, "scripted", fault, "script")
 
 
 def encode_step(step: Step) -> str:
