@@ -80,7 +80,7 @@ class Answer:
     body: bytes
     headers: list[tuple[str, str]] = field(default_factory=list)
     outcome: str = ""  # one word for the journal: verdict, unknown, expired, scripted, ...
-    fault: str | None = None  # the connection fault it carries (faults.py), for the journal
+    fault: str | None = None  # the connection fault it carries (steps.fault_answer)
     delay: float = 0.0  # seconds to wait before answering (a scripted delay step)
 
     @cached_property

@@ -99,16 +99,6 @@ ScriptStep: TypeAlias = ScriptStatus | FaultName | DelayStep | StatusStep | Step
 error in a type-checked test, and a 422 (a :class:`SpecError`) at run time."""
 
 
-def parse_step(raw: object, where: str) -> Step:
-    """Parse one script entry: ``429``, ``"reset"``, ``{"delay_ms": 2000}`` or a status step."""
-    problem = first_problem(raw, where, "step")
-    if problem is not None:
-        raise SpecError(problem)
-    if isinstance(raw, Mapping):
-        return _status_step(raw, where) if "status" in raw else Step(delay_ms=raw["delay_ms"])
-    return Step(status=raw) if isinstance(raw, int) else Step(fault=cast(FaultName, raw))
-
-
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
 _HEADER_VALUE = re.compile(r"[\t -~]{0,1024}")
 FRAMING_HEADERS: Final = frozenset(
@@ -117,9 +107,17 @@ FRAMING_HEADERS: Final = frozenset(
 """Headers that frame the connection: the server owns them, a script may not set them."""
 
 
-def _status_step(raw: Mapping[str, Any], where: str) -> Step:
-    """``{"status": 429, "headers": {"Retry-After": "120"}, "delay_ms": 500}``: the schema checked
-    the status, the delay and the number of headers; each header is checked here."""
+def parse_step(raw: object, where: str) -> Step:
+    """Parse one script entry: ``429``, ``"reset"``, ``{"delay_ms": 2000}`` or
+    ``{"status": 429, "headers": {"Retry-After": "120"}, "delay_ms": 500}``.
+
+    The schema checks all but each header's name and value.
+    """
+    problem = first_problem(raw, where, "step")
+    if problem is not None:
+        raise SpecError(problem)
+    if not isinstance(raw, Mapping):
+        return Step(status=raw) if isinstance(raw, int) else Step(fault=cast(FaultName, raw))
     headers = raw.get("headers")  # None: the status's usual headers
     for name, value in (headers or {}).items():
         if not (isinstance(name, str) and _HEADER_NAME.fullmatch(name)):
@@ -135,7 +133,7 @@ def _status_step(raw: Mapping[str, Any], where: str) -> Step:
                 "no line breaks"
             )
     return Step(
-        status=raw["status"],
+        status=raw.get("status"),
         delay_ms=raw.get("delay_ms", 0),
         headers=None if headers is None else tuple(headers.items()),
     )
@@ -224,13 +222,9 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
                 f"{where}.extra: {name!r} is a field of the verdict; set it with fields "
                 f"(schema with schema)"
             )
-    always = raw.get("always")
+    always, recorded = raw.get("always"), raw.get("recorded")
     try:
-        recorded = (
-            None
-            if raw.get("recorded") is None
-            else parse_recorded(raw["recorded"], f"{where}.recorded")
-        )
+        recorded = None if recorded is None else parse_recorded(recorded, f"{where}.recorded")
     except ValueError as exc:
         raise SpecError(str(exc)) from None
     return SessionSpec(

@@ -2,6 +2,11 @@
 
 Both the in-memory path (:mod:`.explain`) and a shared state (:mod:`.redisstate`, which stores
 each step with the journal's reading of its answer) take them from here: one source of truth.
+
+A connection fault (a reset, a cut body, a body that is not JSON) is an answer marked with
+:data:`FAULT_HEADER`: the web layer's ``FaultMiddleware``, outermost in the WSGI stack, enacts
+the mark on the connection, in-process transports (respx) read it, and the async server's own
+``/e`` path reads :attr:`.Answer.fault`.
 """
 
 from __future__ import annotations
@@ -10,11 +15,13 @@ import json
 from dataclasses import replace
 from functools import lru_cache
 from http import HTTPStatus
+from typing import Final
 
 from .answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer, with_defaults
 from .answer import Outcome as Outcome
-from .faults import fault_answer
 from .sessions import Step, parse_step
+
+FAULT_HEADER: Final = "X-Verdict-Mock-Fault"
 
 _STEP_ERRORS = {
     401: ("unauthorized", "scripted: missing or invalid API key"),
@@ -64,6 +71,15 @@ def _answer(step: Step, body: bytes) -> Answer | None:
 
 
 _kept_answer = lru_cache(maxsize=256)(_answer)
+
+
+def fault_answer(kind: str, body: bytes) -> Answer:
+    """The answer that carries fault ``kind`` for a verdict ``body``."""
+    sent = b"" if kind == "reset" else body[: len(body) // 2]
+    headers = [("Cache-Control", NO_STORE)]
+    if kind != "malformed":  # malformed: complete HTTP, but the JSON stops half-way
+        headers += [("Content-Length", str(len(body))), (FAULT_HEADER, kind)]
+    return Answer(200, sent, headers, "scripted", fault=kind)
 
 
 def outcome(answer: Answer | str) -> Outcome:
