@@ -103,11 +103,8 @@ class Answer:
 
 
 def with_defaults(defaults: Headers, given: Headers) -> list[tuple[str, str]]:
-    """``defaults`` whose names ``given`` does not hold (in any case), then ``given``.
-
-    A scripted header replaces the mock's own of that name: sent beside it, a client would
-    read two Content-Types (or two Cache-Controls) and keep whichever its library keeps.
-    """
+    """``defaults`` whose names ``given`` does not hold (in any case), then ``given``: sent
+    beside the mock's own, a client would read two Content-Types and keep either."""
     if not given:
         return list(defaults)
     named = {name.lower() for name, _ in given}
@@ -128,10 +125,8 @@ def status_line(status: int) -> str:
 
 
 def explain_headers(answer: Answer, vary: bool = True) -> list[tuple[str, str]]:
-    """The headers of an answer to ``/e``, in the order every server sends them.
-
-    ``vary``: the answer depends on the key (every answer of ``GET /e``, not a 405 or 413).
-    """
+    """The headers of an answer to ``/e``, in the order every server sends them; ``vary``: the
+    answer depends on the key (every answer of ``GET /e``, not a 405 or 413)."""
     own = [("Content-Type", JSON), ("Vary", "Authorization")] if vary else [("Content-Type", JSON)]
     # A fault's cut body declares its own length (a script may not: it frames the connection).
     if not any(name.lower() == "content-length" for name, _ in answer.headers):

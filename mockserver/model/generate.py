@@ -1,8 +1,7 @@
 """Deterministic, realistic verdicts: the same (seed, session id) gives the same bytes.
 
 Each verdict draws from a ``random.Random`` seeded by the seed and the session id alone, so
-generation is thread-safe without a lock. The headlines' places, zones and languages come from
-the small lists below (a verdict needs a handful of plausible names, not a fake-data library).
+generation is thread-safe without a lock.
 """
 
 from __future__ import annotations
@@ -46,7 +45,6 @@ _BROWSERS = ("Chrome", "Firefox", "Safari", "Edge")
 _TLS_LIBRARIES = ("Go crypto/tls", "OpenSSL 3", "curl-impersonate", "Python ssl")
 _GPUS = ("Apple M3", "Adreno 750", "NVIDIA GeForce RTX 4070", "Intel Iris Xe", "Mali-G715")
 _ARCHES = ("x86-64", "ARM64")
-# Places, zones and languages for the headlines: a few plausible names each.
 _COUNTRIES = ("Germany", "Brazil", "Japan", "Canada", "India", "Kenya", "Norway", "Mexico")
 _CITIES = ("Frankfurt", "Osaka", "Toronto", "Mumbai", "Nairobi", "Oslo", "Warsaw", "Perth")
 _TIMEZONES = ("Europe/Berlin", "America/Sao_Paulo", "Asia/Tokyo", "Asia/Kolkata", "Europe/Oslo")

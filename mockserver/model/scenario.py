@@ -147,11 +147,8 @@ def parse_scenario(raw: object, loaded_at: float) -> Scenario:
 
 
 def load_scenario(path: Path) -> Scenario:
-    """Read and validate a scenario file (YAML, or JSON by its suffix).
-
-    A problem is one line, ``FILE:LINE:COLUMN: what`` when the place is known (as compilers
-    say it, so an editor can jump there). The file is untrusted: see :mod:`.scenariofile`.
-    """
+    """Read and validate a scenario file (YAML, or JSON by its suffix); a problem is one line,
+    ``FILE:LINE:COLUMN: what`` when the place is known (as compilers say it, for editors)."""
     text = ""
     try:
         text = scenariofile.read_text(path)  # a regular file, bounded

@@ -129,11 +129,8 @@ def decode(path: Path, text: str) -> object:
 
 
 def syntax_error(path: Path, exc: Exception) -> ScenarioError:
-    """A file that does not parse, said with its line and column when the parser knows them.
-
-    Of PyYAML's two places, where the construct began (an unclosed ``{``) and where it gave up,
-    the message starts with the first, where the mistake is, and names the other.
-    """
+    """A file that does not parse, with its line and column when the parser knows them: of
+    PyYAML's two, where the construct began (an unclosed ``{``) first, then where it gave up."""
     kind = "JSON" if path.suffix == ".json" else "YAML"
     if isinstance(exc, json.JSONDecodeError):
         return ScenarioError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}")

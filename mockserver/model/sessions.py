@@ -108,11 +108,8 @@ FRAMING_HEADERS: Final = frozenset(
 
 
 def parse_step(raw: object, where: str) -> Step:
-    """Parse one script entry: ``429``, ``"reset"``, ``{"delay_ms": 2000}`` or
-    ``{"status": 429, "headers": {"Retry-After": "120"}, "delay_ms": 500}``.
-
-    The schema checks all but each header's name and value.
-    """
+    """Parse one script entry: ``429``, ``"reset"``, ``{"delay_ms": 2000}`` or ``{"status": 429,
+    "headers": {...}, "delay_ms": 500}``; the schema checks all but each header."""
     problem = first_problem(raw, where, "step")
     if problem is not None:
         raise SpecError(problem)
@@ -193,10 +190,8 @@ def unknown_field(name: str, where: str, also: tuple[str, ...] = ()) -> SpecErro
 
 
 def parse_spec(raw: object, where: str = "session") -> SessionSpec:
-    """Build a :class:`SessionSpec` from JSON, naming the first problem in :class:`SpecError`.
-
-    The schema (``$defs/session``) checks each field; what it cannot say is checked here.
-    """
+    """Build a :class:`SessionSpec` from JSON, naming the first problem in :class:`SpecError`
+    (the schema's, then what it cannot say)."""
     problem = first_problem(raw, where, "session")
     if problem is not None:
         raise SpecError(problem)

@@ -1,11 +1,8 @@
 """The JSON Schema of session specs and scenario files, and its first failure as one message.
 
-``schema/mock-scenario.schema.json`` (draft 2020-12) is the one statement of what a scenario
-file and a session spec may hold, limits included: :func:`limits` reads them from it. Each
-place of the schema may carry ``x-message`` (and ``x-messages`` per keyword), the mock's own
-wording of a failure there, so a problem reads as ``sessions.a.verdict must be one of [...]``
-rather than as a validator's generic sentence. Integers are strict: ``1.0`` and ``true`` are
-not integers (jsonschema's default would take ``1.0``).
+``schema/mock-scenario.schema.json`` is the one statement of what a scenario file and a session
+spec may hold, limits included. A place of it may carry ``x-message`` (``x-messages`` per
+keyword), the mock's wording of a failure there. Integers are strict: ``1.0`` and ``true`` are not.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """What a scripted step answers, and how an answer reads in the journal.
 
-Both the in-memory path (:mod:`.explain`) and a shared state (:mod:`.redisstate`, which stores
-each step with the journal's reading of its answer) take them from here: one source of truth.
-
-A connection fault (a reset, a cut body, a body that is not JSON) is an answer marked with
-:data:`FAULT_HEADER`: the web layer's ``FaultMiddleware``, outermost in the WSGI stack, enacts
-the mark on the connection, in-process transports (respx) read it, and the async server's own
-``/e`` path reads :attr:`.Answer.fault`.
+Both stores take them from here. A connection fault (a reset, a cut body, a body that is not
+JSON) is an answer marked with :data:`FAULT_HEADER`, for the web layer's ``FaultMiddleware`` to
+enact on the connection and in-process transports (respx) to read; the async server reads
+:attr:`.Answer.fault`.
 """
 
 from __future__ import annotations
@@ -47,10 +44,7 @@ def _generic_error(status: int) -> tuple[str, str]:
 
 def scripted(step: Step, body: bytes) -> Answer | None:
     """The answer a step gives instead of the normal one; None for a delay (normal, late).
-
-    A standing step (``always``) answers every request: with one object, up to
-    :data:`.answer.CACHED_BODY_BYTES` of body.
-    """
+    One object per step and body up to :data:`.answer.CACHED_BODY_BYTES` (``always`` steps)."""
     return _kept_answer(step, body) if len(body) <= CACHED_BODY_BYTES else _answer(step, body)
 
 
