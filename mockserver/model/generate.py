@@ -152,7 +152,8 @@ class VerdictGenerator:
                     )
         if spec.schema is not None:  # a future body (§9.3), on purpose: no rule to break
             body["schema"] = spec.schema
-        body.update(spec.extra_fields)  # undocumented fields: an additive change
+        if spec.extra:  # undocumented fields: an additive change
+            body.update(json.loads(spec.extra))
         return body
 
 
@@ -205,6 +206,7 @@ def _summary(
     context: dict[str, str],
 ) -> str:
     claim = f"{context['claimed_os']} client in {context['country']}"
+    refused = f"The client refused {measured - reporting} of {measured} measurements"
     if verdict == "contradicted":
         tail = (
             "The evidence is strong enough for automatic action."
@@ -213,15 +215,9 @@ def _summary(
         )
         return f"The claims of this {claim} are contradicted by {_phrase(families)}. {tail}"
     if verdict == "refused" and conclusive:
-        return (
-            f"The client refused {measured - reporting} of {measured} measurements, and "
-            f"{_phrase(families)} alone are strong enough for automatic action."
-        )
+        return f"{refused}, and {_phrase(families)} alone are strong enough for automatic action."
     if verdict == "refused":
-        return (
-            f"The client refused {measured - reporting} of {measured} measurements, "
-            f"so its claims could not be checked."
-        )
+        return f"{refused}, so its claims could not be checked."
     if verdict == "disputed":
         return (
             f"Evidence from {_phrase(families)} leans toward contradicting this {claim}, "

@@ -159,10 +159,6 @@ class SessionSpec:
     def overrides(self) -> dict[str, Any]:
         return dict(json.loads(self.fields)) if self.fields else {}
 
-    @property
-    def extra_fields(self) -> dict[str, Any]:
-        return dict(json.loads(self.extra)) if self.extra else {}
-
 
 def _canonical(value: Mapping[str, Any], where: str) -> str:
     """JSON values as canonical JSON text (a spec stays hashable), or a :class:`SpecError`."""
