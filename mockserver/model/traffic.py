@@ -48,7 +48,6 @@ class Traffic:
     def count(self, reading: Outcome, seconds: float) -> None:
         """One answer sent: its :attr:`.answer.Answer.reading` (call it on the event loop only)."""
         key = (reading.status, reading.outcome)
-        answers = self.answers
-        answers[key] = answers.get(key, 0) + 1
+        self.answers[key] = self.answers.get(key, 0) + 1
         self.buckets[bisect_left(LATENCY_BOUNDS, seconds)] += 1
         self.latency_sum += seconds
