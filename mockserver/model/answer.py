@@ -24,9 +24,8 @@ NO_STORE = "no-store"
 Headers = Sequence[tuple[str, str]]
 
 CACHED_BODY_BYTES: Final = 16 * 1024
-"""Answers are built once and kept (a thousand or so per cache) only up to this body size; a
-larger one (a big recorded body) is built per request, so the caches hold a few MB at most
-whatever a scenario's bodies weigh, reloaded as often as it may be."""
+"""Answers are built once and kept only up to this body size (a larger one, a big recorded body,
+per request), so the caches hold a few MB at most whatever a scenario's bodies weigh."""
 
 
 DecidedBy = Literal["script", "logic"]
@@ -81,13 +80,12 @@ class Answer:
     body: bytes
     headers: list[tuple[str, str]] = field(default_factory=list)
     outcome: str = ""  # one word for the journal: verdict, unknown, expired, scripted, ...
-    fault: str | None = None  # the connection fault it carries (faults.py), for the journal
+    fault: str | None = None  # the connection fault it carries (steps.fault_answer)
     delay: float = 0.0  # seconds to wait before answering (a scripted delay step)
 
     @cached_property
     def reading(self) -> Outcome:
-        """The journal's reading of this answer: built once per answer object (answers of a
-        session are kept: a request reads this instead of parsing its body)."""
+        """The journal's reading of this answer, once per answer object (a session's are kept)."""
         fault = self.fault
         status = None if fault == "reset" else self.status
         outcome = "scripted" if fault else self.outcome
@@ -105,11 +103,8 @@ class Answer:
 
 
 def with_defaults(defaults: Headers, given: Headers) -> list[tuple[str, str]]:
-    """``defaults`` whose names ``given`` does not hold (in any case), then ``given``.
-
-    A scripted header replaces the mock's own of that name: sent beside it, a client would
-    read two Content-Types (or two Cache-Controls) and keep whichever its library keeps.
-    """
+    """``defaults`` whose names ``given`` does not hold (in any case), then ``given``: sent
+    beside the mock's own, a client would read two Content-Types and keep either."""
     if not given:
         return list(defaults)
     named = {name.lower() for name, _ in given}
@@ -129,16 +124,10 @@ def status_line(status: int) -> str:
     return _REASONS.get(status) or f"{status} Unknown"
 
 
-_VARYING: Final = [("Content-Type", JSON), ("Vary", "Authorization")]
-_PLAIN: Final = [("Content-Type", JSON)]
-
-
 def explain_headers(answer: Answer, vary: bool = True) -> list[tuple[str, str]]:
-    """The headers of an answer to ``/e``, in the order every server sends them.
-
-    ``vary``: the answer depends on the key (every answer of ``GET /e``, not a 405 or 413).
-    """
-    own = _VARYING if vary else _PLAIN
+    """The headers of an answer to ``/e``, in the order every server sends them; ``vary``: the
+    answer depends on the key (every answer of ``GET /e``, not a 405 or 413)."""
+    own = [("Content-Type", JSON), ("Vary", "Authorization")] if vary else [("Content-Type", JSON)]
     # A fault's cut body declares its own length (a script may not: it frames the connection).
     if not any(name.lower() == "content-length" for name, _ in answer.headers):
         own = [*own, ("Content-Length", str(len(answer.body)))]
@@ -158,24 +147,17 @@ def error_body(code: str, message: str) -> bytes:
     return json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False).encode()
 
 
-_NO_STORE: Final = [("Cache-Control", NO_STORE)]
-
-
 def error_answer(
     status: int, code: str, message: str, outcome: str = "", headers: Headers = ()
 ) -> Answer:
     """An error answer; ``outcome`` defaults to ``code``, ``headers`` come after Cache-Control."""
-    headers = with_defaults(_NO_STORE, headers)
+    headers = with_defaults([("Cache-Control", NO_STORE)], headers)
     return Answer(status, error_body(code, message), headers, outcome or code)
 
 
 def failure_answer(exc: Exception, doing: str) -> Answer:
-    """The answer to a request whose handling raised ``exc``: never a 5xx of the mock's own.
-
-    The one mapping from an exception to its answer, for every path that answers a request (the
-    async server's ``/e``, the WSGI fast path, the Flask app, the proxy). ``doing`` names the
-    work in the log line an unexpected error leaves (``"answering GET /e"``).
-    """
+    """The answer to a request whose handling raised ``exc`` (on every path that answers one):
+    never a 5xx of the mock's own. ``doing`` names the work in the log line of an unexpected one."""
     if isinstance(exc, SpecError):  # a request the mock cannot honour: said, not logged
         return error_answer(422, "invalid_session", str(exc))
     if isinstance(exc, StateUnavailable):  # --state did not answer, or refuses writes: said
@@ -185,13 +167,8 @@ def failure_answer(exc: Exception, doing: str) -> Answer:
 
 
 def unavailable_answer(exc: StateUnavailable, during: str = "") -> Answer:
-    """503 for a shared state that failed: ``Retry-After`` only where retrying soon can help.
-
-    A store that timed out or is down may be back in a second; one that refuses writes (full
-    under ``noeviction``, a read-only replica) stays so until someone acts, so its code says
-    which, and no ``Retry-After`` invites a client to hammer it. ``during``: what the message
-    adds (the hot path: that the mock keeps running).
-    """
+    """503 for a shared state that failed: ``Retry-After`` only where retrying soon can help (a
+    store that refuses writes stays so until someone acts). ``during``: what the message adds."""
     if exc.retry:
         message = f"{exc}{during}; retry later"
         return error_answer(503, exc.code, message, headers=[("Retry-After", "1")])

@@ -25,119 +25,66 @@ assert set(FAMILY_PREFIX) == set(FAMILIES), "every family needs a prefix"
 class SignalTemplate:
     name: str
     tier: Tier
-    headline: str  # str.format template over the placeholders of generate._context
+    headline: str  # str.format template over the placeholders of generate.headline_context
 
     def id_for(self, family: str) -> str:
         return f"{FAMILY_PREFIX[family]}.{self.name}"
 
 
+_TIERS: Final[tuple[Tier, ...]] = ("absolute", "composite", "conditional", "weak")
+
+_SIGNALS: Final[dict[str, dict[str, str]]] = {
+    "network-geometry": {
+        "rtt-floor": "Round-trip time of {rtt} ms is below the physical floor for {country}.",
+        "anchor-triangulation": "Latency to measurement anchors places the client near {city}.",
+        "clock-offset": "The clock offset fits {timezone}, not the claimed locale {locale}.",
+        "hosting-asn": "The address belongs to a hosting network, not a residential one.",
+    },
+    "transport-stack": {
+        "tcp-options": "TCP option order is exactly that of {real_os}, not {claimed_os}.",
+        "initial-ttl": "An initial TTL of {ttl} is typical of {real_os}, not {claimed_os}.",
+        "mss-tunnel": "An MSS of {mss} bytes points to a tunnel or VPN on the path.",
+        "window-scale": "The TCP window scale is unusual for {claimed_os}.",
+    },
+    "tls-construction": {
+        "hello-library": "The TLS ClientHello was built by {tls_library}, not by {browser}.",
+        "extension-order": "TLS extension order does not match {browser} {browser_version}.",
+        "alpn-mismatch": "ALPN offers differ from the defaults of {browser}.",
+        "grease-absent": "The ClientHello carries no GREASE values.",
+    },
+    "compute": {
+        "wasm-isa": "WebAssembly timing reveals {real_arch} code, not {claimed_arch}.",
+        "core-timing": (
+            "Timer contention points to {cores} cores, not the {claimed_cores} declared."
+        ),
+        "timer-coarsening": "Timer resolution is coarser than {browser} allows by default.",
+        "throttled": "Compute ran throttled for part of the session.",
+    },
+    "render": {
+        "gpu-impossible": "The WebGL renderer '{gpu}' cannot exist on {claimed_os}.",
+        "font-set": "The installed fonts are the defaults of {real_os}.",
+        "canvas-noise": "Canvas output carries noise typical of anti-fingerprinting tools.",
+        "emoji-style": "Emoji glyphs differ from {claimed_os} defaults.",
+    },
+    "declared": {
+        "platform-mismatch": (
+            "The user agent claims {claimed_os} while the platform reports {real_os}."
+        ),
+        "language-locale": (
+            "Accepted languages ({language}) do not fit the claimed locale {locale}."
+        ),
+        "timezone-locale": "The declared time zone {timezone} is rare for {country}.",
+        "ua-reduced": "The user agent string is reduced or frozen.",
+    },
+}
+"""Each family's signals by name: one per tier, in the order of ``_TIERS``."""
+
 CATALOGUE: Final[dict[str, tuple[SignalTemplate, ...]]] = {
-    "network-geometry": (
-        SignalTemplate(
-            "rtt-floor",
-            "absolute",
-            "Round-trip time of {rtt} ms is below the physical floor for {country}.",
-        ),
-        SignalTemplate(
-            "anchor-triangulation",
-            "composite",
-            "Latency to measurement anchors places the client near {city}.",
-        ),
-        SignalTemplate(
-            "clock-offset",
-            "conditional",
-            "The clock offset fits {timezone}, not the claimed locale {locale}.",
-        ),
-        SignalTemplate(
-            "hosting-asn",
-            "weak",
-            "The address belongs to a hosting network, not a residential one.",
-        ),
-    ),
-    "transport-stack": (
-        SignalTemplate(
-            "tcp-options",
-            "absolute",
-            "TCP option order is exactly that of {real_os}, not {claimed_os}.",
-        ),
-        SignalTemplate(
-            "initial-ttl",
-            "composite",
-            "An initial TTL of {ttl} is typical of {real_os}, not {claimed_os}.",
-        ),
-        SignalTemplate(
-            "mss-tunnel",
-            "conditional",
-            "An MSS of {mss} bytes points to a tunnel or VPN on the path.",
-        ),
-        SignalTemplate("window-scale", "weak", "The TCP window scale is unusual for {claimed_os}."),
-    ),
-    "tls-construction": (
-        SignalTemplate(
-            "hello-library",
-            "absolute",
-            "The TLS ClientHello was built by {tls_library}, not by {browser}.",
-        ),
-        SignalTemplate(
-            "extension-order",
-            "composite",
-            "TLS extension order does not match {browser} {browser_version}.",
-        ),
-        SignalTemplate(
-            "alpn-mismatch", "conditional", "ALPN offers differ from the defaults of {browser}."
-        ),
-        SignalTemplate("grease-absent", "weak", "The ClientHello carries no GREASE values."),
-    ),
-    "compute": (
-        SignalTemplate(
-            "wasm-isa",
-            "absolute",
-            "WebAssembly timing reveals {real_arch} code, not {claimed_arch}.",
-        ),
-        SignalTemplate(
-            "core-timing",
-            "composite",
-            "Timer contention points to {cores} cores, not the {claimed_cores} declared.",
-        ),
-        SignalTemplate(
-            "timer-coarsening",
-            "conditional",
-            "Timer resolution is coarser than {browser} allows by default.",
-        ),
-        SignalTemplate("throttled", "weak", "Compute ran throttled for part of the session."),
-    ),
-    "render": (
-        SignalTemplate(
-            "gpu-impossible", "absolute", "The WebGL renderer '{gpu}' cannot exist on {claimed_os}."
-        ),
-        SignalTemplate(
-            "font-set", "composite", "The installed fonts are the defaults of {real_os}."
-        ),
-        SignalTemplate(
-            "canvas-noise",
-            "conditional",
-            "Canvas output carries noise typical of anti-fingerprinting tools.",
-        ),
-        SignalTemplate("emoji-style", "weak", "Emoji glyphs differ from {claimed_os} defaults."),
-    ),
-    "declared": (
-        SignalTemplate(
-            "platform-mismatch",
-            "absolute",
-            "The user agent claims {claimed_os} while the platform reports {real_os}.",
-        ),
-        SignalTemplate(
-            "language-locale",
-            "composite",
-            "Accepted languages ({language}) do not fit the claimed locale {locale}.",
-        ),
-        SignalTemplate(
-            "timezone-locale",
-            "conditional",
-            "The declared time zone {timezone} is rare for {country}.",
-        ),
-        SignalTemplate("ua-reduced", "weak", "The user agent string is reduced or frozen."),
-    ),
+    family: tuple(
+        SignalTemplate(name, tier, headline)
+        for tier, (name, headline) in zip(_TIERS, signals.items(), strict=True)
+    )
+    for family, signals in _SIGNALS.items()
 }
 assert set(CATALOGUE) == set(FAMILIES), "every family needs signals"
 

@@ -1,8 +1,7 @@
 """Deterministic, realistic verdicts: the same (seed, session id) gives the same bytes.
 
 Each verdict draws from a ``random.Random`` seeded by the seed and the session id alone, so
-generation is thread-safe without a lock. The headlines' places, zones and languages come from
-the small lists below (a verdict needs a handful of plausible names, not a fake-data library).
+generation is thread-safe without a lock.
 """
 
 from __future__ import annotations
@@ -39,17 +38,13 @@ DEFAULT_CONCLUSIVE: dict[VerdictKind, bool] = {
     "insufficient": False,
 }
 """``conclusive`` of a verdict asked for by kind alone (``mint(verdict=k)``): the same every run.
-
-A contradiction is conclusive unless asked otherwise (the case integrations act on); a refusal
-is not (a client that declines measurements is reviewed, not blocked); the others never are.
-"""
+A contradiction is conclusive (the case integrations act on); a refusal is reviewed, not blocked."""
 
 _OSES = ("Windows 11", "macOS 15", "Android 15", "iOS 18", "Ubuntu 24.04", "ChromeOS")
 _BROWSERS = ("Chrome", "Firefox", "Safari", "Edge")
 _TLS_LIBRARIES = ("Go crypto/tls", "OpenSSL 3", "curl-impersonate", "Python ssl")
 _GPUS = ("Apple M3", "Adreno 750", "NVIDIA GeForce RTX 4070", "Intel Iris Xe", "Mali-G715")
 _ARCHES = ("x86-64", "ARM64")
-# Places, zones and languages for the headlines: a few plausible names each.
 _COUNTRIES = ("Germany", "Brazil", "Japan", "Canada", "India", "Kenya", "Norway", "Mexico")
 _CITIES = ("Frankfurt", "Osaka", "Toronto", "Mumbai", "Nairobi", "Oslo", "Warsaw", "Perth")
 _TIMEZONES = ("Europe/Berlin", "America/Sao_Paulo", "Asia/Tokyo", "Asia/Kolkata", "Europe/Oslo")
@@ -96,10 +91,9 @@ class VerdictGenerator:
     """Builds verdict bodies and their JSON bytes for a seed; results are cached per id."""
 
     seed: str = DEFAULT_SEED
-    cache_size: int = 4096
 
     def __post_init__(self) -> None:
-        self.render = lru_cache(maxsize=self.cache_size)(self._render)
+        self.render = lru_cache(maxsize=4096)(self._render)
 
     def _rng(self, session_id: str) -> random.Random:
         digest = hashlib.blake2b(f"{self.seed}\0{session_id}".encode(), digest_size=8).digest()
@@ -127,26 +121,18 @@ class VerdictGenerator:
             conclusive = rng.random() < chance
         if conclusive and verdict in NEVER_CONCLUSIVE:
             raise SpecError(f"a {verdict!r} verdict is never conclusive (spec §2.4)")
-        measured, reporting = self._counts(rng, verdict, conclusive)
-        taking_part = list[str](rng.sample(FAMILIES, measured)[:reporting])
-        chosen = self._signals(rng, verdict, conclusive, taking_part)
+        measured, reporting = _counts(rng, verdict, conclusive)
+        chosen = _signals(rng, verdict, conclusive, rng.sample(FAMILIES, measured)[:reporting])
         context = headline_context(rng)
-        contradicting = (
-            list(dict.fromkeys(family for family, _ in chosen)) if verdict == "contradicted" else []
-        )
+        named = list(dict.fromkeys(family for family, _ in chosen))
+        contradicting = named if verdict == "contradicted" else []
+        build = f"svs-2026.{rng.randint(1, 12)}.{rng.randint(0, 40)}-{rng.getrandbits(28):07x}"
         body: dict[str, Any] = {
             "schema": SCHEMA_VERSION,
-            "provenance": {"build": self._build(rng)},
+            "provenance": {"build": build},
             "verdict": verdict,
             "conclusive": conclusive,
-            "summary": self._summary(
-                verdict,
-                conclusive,
-                contradicting or [f for f, _ in chosen],
-                measured,
-                reporting,
-                context,
-            ),
+            "summary": _summary(verdict, conclusive, named, measured, reporting, context),
             "contradicting_families": contradicting,
             "families": {"measured": measured, "reporting": reporting},
             "signals": [
@@ -166,90 +152,80 @@ class VerdictGenerator:
                     )
         if spec.schema is not None:  # a future body (§9.3), on purpose: no rule to break
             body["schema"] = spec.schema
-        body.update(spec.extra_fields)  # undocumented fields: an additive change
+        if spec.extra:  # undocumented fields: an additive change
+            body.update(json.loads(spec.extra))
         return body
 
-    @staticmethod
-    def _counts(rng: random.Random, verdict: str, conclusive: bool) -> tuple[int, int]:
-        measured = rng.randint(4, len(FAMILIES))
-        if verdict == "refused":  # far fewer report than were measured; a basis needs one
-            return measured, rng.randint(1 if conclusive else 0, measured - 3)
-        if verdict == "insufficient":
-            return measured, rng.randint(0, 2)
-        return measured, rng.randint(max(3, measured - 2), measured)
 
-    @staticmethod
-    def _signals(
-        rng: random.Random, verdict: str, conclusive: bool, families: list[str]
-    ) -> list[tuple[str, SignalTemplate]]:
-        pick = rng.choice
-        if conclusive:  # §2.2: one absolute signal, or composites from two families
-            if len(families) < 2 or rng.random() < 0.5:
-                family = pick(families)
-                chosen = [(family, pick(templates(family, "absolute")))]
-            else:
-                first, second = rng.sample(families, 2)
-                chosen = [(f, pick(templates(f, "composite"))) for f in (first, second)]
-            if verdict == "contradicted" and rng.random() < 0.5:
-                family = chosen[0][0]
-                chosen.append((family, pick(templates(family, "conditional", "weak"))))
-            return chosen
-        if verdict == "contradicted":  # composites from one family at most: review, not action
+def _counts(rng: random.Random, verdict: str, conclusive: bool) -> tuple[int, int]:
+    measured = rng.randint(4, len(FAMILIES))
+    if verdict == "refused":  # far fewer report than were measured; a basis needs one
+        return measured, rng.randint(1 if conclusive else 0, measured - 3)
+    if verdict == "insufficient":
+        return measured, rng.randint(0, 2)
+    return measured, rng.randint(max(3, measured - 2), measured)
+
+
+def _signals(
+    rng: random.Random, verdict: str, conclusive: bool, families: Sequence[str]
+) -> list[tuple[str, SignalTemplate]]:
+    pick = rng.choice
+    if conclusive:  # §2.2: one absolute signal, or composites from two families
+        if len(families) < 2 or rng.random() < 0.5:
             family = pick(families)
-            chosen = [(family, pick(templates(family, "composite", "conditional")))]
-            other = pick(families)
-            if other != family and rng.random() < 0.5:
-                chosen.append((other, pick(templates(other, "conditional", "weak"))))
-            return chosen
-        if verdict == "disputed":
-            count = rng.randint(1, min(2, len(families)))
-            return [
-                (f, pick(templates(f, "conditional", "weak"))) for f in rng.sample(families, count)
-            ]
-        if verdict in ("uncontradicted", "refused") and families and rng.random() < 0.4:
-            family = pick(families)
-            return [(family, pick(templates(family, "weak")))]
-        return []
+            chosen = [(family, pick(templates(family, "absolute")))]
+        else:
+            first, second = rng.sample(families, 2)
+            chosen = [(f, pick(templates(f, "composite"))) for f in (first, second)]
+        if verdict == "contradicted" and rng.random() < 0.5:
+            family = chosen[0][0]
+            chosen.append((family, pick(templates(family, "conditional", "weak"))))
+        return chosen
+    if verdict == "contradicted":  # composites from one family at most: review, not action
+        family = pick(families)
+        chosen = [(family, pick(templates(family, "composite", "conditional")))]
+        other = pick(families)
+        if other != family and rng.random() < 0.5:
+            chosen.append((other, pick(templates(other, "conditional", "weak"))))
+        return chosen
+    if verdict == "disputed":
+        count = rng.randint(1, min(2, len(families)))
+        return [(f, pick(templates(f, "conditional", "weak"))) for f in rng.sample(families, count)]
+    if verdict in ("uncontradicted", "refused") and families and rng.random() < 0.4:
+        family = pick(families)
+        return [(family, pick(templates(family, "weak")))]
+    return []
 
-    @staticmethod
-    def _build(rng: random.Random) -> str:
-        return f"svs-2026.{rng.randint(1, 12)}.{rng.randint(0, 40)}-{rng.getrandbits(28):07x}"
 
-    @staticmethod
-    def _summary(
-        verdict: str,
-        conclusive: bool,
-        families: list[str],
-        measured: int,
-        reporting: int,
-        context: dict[str, str],
-    ) -> str:
-        claim = f"{context['claimed_os']} client in {context['country']}"
-        if verdict == "contradicted":
-            tail = (
-                "The evidence is strong enough for automatic action."
-                if conclusive
-                else "The evidence supports a review rather than automatic blocking."
-            )
-            return f"The claims of this {claim} are contradicted by {_phrase(families)}. {tail}"
-        if verdict == "refused" and conclusive:
-            return (
-                f"The client refused {measured - reporting} of {measured} measurements, and "
-                f"{_phrase(families)} alone are strong enough for automatic action."
-            )
-        if verdict == "refused":
-            return (
-                f"The client refused {measured - reporting} of {measured} measurements, "
-                f"so its claims could not be checked."
-            )
-        if verdict == "disputed":
-            return (
-                f"Evidence from {_phrase(families)} leans toward contradicting this {claim}, "
-                f"but it is not conclusive."
-            )
-        if verdict == "uncontradicted":
-            return f"No contradiction of this {claim} was found across {reporting} families."
-        return (
-            f"Only {reporting} of {measured} families reported, too few to reach a verdict "
-            f"on this {claim}."
+def _summary(
+    verdict: str,
+    conclusive: bool,
+    families: list[str],
+    measured: int,
+    reporting: int,
+    context: dict[str, str],
+) -> str:
+    claim = f"{context['claimed_os']} client in {context['country']}"
+    refused = f"The client refused {measured - reporting} of {measured} measurements"
+    if verdict == "contradicted":
+        tail = (
+            "The evidence is strong enough for automatic action."
+            if conclusive
+            else "The evidence supports a review rather than automatic blocking."
         )
+        return f"The claims of this {claim} are contradicted by {_phrase(families)}. {tail}"
+    if verdict == "refused" and conclusive:
+        return f"{refused}, and {_phrase(families)} alone are strong enough for automatic action."
+    if verdict == "refused":
+        return f"{refused}, so its claims could not be checked."
+    if verdict == "disputed":
+        return (
+            f"Evidence from {_phrase(families)} leans toward contradicting this {claim}, "
+            f"but it is not conclusive."
+        )
+    if verdict == "uncontradicted":
+        return f"No contradiction of this {claim} was found across {reporting} families."
+    return (
+        f"Only {reporting} of {measured} families reported, too few to reach a verdict "
+        f"on this {claim}."
+    )

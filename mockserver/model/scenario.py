@@ -66,10 +66,8 @@ class _ProblemAt(ScenarioError):
 
 
 def line_and_column(text: str, where: Where) -> tuple[int, int] | None:
-    """Where the value at ``where`` starts in YAML (or JSON) ``text``: 1-based, or None.
-
-    The nearest enclosing value found, when the path goes further than the file (a missing key).
-    """
+    """Where the value at ``where`` starts in YAML (or JSON) ``text``, 1-based (the nearest
+    enclosing value when the path goes further than the file: a missing key), or None."""
     try:
         node = scenariofile.compose(text)
     except yaml.YAMLError:
@@ -149,11 +147,8 @@ def parse_scenario(raw: object, loaded_at: float) -> Scenario:
 
 
 def load_scenario(path: Path) -> Scenario:
-    """Read and validate a scenario file (YAML, or JSON by its suffix).
-
-    A problem is one line, ``FILE:LINE:COLUMN: what`` when the place is known (as compilers
-    say it, so an editor can jump there). The file is untrusted: see :mod:`.scenariofile`.
-    """
+    """Read and validate a scenario file (YAML, or JSON by its suffix); a problem is one line,
+    ``FILE:LINE:COLUMN: what`` when the place is known (as compilers say it, for editors)."""
     text = ""
     try:
         text = scenariofile.read_text(path)  # a regular file, bounded
@@ -175,12 +170,10 @@ def load_scenario(path: Path) -> Scenario:
 
 @dataclass
 class ScenarioWatcher:
-    """Polls a scenario file and calls ``apply`` with each valid new version.
+    """Polls a scenario file and calls ``apply`` with each valid new version, on its own thread.
 
-    An invalid edit is logged and ignored, so the server keeps the last good scenario; ``report``
-    hears of it too (the problem, or None once a version is applied), for ``/_mock/health``.
-    Reading and parsing happen on the watcher's own thread, never on the server's event loop:
-    SIGHUP only asks for a reload (:meth:`request_reload`); the result is swapped in whole.
+    An invalid edit is logged and ignored (the last good scenario stays); ``report`` hears the
+    problem, or None once a version is applied, for ``/_mock/health``.
     """
 
     path: Path
@@ -217,8 +210,7 @@ class ScenarioWatcher:
         threading.Thread(target=self._run, name="scenario-watcher", daemon=True).start()
 
     def request_reload(self) -> None:
-        """Have the watcher's thread reload the file soon; returns at once (safe in a signal
-        handler, which runs on the thread of the server's event loop)."""
+        """Have the watcher's thread reload the file soon (SIGHUP): returns at once."""
         self._due.set()
         self._wake.set()
 

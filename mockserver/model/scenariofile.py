@@ -2,10 +2,10 @@
 
 A scenario comes from a path anyone may point at a FIFO, a device or a folder, and a small YAML
 file can name a huge value through aliases (a "billion laughs": nine levels of nine aliases are
-387 million strings in 500 bytes). So the file is read only when it is a regular file, at most
-:data:`MAX_SCENARIO_BYTES` of it, and its YAML is refused while it is composed once its aliases
-would expand it past :func:`expansion_limit` or it nests past :data:`MAX_DEPTH`: before any
-Python value, schema check or message is made of it.
+387 million strings in 500 bytes). So only a regular file is read, at most
+:data:`MAX_SCENARIO_BYTES` of it, and its YAML is refused as it is composed once its aliases
+would expand it past twice its length (at least :data:`MIN_EXPANDED`) or it nests past
+:data:`MAX_DEPTH`: before any Python value, schema check or message is made of it.
 """
 
 from __future__ import annotations
@@ -29,17 +29,6 @@ MAX_SCENARIO_BYTES: Final = 16 * 1024 * 1024
 MIN_EXPANDED: Final = 1024 * 1024
 """What aliases may expand any YAML scenario to: nodes plus scalar characters (see below)."""
 
-
-def expansion_limit(text: str) -> int:
-    """The most nodes plus scalar characters ``text`` may hold once its aliases are expanded.
-
-    Twice its own length, or :data:`MIN_EXPANDED`: a file without aliases never reaches it (a
-    node takes a character of the file at least, so does a scalar's each), so the bound only
-    refuses what aliases multiply, and a small file stays small.
-    """
-    return max(MIN_EXPANDED, 2 * len(text))
-
-
 MAX_DEPTH: Final = 64
 """The deepest nesting of lists and mappings (a scenario needs a handful)."""
 
@@ -52,31 +41,24 @@ _KINDS: Final = (
 )
 
 
-def _not_regular(mode: int) -> ScenarioError | None:
-    if stat.S_ISREG(mode):
-        return None
-    kind = next((name for test, name in _KINDS if test(mode)), "not a file")
-    return ScenarioError(f"not a regular file ({kind}); a scenario is a YAML or JSON file")
+def _check_regular(mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+        raise ScenarioError(f"not a regular file ({kind}); a scenario is a YAML or JSON file")
 
 
 def read_text(path: Path) -> str:
     """The text of ``path``: a regular file of at most :data:`MAX_SCENARIO_BYTES`, as UTF-8.
-
-    A refusal is a ScenarioError without the path (the caller names the file).
 
     Checked before it is opened, and again on what was opened (the path may have been swapped
     in between); opened non-blocking, so even a FIFO swapped in never waits for a writer.
     """
     limit = MAX_SCENARIO_BYTES
     try:
-        refused = _not_regular(os.stat(path).st_mode)
-        if refused is not None:
-            raise refused
+        _check_regular(os.stat(path).st_mode)
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
         with os.fdopen(os.open(path, flags), "rb") as file:
-            refused = _not_regular(os.fstat(file.fileno()).st_mode)
-            if refused is not None:
-                raise refused
+            _check_regular(os.fstat(file.fileno()).st_mode)
             data = file.read(limit + 1)
     except OSError as exc:
         raise ScenarioError(f"cannot read: {exc.strerror or exc}") from None
@@ -86,16 +68,15 @@ def read_text(path: Path) -> str:
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """A SafeLoader that counts what the document expands to while composing it.
-
-    Each node counts 1 and each scalar its characters too; an alias counts all of what its
-    anchor holds, as every reader of the value (the schema check, a message) would walk it.
-    """
+    """A SafeLoader that counts what the document expands to while composing it: a node 1, a
+    scalar its characters too, an alias all its anchor holds (as a reader of the value walks it)."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._expanded = 0
-        self._limit = expansion_limit(stream)
+        # Twice the file's length: a file without aliases never reaches it (a node or a scalar's
+        # character takes one of the file's at least), so it refuses only what aliases multiply.
+        self._limit = max(MIN_EXPANDED, 2 * len(stream))
         self._depth = 0
         self._sizes: dict[str, int] = {}  # an anchor's expanded size, once it is composed
 
@@ -137,37 +118,19 @@ def _refusal(problem: str, event: yaml.Event) -> ComposerError:
 
 def compose(text: str) -> yaml.Node | None:
     """The YAML node tree of ``text``, bounded as :func:`decode` is."""
-    loader = _BoundedLoader(text)
-    try:
-        return loader.get_single_node()
-    finally:
-        loader.dispose()
+    return yaml.compose(text, Loader=_BoundedLoader)
 
 
 def decode(path: Path, text: str) -> object:
-    """The data of a scenario's text: JSON by the file's suffix, else bounded YAML.
-
-    Raises what the parser raises; a nesting too deep for Python as ScenarioError.
-    """
-    try:
-        if path.suffix == ".json":
-            return json.loads(text)
-        loader = _BoundedLoader(text)
-        try:
-            return loader.get_single_data()
-        finally:
-            loader.dispose()
-    except RecursionError:  # JSON has no depth bound of its own
-        raise ScenarioError("nested too deep") from None
+    """The data of a scenario's text: JSON by the file's suffix, else bounded YAML."""
+    if path.suffix == ".json":
+        return json.loads(text)
+    return yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 (a SafeLoader)
 
 
 def syntax_error(path: Path, exc: Exception) -> ScenarioError:
-    """A file that does not parse, said with its line and column when the parser knows them.
-
-    PyYAML names two places: where the construct it was reading began (an unclosed ``{``, a
-    quote) and where it gave up, often the next line. The message starts with the first, where
-    the mistake is, and names the other.
-    """
+    """A file that does not parse, with its line and column when the parser knows them: of
+    PyYAML's two, where the construct began (an unclosed ``{``) first, then where it gave up."""
     kind = "JSON" if path.suffix == ".json" else "YAML"
     if isinstance(exc, json.JSONDecodeError):
         return ScenarioError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}")

@@ -1,10 +1,7 @@
 """Per-session call scripts: the answers the first calls for an id get before the normal one.
 
-With ``--state memory`` (the default) they live in the process (with a Redis ``--state``, in
-the shared store: see :mod:`.redisstate`). The store is bounded in bytes
-(:data:`MAX_SCRIPT_BYTES`): a script that would pass the bound is refused
-(:class:`ScriptStoreFull`, a 409 when minting), never made room for by dropping another; a step
-is consumed as it is answered.
+Bounded in bytes (:data:`MAX_SCRIPT_BYTES`) in either store: a script that would pass the bound
+is refused (a 409 when minting), never made room for by dropping another.
 """
 
 from __future__ import annotations
@@ -24,14 +21,11 @@ STEP_BYTES: Final = 160
 HEADER_BYTES: Final = 128
 """What a header of a scripted status costs besides its characters: its tuple and strings."""
 SCRIPT_BYTES: Final = 1024
-"""What a script costs besides its steps: its deque, its entries in the book, its session id (a
-one-step script costs about 1.1 kB in all: counting its step alone let a flood of them hold nine
-times the bound)."""
+"""What a script costs besides its steps: its deque, its entries in the book, its session id."""
 
 
 def step_costs(steps: Iterable[Step]) -> list[int]:
-    """The bytes each step frees as it is answered, in order: its own, and the last one the
-    script's too (its deque and entries go with it). Both stores count with this."""
+    """The bytes each step frees as it is answered (the last one the script's too), in order."""
     costs = [
         STEP_BYTES + sum(HEADER_BYTES + len(k) + len(v) for k, v in step.headers or ())
         for step in steps
@@ -51,13 +45,12 @@ class ScriptStoreFull(Exception):
 
 
 def admits(held: int, freed: int, needed: int, capacity: int) -> bool:
-    """Whether a script of ``needed`` bytes fits, replacing one of ``freed`` bytes, while the
-    store holds ``held``: the one rule of both stores."""
+    """Whether a script of ``needed`` bytes fits, replacing one of ``freed``, beside ``held``."""
     return held - freed + needed <= capacity
 
 
 def store_full(held: int, needed: int, capacity: int) -> ScriptStoreFull:
-    """The refusal of a script that does not fit, as both stores word it (a 409 at mint)."""
+    """The refusal of a script that does not fit (a 409 at mint)."""
     return ScriptStoreFull(
         f"the mock holds {held} bytes of scripts and this one needs {needed}; "
         f"it keeps at most {capacity} (steps are freed as they are answered): "
@@ -67,6 +60,8 @@ def store_full(held: int, needed: int, capacity: int) -> ScriptStoreFull:
 
 @dataclass
 class ScriptBook:
+    """The scripts of a store in this process (``--state memory``), a step consumed as answered."""
+
     capacity: int = field(default_factory=lambda: MAX_SCRIPT_BYTES)  # read when made
     _scripts: dict[str, deque[tuple[Step, int]]] = field(default_factory=dict, init=False)
     """Per session, its steps left, each with the bytes it frees (:func:`step_costs`)."""
@@ -77,18 +72,13 @@ class ScriptBook:
 
     @property
     def size(self) -> int:
-        """Bytes held now (as :func:`script_bytes` counts them)."""
         return self._bytes
 
     def load(
         self, session_id: str, steps: tuple[Step, ...], force: bool = False, minted: bool = False
     ) -> None:
-        """Give the id a script (an empty one removes what it had).
-
-        Raises :class:`ScriptStoreFull` if it would pass the bound, unless ``force`` (a
-        scenario's named sessions, whose total was checked when the scenario was read).
-        ``minted`` marks a minted session's script (what :meth:`minted_left` reports).
-        """
+        """Give the id a script (an empty one removes what it had); :class:`ScriptStoreFull` if
+        it would pass the bound, unless ``force`` (a scenario's, its total checked when read)."""
         needed = script_bytes(steps)
         with self._lock:
             old = self._scripts.pop(session_id, None)

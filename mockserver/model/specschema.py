@@ -1,11 +1,8 @@
 """The JSON Schema of session specs and scenario files, and its first failure as one message.
 
-``schema/mock-scenario.schema.json`` (draft 2020-12) is the one statement of what a scenario
-file and a session spec may hold, limits included: :func:`limits` reads them from it. Each
-place of the schema may carry ``x-message`` (and ``x-messages`` per keyword), the mock's own
-wording of a failure there, so a problem reads as ``sessions.a.verdict must be one of [...]``
-rather than as a validator's generic sentence. Integers are strict: ``1.0`` and ``true`` are
-not integers (jsonschema's default would take ``1.0``).
+``schema/mock-scenario.schema.json`` is the one statement of what a scenario file and a session
+spec may hold, limits included. A place of it may carry ``x-message`` (``x-messages`` per
+keyword), the mock's wording of a failure there. Integers are strict: ``1.0`` and ``true`` are not.
 """
 
 from __future__ import annotations
@@ -24,13 +21,11 @@ if TYPE_CHECKING:
     from jsonschema import ValidationError
     from jsonschema.protocols import Validator
 
-SCENARIO_SCHEMA_FILE: Final = "mock-scenario.schema.json"
-
 
 @cache
 def scenario_schema() -> dict[str, Any]:
     """The JSON Schema of a scenario file, parsed once per process."""
-    text = (schema_dir() / SCENARIO_SCHEMA_FILE).read_text(encoding="utf-8")
+    text = (schema_dir() / "mock-scenario.schema.json").read_text(encoding="utf-8")
     return cast(dict[str, Any], json.loads(text))
 
 
@@ -88,15 +83,9 @@ def _where(base: str, path: Iterable[str | int]) -> str:
     return where
 
 
-def _short_repr() -> reprlib.Repr:
-    """A repr that writes a value only as far as a message shows it (a value may be huge)."""
-    short = reprlib.Repr()  # keyword arguments only from Python 3.12
-    short.maxlevel, short.maxdict, short.maxlist = 3, 8, 8
-    short.maxstring = short.maxother = 60
-    return short
-
-
-_SHORT: Final = _short_repr()
+_SHORT: Final = reprlib.Repr()  # a value only as far as a message shows it (it may be huge)
+_SHORT.maxlevel, _SHORT.maxdict, _SHORT.maxlist = 3, 8, 8  # keyword arguments from Python 3.12
+_SHORT.maxstring = _SHORT.maxother = 60
 
 MAX_VALIDATOR_MESSAGE: Final = 300
 """A validator's own sentence holds the whole value: it is cut there."""

@@ -1,7 +1,9 @@
 """What a scripted step answers, and how an answer reads in the journal.
 
-Both the in-memory path (:mod:`.explain`) and a shared state (:mod:`.redisstate`, which stores
-each step with the journal's reading of its answer) take them from here: one source of truth.
+Both stores take them from here. A connection fault (a reset, a cut body, a body that is not
+JSON) is an answer marked with :data:`FAULT_HEADER`, for the web layer's ``FaultMiddleware`` to
+enact on the connection and in-process transports (respx) to read; the async server reads
+:attr:`.Answer.fault`.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ import json
 from dataclasses import replace
 from functools import lru_cache
 from http import HTTPStatus
+from typing import Final
 
 from .answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer, with_defaults
 from .answer import Outcome as Outcome
-from .faults import fault_answer
 from .sessions import Step, parse_step
+
+FAULT_HEADER: Final = "X-Verdict-Mock-Fault"
 
 _STEP_ERRORS = {
     401: ("unauthorized", "scripted: missing or invalid API key"),
@@ -40,16 +44,8 @@ def _generic_error(status: int) -> tuple[str, str]:
 
 def scripted(step: Step, body: bytes) -> Answer | None:
     """The answer a step gives instead of the normal one; None for a delay (normal, late).
-
-    A standing step (``always``) answers every request: with one object, up to
-    :data:`.answer.CACHED_BODY_BYTES` of body.
-    """
+    One object per step and body up to :data:`.answer.CACHED_BODY_BYTES` (``always`` steps)."""
     return _kept_answer(step, body) if len(body) <= CACHED_BODY_BYTES else _answer(step, body)
-
-
-@lru_cache(maxsize=256)
-def _kept_answer(step: Step, body: bytes) -> Answer | None:
-    return _answer(step, body)
 
 
 def _answer(step: Step, body: bytes) -> Answer | None:
@@ -68,17 +64,23 @@ def _answer(step: Step, body: bytes) -> Answer | None:
     return None
 
 
+_kept_answer = lru_cache(maxsize=256)(_answer)
+
+
+def fault_answer(kind: str, body: bytes) -> Answer:
+    """The answer that carries fault ``kind`` for a verdict ``body``."""
+    sent = b"" if kind == "reset" else body[: len(body) // 2]
+    headers = [("Cache-Control", NO_STORE)]
+    if kind != "malformed":  # malformed: complete HTTP, but the JSON stops half-way
+        headers += [("Content-Length", str(len(body))), (FAULT_HEADER, kind)]
+    return Answer(200, sent, headers, "scripted", fault=kind)
+
+
 def outcome(answer: Answer | str) -> Outcome:
     """The journal's reading of an answer, or of a fault named by a string (``"timeout"``)."""
-    if isinstance(answer, str):
-        return _fault_outcome(answer)
+    if isinstance(answer, str):  # met before any answer: a scripted delay outlasting a timeout
+        return Outcome(None, "scripted", answer, "script")
     return answer.reading  # built once per answer object
-
-
-@lru_cache(maxsize=16)
-def _fault_outcome(fault: str) -> Outcome:
-    """A fault the client met before any answer: a scripted delay outlasting its timeout."""
-    return Outcome(None, "scripted", fault, "script")
 
 
 def encode_step(step: Step) -> str:

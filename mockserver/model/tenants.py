@@ -120,5 +120,7 @@ def load_tenants(path: Path, taken_keys: tuple[str, ...] = ()) -> dict[str, Tena
         return parse_tenants(scenariofile.decode(path, text), taken_keys)
     except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise scenariofile.syntax_error(path, exc) from None
+    except RecursionError:  # JSON nested deeper than Python's parser goes
+        raise ScenarioError(f"{path}: nested too deep") from None
     except ScenarioError as exc:
         raise ScenarioError(f"{path}: {exc}") from None

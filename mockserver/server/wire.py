@@ -20,7 +20,7 @@ from ..model.answer import (
     explain_headers,
     status_line,
 )
-from ..model.faults import FAULT_HEADER
+from ..model.steps import FAULT_HEADER
 from .wsgibridge import Reply
 
 CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"

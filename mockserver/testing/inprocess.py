@@ -19,7 +19,7 @@ from verdict_contract.core.spec import is_api_call
 
 from ..explain import ClientLeft, handle
 from ..model.answer import explain_headers, failure_answer
-from ..model.faults import FAULT_HEADER
+from ..model.steps import FAULT_HEADER
 from ..settings import Settings
 from ..state import MockState
 from ..store.journal import SentRequest

@@ -1,4 +1,4 @@
-"""A scripted fault enacted on the connection, whichever WSGI server holds it (model/faults.py)."""
+"""A scripted fault enacted on the connection, whichever WSGI server holds it (model/steps.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import struct
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..model.faults import FAULT_HEADER
+from ..model.steps import FAULT_HEADER
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment

@@ -253,6 +253,12 @@ def test_the_tenants_file_is_checked_line_by_line(tmp_path: Path) -> None:
     path.write_text("tenants:\n  a: {control_token: x\n")
     with pytest.raises(ScenarioError, match=rf"^{path}:2:"):
         load_tenants(path)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ScenarioError, match="nested too deep"):
+        load_tenants(deep)
+    with pytest.raises(ScenarioError, match="not a regular file"):
+        load_tenants(tmp_path)
 
 
 def test_the_documented_tenants_file_is_one_the_mock_takes(tmp_path: Path) -> None:
