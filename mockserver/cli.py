@@ -11,7 +11,6 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 from urllib.error import HTTPError
 from urllib.parse import quote
@@ -22,7 +21,8 @@ from verdict_contract.core.extras import install_hint, is_installed
 from verdict_contract.core.redact import mask
 from verdict_contract.core.suggest import SuggestingParser
 
-from .model.scenario import DEMO_SESSIONS, ScenarioError, ScenarioWatcher
+from .model.scenario import DEMO_SESSIONS, FileWatcher, ScenarioError, load_scenario
+from .model.tenants import load_tenants
 from .server.logs import configure as configure_logging
 from .server.serve import make_server, serve_forever
 from .server.workers import is_worker, run_workers
@@ -224,19 +224,41 @@ class EarlyHangups:
                 os.kill(os.getpid(), signal.SIGHUP)
 
 
-def watch_scenario(
-    path: Path, state: MockState, early: EarlyHangups | None = None
-) -> ScenarioWatcher:
-    """Reload the scenario when it changes or on SIGHUP (one during start, ``early``: now), on
-    the watcher's thread: the handler only asks, as the main thread's loop a parse would stall.
-    """
-    watcher = ScenarioWatcher(path, state.apply, report=state.report_scenario)
-    watcher.start()
+def watch_files(state: MockState, early: EarlyHangups | None = None) -> list[FileWatcher[Any]]:
+    """Reload the scenario and the tenants file when they change or on SIGHUP (one during
+    start, ``early``: now), each on its watcher's thread: the handler only asks, as the main
+    thread's loop a parse would stall. Neither given: SIGHUP ends the process, as any's."""
+    settings, watchers = state.settings, list[FileWatcher[Any]]()
+    if settings.scenario is not None:
+        watchers.append(
+            FileWatcher(settings.scenario, load_scenario, state.apply, report=state.report_scenario)
+        )
+    if settings.tenants is not None:
+        watchers.append(
+            FileWatcher(
+                settings.tenants,
+                lambda path: load_tenants(path, state.api_keys),
+                state.load_tenants,
+                name="tenants file",
+                report=state.report_tenants,
+            )
+        )
+    if not watchers:
+        if early is not None:
+            early.without_scenario()
+        return watchers
+    for watcher in watchers:
+        watcher.start()
+
+    def reload_all(*_: object) -> None:
+        for watcher in watchers:
+            watcher.request_reload()
+
     if hasattr(signal, "SIGHUP"):
-        signal.signal(signal.SIGHUP, lambda *_: watcher.request_reload())
+        signal.signal(signal.SIGHUP, reload_all)
     if early is not None and early.seen:
-        watcher.request_reload()
-    return watcher
+        reload_all()
+    return watchers
 
 
 PROBE_SECONDS = 1.0
@@ -310,10 +332,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
     if settings.workers > 1 and not is_worker():  # this process only starts and watches them
         return run_workers(list(sys.argv[1:] if argv is None else argv), settings, banner_at)
-    if settings.scenario is not None:
-        watch_scenario(settings.scenario, state, early)
-    else:
-        early.without_scenario()
+    watch_files(state, early)
     try:
         server = make_server(app, settings.host, settings.port, settings.threads)
     except OSError as exc:  # e.g. the port is taken

@@ -115,6 +115,8 @@ class MockState:
     traffic: Traffic = field(default_factory=Traffic, init=False, repr=False)
     """What the async server answered, counted on its loop (``/_mock/metrics`` reads it)."""
     scenario_problem: str | None = field(default=None, init=False)
+    tenants_problem: str | None = field(default=None, init=False)
+    """Why the last edit of the tenants file was rejected (None once one is applied)."""
     """Why the last edit of the scenario file was rejected (None once one is applied)."""
     clock_moves: deque[ClockMove] = field(
         default_factory=lambda: deque(maxlen=CLOCK_MOVES_KEPT), init=False, repr=False
@@ -282,6 +284,10 @@ class MockState:
                 self._index_keys()
         for state in list(self.tenants.values())[1:]:  # every tenant serves the scenario
             state.apply(scenario)
+
+    def report_tenants(self, problem: str | None) -> None:
+        """Note why an edit of the tenants file was rejected, or None once one is applied."""
+        self.tenants_problem = problem
 
     def report_scenario(self, problem: str | None) -> None:
         """Note why a scenario edit was rejected, or None once one is applied (see health)."""

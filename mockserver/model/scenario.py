@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final, Generic, TypeVar, cast
 
 import yaml
 
@@ -168,16 +168,22 @@ def load_scenario(path: Path) -> Scenario:
         raise ScenarioError(f"{path}: unsupported value: {exc}") from None
 
 
-@dataclass
-class ScenarioWatcher:
-    """Polls a scenario file and calls ``apply`` with each valid new version, on its own thread.
+Loaded = TypeVar("Loaded")
 
-    An invalid edit is logged and ignored (the last good scenario stays); ``report`` hears the
+
+@dataclass
+class FileWatcher(Generic[Loaded]):
+    """Polls a file (a scenario, the tenants) and calls ``apply`` with each valid new version,
+    as ``load`` reads it, on its own thread.
+
+    An invalid edit is logged and ignored (the last good version stays); ``report`` hears the
     problem, or None once a version is applied, for ``/_mock/health``.
     """
 
     path: Path
-    apply: Callable[[Scenario], None]
+    load: Callable[[Path], Loaded]
+    apply: Callable[[Loaded], None]
+    name: str = "scenario"
     interval: float = 1.0
     report: Callable[[str | None], None] = lambda problem: None
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
@@ -196,18 +202,19 @@ class ScenarioWatcher:
         """Load the file now; return whether the new version was applied."""
         self._seen = self._stamp()
         try:
-            self.apply(load_scenario(self.path))
+            self.apply(self.load(self.path))
         except ScenarioError as exc:
-            log.error("scenario not reloaded, keeping the previous one: %s", exc)
+            log.error("%s not reloaded, keeping the previous one: %s", self.name, exc)
             self.report(str(exc))
             return False
-        log.info("scenario reloaded from %s", self.path)
+        log.info("%s reloaded from %s", self.name, self.path)
         self.report(None)
         return True
 
     def start(self) -> None:
         self._seen = self._stamp()
-        threading.Thread(target=self._run, name="scenario-watcher", daemon=True).start()
+        watcher = f"{self.name.replace(' ', '-')}-watcher"
+        threading.Thread(target=self._run, name=watcher, daemon=True).start()
 
     def request_reload(self) -> None:
         """Have the watcher's thread reload the file soon (SIGHUP): returns at once."""
@@ -226,7 +233,7 @@ class ScenarioWatcher:
                 try:
                     self.reload()
                 except Exception:  # keep watching whatever one reload did
-                    log.exception("scenario reload failed; keeping the previous one")
+                    log.exception("%s reload failed; keeping the previous one", self.name)
 
     def stop(self) -> None:
         self._stop.set()

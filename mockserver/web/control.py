@@ -18,6 +18,7 @@ from ..model.answer import NO_STORE
 from ..model.scripts import ScriptStoreFull
 from ..model.sessions import Session, SpecError, parse_spec
 from ..settings import DEFAULT_API_KEY
+from ..state import MockState
 from .answers import error_response, state_of
 from .dashboard import dashboard
 from .guard import guard_control
@@ -175,6 +176,16 @@ def _proxy_health(proxy: ValidatingProxy) -> dict[str, object]:
     return shown
 
 
+def _tenancy(state: MockState, operator: MockState) -> dict[str, object]:
+    """With ``--tenants``: whose mock this is, and, to the operator only (it names tenants), why
+    the last edit of the tenants file was rejected."""
+    if not operator.tenants:
+        return {}
+    if state is not operator:
+        return {"tenant": state.tenant_name}
+    return {"tenant": state.tenant_name, "tenants_problem": operator.tenants_problem}
+
+
 @control.get("/health")
 def health() -> Response:
     state = state_of()
@@ -192,7 +203,7 @@ def health() -> Response:
         default_key=DEFAULT_API_KEY if DEFAULT_API_KEY in state.api_keys else None,
         scenario_problem=state.scenario_problem,
         state=state.store.label,
-        **({"tenant": state.tenant_name} if state_of(current_app).tenants else {}),
+        **_tenancy(state, state_of(current_app)),
         **({"proxy": _proxy_health(proxy)} if proxy is not None else {}),
     )
 

@@ -13,7 +13,7 @@ import pytest
 from tests.helpers import KEY, bearer, error_of, running, wait_until
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
-from verdict_contract.mockserver.model.scenario import ScenarioWatcher
+from verdict_contract.mockserver.model.scenario import FileWatcher, load_scenario
 from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.web.answers import state_of
 
@@ -92,7 +92,9 @@ def test_a_rejected_scenario_edit_shows_in_health_with_line_and_column(tmp_path:
     _touch(path, "sessions:\n  alpha: {verdict: refused}\n", 0)
     app = create_app(Settings(scenario=path))
     state = state_of(app)
-    watcher = ScenarioWatcher(path, state.apply, interval=0.02, report=state.report_scenario)
+    watcher = FileWatcher(
+        path, load_scenario, state.apply, interval=0.02, report=state.report_scenario
+    )
     with running(app) as server:
         watcher.start()
         try:
@@ -130,7 +132,7 @@ def test_a_reload_keeps_the_scripts_of_unchanged_sessions(tmp_path: Path) -> Non
         encoding="utf-8",
     )
     app = create_app(Settings(scenario=path))
-    watcher = ScenarioWatcher(path, state_of(app).apply)
+    watcher = FileWatcher(path, load_scenario, state_of(app).apply)
     with (
         running(app) as server,
         httpx.Client(base_url=server.base_url, headers=bearer(DEFAULT_API_KEY), timeout=10) as http,

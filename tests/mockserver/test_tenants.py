@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from tests.helpers import running, wait_until
 from verdict_contract.core.errors import ScenarioError, SettingsError
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.cli import watch_files
 from verdict_contract.mockserver.model.scenario import parse_scenario
 from verdict_contract.mockserver.model.tenants import load_tenants, parse_tenants
 from verdict_contract.mockserver.server.serve import BackgroundServer
@@ -308,3 +310,37 @@ def test_a_scenario_reload_keeps_whose_each_key_is(tenants_file: Path) -> None:
     assert not state.any_key(OPERATOR_KEY)
     assert state.tenant_of(f"Bearer {key('pay')}").tenant_name == "pay"  # its own keys kept
     assert state.tenants["pay"].key_bytes == (key("pay").encode(),)
+
+
+def test_the_tenants_file_is_reloaded_when_it_changes(tenants_file: Path) -> None:
+    settings = Settings(api_keys=(OPERATOR_KEY,), control_token=Secret(OPERATOR_TOKEN))
+    app = create_app(replace(settings, tenants=tenants_file))
+    state = state_of(app)
+    with running(app) as server:
+        teams = Teams(server.base_url)
+        watchers = watch_files(state)
+        try:
+            teams.explain("pay", "demo-refused")
+            grown = json.loads(json.dumps(TENANTS))
+            grown["tenants"]["ops"] = {"control_token": "ops-token-0123456789ab", "api_keys": ["o"]}
+            grown["tenants"]["pay"]["rate_limit"] = "1/60"
+            tenants_file.write_text(json.dumps(grown))
+            assert wait_until(lambda: "ops" in state.tenants)
+            ops = {"X-Mock-Token": "ops-token-0123456789ab"}
+            assert httpx.get(f"{server.base_url}/_mock/requests", headers=ops).json() == []
+            assert [e["n"] for e in teams.journal("pay")] == ["demo-refused"]  # pay's kept
+            assert teams.explain("pay", "demo-refused").status_code == 429  # its new 1/60
+            tenants_file.write_text('{"tenants": {"Bad Name": {}}}')  # refused: the last stays
+            health = teams.control("operator", "GET", "health")
+            assert wait_until(
+                lambda: teams.control("operator", "GET", "health").json()["tenants_problem"]
+            )
+            problem = teams.control("operator", "GET", "health").json()["tenants_problem"]
+            assert "tenant name 'Bad Name'" in problem
+            assert "tenants_problem" not in teams.control("pay", "GET", "health").json()
+            assert "ops" in state.tenants
+            assert health.status_code == 200
+        finally:
+            for watcher in watchers:
+                watcher.stop()
+            teams.close()

@@ -17,13 +17,13 @@ import pytest
 from tests.helpers import KEY, bearer, running, wait_until
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.cli import watch_scenario
+from verdict_contract.mockserver.cli import watch_files
 from verdict_contract.mockserver.model import scenariofile
 from verdict_contract.mockserver.model.scenario import (
     DEMO_SESSIONS,
+    FileWatcher,
     Scenario,
     ScenarioError,
-    ScenarioWatcher,
     demo_sessions,
     load_scenario,
     parse_scenario,
@@ -225,7 +225,7 @@ def test_app_serves_scenario_sessions_keys_and_limit(tmp_path: Path) -> None:
     assert client.get("/e?n=demo-refused", headers=bearer(KEY)).status_code == 200
 
 
-# --- ScenarioWatcher --------------------------------------------------------------------------
+# --- FileWatcher --------------------------------------------------------------------------
 
 BASE_NS = 1_700_000_000 * 10**9
 
@@ -241,7 +241,7 @@ def scenario_file(tmp_path: Path) -> Path:
 
 def test_reload_applies_a_valid_file(scenario_file: Path) -> None:
     applied: list[Scenario] = []
-    watcher = ScenarioWatcher(scenario_file, applied.append)
+    watcher = FileWatcher(scenario_file, load_scenario, applied.append)
     assert watcher.reload() is True
     assert list(applied[0].sessions) == ["alpha"]
 
@@ -250,7 +250,7 @@ def test_reload_keeps_the_old_scenario_on_an_invalid_file(
     scenario_file: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     applied: list[Scenario] = []
-    watcher = ScenarioWatcher(scenario_file, applied.append)
+    watcher = FileWatcher(scenario_file, load_scenario, applied.append)
     _write(scenario_file, "sessions:\n  alpha: {verdict: nope}\n", stamp=BASE_NS + 10**9)
     with caplog.at_level(logging.ERROR, logger="mockserver.scenario"):
         assert watcher.reload() is False
@@ -260,9 +260,9 @@ def test_reload_keeps_the_old_scenario_on_an_invalid_file(
 
 
 @pytest.fixture
-def watched(scenario_file: Path) -> Iterator[tuple[ScenarioWatcher, list[Scenario]]]:
+def watched(scenario_file: Path) -> Iterator[tuple[FileWatcher[Scenario], list[Scenario]]]:
     applied: list[Scenario] = []
-    watcher = ScenarioWatcher(scenario_file, applied.append, interval=0.02)
+    watcher = FileWatcher(scenario_file, load_scenario, applied.append, interval=0.02)
     watcher.start()
     try:
         yield watcher, applied
@@ -272,7 +272,7 @@ def watched(scenario_file: Path) -> Iterator[tuple[ScenarioWatcher, list[Scenari
 
 def test_watcher_applies_a_valid_edit_and_keeps_the_old_on_an_invalid_one(
     scenario_file: Path,
-    watched: tuple[ScenarioWatcher, list[Scenario]],
+    watched: tuple[FileWatcher[Scenario], list[Scenario]],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     _, applied = watched
@@ -295,7 +295,7 @@ def test_watcher_applies_a_valid_edit_and_keeps_the_old_on_an_invalid_one(
 
 
 def test_watcher_ignores_an_untouched_file(
-    scenario_file: Path, watched: tuple[ScenarioWatcher, list[Scenario]]
+    scenario_file: Path, watched: tuple[FileWatcher[Scenario], list[Scenario]]
 ) -> None:
     watcher, applied = watched
     assert not wait_until(lambda: len(applied) > 0, timeout=0.2)
@@ -311,7 +311,7 @@ def test_watched_app_serves_the_edit_and_survives_a_bad_one(
     state = state_of(app)
     headers = bearer("verdict-mock-local-key")
     assert client.get("/e?n=alpha", headers=headers).status_code == 200
-    watcher = ScenarioWatcher(scenario_file, state.apply, interval=0.02)
+    watcher = FileWatcher(scenario_file, load_scenario, state.apply, interval=0.02)
     watcher.start()
     try:
         _write(scenario_file, "sessions:\n  beta: {verdict: refused}\n", stamp=BASE_NS + 10**9)
@@ -483,7 +483,7 @@ def test_e_answers_over_http_while_a_reload_is_parsed(
     started.clear()
     threads.clear()
     state = state_of(app)
-    watcher = ScenarioWatcher(scenario_file, state.apply, interval=0.02)
+    watcher = FileWatcher(scenario_file, load_scenario, state.apply, interval=0.02)
     headers = bearer("verdict-mock-local-key")
     with running(app, server="async") as server:
         watcher.start()
@@ -521,7 +521,7 @@ def test_sighup_asks_the_watcher_and_never_parses_on_the_signalled_thread(
     threads.clear()
     headers = bearer("verdict-mock-local-key")
     with running(app, server="async") as server:
-        watcher = watch_scenario(scenario_file, state_of(app))
+        (watcher,) = watch_files(state_of(app))
         try:
             _write(scenario_file, "sessions:\n  beta: {verdict: refused}\n")
             os.kill(os.getpid(), signal.SIGHUP)  # its handler runs on this, the main, thread
@@ -544,7 +544,7 @@ def test_a_sighup_while_the_mock_starts_is_kept_for_the_watcher(scenario_file: P
         assert early.seen
         app = create_app(Settings(scenario=scenario_file))  # the "long" first load
         _write(scenario_file, "sessions:\n  beta: {verdict: refused}\n")
-        watcher = watch_scenario(scenario_file, state_of(app), early)
+        (watcher,) = watch_files(state_of(app), early)
         try:
             assert wait_until(lambda: "beta" in state_of(app).named)
         finally:

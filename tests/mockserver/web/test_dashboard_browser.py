@@ -408,14 +408,16 @@ def test_curl_lines_print_the_public_key_or_say_where_the_variable_comes_from(
 
 
 def test_a_rejected_scenario_edit_shows_on_the_dashboard(browser: Any, tmp_path: Any) -> None:
-    from verdict_contract.mockserver.model.scenario import ScenarioWatcher
+    from verdict_contract.mockserver.model.scenario import FileWatcher, load_scenario
     from verdict_contract.mockserver.web.answers import state_of
 
     path = tmp_path / "team.yaml"
     path.write_text("sessions:\n  alpha: {verdict: refused}\n", encoding="utf-8")
     app = create_app(Settings(scenario=path))
     state = state_of(app)
-    watcher = ScenarioWatcher(path, state.apply, interval=0.02, report=state.report_scenario)
+    watcher = FileWatcher(
+        path, load_scenario, state.apply, interval=0.02, report=state.report_scenario
+    )
     with running(app) as server:
         watcher.start()
         try:
