@@ -23,6 +23,7 @@ from verdict_contract.core.suggest import SuggestingParser
 
 from .model.scenario import DEMO_SESSIONS, FileWatcher, ScenarioError, load_scenario
 from .model.tenants import load_tenants
+from .server.logs import announce
 from .server.logs import configure as configure_logging
 from .server.serve import make_server, serve_forever
 from .server.workers import is_worker, run_workers
@@ -340,7 +341,10 @@ def _main(argv: Sequence[str] | None) -> int:
     except MissingExtraError as exc:  # --server waitress without the [server] extra
         parser.error(str(exc))
     try:
-        print(banner_at(server.effective_port), flush=True)
+        if is_worker():  # to its group's parent, who announces the group
+            print(banner_at(server.effective_port), flush=True)
+        else:
+            announce(banner_at(server.effective_port), settings.log_format)
     except KeyboardInterrupt:  # before serving: the listener is released here
         server.close()
         raise

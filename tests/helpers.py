@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 from flask import Flask
@@ -128,6 +129,27 @@ def read_line(proc: subprocess.Popen[str], timeout: float = READY_DEADLINE) -> s
     if not ready:
         return None
     return proc.stdout.readline()
+
+
+def announced(
+    proc: subprocess.Popen[str], err: Path, json_logs: bool, timeout: float = READY_DEADLINE
+) -> dict[str, Any] | None:
+    """What a started ``verdict-mock`` announced once it listens: its banner's ``url`` and
+    ``banner`` lines, read from its stdout, or, under ``--log-format json``, from the banner's
+    log record on its stderr (written to ``err``); None if none comes in ``timeout`` seconds."""
+    if not json_logs:
+        first = read_line(proc, timeout) or ""
+        return {"url": first.strip().rpartition(" ")[2], "banner": []} if first else None
+
+    def record() -> dict[str, Any] | None:
+        for line in err.read_text().splitlines():
+            if line.startswith("{") and '"url"' in line:
+                found: dict[str, Any] = json.loads(line)
+                return found
+        return None
+
+    wait_until(lambda: record() is not None or proc.poll() is not None, timeout)
+    return record()
 
 
 def stop_process(proc: subprocess.Popen[str]) -> None:

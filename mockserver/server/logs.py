@@ -40,3 +40,15 @@ def configure(level: str, form: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JSONFormatter() if form == "json" else logging.Formatter(TEXT_FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler])
+
+
+def announce(banner: str, form: str) -> None:
+    """Say the banner where the operator reads: as text on stdout, or under ``--log-format
+    json`` as one record of the ``mockserver`` logger, on the logs' stream (its first line the
+    message; its URL as ``url``, every other line in ``banner``)."""
+    if form != "json":
+        print(banner, flush=True)
+        return
+    first, *rest = banner.splitlines()
+    fields = {"url": first.rpartition(" ")[2], "banner": [line.strip() for line in rest]}
+    logging.getLogger("mockserver").info("%s", first, extra={"fields": fields})

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from ..settings import Settings
+from .logs import announce
 from .wire import bound_socket
 
 WORKER_MARK: Final = "_VERDICT_MOCK_WORKER_OF"
@@ -143,10 +144,9 @@ def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int],
                 print(f"verdict-mock: worker {process.pid} did not start", file=sys.stderr)
                 return 1
         reserved.close()
-        print(banner(port), flush=True)
         pids = ", ".join(str(p.pid) for p in processes)
-        print(f"  workers:  {settings.workers} processes ({pids}), state {settings.state.label}")
-        sys.stdout.flush()
+        workers = f"  workers:  {settings.workers} processes ({pids}), state {settings.state.label}"
+        announce(f"{banner(port)}\n{workers}", settings.log_format)
         while all(process.poll() is None for process in processes):  # until one stops
             with contextlib.suppress(subprocess.TimeoutExpired):
                 processes[0].wait(timeout=1)

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import clean_environ, read_line, stop_process
+from tests.helpers import announced, clean_environ, stop_process
 from tests.redisserver import redis_server
 from verdict_contract.core.errors import SettingsError
 from verdict_contract.mockserver.cli import build_parser, settings_from
@@ -234,10 +234,11 @@ def _as_deployed(state: str, tmp_path: Path) -> Iterator[str]:
     with (tmp_path / "mock.err").open("w") as err:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
     try:
-        first = read_line(process) or ""
-        match = re.search(r"(http://127\.0\.0\.1:\d+)$", first.strip())
-        assert match, (tmp_path / "mock.err").read_text()
-        yield match.group(1)
+        json_logs = "--log-format=json" in container(docs)["args"]
+        said = announced(process, tmp_path / "mock.err", json_logs)
+        assert said is not None, (tmp_path / "mock.err").read_text()
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+", said["url"]), said
+        yield said["url"]
     finally:
         stop_process(process)
 

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import clean_environ, read_line, stop_process, wait_until
+from tests.helpers import announced, clean_environ, stop_process, wait_until
 from tests.redisserver import redis_server
 
 KEY = "ops-logs-key-000001"
@@ -37,10 +37,10 @@ def verdict_mock(*flags: str, err: Path) -> Iterator[tuple[subprocess.Popen[str]
             [*argv, *flags], stdout=subprocess.PIPE, stderr=stderr, text=True, env=clean_environ()
         )
     try:
-        first = read_line(process) or ""
-        match = re.search(r"(http://127\.0\.0\.1:\d+)$", first.strip())
-        assert match, err.read_text()
-        yield process, match.group(1)
+        said = announced(process, err, json_logs="json" in flags)
+        assert said is not None, err.read_text()
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+", said["url"]), said
+        yield process, said["url"]
     finally:
         stop_process(process)
 
@@ -59,6 +59,11 @@ def test_json_log_lines_are_objects_with_the_named_fields(tmp_path: Path) -> Non
         assert wait_until(lambda: bool(_json_lines(err, "mockserver.access")), DEADLINE)
     (line,) = _json_lines(err, "mockserver.access")
     assert set(line) == {"time", "level", "logger", "message"}
+    (banner,) = _json_lines(err, "mockserver")  # the banner: on the logs' stream, as one
+    assert banner["message"] == f"verdict-mock serving the Explain API on {base}"
+    assert banner["url"] == base
+    assert any(line.startswith("API key:") for line in banner["banner"]), banner
+    assert KEY not in json.dumps(banner)  # masked there too
     assert line["level"] == "info"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", line["time"])
     assert '"GET /e?n=demo-contradicted' in line["message"]
@@ -142,6 +147,9 @@ def test_a_dead_worker_is_named_with_its_cause(
     ):
         assert group.stdout is not None
         line = ""
+        if form == "json":  # the banner is a log record: its lines in "banner"
+            (banner,) = [r for r in _json_lines(err, "mockserver") if "url" in r]
+            line = next(line for line in banner["banner"] if line.startswith("workers:"))
         while "workers:" not in line:  # the banner's lines: printed at once, after the URL
             line = group.stdout.readline()
             assert line, err.read_text()
