@@ -211,8 +211,12 @@ class MockState:
                     state.tenant = tenant
                     state.apply(state.scenario)
                 states[name] = state
+            gone = [state for name, state in self.tenants.items() if name not in states]
             self.tenants = states
             self._index_keys()
+        for state in gone:  # no longer served: its connections to Redis go
+            if state.shared is not None:
+                state.shared.close()
 
     def _index_keys(self) -> None:
         """Note whose each key is, for :meth:`tenant_of` (the operator's keys may change with

@@ -129,8 +129,10 @@ class AsyncServer:
             if self._proxy is not None:  # calls upstream end now, not at their timeout
                 self._proxy.stop()
             await asyncio.sleep(0)  # let the aborted transports close
-            if self.state is not None and self.state.shared is not None:
-                await self.state.shared.close_async()  # its connections belong to this loop
+            if self.state is not None:  # their connections belong to this loop
+                for state in list(self.state.tenants.values()) or [self.state]:
+                    if state.shared is not None:
+                        await state.shared.close_async()
 
     def stop(self) -> None:
         """Stop serving (from any thread): the listener and every connection close."""
