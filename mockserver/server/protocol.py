@@ -42,7 +42,7 @@ from ..model.answer import (
 from ..state import MockState
 from ..store.backend import StateUnavailable
 from ..store.primitives import Reply as StoreReply
-from ..web.accesslog import log_request, tenant_label
+from ..web.accesslog import Served, log_request
 from ..web.limits import MAX_HEADER_BYTES
 from .flow import ENDING, LINGERING, OPEN, FlowControl
 from .wire import CONTINUE, Heads, peer_closed
@@ -632,30 +632,20 @@ class HttpConnection(asyncio.Protocol):
         self.advance()
 
     def _log(self, cycle: RequestCycle, status: str, size: int, took: float | None = None) -> None:
-        request = cycle.request
-        if not self.server.access_log or request is None:
+        request, state = cycle.request, self.server.state
+        if not self.server.access_log or request is None or state is None:
             return
         peer = self.flow.transport.get_extra_info("peername")
-        state = self.server.state
-        is_key = state.any_key if state is not None else (lambda _: False)
-        user = "-" if state is None else tenant_label(state, cycle.authorization, None)
-        trusted = () if state is None else state.settings.forwarded_allow_ips
-        forwarded = None
-        if trusted:  # every X-Forwarded-For, joined as a WSGI environ holds them
-            sent = [v for k, v in request.headers if k.lower() == b"x-forwarded-for"]
-            forwarded = b",".join(sent).decode("latin-1") if sent else None
+        served = Served(status, size, seconds=took)
         log_request(
+            state,
             request.method,
             request.url,
             request.version,
             peer,
-            status,
-            size,
-            is_key,
-            user,
-            took,
-            trusted,
-            forwarded,
+            request.headers,
+            cycle.authorization,
+            served,
         )
 
     # -- the connection ---------------------------------------------------------------------

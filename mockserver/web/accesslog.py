@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from urllib.parse import parse_qsl
 
 from ..model.answer import NO_STATUS
 from ..state import MockState, authorized
-from ..store.journal import shown_param, shown_path
+from ..store.journal import RawHeaders, as_text, shown_param, shown_path
 from .guard import TOKEN_PARAM, holder_of, holders
 
 if TYPE_CHECKING:
@@ -56,45 +56,43 @@ def _shown(name: str, value: str, is_key: Callable[[str], bool]) -> tuple[str, s
     return shown_param(name, value, is_key)
 
 
-def log_line(
-    environ: WSGIEnvironment,
-    status: str,
-    size: int,
-    is_key: Callable[[str], bool],
-    user: str = "-",
-    seconds: float | None = None,
-    trusted: tuple[str, ...] = (),
-) -> str:
+class Served(NamedTuple):
+    """What a line says of an answer: its status line, its bytes, whose request it was (the
+    tenant, ``-`` for none) and the seconds it took (None: no answer was sent)."""
+
+    status: str
+    size: int
+    user: str = "-"
+    seconds: float | None = None
+
+
+def log_line(environ: WSGIEnvironment, served: Served, state: MockState) -> str:
     """The common log format and the seconds the answer took, as nginx's ``$request_time``:
-    ``client - user [time] "request" status bytes seconds``, the user the request's tenant
-    (``--tenants``), ``-`` for seconds of a request that got no answer; the client as
-    :func:`client_of` finds it behind the ``trusted`` proxies."""
+    ``client - user [time] "request" status bytes seconds``; every key of ``state`` masked, the
+    client as :func:`client_of` finds it behind the proxies it trusts."""
     stamp = time.strftime("%d/%b/%Y:%H:%M:%S %z")
     request = (
-        f"{environ.get('REQUEST_METHOD', '-')} {request_target(environ, is_key)} "
+        f"{environ.get('REQUEST_METHOD', '-')} {request_target(environ, state.any_key)} "
         f"{environ.get('SERVER_PROTOCOL', '-')}"
     ).replace('"', "%22")
-    remote = client_of(environ, trusted)
-    took = "-" if seconds is None else f"{seconds:.6f}"
-    line = f'{remote} - {user} [{stamp}] "{request}" {status.split(" ")[0]} {size or "-"} {took}'
+    remote = client_of(environ, state.settings.forwarded_allow_ips)
+    took = "-" if served.seconds is None else f"{served.seconds:.6f}"
+    status = served.status.split(" ")[0]
+    line = f'{remote} - {served.user} [{stamp}] "{request}" {status} {served.size or "-"} {took}'
     return printable(line)
 
 
 def log_request(
+    state: MockState,
     method: str,
     url: bytes,
     version: str,
     peer: tuple[str, int] | None,
-    status: str,
-    size: int,
-    is_key: Callable[[str], bool],
-    user: str = "-",
-    seconds: float | None = None,
-    trusted: tuple[str, ...] = (),
-    forwarded: str | None = None,
+    headers: RawHeaders,
+    authorization: str | None,
+    served: Served,
 ) -> None:
-    """Log a request the server parsed itself (no WSGI environ was built for it); ``forwarded``:
-    its X-Forwarded-For header, read when a proxy is ``trusted``."""
+    """Log a request to ``/e`` the server parsed itself (no WSGI environ was built for it)."""
     path, _, query = url.partition(b"?")
     environ = {
         "REQUEST_METHOD": method,
@@ -103,9 +101,12 @@ def log_request(
         "SERVER_PROTOCOL": f"HTTP/{version}",
         "REMOTE_ADDR": peer[0] if peer else "-",
     }
-    if forwarded is not None:
-        environ["HTTP_X_FORWARDED_FOR"] = forwarded
-    log.info("%s", log_line(environ, status, size, is_key, user, seconds, trusted))
+    if state.settings.forwarded_allow_ips:  # every X-Forwarded-For, joined as WSGI's environ
+        sent = [as_text(v) for k, v in headers if as_text(k).lower() == "x-forwarded-for"]
+        if sent:
+            environ["HTTP_X_FORWARDED_FOR"] = ",".join(sent)
+    user = tenant_label(state, authorization, None)
+    log.info("%s", log_line(environ, served._replace(user=user), state))
 
 
 MAX_HOP_CHARS: Final = 64
@@ -180,8 +181,6 @@ class AccessLog:
     def __init__(self, app: WSGIApplication, state: MockState) -> None:
         self.app = app
         self.state = state
-        self.is_key = state.any_key
-        self.trusted = state.settings.forwarded_allow_ips
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         status, started = ["-"], time.perf_counter()
@@ -196,15 +195,11 @@ class AccessLog:
         try:
             body = self.app(environ, start)
         except BaseException:  # e.g. a scripted reset: the client got no answer
-            log.info("%s", log_line(environ, NO_STATUS, 0, self.is_key, user, None, self.trusted))
+            log.info("%s", log_line(environ, Served(NO_STATUS, 0, user), self.state))
             raise
 
         def done(size: int) -> None:
-            took = time.perf_counter() - started
-            line = log_line(environ, status[0], size, self.is_key, user, took, self.trusted)
-            log.info("%s", line)
+            served = Served(status[0], size, user, time.perf_counter() - started)
+            log.info("%s", log_line(environ, served, self.state))
 
-        return _Counted(
-            body,
-            done,
-        )
+        return _Counted(body, done)
