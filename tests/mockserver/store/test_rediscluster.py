@@ -43,6 +43,16 @@ def settings(url: str, secret: str, **extra: object) -> Settings:
     return Settings(**{"api_keys": (KEY,), **given, **extra})  # type: ignore[arg-type]
 
 
+def nodes_holding(cluster: RedisClusterNodes, pattern: str) -> set[int]:
+    """The nodes (by index) that hold a key matching ``pattern``."""
+    holders = set()
+    for index, client in enumerate(cluster.clients()):
+        if any(client.scan_iter(match=pattern, count=1000)):
+            holders.add(index)
+        client.close()
+    return holders
+
+
 def test_mocks_with_six_secrets_all_start_and_answer(cluster: RedisClusterNodes) -> None:
     for secret in SECRETS:
         with live_mock(settings(cluster.url, secret, state_name="six")) as mock:
@@ -52,12 +62,9 @@ def test_mocks_with_six_secrets_all_start_and_answer(cluster: RedisClusterNodes)
             assert httpx.get(mock.url(n), headers=mock.headers).status_code == 503
             assert httpx.get(mock.url(n), headers=mock.headers).status_code == 200
             assert [entry.status for entry in mock.journal] == [503, 200]
-    holders = set()
-    for index, client in enumerate(cluster.clients()):
-        if any(client.scan_iter(match="verdict-mock:{six.*", count=1000)):
-            holders.add(index)
-        client.close()
-    assert len(holders) > 1, "every secret landed on one node: no MOVED was met"
+    assert len(nodes_holding(cluster, "verdict-mock:{six.*")) > 1, (
+        "every secret landed on one node: no MOVED was met"
+    )
 
 
 def test_every_key_has_a_ttl_on_the_cluster(cluster: RedisClusterNodes) -> None:
@@ -129,12 +136,9 @@ def test_tenants_hold_across_processes_on_a_cluster(
         assert mocks.get(1, "/_mock/readyz").status_code == 200
     finally:
         mocks.close()
-    holders = set()
-    for index, client in enumerate(cluster.clients()):
-        if any(client.scan_iter(match="verdict-mock:{team*", count=1000)):
-            holders.add(index)
-        client.close()
-    assert len(holders) > 1, "every tenant landed on one node: no MOVED was met"
+    assert len(nodes_holding(cluster, "verdict-mock:{team*")) > 1, (
+        "every tenant landed on one node: no MOVED was met"
+    )
 
 
 class TestRedisClusterStore(StoreContract):
