@@ -66,8 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
             action = "store_false" if default else "store_true"
             parser.add_argument(flag, dest=name, action=action, default=None, help=text)
         else:
+            plural = f"--{name.replace('_', '-')}"  # also as uvicorn spells its list flags
             parser.add_argument(
-                flag,
+                *(flag, plural) if option.repeatable and plural != flag else (flag,),
                 dest=name,
                 type=_flag_type(option.parse),
                 action="append" if option.repeatable else "store",

@@ -114,7 +114,7 @@ MAX_HOP_CHARS: Final = 64
 
 def client_of(environ: Mapping[str, Any], trusted: tuple[str, ...]) -> str:
     """The client's address: the peer's, or, when the peer is a ``trusted`` proxy
-    (``--forwarded-allow-ip``), the right-most address of X-Forwarded-For that is not a
+    (``--forwarded-allow-ips``), the right-most address of X-Forwarded-For that is not a
     trusted proxy's (all of them trusted: the left-most), as uvicorn reads it."""
     remote: str = environ.get("REMOTE_ADDR") or "-"
     forwarded = environ.get("HTTP_X_FORWARDED_FOR")

@@ -11,6 +11,7 @@ import pytest
 from tests.helpers import KEY, bearer, raw_request, running, wait_until
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
+from verdict_contract.mockserver.cli import build_parser, settings_from
 
 TOKEN = "control-token-0123456789abcdef"
 CLF = re.compile(r'^(\S+) - - \[[^\]]+\] "([^"]*)" (\d{3}) (\d+|-) (\d+\.\d{6})$')
@@ -90,6 +91,17 @@ def test_the_client_comes_from_x_forwarded_for_of_trusted_proxies_only(
 def test_a_proxy_setting_that_is_no_address_is_refused() -> None:
     with pytest.raises(ValueError, match=r"'proxy\.example' is not an IP address"):
         Settings.parse(forwarded_allow_ips=["proxy.example"])
+
+
+def test_the_trusted_proxies_flag_takes_uvicorns_spelling_too() -> None:
+    argv = ["--forwarded-allow-ips", "10.0.0.1", "--forwarded-allow-ip", "192.0.2.0/24"]
+    settings = settings_from(build_parser().parse_args(argv), {})
+    assert settings.forwarded_allow_ips == ("10.0.0.1", "192.0.2.0/24")
+    variable = {"VERDICT_MOCK_FORWARDED_ALLOW_IPS": "10.0.0.1,*"}
+    assert settings_from(build_parser().parse_args([]), variable).forwarded_allow_ips == (
+        "10.0.0.1",
+        "*",
+    )
 
 
 def test_no_access_log_by_default(caplog: pytest.LogCaptureFixture) -> None:
