@@ -164,7 +164,11 @@ def _served_lines(
 
 
 def banner(
-    settings: Settings, base_url: str, api_keys: Sequence[str], session_ids: Sequence[str] = ()
+    settings: Settings,
+    base_url: str,
+    api_keys: Sequence[str],
+    session_ids: Sequence[str] = (),
+    tenants: Sequence[str] = (),
 ) -> str:
     """What ``verdict-mock`` prints on start: where, which key, and lines to paste.
     ``session_ids``: the named sessions served (none is with ``--proxy-to``: /e goes upstream).
@@ -174,6 +178,11 @@ def banner(
         lines += _proxy_lines(settings, base_url, api_keys)
     else:
         lines += _served_lines(settings, base_url, api_keys, session_ids)
+    if tenants:  # the operator's own first: the others by name
+        lines.append(
+            f"  tenants:  {', '.join(tenants[1:])}, each with its own keys and control token "
+            f"(--tenants {settings.tenants}); the key and token above are the operator's"
+        )
     if settings.control:
         if settings.proxy_to is not None:  # minted sessions would not be served either
             lines.append(
@@ -330,7 +339,8 @@ def _main(argv: Sequence[str] | None) -> int:
     host = settings.host if ":" not in settings.host else f"[{settings.host}]"
 
     def banner_at(port: int) -> str:
-        return banner(settings, f"http://{host}:{port}", state.api_keys, tuple(state.named))
+        base = f"http://{host}:{port}"
+        return banner(settings, base, state.api_keys, tuple(state.named), tuple(state.tenants))
 
     if settings.workers > 1 and not is_worker():  # this process only starts and watches them
         return run_workers(list(sys.argv[1:] if argv is None else argv), settings, banner_at)

@@ -23,7 +23,7 @@ from tests.helpers import running, wait_until
 from verdict_contract.core.errors import ScenarioError, SettingsError
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.cli import watch_files
+from verdict_contract.mockserver.cli import banner, watch_files
 from verdict_contract.mockserver.model.scenario import parse_scenario
 from verdict_contract.mockserver.model.tenants import load_tenants, parse_tenants
 from verdict_contract.mockserver.server.serve import BackgroundServer
@@ -344,3 +344,13 @@ def test_the_tenants_file_is_reloaded_when_it_changes(tenants_file: Path) -> Non
             for watcher in watchers:
                 watcher.stop()
             teams.close()
+
+
+def test_the_banner_names_the_tenants(tenants_file: Path) -> None:
+    settings = Settings(control_token=Secret(OPERATOR_TOKEN), tenants=tenants_file)
+    state = state_of(create_app(settings))
+    text = banner(settings, "http://127.0.0.1:8080", state.api_keys, (), tuple(state.tenants))
+    assert "  tenants:  pay, risk, each with its own keys and control token" in text
+    assert token("pay") not in text
+    assert key("pay") not in text
+    assert "tenants:" not in banner(Settings(), "http://127.0.0.1:8080", state.api_keys)
