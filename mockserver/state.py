@@ -91,6 +91,8 @@ class MockState:
     settings: Settings
     tenant: Tenant | None = None
     """The team this state is of (``--tenants``); None: the operator's, the mock's own."""
+    connections: RedisStore | None = field(default=None, repr=False)
+    """A tenant's: the operator's store, whose connections to Redis its own store uses."""
     codec: SessionCodec = field(init=False)
     generator: VerdictGenerator = field(init=False)
     limit: RateLimit = field(init=False)
@@ -163,6 +165,7 @@ class MockState:
                 self.settings.journal_size,
                 ttl=self.settings.state_ttl,
                 name=name,
+                connections=self.connections,
             )
         if self.settings.scenario is not None:
             self.scenario = load_scenario(self.settings.scenario)
@@ -206,7 +209,7 @@ class MockState:
             for name, tenant in tenants.items():
                 state = self.tenants.get(name)
                 if state is None:
-                    state = MockState(self.settings, tenant)
+                    state = MockState(self.settings, tenant, self.shared)
                 else:
                     state.tenant = tenant
                     state.apply(state.scenario)

@@ -205,7 +205,10 @@ class RedisStore:
         journal_size: int,
         ttl: float = DEFAULT_STATE_TTL,
         name: str | None = None,
+        connections: RedisStore | None = None,
     ) -> None:
+        """``connections``: a store whose connections this one uses (a tenant's, the operator's:
+        one set of connections per process, however many tenants)."""
         self.label = url.label
         self._url = str(url)
         self.prefix = key_prefix(secret, name)
@@ -217,15 +220,21 @@ class RedisStore:
         self.ttl_ms = max(1, math.ceil(ttl * 1000))
         self._journal_size = journal_size
         self.capacity = script_store.MAX_SCRIPT_BYTES  # read when made, as ScriptBook's
-        self._calls = Calls(self.label)  # counted; its going down and back logged
         # the biggest reply read: the journal and the ring whole (past it: a 503, never the mock)
         self.reply_bytes = (journal_size + UNTRUSTED_KEPT) * ENTRY_BYTES + REPLY_SLACK
-        with self._guard():  # a cluster is found from the server: it must answer now
-            self._clients = Clients(url, self.reply_bytes)
+        self._owner = connections
+        self._calls: Calls
+        self._clients: Clients
+        if connections is not None:
+            self._calls, self._clients = connections._calls, connections._clients
+        else:
+            self._calls = Calls(self.label)  # counted; its going down and back logged
+            with self._guard():  # a cluster is found from the server: it must answer now
+                self._clients = Clients(url, self.reply_bytes)
+            with self._guard():
+                for script in _SHA:
+                    self._clients.sync.script_load(script)
         self.sync = self._clients.sync
-        with self._guard():
-            for script in _SHA:
-                self.sync.script_load(script)
         self._async: AsyncClient | None = None
         self._line: Line | None = None  # the loop's own connection (not on a cluster)
         self._async_loop: asyncio.AbstractEventLoop | None = None
@@ -368,6 +377,10 @@ class RedisStore:
 
     def _line_of(self, loop: asyncio.AbstractEventLoop) -> Line | None:
         """The running loop's line (None: redis-py's pipeline), made on its first round trip."""
+        if self._owner is not None:  # the owner's connections
+            line = self._owner._line_of(loop)
+            self._async = self._owner._async
+            return line
         if self._async_loop is not loop:
             self._async = self._clients.make_async()
             if self._line is not None:  # the previous loop's connection: closed, not left open
@@ -390,6 +403,8 @@ class RedisStore:
 
     async def close_async(self) -> None:
         """Close the running loop's connections (before the loop closes)."""
+        if self._owner is not None:
+            return  # its connections are the owner's, closed with it
         with contextlib.suppress(StateUnavailable), self._guard():  # another process reports
             self.sync.eval(RELEASE, 1, self._reporter, self._me)
         client, self._async, self._async_loop = self._async, None, None
@@ -553,7 +568,8 @@ class RedisStore:
             return sum(int(length) for length in lengths)
 
     def close(self) -> None:
-        self._clients.close()
+        if self._owner is None:  # else the owner's, closed with it
+            self._clients.close()
 
 
 REPORTER_LEASE_MS: Final = 60_000

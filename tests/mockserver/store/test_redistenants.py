@@ -96,3 +96,16 @@ def test_each_tenants_keys_are_under_a_hash_tag_of_its_own(fresh: Mocks, redis_u
     client.close()
     assert len(tags) == 3, tags  # three tenants, three slots on a cluster
     assert any(".pay." in tag or tag.startswith("verdict-mock:{pay.") for tag in tags), tags
+
+
+def test_the_tenants_of_a_process_share_its_connections(fresh: Mocks, redis_url: str) -> None:
+    """Tenants are many; a process opens what one mock opens, not a set of connections each."""
+    for index in range(4):
+        for tenant in ("pay", "risk"):
+            fresh.explain(index, "demo-refused", key=key(tenant))
+            assert fresh.get(index, "/_mock/requests", headers=_as(tenant)).status_code == 200
+        fresh.explain(index, "demo-refused", key="redis-test-key-0001")  # the operator's
+    client = redis.Redis.from_url(redis_url)
+    opened = len(client.client_list()) - 1  # this client's own
+    client.close()
+    assert opened <= 2 * 3, opened  # per process: its loop's line and the control API's
