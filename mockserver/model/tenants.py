@@ -25,7 +25,7 @@ import yaml
 
 from verdict_contract.core.errors import ScenarioError
 from verdict_contract.core.rates import RateLimit
-from verdict_contract.core.redact import Secret
+from verdict_contract.core.redact import Secret, mask
 
 from . import scenariofile
 
@@ -101,7 +101,7 @@ def parse_tenants(raw: object, taken_keys: tuple[str, ...] = ()) -> dict[str, Te
             other = owners.setdefault(key, tenant.name)
             if other != tenant.name:
                 raise ScenarioError(
-                    f"tenants.{tenant.name}.api_keys: a key (…{key[-4:]}) is {other}'s too; "
+                    f"tenants.{tenant.name}.api_keys: a key ({mask(key)}) is {other}'s too; "
                     "a key belongs to one tenant"
                 )
         other = tokens.setdefault(tenant.control_token.reveal(), tenant.name)

@@ -10,6 +10,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
+from verdict_contract.core.redact import mask
 from verdict_contract.core.resources import bundled_openapi
 from verdict_contract.core.spec import SCHEMA_VERSION
 
@@ -218,7 +219,7 @@ def tenants() -> Response:
         [
             {
                 "name": tenant.tenant_name,
-                "api_keys": [f"…{key[-4:]}" for key in tenant.api_keys],
+                "api_keys": [mask(key) for key in tenant.api_keys],
                 "rate_limit": str(tenant.limit),
                 "journal_entries": tenant.store.journal_length(),
             }

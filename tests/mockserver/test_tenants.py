@@ -249,8 +249,11 @@ def test_the_tenants_file_is_checked_line_by_line(tmp_path: Path) -> None:
     for said, raw in refusals.items():
         with pytest.raises(ScenarioError, match=said):
             parse_tenants(raw)
-    with pytest.raises(ScenarioError, match=r"…ey-1\) is default's"):
+    with pytest.raises(ScenarioError, match=r"a key \(…\) is default's") as shared:
         parse_tenants({"tenants": {"a": {**good, "api_keys": ["key-1"]}}}, ("key-1",))
+    assert "ey-1" not in str(shared.value)  # a short key: not one character of it
+    with pytest.raises(ScenarioError, match=r"a key \(…0001\) is default's"):
+        parse_tenants({"tenants": {"a": {**good, "api_keys": [OPERATOR_KEY]}}}, (OPERATOR_KEY,))
     path = tmp_path / "t.yaml"
     path.write_text("tenants:\n  a: {control_token: x\n")
     with pytest.raises(ScenarioError, match=rf"^{path}:2:"):
