@@ -47,6 +47,10 @@ class Tenant(NamedTuple):
     rate_limit: RateLimit | None
     """None: the mock's own (its scenario's, else ``--rate-limit``)."""
 
+    def __repr__(self) -> str:  # pytest -l and tracebacks print it: keys masked, as the token
+        keys = ", ".join(mask(key) for key in self.api_keys)
+        return f"Tenant({self.name!r}, keys [{keys}], rate_limit {self.rate_limit})"
+
 
 def _tenant(name: object, raw: object) -> Tenant:
     if not isinstance(name, str) or not NAME.fullmatch(name) or name == OPERATOR:

@@ -66,7 +66,8 @@ def test_a_tenants_reset_and_clock_leave_the_others_alone(fresh: Mocks) -> None:
     fresh.explain(0, "demo-refused", key=key("pay"))
     fresh.explain(1, "demo-disputed", key=key("risk"))
     ours = fresh.post(0, "/_mock/sessions", headers=_as("risk"), json={}).json()["n"]
-    assert fresh.post(1, "/_mock/clock", headers=_as("pay"), json={"advance": 901}).status_code
+    moved = fresh.post(1, "/_mock/clock", headers=_as("pay"), json={"advance": 901})
+    assert moved.json() == {"skew": 901.0}
     assert fresh.post(1, "/_mock/reset", headers=_as("pay")).status_code == 204
     assert fresh.get(0, "/_mock/requests", headers=_as("pay")).json() == []
     risk = fresh.get(0, "/_mock/requests", headers=_as("risk")).json()
