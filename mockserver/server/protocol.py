@@ -116,6 +116,7 @@ class RequestCycle:
     keep_alive: bool = True
     request: Request | None = None
     decision: Decision | None = None  # while DELAYED: journaled however it ends
+    state: MockState | None = None  # its tenant's state, found once (HttpConnection._state)
 
     def __post_init__(self) -> None:
         if self.refusal is not None:
@@ -198,7 +199,6 @@ class HttpConnection(asyncio.Protocol):
         self.pipeline: deque[RequestCycle] = deque()  # read whole; the first is being answered
         self.counted = False  # holds one of the server's --max-connections
         self.last_active = server.loop.time()
-        self.traffic = server.state.traffic if server.state is not None else None
         self.timer: asyncio.TimerHandle | None = None  # the scripted delay waited out
         self.starting = False  # within _start: an answer given now is not waited on
 
@@ -519,9 +519,11 @@ class HttpConnection(asyncio.Protocol):
 
     def _state(self, cycle: RequestCycle) -> MockState:
         """The state of the request's tenant (its key's; the mock's own without ``--tenants``)."""
-        state = self.server.state
-        assert state is not None
-        return state.tenant_of(cycle.authorization)
+        if cycle.state is None:
+            state = self.server.state
+            assert state is not None
+            cycle.state = state.tenant_of(cycle.authorization)
+        return cycle.state
 
     def _hold(self, cycle: RequestCycle, decision: Decision) -> None:
         """Wait out the answer's scripted delay on the loop (sent by ``_delayed``)."""
@@ -571,7 +573,7 @@ class HttpConnection(asyncio.Protocol):
         request = cycle.request
         assert request is not None
         cycle.to(DONE)  # answered: its bytes go to the transport in this step
-        if self.traffic is not None:
+        if self.server.state is not None:
             self._state(cycle).traffic.count(answer.reading, latency)
         if answer.fault == "reset":
             self._log(cycle, NO_STATUS, 0)
@@ -580,7 +582,8 @@ class HttpConnection(asyncio.Protocol):
         close = not cycle.keep_alive or answer.fault == "truncated"
         data, sent = self.server.heads.answer(answer, request.method == "HEAD", close, vary)
         self.flow.transport.write(data)
-        self._log(cycle, status_line(answer.status), sent, latency)
+        if self.server.access_log:
+            self._log(cycle, status_line(answer.status), sent, latency)
         if close:
             self.close()
 

@@ -157,9 +157,17 @@ class MemoryStore:
         self._lock = threading.Lock()
 
     def run(self, ask: Ask) -> Reply:
-        started, hits = (0.0, 0) if ask.key is None else self._count(ask)
+        started, hits, key = 0.0, 0, ask.key
+        if key is not None:
+            with self._lock:
+                if ask.offset == self.skew:  # else the clock moved: nothing counted
+                    window = self._windows.get(key)
+                    if window is None or ask.now - window.start >= ask.window:
+                        window = self._windows[key] = _Window(ask.now)
+                    window.hits += 1
+                    started, hits = window.start, window.hits
         return Reply(
-            self._clock() if ask.clock else None,
+            Clock(self.skew, self.journal.generation) if ask.clock else None,
             started,
             hits,
             ask.marked is not None and ask.marked in self._expired,
@@ -171,19 +179,6 @@ class MemoryStore:
 
     def submit(self, trip: Trip, done: Callable[[Reply | bool | Exception], None]) -> None:
         done(self.run(trip) if type(trip) is Ask else self.append(trip))  # type: ignore[arg-type]
-
-    def _clock(self) -> Clock:
-        return Clock(self.skew, self.journal.generation)
-
-    def _count(self, ask: Ask) -> tuple[float, int]:
-        with self._lock:
-            if ask.offset != self.skew or ask.key is None:
-                return 0.0, 0
-            window = self._windows.get(ask.key)
-            if window is None or ask.now - window.start >= ask.window:
-                window = self._windows[ask.key] = _Window(ask.now)
-            window.hits += 1
-            return window.start, window.hits
 
     def offset(self) -> float:
         return self.skew
