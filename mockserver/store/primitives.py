@@ -20,7 +20,7 @@ import heapq
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from verdict_contract.core.errors import StateUnavailable
 
@@ -30,7 +30,8 @@ from .backend import MEMORY
 from .journal import Journal, JournalEntry
 
 
-class Clock(NamedTuple):
+@dataclass(slots=True)
+class Clock:
     """The mock's clock as a store keeps it: seconds ahead of the real one (``advance``), and
     the journal's generation (each clear moves it: an entry of an earlier one is not kept)."""
 
@@ -38,7 +39,8 @@ class Clock(NamedTuple):
     generation: int
 
 
-class Append(NamedTuple):
+@dataclass(slots=True)
+class Append:
     """Journal an entry, unless the journal was cleared since ``generation`` (None: kept in the
     journal of now, for a request answered at once): to the journal, or to the ring of what any
     web page can send (``entry.untrusted``); each keeps its newest entries, the oldest go."""
@@ -47,7 +49,8 @@ class Append(NamedTuple):
     generation: int | None
 
 
-class Ask(NamedTuple):
+@dataclass(slots=True)
+class Ask:
     """One round trip's primitives; what is None is not asked. Each is atomic on its own."""
 
     clock: bool = False
@@ -66,7 +69,8 @@ class Ask(NamedTuple):
     """Take this session's next scripted step, if any is left (its bytes freed)."""
 
 
-class Reply(NamedTuple):
+@dataclass(slots=True)
+class Reply:
     """What an :class:`Ask` was answered, field for field."""
 
     clock: Clock | None
