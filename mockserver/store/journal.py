@@ -485,7 +485,11 @@ def encode_entry(entry: JournalEntry) -> str:
         entry.elapsed_ms,
         entry.violations,
     ]
-    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODE(fields)
+
+
+# One encoder: json.dumps with options builds a JSONEncoder per call (a fifth of encode_entry)
+_ENCODE: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def decode_entry(kept: str, untrusted: bool = False) -> JournalEntry:
