@@ -153,9 +153,8 @@ def _body_answer(status: int, body: bytes, outcome: str) -> Answer:
     return Answer(status, body, [("Cache-Control", cache)], outcome)
 
 
-# One answer object per body: the server finds an answer's heads by its identity (wire.Heads),
-# so a session's answer is framed once, not per request (bench_connection.py: 12 µs a
-# request with it, 15-17 µs without).
+# One answer object per body: its headers and journal reading are built once a session, not
+# once a request (bench_instructions: 115k instructions a GET /e with it, 194k without).
 _kept_body_answer = lru_cache(maxsize=2048)(_body_answer)
 
 
