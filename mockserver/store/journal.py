@@ -48,7 +48,7 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + CUT
 
 
-@lru_cache(maxsize=64)  # a load test sends one header again and again
+@lru_cache(maxsize=64)  # a load test sends one header again and again (6%: bench_instructions)
 def mask_authorization(header: str | None) -> str | None:
     """Keep the scheme of an Authorization header and mask its credentials."""
     if header is None:
@@ -105,7 +105,7 @@ def as_text(value: str | bytes) -> str:
     return value if isinstance(value, str) else value.decode("latin-1")
 
 
-@lru_cache(maxsize=64)  # a load test sends the same headers again and again
+@lru_cache(maxsize=64)  # a load test sends the same headers again and again (26%)
 def header_prints(
     headers: tuple[tuple[str, str] | tuple[bytes, bytes], ...], authorization: str | None
 ) -> frozenset[bytes]:
