@@ -6,6 +6,7 @@ They are registered only in runs that collect the suite (:mod:`.requested`), by
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import signal
@@ -13,6 +14,8 @@ import threading
 from collections.abc import Callable, Generator
 from dataclasses import replace
 from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -32,7 +35,7 @@ from .report import (
     ReportPaths,
     SuiteReport,
 )
-from .requested import collects_suite
+from .requested import PACKAGE, collects_suite, package_dir
 
 REDACTOR = pytest.StashKey[Redactor]()
 REPORT = pytest.StashKey[SuiteReport]()
@@ -86,6 +89,34 @@ def reject_typos(parser: pytest.Parser, args: list[str]) -> None:
     hint = did_you_mean(unknown_options([str(a) for a in unknown], actions))
     if hint is not None:
         raise pytest.UsageError(hint)
+
+
+class SuiteModule(pytest.Module):
+    """One of the suite's test modules, imported by its name in the package
+    (``verdict_contract.contract_tests.test_auth``) wherever pytest found its file.
+
+    pytest names a test module after the folders above its file: in a checkout the folder is
+    ``contract_tests/``, not the package, and the module's relative imports would load a second
+    copy of each module it names (``contract_tests.client`` beside
+    ``verdict_contract.contract_tests.client``), with state of its own (the clock, the stash
+    keys). Imported by its name, a test module meets the one copy, as from an install.
+    ``_getobj`` is where pytest's Module imports its file; no public hook names the module
+    (``tests/test_canaries.py`` keeps it in sight).
+    """
+
+    def _getobj(self) -> ModuleType:
+        module = importlib.import_module(f"{PACKAGE}.{self.path.stem}")
+        self.config.pluginmanager.consider_module(module)  # as pytest does for a test module
+        return module
+
+
+def pytest_pycollect_makemodule(
+    module_path: Path, parent: pytest.Collector
+) -> pytest.Module | None:
+    """The suite's own test modules are :class:`SuiteModule`; any other is pytest's business."""
+    if module_path.resolve().parent != package_dir():
+        return None
+    return SuiteModule.from_parent(parent, path=module_path)
 
 
 def _suite_requested(config: pytest.Config) -> bool:

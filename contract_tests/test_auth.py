@@ -16,12 +16,13 @@ import hmac
 
 import pytest
 
-from verdict_contract.contract_tests.body import Answer
-from verdict_contract.contract_tests.client import KEY, Derived
-from verdict_contract.contract_tests.config import flag
-from verdict_contract.contract_tests.leaks import reflection
-from verdict_contract.contract_tests.target import Target
 from verdict_contract.core.validator import check_refusal
+
+from .body import Answer
+from .client import KEY, Derived
+from .config import flag
+from .leaks import reflection
+from .target import Target
 
 WRONG_KEY = "verdict-contract-not-a-key-0000"
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from verdict_contract.contract_tests.config import flag
-from verdict_contract.contract_tests.target import Target
+from .config import flag
+from .target import Target
 
 
 def _rejected(status: int) -> str:

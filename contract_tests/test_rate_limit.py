@@ -6,12 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from verdict_contract.contract_tests import clock
-from verdict_contract.contract_tests.client import ExplainClient
-from verdict_contract.contract_tests.config import flag
-from verdict_contract.contract_tests.retry import retry_after_seconds, unreadable_retry_after
-from verdict_contract.contract_tests.target import MockProvider, Target
 from verdict_contract.core.redact import Secret
+
+from . import clock
+from .client import ExplainClient
+from .config import flag
+from .retry import retry_after_seconds, unreadable_retry_after
+from .target import MockProvider, Target
 
 MAX_WAIT = 30.0
 """Longest announced wait the check sits through; longer ones skip the recovery half."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from verdict_contract.contract_tests.target import Target
+from .target import Target
 
 CASES: dict[str, list[tuple[str, str]]] = {
     "missing n": [],

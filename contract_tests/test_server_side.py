@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from verdict_contract.contract_tests.target import Target
+from .target import Target
 
 ORIGIN = "https://shop.example"
 

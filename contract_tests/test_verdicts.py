@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
-from verdict_contract.contract_tests.body import Answer, is_json, media_type
-from verdict_contract.contract_tests.config import ENV, flag
-from verdict_contract.contract_tests.diff import documented_diff
-from verdict_contract.contract_tests.report import BUILD, SCHEMA, UNDOCUMENTED, VERIFIED
-from verdict_contract.contract_tests.target import Target
 from verdict_contract.core.spec import SCHEMA_VERSION
 from verdict_contract.core.validator import check_repeat, unknown_properties, validate_verdict
 from verdict_contract.core.violations import format_violations
+
+from .body import Answer, is_json, media_type
+from .config import ENV, flag
+from .diff import documented_diff
+from .report import BUILD, SCHEMA, UNDOCUMENTED, VERIFIED
+from .target import Target
 
 pytestmark = pytest.mark.checks_verdicts  # every check here reads verdict bodies
 

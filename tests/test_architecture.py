@@ -77,19 +77,27 @@ def _mapped_root(package: str) -> str:
     return mapped
 
 
-def _import_problems(path: Path) -> list[str]:
-    """What in one file's imports a reader of the checkout could not follow by path."""
+def _import_problems(path: Path, source: str | None = None) -> list[str]:
+    """What in one file's imports (or ``source``, as if it were that file's) a reader of the
+    checkout could not follow by path."""
     module = _module_name(path)
     package = module if path.stem == "__init__" else module.rpartition(".")[0]
     own_root = _mapped_root(package)
-    # pytest may import its entry files under a name of its own (rootdir-based): they import the
-    # package by name, so that they and the suite share one copy of every module.
-    entry_file = path.name.startswith("test_") or path.name == "conftest.py"
+    # pytest imports a conftest.py by its path, under a name of its own (rootdir-based, and no
+    # hook names it otherwise): it imports the package by name, so that it meets the one copy of
+    # every module (a relative import would load a second). The suite's test modules are imported
+    # by their name in the package (contract_tests/hooks.py), and import relatively as the rest.
+    conftest = path.name == "conftest.py"
     problems = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    if source is None:
+        source = path.read_text(encoding="utf-8")
+    for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.Import | ast.ImportFrom):
             continue
         targets: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.level and conftest:
+            problems.append(f"line {node.lineno}: a conftest.py imports the package by name")
+            continue
         if isinstance(node, ast.ImportFrom) and node.level:
             base = package.split(".")[: len(package.split(".")) - node.level + 1]
             stem = ".".join(base + ([node.module] if node.module else []))
@@ -107,7 +115,7 @@ def _import_problems(path: Path) -> list[str]:
             if not _resolves(target):
                 problems.append(f"line {node.lineno}: {target} is no file of the checkout")
             elif (
-                not entry_file
+                not conftest
                 and not (isinstance(node, ast.ImportFrom) and node.level)
                 and _mapped_root(target if target in PACKAGES else target.rpartition(".")[0])
                 == own_root
@@ -143,6 +151,28 @@ def test_the_import_check_can_fail(tmp_path: Path) -> None:
     assert "import it relatively" in found[0]
     assert "leaves its folder" in found[1]
     assert "no file of the checkout" in found[2]
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "expected"),
+    [
+        (
+            "test_auth.py",
+            "from verdict_contract.contract_tests.client import KEY\nfrom .nothing_here import x\n",
+            ["import it relatively", "no file of the checkout"],
+        ),
+        ("conftest.py", "from .client import KEY\n", ["imports the package by name"]),
+    ],
+)
+def test_the_import_check_covers_the_suites_test_modules_and_its_conftest(
+    name: str, source: str, expected: list[str]
+) -> None:
+    """The suite's test modules import the rest of their folder relatively; its conftest.py, the
+    one file pytest imports by its path, names the package."""
+    found = _import_problems(PACKAGES["verdict_contract.contract_tests"] / name, source)
+    assert len(found) == len(expected), found
+    for problem, words in zip(found, expected, strict=True):
+        assert words in problem
 
 
 MAX_TOP_MODULES = 14

@@ -40,6 +40,13 @@ def test_pytest_keeps_the_junit_writer_in_its_stash() -> None:
     assert hasattr(junitxml.LogXML, "add_global_property")
 
 
+def test_pytest_modules_get_their_object_from_getobj() -> None:
+    """contract_tests/hooks.py imports the suite's test modules by name in ``_getobj``, where
+    pytest's Module imports by path (no public hook names the module pytest imports)."""
+    assert "importtestmodule" in inspect.getsource(pytest.Module._getobj)
+    assert "_getobj" in inspect.getsource(pytest.Module.obj.fget)  # type: ignore[attr-defined]
+
+
 def test_redis_keeps_its_hiredis_parser_names() -> None:
     """mockserver/store/redisclients.py bounds each reply in redis-py's hiredis parsers, and
     store/redisline.py reads replies as they do (the same sentinel, the same error mapping)."""
