@@ -1,12 +1,9 @@
 """``/_mock/metrics``: the mock's counters in Prometheus' text format, from any Host, read-only.
 
-Like the probes (:mod:`.probes`), it stands outside the control API and its guard (a scraper
-sends the pod's IP as ``Host``), with ``--no-control`` too, and takes ``GET``/``HEAD`` only.
-prometheus-client writes the format; its metric objects are not used on the hot path: a
-collector reads the plain counters of :class:`.traffic.Traffic` and the store's when scraped.
-No key, session id or journal entry is shown: counts by status and outcome only. Beside them,
-what an operator expects of any Python service: prometheus-client's process and platform
-collectors, a build-info series, and the control API's calls counted by route and status.
+Like the probes (:mod:`.probes`), outside the control API and its guard, ``--no-control`` too.
+A collector reads the plain counters of :class:`.traffic.Traffic` and the store's when scraped
+(no metric object on the hot path); no key, session id or journal entry is shown. Beside them,
+the process and platform collectors, a build-info series, and the control API's calls.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from itertools import accumulate
 from typing import Final
 
-from flask import Blueprint, Flask, Response, current_app, request
+from flask import Flask, Response, request
 from prometheus_client import PLATFORM_COLLECTOR, PROCESS_COLLECTOR, Counter
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -34,16 +31,11 @@ from ..model.traffic import LATENCY_BOUNDS
 from ..state import MockState
 from ..store.backend import StateUnavailable
 
-METRICS_EXTENSION: Final = "verdict_mock_metrics"
-"""Where a mock app keeps its metrics registry (``app.extensions``)."""
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 """The text format every Prometheus reads (the names here need none of 1.0.0's escaping)."""
 
 _METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-"""Methods counted by name; any other is ``other`` (a client sends what it likes: the labels
-stay bounded)."""
-
-metrics = Blueprint("metrics", __name__, url_prefix="/_mock")
+"""Methods counted by name; any other is ``other``: the labels stay bounded."""
 
 
 class MockCollector(Collector):
@@ -70,7 +62,10 @@ class MockCollector(Collector):
             named = [state.tenant_name] if by else []
             traffic = state.traffic
             answers, buckets = dict(traffic.answers), list(traffic.buckets)
-            labelled = {(_status(status), outcome): n for (status, outcome), n in answers.items()}
+            labelled = {
+                (NO_STATUS if status is None else str(status), outcome): n
+                for (status, outcome), n in answers.items()
+            }
             for labels, count in sorted(labelled.items()):
                 requests.add_metric([*named, *labels], count)
             cumulative = list(accumulate(buckets))
@@ -80,6 +75,7 @@ class MockCollector(Collector):
             )
         yield requests
         yield seconds
+        yield _build_info()
         if self.state.shared is not None:
             trips, errors = self.state.shared.calls()
             yield CounterMetricFamily(
@@ -136,16 +132,10 @@ def _build_info() -> Metric:
     return info
 
 
-class _BuildCollector(Collector):
-    def collect(self) -> Iterator[Metric]:
-        yield _build_info()
-
-
 def install_metrics(app: Flask, state: MockState) -> None:
     """Give the app ``/_mock/metrics`` and the registry it reads, and count its control calls."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(MockCollector(state))
-    registry.register(_BuildCollector())
     registry.register(PROCESS_COLLECTOR)  # process_cpu_seconds_total, resident memory, fds...
     registry.register(PLATFORM_COLLECTOR)  # python_info
     control_calls = Counter(
@@ -163,18 +153,9 @@ def install_metrics(app: Flask, state: MockState) -> None:
             control_calls.labels(route, method, str(response.status_code)).inc()
         return response
 
-    app.extensions[METRICS_EXTENSION] = registry
-    app.register_blueprint(metrics)
-
-
-@metrics.get("/metrics")
-def scrape() -> Response:
-    """The metrics as Prometheus reads them; nothing is changed by reading."""
-    registry: CollectorRegistry = current_app.extensions[METRICS_EXTENSION]
-    response = Response(generate_latest(registry), content_type=CONTENT_TYPE)
-    response.headers["Cache-Control"] = NO_STORE
-    return response
-
-
-def _status(status: int | None) -> str:
-    return NO_STATUS if status is None else str(status)
+    @app.get("/_mock/metrics", endpoint="metrics.scrape")
+    def scrape() -> Response:
+        """The metrics as Prometheus reads them; nothing is changed by reading."""
+        response = Response(generate_latest(registry), content_type=CONTENT_TYPE)
+        response.headers["Cache-Control"] = NO_STORE
+        return response
