@@ -30,12 +30,8 @@ control.add_url_rule("/", "dashboard", dashboard, methods=["GET"])
 
 def _to_dashboard() -> Response:
     """``/_mock`` without its slash: a JSON 308 to the dashboard, not werkzeug's HTML one."""
-    response = jsonify(
-        error={"code": "moved", "message": "the dashboard is at /_mock/ (with a slash)"}
-    )
-    response.status_code = 308
-    response.headers["Location"] = "/_mock/"
-    return response
+    message = "the dashboard is at /_mock/ (with a slash)"
+    return error_response(308, "moved", message, headers=[("Location", "/_mock/")])
 
 
 control.add_url_rule("", "to_dashboard", _to_dashboard, strict_slashes=False)
