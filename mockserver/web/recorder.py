@@ -15,7 +15,7 @@ from collections import deque
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import Any, BinaryIO, Final, NamedTuple
 
 import yaml
 
@@ -65,14 +65,18 @@ def check_record_path(path: Path) -> None:
         raise SettingsError(f"--record: cannot write in {folder}: {exc.strerror or exc}") from None
 
 
+def _write_synced(file: BinaryIO, data: bytes) -> None:
+    file.write(data)
+    file.flush()
+    os.fsync(file.fileno())
+
+
 def _replace_whole(path: Path, data: bytes) -> None:
     """Write ``data`` as ``path`` or leave the previous file: a synced temporary file renamed."""
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
+            _write_synced(file, data)
         os.chmod(temporary, path.stat().st_mode & 0o777 if path.exists() else 0o644)
         os.replace(temporary, path)
     except BaseException:
@@ -246,15 +250,11 @@ class Recorder:
         with open(self.path, "r+b") as file:
             try:
                 file.seek(at)
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
+                _write_synced(file, data)
             except OSError:
                 with suppress(OSError):  # truncating frees the space the tail needs
                     file.truncate(at)
                     file.seek(at)
-                    file.write(tail)
-                    file.flush()
-                    os.fsync(file.fileno())
+                    _write_synced(file, tail)
                 raise
         self._size = at + len(data)
