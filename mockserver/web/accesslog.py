@@ -39,15 +39,10 @@ def request_target(environ: WSGIEnvironment, is_key: Callable[[str], bool]) -> s
     query: str = environ.get("QUERY_STRING", "")
     if query:
         pairs = parse_qsl(query[: MAX_TARGET_CHARS * 4], keep_blank_values=True)
-        shown = "&".join(f"{k}={v}" for k, v in (_shown(k, v, is_key) for k, v in pairs))
-        path = f"{path}?{shown}"
+        # the control token (the dashboard's link): not one character of it
+        shown = ((k, "…") if k == TOKEN_PARAM else shown_param(k, v, is_key) for k, v in pairs)
+        path = f"{path}?{'&'.join(f'{k}={v}' for k, v in shown)}"
     return path if len(path) <= MAX_TARGET_CHARS else path[:MAX_TARGET_CHARS] + CUT
-
-
-def _shown(name: str, value: str, is_key: Callable[[str], bool]) -> tuple[str, str]:
-    if name == TOKEN_PARAM:  # the control token (the dashboard's link): not one character of it
-        return name, "…"
-    return shown_param(name, value, is_key)
 
 
 class Served(NamedTuple):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import NamedTuple
 
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from verdict_contract.core.spec import ENDPOINT_PATH
+from verdict_contract.core.suggest import closest
 
 from ..explain import journal_elsewhere
 from ..model.answer import Answer, error_answer, failure_answer, not_allowed, status_line
@@ -80,8 +80,8 @@ def _not_found(path: str) -> str:
         for rule, methods in sorted(routes.items())
     )
     asked = path[len(_CONTROL_PREFIX) + 1 :].strip("/")[:100].lower()
-    close = difflib.get_close_matches(asked, list(names), n=1) if asked else []
-    hint = f"did you mean {names[close[0]]}? " if close else ""
+    close = closest(asked, names) if asked else None
+    hint = f"did you mean {names[close]}? " if close else ""
     return f"no such control endpoint; {hint}the control API is: {listed}"
 
 

@@ -72,7 +72,7 @@ def token_page(wrong: bool = False) -> Response:
     (``wrong``) that the ``?token=`` given is not the mock's."""
     name = "token-wrong.html" if wrong else "token-needed.html"
     text = (_static() / name).read_text(encoding="utf-8")
-    page = Response(text, content_type="text/html; charset=utf-8")
+    page = Response(text, 401, content_type="text/html; charset=utf-8")
     return _secured(page, "default-src 'none'; base-uri 'none'; form-action 'none'")
 
 

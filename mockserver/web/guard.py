@@ -115,22 +115,18 @@ def _token_refused(wrong_query: bool = False) -> Response:
     """401: for a browser the page that says how to open the dashboard, else the JSON error;
     ``wrong_query``: opened with a ``?token=`` that is not the mock's (never shown)."""
     if "text/html" in request.headers.get("Accept", ""):
-        response = token_page(wrong=wrong_query)
-        response.status_code = 401
-        return response
+        return token_page(wrong=wrong_query)
     if wrong_query:
-        return error_response(
-            401,
-            "control_token_required",
+        message = (
             f"the token in {DASHBOARD_PATH}?{TOKEN_PARAM}= is not this mock's control token; "
-            f"use the one it was started with (--control-token or {env_var('control_token')})",
+            f"use the one it was started with (--control-token or {env_var('control_token')})"
         )
-    return error_response(
-        401,
-        "control_token_required",
-        f"the control API needs the token set with --control-token, in the {TOKEN_HEADER} "
-        f"header (a browser: open {DASHBOARD_PATH}?token=<token> once)",
-    )
+    else:
+        message = (
+            f"the control API needs the token set with --control-token, in the {TOKEN_HEADER} "
+            f"header (a browser: open {DASHBOARD_PATH}?token=<token> once)"
+        )
+    return error_response(401, "control_token_required", message)
 
 
 def _check_token(state: MockState) -> Response | None:
