@@ -152,8 +152,9 @@ class _Counted:
 
     def close(self) -> None:
         try:
-            if hasattr(self.body, "close"):
-                self.body.close()
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
         finally:
             self.done(self.size)
 

@@ -20,8 +20,7 @@ from .control import control
 from .fastpath import ExplainMiddleware
 from .faults import FaultMiddleware
 from .limits import RequestLimits
-from .metrics import install_metrics
-from .probes import probes
+from .metrics import install_metrics, probes
 from .proxy import PROXY_EXTENSION, ValidatingProxy
 
 _NOT_FOUND = f"no such endpoint; the API is GET {ENDPOINT_PATH}?n=<session id>"
@@ -131,8 +130,8 @@ def create_app(settings: Settings | None = None, state: MockState | None = None)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected_error)
     app.after_request(_standard_reason)
-    app.register_blueprint(probes)  # any Host, --no-control too: read-only (probes.py)
-    install_metrics(app, state)  # the same: /_mock/metrics (metrics.py)
+    app.register_blueprint(probes)  # any Host, --no-control too: read-only (metrics.py)
+    install_metrics(app, state)  # the same: /_mock/metrics
     if settings.control:
         app.register_blueprint(control)
     explain: ExplainMiddleware | ValidatingProxy = ExplainMiddleware(app.wsgi_app, state)

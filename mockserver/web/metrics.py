@@ -1,20 +1,24 @@
-"""``/_mock/metrics``: the mock's counters in Prometheus' text format, from any Host, read-only.
+"""The routes for machines: the probes ``/_mock/livez`` and ``/_mock/readyz``, and
+``/_mock/metrics`` in Prometheus' text format.
 
-Like the probes (:mod:`.probes`), outside the control API and its guard, ``--no-control`` too.
-A collector reads the plain counters of :class:`.traffic.Traffic` and the store's when scraped
-(no metric object on the hot path); no key, session id or journal entry is shown. Beside them,
-the process and platform collectors, a build-info series, and the control API's calls.
+A probe or a scraper sends the pod's IP as its ``Host``, which the control API's guard refuses,
+and a mock may run with ``--no-control``: so these stand outside the control blueprint and its
+guard, with ``--no-control`` too. They change nothing and show no key, session id or journal
+entry. The metrics' collector reads the plain counters of :class:`.traffic.Traffic` and the
+store's when scraped (no metric object on the hot path); beside them, the process and platform
+collectors, a build-info series, and the control API's calls.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 from itertools import accumulate
 from typing import Final
 
-from flask import Flask, Response, request
+from flask import Blueprint, Flask, Response, jsonify, request
 from prometheus_client import PLATFORM_COLLECTOR, PROCESS_COLLECTOR, Counter
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -30,12 +34,38 @@ from ..model.scripts import MAX_SCRIPT_BYTES
 from ..model.traffic import LATENCY_BOUNDS
 from ..state import MockState
 from ..store.backend import StateUnavailable
+from .answers import state_of
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 """The text format every Prometheus reads (the names here need none of 1.0.0's escaping)."""
 
 _METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 """Methods counted by name; any other is ``other``: the labels stay bounded."""
+
+probes = Blueprint("probes", __name__, url_prefix="/_mock")
+
+
+@probes.after_request
+def _unstored(response: Response) -> Response:
+    response.headers["Cache-Control"] = NO_STORE
+    return response
+
+
+@probes.get("/livez")
+def livez() -> Response:
+    """Alive: this process answers (its pid tells the processes of ``--workers`` apart)."""
+    return jsonify(status="ok", pid=os.getpid())
+
+
+@probes.get("/readyz")
+def readyz() -> Response | tuple[Response, int]:
+    """Ready while the state store can be written (asked without writing to it)."""
+    state = state_of()
+    problem = state.writable()
+    if problem is None:
+        return jsonify(status="ready", state=state.store.label)
+    error = {"code": problem.code, "message": str(problem)}
+    return jsonify(status="not_ready", state=state.store.label, error=error), 503
 
 
 class MockCollector(Collector):
