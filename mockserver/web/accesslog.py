@@ -1,11 +1,5 @@
-"""The optional access log: one line per request in the common log format, keys masked.
-
-``--access-log`` turns it on; lines go to the ``mockserver.access`` logger at INFO. The query
-shows ``n`` and plain parameter names; every other value (an API key) and every name that
-might be a key is masked, the control token's ``?token=`` wholly, and the line is cut at
-:data:`MAX_TARGET_CHARS`. Every control character a client sent (C0, DEL, C1; decoded from
-``%1b`` or not) is written escaped, as ``\\x1b``: a log read in a terminal cannot be made to
-retitle or clear it. :func:`printable` does the same for any other line quoting a request.
+"""The optional access log (``--access-log``): one common-log-format line per request, keys
+masked, control characters escaped (docs/mock.md tells the line).
 """
 
 from __future__ import annotations
@@ -45,20 +39,14 @@ def request_target(environ: WSGIEnvironment, is_key: Callable[[str], bool]) -> s
     query: str = environ.get("QUERY_STRING", "")
     if query:
         pairs = parse_qsl(query[: MAX_TARGET_CHARS * 4], keep_blank_values=True)
-        shown = "&".join(f"{k}={v}" for k, v in (_shown(k, v, is_key) for k, v in pairs))
-        path = f"{path}?{shown}"
+        # the control token (the dashboard's link): not one character of it
+        shown = ((k, "…") if k == TOKEN_PARAM else shown_param(k, v, is_key) for k, v in pairs)
+        path = f"{path}?{'&'.join(f'{k}={v}' for k, v in shown)}"
     return path if len(path) <= MAX_TARGET_CHARS else path[:MAX_TARGET_CHARS] + CUT
 
 
-def _shown(name: str, value: str, is_key: Callable[[str], bool]) -> tuple[str, str]:
-    if name == TOKEN_PARAM:  # the control token (the dashboard's link): not one character of it
-        return name, "…"
-    return shown_param(name, value, is_key)
-
-
 class Served(NamedTuple):
-    """What a line says of an answer: its status line, its bytes, whose request it was (the
-    tenant, ``-`` for none) and the seconds it took (None: no answer was sent)."""
+    """What a line says of an answer: ``seconds`` None when none was sent, ``user`` a tenant."""
 
     status: str
     size: int
@@ -67,9 +55,7 @@ class Served(NamedTuple):
 
 
 def log_line(environ: WSGIEnvironment, served: Served, state: MockState) -> str:
-    """The common log format and the seconds the answer took, as nginx's ``$request_time``:
-    ``client - user [time] "request" status bytes seconds``; every key of ``state`` masked, the
-    client as :func:`client_of` finds it behind the proxies it trusts."""
+    """``client - user [time] "request" status bytes seconds``, every key of ``state`` masked."""
     stamp = time.strftime("%d/%b/%Y:%H:%M:%S %z")
     request = (
         f"{environ.get('REQUEST_METHOD', '-')} {request_target(environ, state.any_key)} "
@@ -113,9 +99,8 @@ MAX_HOP_CHARS: Final = 64
 
 
 def client_of(environ: Mapping[str, Any], trusted: tuple[str, ...]) -> str:
-    """The client's address: the peer's, or, when the peer is a ``trusted`` proxy
-    (``--forwarded-allow-ips``), the right-most address of X-Forwarded-For that is not a
-    trusted proxy's (all of them trusted: the left-most), as uvicorn reads it."""
+    """The peer's address, or behind ``trusted`` proxies the right-most X-Forwarded-For address
+    that is not a trusted proxy's (all of them trusted: the left-most), as uvicorn reads it."""
     remote: str = environ.get("REMOTE_ADDR") or "-"
     forwarded = environ.get("HTTP_X_FORWARDED_FOR")
     if not trusted or forwarded is None or not _trusted(remote, trusted):
@@ -142,8 +127,7 @@ def _trusted(host: str, trusted: tuple[str, ...]) -> bool:
 def tenant_label(
     state: MockState, authorization: str | None, token: str | None, control: bool = False
 ) -> str:
-    """Whose request it is, for the log's user field: a ``control`` call's, the tenant of its
-    token; any other's, of its API key; ``-`` for neither, and without ``--tenants``."""
+    """The log's user field: the tenant of a ``control`` call's token, else of its API key."""
     if not state.tenants:
         return "-"
     if token is not None and control:

@@ -16,8 +16,8 @@ SCOPE = "verdict_tenant"
 
 
 def state_of(app: Flask | None = None) -> MockState:
-    """The state a mock app (by default the current one) owns; in a control call, the state of
-    its token's tenant (``--tenants``)."""
+    """The state a mock app (by default the current one) owns; in a control call, its token's
+    tenant's (``--tenants``)."""
     if app is None and (scoped := g.get(SCOPE)) is not None:
         return scoped  # type: ignore[no-any-return]
     state: MockState = (app or current_app).extensions[EXTENSION]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import NamedTuple
 
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from verdict_contract.core.spec import ENDPOINT_PATH
+from verdict_contract.core.suggest import closest
 
 from ..explain import journal_elsewhere
 from ..model.answer import Answer, error_answer, failure_answer, not_allowed, status_line
@@ -21,12 +20,8 @@ from .control import control
 from .fastpath import ExplainMiddleware
 from .faults import FaultMiddleware
 from .limits import RequestLimits
-from .metrics import install_metrics
-from .probes import probes
+from .metrics import install_metrics, probes
 from .proxy import PROXY_EXTENSION, ValidatingProxy
-
-if TYPE_CHECKING:
-    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 _NOT_FOUND = f"no such endpoint; the API is GET {ENDPOINT_PATH}?n=<session id>"
 _CONTROL_PREFIX = "/_mock"
@@ -64,9 +59,8 @@ def _root() -> str:
 
 
 def _not_found(path: str) -> str:
-    """What a 404 says: the API's one endpoint, or under ``/_mock`` the control API's own (read
-    from the app's routes), with the closest to a misspelt path by its name or its view's
-    (``/_mock/journal`` is the ``journal`` view's ``/_mock/requests``); at ``/``, the dashboard."""
+    """What a 404 says: the API's endpoint, or under ``/_mock`` the control API's routes and the
+    closest to a misspelt path by its name or its view's (``/_mock/journal``: ``/requests``)."""
     if path == "/":
         return _root()
     if path != _CONTROL_PREFIX and not path.startswith(_CONTROL_PREFIX + "/"):
@@ -85,8 +79,8 @@ def _not_found(path: str) -> str:
         for rule, methods in sorted(routes.items())
     )
     asked = path[len(_CONTROL_PREFIX) + 1 :].strip("/")[:100].lower()
-    close = difflib.get_close_matches(asked, list(names), n=1) if asked else []
-    hint = f"did you mean {names[close[0]]}? " if close else ""
+    close = closest(asked, names) if asked else None
+    hint = f"did you mean {names[close]}? " if close else ""
     return f"no such control endpoint; {hint}the control API is: {listed}"
 
 
@@ -110,29 +104,11 @@ def _answered_below() -> Response:
     raise AssertionError("GET /e reached Flask")
 
 
-def standard_status(status: str) -> str:
-    """A status with its standard phrase: werkzeug's ``"409 CONFLICT"`` as ``"409 Conflict"``.
-
-    The phrase is http.HTTPStatus's, as in every answer the mock frames itself (``/e``, limits,
-    the proxy); a status that does not start with a code is left as it is.
-    """
-    code = status[:3]
-    if not code.isdigit() or status[3:4] not in ("", " "):
-        return status
-    return status_line(int(code))
-
-
-class StandardReasons:
-    """Give every answer of the app the standard reason phrase, whichever server writes it."""
-
-    def __init__(self, app: WSGIApplication) -> None:
-        self.app = app
-
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            return start_response(standard_status(status), headers, exc_info)
-
-        return self.app(environ, start)
+def _standard_reason(response: Response) -> Response:
+    """werkzeug upper-cases reason phrases (``"409 CONFLICT"``): the standard one instead, as in
+    every answer the mock frames itself."""
+    response.status = status_line(response.status_code)
+    return response
 
 
 def create_app(settings: Settings | None = None, state: MockState | None = None) -> Flask:
@@ -153,8 +129,9 @@ def create_app(settings: Settings | None = None, state: MockState | None = None)
     )
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected_error)
-    app.register_blueprint(probes)  # any Host, --no-control too: read-only (probes.py)
-    install_metrics(app, state)  # the same: /_mock/metrics (metrics.py)
+    app.after_request(_standard_reason)
+    app.register_blueprint(probes)  # any Host, --no-control too: read-only (metrics.py)
+    install_metrics(app, state)  # the same: /_mock/metrics
     if settings.control:
         app.register_blueprint(control)
     explain: ExplainMiddleware | ValidatingProxy = ExplainMiddleware(app.wsgi_app, state)
@@ -164,8 +141,6 @@ def create_app(settings: Settings | None = None, state: MockState | None = None)
     app.wsgi_app = FaultMiddleware(explain)  # type: ignore[method-assign]
     # Limits hold whatever server serves the app; the access log sees every answer.
     app.wsgi_app = RequestLimits(app.wsgi_app, settings.max_body)  # type: ignore[method-assign]
-    # werkzeug upper-cases reason phrases ("404 NOT FOUND"): one spelling whoever answered.
-    app.wsgi_app = StandardReasons(app.wsgi_app)  # type: ignore[method-assign]
     if settings.access_log:
         app.wsgi_app = AccessLog(app.wsgi_app, state)  # type: ignore[method-assign]
     return app
@@ -179,11 +154,7 @@ class MockParts(NamedTuple):
 
 
 def parts_of(app: object) -> MockParts | None:
-    """The parts of a mock app built by :func:`create_app`; None for any other WSGI app.
-
-    The one reader of where the app keeps them (``app.extensions``), so the servers above need
-    not know Flask's attribute.
-    """
+    """The parts of a mock app built by :func:`create_app`; None for any other WSGI app."""
     if not isinstance(app, Flask) or EXTENSION not in app.extensions:
         return None
     return MockParts(app.extensions[EXTENSION], app.extensions.get(PROXY_EXTENSION))

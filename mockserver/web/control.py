@@ -19,7 +19,6 @@ from ..model.answer import NO_STORE
 from ..model.scripts import ScriptStoreFull
 from ..model.sessions import Session, SpecError, parse_spec
 from ..settings import DEFAULT_API_KEY
-from ..state import MockState
 from .answers import error_response, state_of
 from .dashboard import dashboard
 from .guard import guard_control
@@ -31,12 +30,8 @@ control.add_url_rule("/", "dashboard", dashboard, methods=["GET"])
 
 def _to_dashboard() -> Response:
     """``/_mock`` without its slash: a JSON 308 to the dashboard, not werkzeug's HTML one."""
-    response = jsonify(
-        error={"code": "moved", "message": "the dashboard is at /_mock/ (with a slash)"}
-    )
-    response.status_code = 308
-    response.headers["Location"] = "/_mock/"
-    return response
+    message = "the dashboard is at /_mock/ (with a slash)"
+    return error_response(308, "moved", message, headers=[("Location", "/_mock/")])
 
 
 control.add_url_rule("", "to_dashboard", _to_dashboard, strict_slashes=False)
@@ -169,44 +164,33 @@ def advance_clock() -> tuple[Response, int] | Response:
     return jsonify(skew=state.skew)
 
 
-def _proxy_health(proxy: ValidatingProxy) -> dict[str, object]:
-    """The proxy's counters, and why the recording on disk lacks sessions (if it is made)."""
-    shown = proxy.stats.to_json()
-    if proxy.recorder is not None:
-        shown["record_problem"] = proxy.recorder.problem
-    return shown
-
-
-def _tenancy(state: MockState, operator: MockState) -> dict[str, object]:
-    """With ``--tenants``: whose mock this is, and, to the operator only (it names tenants), why
-    the last edit of the tenants file was rejected."""
-    if not operator.tenants:
-        return {}
-    if state is not operator:
-        return {"tenant": state.tenant_name}
-    return {"tenant": state.tenant_name, "tenants_problem": operator.tenants_problem}
-
-
 @control.get("/health")
 def health() -> Response:
-    state = state_of()
-    proxy = current_app.extensions.get(PROXY_EXTENSION)
-    problem = state_of(current_app).writable()  # as readyz decides it: they never disagree
+    state, operator = state_of(), state_of(current_app)
+    problem = operator.writable()  # as readyz decides it: they never disagree
     if problem is not None:
         raise problem  # the 503 every call of the store gives then
-    return jsonify(
-        status="ok",
-        schema=SCHEMA_VERSION,
-        rate_limit=str(state.limit),
-        session_lifetime=state.settings.session_lifetime,
-        journal_entries=state.store.journal_length(),
-        script_bytes=state.store.script_bytes(),
-        default_key=DEFAULT_API_KEY if DEFAULT_API_KEY in state.api_keys else None,
-        scenario_problem=state.scenario_problem,
-        state=state.store.label,
-        **_tenancy(state, state_of(current_app)),
-        **({"proxy": _proxy_health(proxy)} if proxy is not None else {}),
-    )
+    shown: dict[str, object] = {
+        "status": "ok",
+        "schema": SCHEMA_VERSION,
+        "rate_limit": str(state.limit),
+        "session_lifetime": state.settings.session_lifetime,
+        "journal_entries": state.store.journal_length(),
+        "script_bytes": state.store.script_bytes(),
+        "default_key": DEFAULT_API_KEY if DEFAULT_API_KEY in state.api_keys else None,
+        "scenario_problem": state.scenario_problem,
+        "state": state.store.label,
+    }
+    if operator.tenants:  # why the tenants file was refused: to the operator only (it names them)
+        shown["tenant"] = state.tenant_name
+        if state is operator:
+            shown["tenants_problem"] = operator.tenants_problem
+    proxy: ValidatingProxy | None = current_app.extensions.get(PROXY_EXTENSION)
+    if proxy is not None:  # its counters, and why the recording on disk lacks sessions
+        shown["proxy"] = stats = proxy.stats.to_json()
+        if proxy.recorder is not None:
+            stats["record_problem"] = proxy.recorder.problem
+    return jsonify(shown)
 
 
 @control.get("/tenants")

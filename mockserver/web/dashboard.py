@@ -1,13 +1,9 @@
 """The dashboard at ``/_mock/``: one page, its script and style inline, allowed by their hashes.
 
-The page (``static/dashboard.*``, shipped as package data, no build step) reads the control API
-with same-origin ``fetch`` calls; when the mock has a control token, the browser's cookie set by
-the first visit with ``?token=`` goes with them (see guard.py). Its Content-Security-Policy
-allows exactly its own script and style, and connections to this origin only: nothing is
-fetched from elsewhere, and markup that slips into the data (a session id holding
-``<script>``) could not run even if it were parsed. A browser refused by the token check gets a
-page instead (``static/token-needed.html``, or ``static/token-wrong.html`` for a wrong
-``?token=``).
+The page (``static/dashboard.*``, no build step) reads the control API with same-origin
+``fetch`` calls. Its Content-Security-Policy allows exactly its own script and style and
+connections to this origin: markup that slips into the data (a session id holding
+``<script>``) could not run even if it were parsed.
 """
 
 from __future__ import annotations
@@ -72,14 +68,11 @@ def _secured(response: Response, policy: str) -> Response:
 
 
 def token_page(wrong: bool = False) -> Response:
-    """The 401 page a browser gets: how to open a token-protected dashboard (no script).
-
-    ``wrong``: the address carried a ``?token=`` that is not the mock's, so the page says so
-    (never what was given) rather than only that a token is needed.
-    """
+    """The 401 page a browser gets: how to open a token-protected dashboard (no script), or
+    (``wrong``) that the ``?token=`` given is not the mock's."""
     name = "token-wrong.html" if wrong else "token-needed.html"
     text = (_static() / name).read_text(encoding="utf-8")
-    page = Response(text, content_type="text/html; charset=utf-8")
+    page = Response(text, 401, content_type="text/html; charset=utf-8")
     return _secured(page, "default-src 'none'; base-uri 'none'; form-action 'none'")
 
 

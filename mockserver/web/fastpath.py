@@ -1,35 +1,23 @@
-"""The WSGI fast path: ``GET``/``HEAD /e`` answered straight from the environ.
+"""``GET``/``HEAD /e`` under WSGI, answered straight from the environ, below Flask.
 
 For the servers that call the app for every request (``--server waitress``, ``flask run``, any
-WSGI server), it skips Flask's request machinery on the hot path of load tests; every other
-request goes on to the Flask app. The default server answers ``/e`` itself (asyncserver.py).
+WSGI server); the default server answers ``/e`` itself (asyncserver.py). The proxy answers it the
+same way, from the upstream (:class:`.proxy.ValidatingProxy`).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from verdict_contract.core.spec import ENDPOINT_PATH, is_api_call
 
 from ..explain import handle
-from ..model.answer import explain_headers, failure_answer, status_line
+from ..model.answer import Answer, explain_headers, failure_answer, status_line
 from ..state import MockState
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
-
-log = logging.getLogger("mockserver")
-
-
-def _headers(environ: WSGIEnvironment) -> list[tuple[str, str]]:
-    """The request's headers from the environ (names as ``user-agent``), for the journal."""
-    return [
-        (name[5:].replace("_", "-").lower(), value)
-        for name, value in environ.items()
-        if name.startswith("HTTP_")
-    ]
 
 
 class ExplainMiddleware:
@@ -44,11 +32,21 @@ class ExplainMiddleware:
         if not is_api_call(method, environ.get("PATH_INFO", "")):
             return self.app(environ, start_response)
         # PEP 3333 hands the raw query over as latin-1 text; this restores its bytes.
-        query = environ.get("QUERY_STRING", "").encode("latin-1")
-        try:
-            authorization = environ.get("HTTP_AUTHORIZATION")
-            answer = handle(self.state, method, query, authorization, _headers(environ))
-        except Exception as exc:  # never a 5xx of the mock's own, however it fails
-            answer = failure_answer(exc, f"answering {method} {ENDPOINT_PATH}")
-        start_response(status_line(answer.status), explain_headers(answer))
+        answer = self.respond(method, environ.get("QUERY_STRING", "").encode("latin-1"), environ)
+        start_response(status_line(answer.status), self.headers(answer))
         return [b"" if method == "HEAD" else answer.body]
+
+    def respond(self, method: str, query: bytes, environ: WSGIEnvironment) -> Answer:
+        """The answer to one call (journaled): never a 5xx of the mock's own."""
+        headers = [  # for the journal, named as sent: ``user-agent``
+            (name[5:].replace("_", "-").lower(), value)
+            for name, value in environ.items()
+            if name.startswith("HTTP_")
+        ]
+        try:
+            return handle(self.state, method, query, environ.get("HTTP_AUTHORIZATION"), headers)
+        except Exception as exc:
+            return failure_answer(exc, f"answering {method} {ENDPOINT_PATH}")
+
+    def headers(self, answer: Answer) -> list[tuple[str, str]]:
+        return explain_headers(answer)

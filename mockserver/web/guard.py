@@ -1,23 +1,8 @@
-"""The control API's guard: the checks that keep a web page from driving a local mock.
+"""The control API's guard: Host, Origin and token, so a web page cannot drive a local mock.
 
-A page the developer visits can reach ``127.0.0.1`` from their browser: with a simple cross-site
-``POST`` (CSRF), or with a name of its own that resolves to ``127.0.0.1`` (DNS rebinding). So
-every call to the ``control`` blueprint (see :func:`guard_control`, its ``before_request``)
-passes three checks, in this order, each refusing with the documented JSON error shape:
-
-1. ``Host``: when bound to loopback (or given ``--allowed-host``), only loopback names and the
-   allowed names: 421.
-2. ``Origin``: absent (``curl``, scripts) or the mock's own: else 403.
-3. the control token, when one is set: ``X-Mock-Token: <token>`` on every call, or the
-   dashboard's cookie: else 401 (for a browser, a page saying how to open the dashboard, or
-   that the ``?token=`` it opened it with is not the mock's).
-
-The dashboard's cookie: ``GET /_mock/?token=<token>`` (the one link a person opens) sets it and
-redirects to ``/_mock/``, so the token leaves the address bar, the history and any bookmark, and a
-reload or a new tab keeps working. The cookie holds an HMAC of the token, never the token; it is
-``HttpOnly`` (no script reads it) and ``SameSite=Strict`` (no other site's page sends it). A call
-that changes state with the cookie alone must also carry the mock's own ``Origin``, which a
-browser sends on every such ``fetch``: the cookie never stands in for the token of a non-browser.
+A page the developer visits can reach ``127.0.0.1`` with a cross-site ``POST`` (CSRF) or a name
+of its own that resolves there (DNS rebinding). The checks, their order and the dashboard's
+cookie (an HMAC of the token, ``HttpOnly``, ``SameSite=Strict``) are told in docs/mock.md.
 """
 
 from __future__ import annotations
@@ -69,12 +54,8 @@ def host_allowed(host_header: str, settings: Settings) -> bool:
 
 def origin_allowed(origin: str | None, host_header: str) -> bool:
     """No ``Origin`` (not a browser) or the mock's own; ``null`` and every other site are not."""
-    if origin is None:
-        return True
-    return origin.strip().lower() in (
-        f"http://{host_header.lower()}",
-        f"https://{host_header.lower()}",
-    )
+    own = host_header.lower()
+    return origin is None or origin.strip().lower() in (f"http://{own}", f"https://{own}")
 
 
 def cookie_name(host_header: str) -> str:
@@ -86,11 +67,6 @@ def cookie_name(host_header: str) -> str:
 def cookie_value(token: Secret) -> str:
     """What the cookie holds: an HMAC of the token (it opens the dashboard, it is not the token)."""
     return hmac.new(token.reveal().encode(), _COOKIE_PURPOSE, hashlib.sha256).hexdigest()
-
-
-def _matches(sent: str | None, expected: str) -> bool:
-    """Constant-time comparison of what was sent with what is expected."""
-    return hmac.compare_digest((sent or "").encode("utf-8", "surrogateescape"), expected.encode())
 
 
 class Holder(NamedTuple):
@@ -111,9 +87,10 @@ def holders(state: MockState) -> list[Holder]:
 def holder_of(sent: str | None, known: list[Holder], *, cookie: bool = False) -> Holder | None:
     """The holder whose token (or dashboard cookie) was sent; each compared in constant time."""
     found = None
-    for holder in known:
+    given = (sent or "").encode("utf-8", "surrogateescape")
+    for holder in known:  # every one compared: the time taken tells nothing
         expected = cookie_value(holder.token) if cookie else holder.token.reveal()
-        if _matches(sent, expected):
+        if hmac.compare_digest(given, expected.encode()):
             found = holder
     return found
 
@@ -135,33 +112,25 @@ def _open_dashboard(token: Secret) -> Response:
 
 
 def _token_refused(wrong_query: bool = False) -> Response:
-    """401: for a browser the page that says how to open the dashboard, else the JSON error.
-
-    ``wrong_query``: the dashboard was opened with a ``?token=`` that is not the mock's; the
-    answer says the token was wrong, never what it was.
-    """
+    """401: for a browser the page that says how to open the dashboard, else the JSON error;
+    ``wrong_query``: opened with a ``?token=`` that is not the mock's (never shown)."""
     if "text/html" in request.headers.get("Accept", ""):
-        response = token_page(wrong=wrong_query)
-        response.status_code = 401
-        return response
+        return token_page(wrong=wrong_query)
     if wrong_query:
-        return error_response(
-            401,
-            "control_token_required",
+        message = (
             f"the token in {DASHBOARD_PATH}?{TOKEN_PARAM}= is not this mock's control token; "
-            f"use the one it was started with (--control-token or {env_var('control_token')})",
+            f"use the one it was started with (--control-token or {env_var('control_token')})"
         )
-    return error_response(
-        401,
-        "control_token_required",
-        f"the control API needs the token set with --control-token, in the {TOKEN_HEADER} "
-        f"header (a browser: open {DASHBOARD_PATH}?token=<token> once)",
-    )
+    else:
+        message = (
+            f"the control API needs the token set with --control-token, in the {TOKEN_HEADER} "
+            f"header (a browser: open {DASHBOARD_PATH}?token=<token> once)"
+        )
+    return error_response(401, "control_token_required", message)
 
 
 def _check_token(state: MockState) -> Response | None:
-    """The token check of :func:`guard_control`: None lets the call through, for the state of
-    the token's holder."""
+    """The token check: None lets the call through, for the state of the token's holder."""
     if state.settings.control_token is None:
         return None
     known = holders(state)

@@ -1,10 +1,7 @@
-"""Request limits enforced by the app, whatever server serves it: body size and header size.
+"""Body and header size limits, answered in JSON before the body is read, whatever the server.
 
-A request over a limit is answered at once, in the documented JSON error shape, without its
-body being read: 413 for a body over ``--max-body`` (declared by ``Content-Length``; a chunked
-body is cut by Flask's ``MAX_CONTENT_LENGTH`` as it is read), 431 for headers over
-:data:`MAX_HEADER_BYTES`. What a server refuses before the app sees the request is listed in
-docs/servers.md.
+A declared ``Content-Length`` over ``--max-body`` is a 413 (a chunked body is cut by Flask's
+``MAX_CONTENT_LENGTH`` as it is read); headers over :data:`MAX_HEADER_BYTES`, a 431.
 """
 
 from __future__ import annotations
@@ -18,26 +15,18 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 MAX_HEADER_BYTES: Final = 64 * 1024
-"""The request headers' total size the mock accepts (names and values as sent, the query excluded).
-
-Counted alike on every path and every server: the async server's reader counts the bytes as
-they arrive, :func:`header_bytes` counts them back from a WSGI environ.
-"""
-_HTTP_PREFIX: Final = len("HTTP_")
+"""The request headers' names and values as sent, in bytes, the query excluded: counted alike
+by the async server's reader and, from a WSGI environ, by :func:`header_bytes`."""
 _UNPREFIXED: Final = frozenset({"CONTENT_TYPE", "CONTENT_LENGTH"})
 
 
 def header_bytes(environ: WSGIEnvironment) -> int:
-    """The headers' names and values as the client sent them, counted from ``environ``.
-
-    A WSGI name carries ``HTTP_`` that the client never sent: counting it made 7,000 small
-    headers, which ``/e`` took on the async server, 431 on the Flask app's paths. A repeated
-    header is one environ value joined by commas (waitress: ", "), about as long as its lines.
-    """
+    """The headers' names and values as the client sent them, counted from ``environ`` (a
+    repeated header is one value joined by commas, about as long as its lines)."""
     size = 0
     for key, value in environ.items():
-        if key.startswith("HTTP_"):
-            size += len(key) - _HTTP_PREFIX + len(value)
+        if key.startswith("HTTP_"):  # a prefix the client never sent
+            size += len(key) - len("HTTP_") + len(value)
         elif key in _UNPREFIXED:
             size += len(key) + len(value)
     return size
@@ -59,17 +48,14 @@ class RequestLimits:
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         declared = environ.get("CONTENT_LENGTH") or "0"
-        try:
-            length = int(declared)
-        except ValueError:
-            length = -1
-        if length < 0 or not declared.strip().isdigit():
+        if not declared.strip().isdecimal():  # what int() reads, and no sign
             return _refuse(
                 start_response,
                 400,
                 "bad_request",
                 f"Content-Length must be a number of bytes; received {declared[:40]!r}",
             )
+        length = int(declared)
         if length > self.max_body:
             return _refuse(
                 start_response,

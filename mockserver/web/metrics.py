@@ -1,23 +1,24 @@
-"""``/_mock/metrics``: the mock's counters in Prometheus' text format, from any Host, read-only.
+"""The routes for machines: the probes ``/_mock/livez`` and ``/_mock/readyz``, and
+``/_mock/metrics`` in Prometheus' text format.
 
-Like the probes (:mod:`.probes`), it stands outside the control API and its guard (a scraper
-sends the pod's IP as ``Host``), with ``--no-control`` too, and takes ``GET``/``HEAD`` only.
-prometheus-client writes the format; its metric objects are not used on the hot path: a
-collector reads the plain counters of :class:`.traffic.Traffic` and the store's when scraped.
-No key, session id or journal entry is shown: counts by status and outcome only. Beside them,
-what an operator expects of any Python service: prometheus-client's process and platform
-collectors, a build-info series, and the control API's calls counted by route and status.
+A probe or a scraper sends the pod's IP as its ``Host``, which the control API's guard refuses,
+and a mock may run with ``--no-control``: so these stand outside the control blueprint and its
+guard, with ``--no-control`` too. They change nothing and show no key, session id or journal
+entry. The metrics' collector reads the plain counters of :class:`.traffic.Traffic` and the
+store's when scraped (no metric object on the hot path); beside them, the process and platform
+collectors, a build-info series, and the control API's calls.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 from itertools import accumulate
 from typing import Final
 
-from flask import Blueprint, Flask, Response, current_app, request
+from flask import Blueprint, Flask, Response, jsonify, request
 from prometheus_client import PLATFORM_COLLECTOR, PROCESS_COLLECTOR, Counter
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -33,17 +34,38 @@ from ..model.scripts import MAX_SCRIPT_BYTES
 from ..model.traffic import LATENCY_BOUNDS
 from ..state import MockState
 from ..store.backend import StateUnavailable
+from .answers import state_of
 
-METRICS_EXTENSION: Final = "verdict_mock_metrics"
-"""Where a mock app keeps its metrics registry (``app.extensions``)."""
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 """The text format every Prometheus reads (the names here need none of 1.0.0's escaping)."""
 
 _METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-"""Methods counted by name; any other is ``other`` (a client sends what it likes: the labels
-stay bounded)."""
+"""Methods counted by name; any other is ``other``: the labels stay bounded."""
 
-metrics = Blueprint("metrics", __name__, url_prefix="/_mock")
+probes = Blueprint("probes", __name__, url_prefix="/_mock")
+
+
+@probes.after_request
+def _unstored(response: Response) -> Response:
+    response.headers["Cache-Control"] = NO_STORE
+    return response
+
+
+@probes.get("/livez")
+def livez() -> Response:
+    """Alive: this process answers (its pid tells the processes of ``--workers`` apart)."""
+    return jsonify(status="ok", pid=os.getpid())
+
+
+@probes.get("/readyz")
+def readyz() -> Response | tuple[Response, int]:
+    """Ready while the state store can be written (asked without writing to it)."""
+    state = state_of()
+    problem = state.writable()
+    if problem is None:
+        return jsonify(status="ready", state=state.store.label)
+    error = {"code": problem.code, "message": str(problem)}
+    return jsonify(status="not_ready", state=state.store.label, error=error), 503
 
 
 class MockCollector(Collector):
@@ -70,7 +92,10 @@ class MockCollector(Collector):
             named = [state.tenant_name] if by else []
             traffic = state.traffic
             answers, buckets = dict(traffic.answers), list(traffic.buckets)
-            labelled = {(_status(status), outcome): n for (status, outcome), n in answers.items()}
+            labelled = {
+                (NO_STATUS if status is None else str(status), outcome): n
+                for (status, outcome), n in answers.items()
+            }
             for labels, count in sorted(labelled.items()):
                 requests.add_metric([*named, *labels], count)
             cumulative = list(accumulate(buckets))
@@ -80,6 +105,7 @@ class MockCollector(Collector):
             )
         yield requests
         yield seconds
+        yield _build_info()
         if self.state.shared is not None:
             trips, errors = self.state.shared.calls()
             yield CounterMetricFamily(
@@ -136,16 +162,10 @@ def _build_info() -> Metric:
     return info
 
 
-class _BuildCollector(Collector):
-    def collect(self) -> Iterator[Metric]:
-        yield _build_info()
-
-
 def install_metrics(app: Flask, state: MockState) -> None:
     """Give the app ``/_mock/metrics`` and the registry it reads, and count its control calls."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(MockCollector(state))
-    registry.register(_BuildCollector())
     registry.register(PROCESS_COLLECTOR)  # process_cpu_seconds_total, resident memory, fds...
     registry.register(PLATFORM_COLLECTOR)  # python_info
     control_calls = Counter(
@@ -163,18 +183,9 @@ def install_metrics(app: Flask, state: MockState) -> None:
             control_calls.labels(route, method, str(response.status_code)).inc()
         return response
 
-    app.extensions[METRICS_EXTENSION] = registry
-    app.register_blueprint(metrics)
-
-
-@metrics.get("/metrics")
-def scrape() -> Response:
-    """The metrics as Prometheus reads them; nothing is changed by reading."""
-    registry: CollectorRegistry = current_app.extensions[METRICS_EXTENSION]
-    response = Response(generate_latest(registry), content_type=CONTENT_TYPE)
-    response.headers["Cache-Control"] = NO_STORE
-    return response
-
-
-def _status(status: int | None) -> str:
-    return NO_STATUS if status is None else str(status)
+    @app.get("/_mock/metrics", endpoint="metrics.scrape")
+    def scrape() -> Response:
+        """The metrics as Prometheus reads them; nothing is changed by reading."""
+        response = Response(generate_latest(registry), content_type=CONTENT_TYPE)
+        response.headers["Cache-Control"] = NO_STORE
+        return response

@@ -13,15 +13,15 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 from verdict_contract.core.keyforms import base64_forms
 from verdict_contract.core.redact import Redactor, mask
-from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, STATUSES, is_api_call
+from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, STATUSES
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import Violation, describe
 
@@ -32,18 +32,19 @@ from ..model.answer import (
     Answer,
     Outcome,
     error_answer,
+    explain_headers,
     failure_answer,
-    status_line,
 )
 from ..model.sessions import MAX_SESSION_ID_LENGTH
 from ..state import MockState
 from ..store.journal import make_entry
 from .accesslog import printable
+from .fastpath import ExplainMiddleware
 from .recorder import Recorder
 
 if TYPE_CHECKING:
     import httpx  # imported where a proxy is made: most mocks proxy nothing
-    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+    from _typeshed.wsgi import WSGIApplication, WSGIEnvironment
 
 log = logging.getLogger("mockserver.proxy")
 
@@ -54,23 +55,9 @@ MAX_UPSTREAM_BODY: Final = 1 << 20
 """A larger answer is a 502: a verdict is a few kilobytes, and memory stays bounded."""
 
 FORWARDED: Final = frozenset(
-    {
-        "cache-control",
-        "expires",
-        "etag",
-        "last-modified",
-        "vary",
-        "retry-after",
-        "www-authenticate",
-        "ratelimit",
-        "ratelimit-policy",
-        "ratelimit-limit",
-        "ratelimit-remaining",
-        "ratelimit-reset",
-        "x-ratelimit-limit",
-        "x-ratelimit-remaining",
-        "x-ratelimit-reset",
-    }
+    {"cache-control", "expires", "etag", "last-modified", "vary", "retry-after", "www-authenticate"}
+    | {"ratelimit", "ratelimit-policy"}  # RateLimit: the IETF drafts, then the X- forms
+    | {f"{x}ratelimit-{part}" for x in ("", "x-") for part in ("limit", "remaining", "reset")}
 )
 """The upstream's headers a client gets; any other (``Set-Cookie``, ``Location``, CORS...) could
 act on the mock's origin or leak, and is dropped."""
@@ -119,8 +106,7 @@ class Upstream:
 
 @dataclass(frozen=True)
 class Served:
-    """What the proxy answers a call, the breaches of the upstream's answer, and the journal's
-    notes on it (a body that is not JSON, why it was not recorded)."""
+    """The proxy's answer, the upstream answer's breaches, and the journal's notes on it."""
 
     answer: Answer
     violations: list[Violation] = field(default_factory=list)
@@ -241,11 +227,6 @@ def one_line(violation: Violation) -> str:
     return f"{violation.clause} {violation.rule} at {violation.path or '/'}: {violation.message}"
 
 
-def _error(status: int, code: str, message: str, *headers: tuple[str, str]) -> Answer:
-    """The proxy's own answer, in the mock's error shape (upstream answers bring their type)."""
-    return error_answer(status, code, message, headers=[("Content-Type", JSON), *headers])
-
-
 def _session_id(pairs: list[tuple[str, str]] | None) -> str | None:
     values = [v for name, v in pairs or () if name == SESSION_PARAM]
     if len(values) == 1 and 0 < len(values[0]) <= MAX_SESSION_ID_LENGTH:
@@ -253,14 +234,13 @@ def _session_id(pairs: list[tuple[str, str]] | None) -> str | None:
     return None
 
 
-class ValidatingProxy:
+class ValidatingProxy(ExplainMiddleware):
     """Serve ``GET``/``HEAD /e`` from the upstream; pass every other request to ``app``."""
 
     def __init__(self, app: WSGIApplication, state: MockState) -> None:
+        super().__init__(app, state)
         settings = state.settings
         assert settings.proxy_to is not None, "a proxy needs settings.proxy_to"
-        self.app = app
-        self.state = state
         self.url = settings.proxy_to + ENDPOINT_PATH
         parts = urlsplit(settings.proxy_to)
         self.stats = ProxyStats(f"{parts.scheme}://{parts.netloc}{parts.path}")
@@ -298,19 +278,14 @@ class ValidatingProxy:
         )
         return upstream or self.state.key_ok(value)
 
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        method = environ["REQUEST_METHOD"]
-        if not is_api_call(method, environ.get("PATH_INFO", "")):
-            return self.app(environ, start_response)
+    def respond(self, method: str, query: bytes, environ: WSGIEnvironment) -> Answer:
         started = time.perf_counter()
-        query = environ.get("QUERY_STRING", "").encode("latin-1")
         pairs = parse_query(query)
         authorization = environ.get("HTTP_AUTHORIZATION")
         try:
-            served = self.answer(method, query, pairs, authorization, environ)
+            served = self.answer(method, query, pairs, authorization, environ.get("HTTP_ACCEPT"))
         except Exception as exc:  # never a 5xx of our own for a request, however it fails
-            failed = failure_answer(exc, f"proxying {method} {ENDPOINT_PATH}")
-            served = Served(replace(failed, headers=[("Content-Type", JSON), *failed.headers]))
+            served = Served(failure_answer(exc, f"proxying {method} {ENDPOINT_PATH}"))
         answer = served.answer
         entry = make_entry(
             method=method,
@@ -323,9 +298,10 @@ class ValidatingProxy:
             violations=tuple(one_line(v) for v in served.violations) + served.notes,
         )
         self.state.journal.add(entry, self.state.journal.generation)
-        headers = [*answer.headers, *INERT, ("Content-Length", str(len(answer.body)))]
-        start_response(status_line(answer.status), headers)
-        return [b"" if method == "HEAD" else answer.body]
+        return answer
+
+    def headers(self, answer: Answer) -> list[tuple[str, str]]:
+        return [*explain_headers(answer, vary=False), *INERT]  # the upstream's Vary, if any
 
     def answer(
         self,
@@ -333,23 +309,23 @@ class ValidatingProxy:
         query: bytes,
         pairs: list[tuple[str, str]] | None,
         authorization: str | None,
-        environ: WSGIEnvironment,
+        accept: str | None,
     ) -> Served:
         """The answer for one call, the breaches of the upstream's answer and notes on it."""
         if self.upstream_key is not None:
             key = bearer_token(authorization)
             if key is None or not self.state.key_ok(key):
                 return Served(
-                    _error(
+                    error_answer(
                         401,
                         "unauthorized",
                         "missing or invalid API key; send Authorization: Bearer <key> "
                         "(a key of this mock: it sends its own key upstream)",
-                        ("WWW-Authenticate", "Bearer"),
+                        headers=[("WWW-Authenticate", "Bearer")],
                     )
                 )
             authorization = f"Bearer {self.upstream_key.reveal()}"
-        headers = {"Accept": environ.get("HTTP_ACCEPT") or JSON, "Accept-Encoding": "identity"}
+        headers = {"Accept": accept or JSON, "Accept-Encoding": "identity"}
         if authorization is not None:
             headers["Authorization"] = authorization
         import httpx  # imported by __init__ already: a lookup
@@ -357,11 +333,11 @@ class ValidatingProxy:
         try:
             url = httpx.URL(self.url + ("?" + query.decode("latin-1") if query else ""))
         except httpx.InvalidURL:
-            return Served(_error(400, "bad_request", "the query string cannot be sent on"))
+            return Served(error_answer(400, "bad_request", "the query string cannot be sent on"))
         future: Future[Upstream] = Future()
         with self._lock:
             if self._stopped:
-                return Served(_error(503, "mock_stopping", "the mock is stopping"))
+                return Served(error_answer(503, "mock_stopping", "the mock is stopping"))
             self._pending.add(future)
         arguments = (future, method, url, headers)
         threading.Thread(target=self._call, args=arguments, daemon=True).start()
@@ -436,7 +412,7 @@ class ValidatingProxy:
     def _failed(self, error: UpstreamError) -> Answer:
         self.stats.count(failed=True)
         log.warning("upstream %s: %s", self.stats.upstream, error.message)
-        return _error(error.status, error.code, error.message)
+        return error_answer(error.status, error.code, error.message)
 
     def _checked(
         self,
@@ -487,17 +463,15 @@ class ValidatingProxy:
             elif refused := self.recorder.observe(session_id, upstream.status, upstream.body):
                 notes.append(refused)
         if upstream.status >= 500:
-            answer = _error(502, "upstream_error", f"the upstream answered {upstream.status}")
+            answer = error_answer(502, "upstream_error", f"the upstream answered {upstream.status}")
         elif violations and self.strict:
             answer = _breach_answer(violations)
         elif not_json is not None and self.strict:
-            answer = _error(502, "upstream_not_json", not_json)
+            answer = error_answer(502, "upstream_not_json", not_json)
         else:
             headers = [(k, v) for k, v in upstream.headers if k.lower() in FORWARDED]
             outcome = "breach" if violations else "proxied"
-            answer = Answer(
-                upstream.status, upstream.body, [("Content-Type", JSON), *headers], outcome
-            )
+            answer = Answer(upstream.status, upstream.body, headers, outcome)
         return Served(answer, violations, tuple(notes))
 
 
@@ -522,4 +496,4 @@ def _breach_answer(violations: list[Violation]) -> Answer:
         "violations": [{name: getattr(v, name) for name in _BREACH_FIELDS} for v in violations],
     }
     body = json.dumps({"error": error}, ensure_ascii=False).encode()
-    return Answer(502, body, [("Content-Type", JSON), ("Cache-Control", NO_STORE)], "breach")
+    return Answer(502, body, [("Cache-Control", NO_STORE)], "breach")

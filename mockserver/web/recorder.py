@@ -1,8 +1,7 @@
 """Recording what a proxied service answered, as a scenario file ``--scenario`` replays.
 
-Each distinct session id becomes a session with a ``recorded`` answer, its body exactly as
-received (text when it is UTF-8, base64 otherwise): ``sessions: {s-1: {recorded: {status: 200,
-body: '{...}'}}}``. How the file is written and bounded is told in docs/proxy.md ("--record").
+Each session id seen becomes ``sessions: {s-1: {recorded: {status: 200, body: '{...}'}}}``, its
+body as received; how the file is written and bounded is told in docs/proxy.md (``--record``).
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from collections import deque
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import Any, BinaryIO, Final, NamedTuple
 
 import yaml
 
@@ -46,13 +45,12 @@ def _yaml_dump(data: object) -> str:
 
 
 def _yaml_keeps(text: str) -> bool:
-    # YAML folds some characters JSON keeps (U+0085 is a line break to it): check, don't guess,
-    # with the loader a scenario is read by (libyaml's keeps some the Python one folds).
+    # YAML folds some characters JSON keeps (U+0085): check with the loader a scenario is read by
     return bool(yaml.safe_load(_yaml_dump(text)) == text)
 
 
 def check_record_path(path: Path) -> None:
-    """Refuse at start a recording that could never be written: one line, as settings are."""
+    """Refuse at start a recording that could never be written."""
     folder = path.parent
     if path.is_dir():
         raise SettingsError(f"--record: {path} is a folder, not a file")
@@ -67,15 +65,18 @@ def check_record_path(path: Path) -> None:
         raise SettingsError(f"--record: cannot write in {folder}: {exc.strerror or exc}") from None
 
 
+def _write_synced(file: BinaryIO, data: bytes) -> None:
+    file.write(data)
+    file.flush()
+    os.fsync(file.fileno())
+
+
 def _replace_whole(path: Path, data: bytes) -> None:
-    """Write ``data`` as ``path`` or leave the previous file: a synced temporary file in the
-    same folder, renamed over it (a rename within a folder is atomic)."""
+    """Write ``data`` as ``path`` or leave the previous file: a synced temporary file renamed."""
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
+            _write_synced(file, data)
         os.chmod(temporary, path.stat().st_mode & 0o777 if path.exists() else 0o644)
         os.replace(temporary, path)
     except BaseException:
@@ -112,14 +113,14 @@ class Recorder:
     """Collects the answers a proxy sees, one per session id, and appends them to ``path``.
 
     A 200 is kept over a 404 for the same id (a session that expired while recording replays as
-    the verdict it had); otherwise the first answer stays. :meth:`observe` never waits for the
-    disk: it queues the answer, and one writer thread at a time writes what is queued.
+    the verdict it had). :meth:`observe` never waits for the disk: one writer thread at a time
+    writes what is queued.
     """
 
     path: Path
     max_bytes: int = MAX_SCENARIO_BYTES
     problem: str | None = field(default=None, init=False)
-    """Why the file on disk lacks sessions seen (the last write failed), else None."""
+    """Why the file on disk lacks sessions seen, else None."""
     _statuses: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _accepted_bytes: int = field(default=0, init=False)
     _full: bool = field(default=False, init=False)
@@ -129,9 +130,8 @@ class Recorder:
     _writing: bool = field(default=False, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _idle: threading.Condition = field(init=False, repr=False)
-    # The writer's own (one writer thread at a time):
+    # The writer's own: the file's size as last written (0 until the run's first write)
     _size: int = field(default=0, init=False)
-    """The file's bytes as last written complete; 0 until the run's first write."""
     _written: int = field(default=0, init=False)
     _unwritten: list[str] = field(default_factory=list, init=False, repr=False)
 
@@ -187,7 +187,6 @@ class Recorder:
         return self._refuse(f"the recording reached its bound of {bound}")
 
     def _drain(self) -> None:
-        """The writer: write queued answers until none is left, then end."""
         while True:
             with self._lock:
                 if not self._queue:
@@ -204,7 +203,6 @@ class Recorder:
                     self._queued_bytes -= len(recorded.body)
 
     def _text_of(self, session_id: str, recorded: Recorded) -> str:
-        """One session's text in the file."""
         if self._json:
             entry = json.dumps({session_id: {"recorded": recorded.to_json()}}, ensure_ascii=False)
             return entry[1:-1]
@@ -252,15 +250,11 @@ class Recorder:
         with open(self.path, "r+b") as file:
             try:
                 file.seek(at)
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
+                _write_synced(file, data)
             except OSError:
                 with suppress(OSError):  # truncating frees the space the tail needs
                     file.truncate(at)
                     file.seek(at)
-                    file.write(tail)
-                    file.flush()
-                    os.fsync(file.fileno())
+                    _write_synced(file, tail)
                 raise
         self._size = at + len(data)

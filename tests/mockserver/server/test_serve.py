@@ -29,7 +29,6 @@ from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.sessions import SpecError
 from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.web.answers import state_of
-from verdict_contract.mockserver.web.app import standard_status
 
 TRANSPORT_ERRORS = (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)
 
@@ -119,21 +118,6 @@ def test_every_status_line_carries_the_standard_reason_phrase(
     expected = [200, 401, 405, 404, 201, 409, 422, 413, 204, 308, 405, 403]
     assert [code for code, _ in seen] == expected
     assert [phrase for _, phrase in seen] == [HTTPStatus(code).phrase for code, _ in seen]
-
-
-@pytest.mark.parametrize(
-    ("given", "written"),
-    [
-        ("409 CONFLICT", "409 Conflict"),
-        ("404 Not Found", "404 Not Found"),
-        ("599 UNKNOWN", "599 Unknown"),  # no standard phrase: werkzeug's, in its case
-        ("200", "200 OK"),
-        ("2000 OK", "2000 OK"),  # not a code of three digits: left as it is
-        ("OK", "OK"),
-    ],
-)
-def test_standard_status(given: str, written: str) -> None:
-    assert standard_status(given) == written
 
 
 # --- scripted faults --------------------------------------------------------------------------
