@@ -479,9 +479,8 @@ class RedisStore:
         return StateUnavailable(self.label, reason[:200])
 
     def writable(self) -> StateUnavailable | None:
-        """Whether Redis would run a write now, asked without writing (readiness), of the node
-        that holds this mock's keys: the probe names one of them, so a Redis Cluster sends it
-        where ``/e`` goes (keyless, it went to any node: ready while the owner was full)."""
+        """Whether Redis would run a write now, asked without writing (readiness); the probe
+        names a key of the mock's, so a Redis Cluster asks the node that holds them."""
         try:
             with self._guard():
                 self.sync.eval(PROBE, 1, self.keys.clock)
