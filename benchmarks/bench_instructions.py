@@ -33,7 +33,8 @@ if not __package__:  # run as a file (python benchmarks/bench_instructions.py): 
 from benchmarks.bench_connection import CountingTransport
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.server.asyncserver import AsyncServer, HttpConnection
+from verdict_contract.mockserver.server.asyncserver import AsyncServer
+from verdict_contract.mockserver.server.protocol import HttpConnection
 
 REQUESTS = 2000
 WARM = 200

@@ -293,7 +293,7 @@ def handle(
 
 
 def _journal(state: MockState, append: Append) -> None:
-    with suppress(StateUnavailable):  # the store's own calls log its outage (availability.py)
+    with suppress(StateUnavailable):  # the store's own calls log its outage (redisstate.Calls)
         state.store.append(append)
 
 

@@ -48,8 +48,8 @@ def test_pytest_modules_get_their_object_from_getobj() -> None:
 
 
 def test_redis_keeps_its_hiredis_parser_names() -> None:
-    """mockserver/store/redisclients.py bounds each reply in redis-py's hiredis parsers, and
-    store/redisline.py reads replies as they do (the same sentinel, the same error mapping)."""
+    """mockserver/store/redisclients.py bounds each reply in redis-py's hiredis parsers, and its
+    Line reads replies as they do (the same sentinel, the same error mapping)."""
     pytest.importorskip("redis", reason="the [redis] extra is not installed")
     from redis._parsers import _AsyncHiredisParser, _HiredisParser
     from redis._parsers.base import BaseParser

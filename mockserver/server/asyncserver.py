@@ -1,15 +1,11 @@
 """The mock's own HTTP/1.1 server: one asyncio loop (uvloop where installed), httptools parsing.
 
-Chosen by measurement (``benchmarks/bench_serve.py``, the table in docs/servers.md):
-``GET``/``HEAD /e`` is answered on the loop itself, with no WSGI environ and no Flask request;
-one process owns the limiter, journal and scripts, so they stay exact (with ``--state``, a
-shared store decides, awaited on the loop). Every other request goes to the Flask app on a
-worker thread. A scripted delay holds its own connection only, ``reset`` is a TCP reset,
-``truncated`` a cut body. Each connection is an :class:`.protocol.HttpConnection`; here are the
-listener, ``--max-connections`` (one more is answered 503), the idle sweep, and stopping: at
-once (``stop()`` from any thread, SIGINT), or gracefully (SIGTERM: no connection is accepted,
-the requests read whole are answered within ``--grace-seconds``, then the rest is cut; a
-second SIGTERM cuts at once).
+``GET``/``HEAD /e`` is answered on the loop (its shared store's round trips awaited there),
+every other request by the Flask app on a worker thread; one connection is a
+:class:`.protocol.HttpConnection`. Here: the listener, ``--max-connections``, the idle sweep,
+and stopping, at once (``stop()`` from any thread, SIGINT) or gracefully (SIGTERM: nothing new
+is accepted, what was read whole is answered within ``--grace-seconds``, then the rest is cut;
+a second SIGTERM cuts at once).
 """
 
 from __future__ import annotations
@@ -26,11 +22,7 @@ from ..settings import Settings
 from ..state import MockState
 from ..web.app import parts_of
 from ..web.proxy import ValidatingProxy
-from .protocol import DRAIN_SECONDS as DRAIN_SECONDS
-from .protocol import IDLE_TIMEOUT as IDLE_TIMEOUT
-from .protocol import MAX_PIPELINED as MAX_PIPELINED
-from .protocol import MAX_TARGET_BYTES as MAX_TARGET_BYTES
-from .protocol import HttpConnection as HttpConnection
+from .protocol import DRAIN_SECONDS, IDLE_TIMEOUT, HttpConnection
 from .wire import Heads, bound_socket
 
 if TYPE_CHECKING:
@@ -43,9 +35,8 @@ SWEEP_SECONDS: Final = 0.5
 
 
 class AsyncServer:
-    """A WSGI app served by :class:`HttpConnection` on a socket bound at construction
-    (``port=0`` picks a free one); for the mock's own app, ``GET``/``HEAD /e`` is answered on
-    the loop (unless proxying). ``run()`` serves until ``stop()``, which any thread may call."""
+    """A WSGI app served on a socket bound at construction (``port=0`` picks a free one);
+    ``run()`` serves until ``stop()``, which any thread may call."""
 
     def __init__(
         self,

@@ -1,11 +1,10 @@
 """Flow control and the closing of one connection of the mock's own server.
 
-As uvicorn's ``protocols/http/flow_control.py``: :class:`FlowControl` holds whether the server
-reads (``read_paused``), whether the client reads (``write_paused``), and the connection's
-:class:`Closing` state, moved only as :data:`MOVES` allows. After a refusal the connection
-lingers (RFC 9112 §9.6, nginx's ``lingering_close``): the answer is written, the write side
-shut, and what the client still sends is discarded, whatever its size, for at most the drain's
-seconds; so a client busy sending a large body reads the refusal instead of a reset.
+As uvicorn's ``protocols/http/flow_control.py``: whether the server reads (``read_paused``), whether
+the client reads (``write_paused``), and the connection's :class:`Closing` state, moved only as
+:data:`MOVES` allows. After a refusal the connection lingers (RFC 9112 §9.6, nginx's
+``lingering_close``): the answer written, the write side shut, what the client still sends is
+discarded for at most the drain's seconds, so a client sending a large body reads the refusal.
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ from .wire import reset_on_close
 
 
 class Closing(enum.IntEnum):
-    """Where a connection is on its way to closed (an ``IntEnum``, as :class:`.protocol.Phase`:
-    a plain ``Enum`` hashes in Python, at every question asked of it on the hot path)."""
+    """Where a connection is on its way to closed (an ``IntEnum``: a plain ``Enum`` hashes in
+    Python, at every question asked of it on the hot path)."""
 
     OPEN = 1  # requests are read and answered
     ENDING = 2  # no further request is read; closed once the answers owed are written
@@ -28,11 +27,7 @@ class Closing(enum.IntEnum):
     ABORTED = 5  # cut: what the client has not taken is dropped
 
 
-OPEN: Final = Closing.OPEN
-ENDING: Final = Closing.ENDING
-LINGERING: Final = Closing.LINGERING
-CLOSED: Final = Closing.CLOSED
-ABORTED: Final = Closing.ABORTED
+OPEN, ENDING, LINGERING, CLOSED, ABORTED = Closing
 
 MOVES: Final[dict[Closing, frozenset[Closing]]] = {
     OPEN: frozenset({ENDING, LINGERING, CLOSED, ABORTED}),

@@ -1,9 +1,6 @@
-"""Serving the mock: its own asyncio server (the default) or waitress, in front or on a thread.
-
-``async`` (:mod:`.asyncserver`) is the default by measurement (docs/servers.md): near a native
-server's speed, and every scripted fault and delay. ``waitress`` is a plain WSGI server for
-those who want one (``--server waitress``). Both run in one process, which keeps the limiter,
-journal and scripts exact.
+"""Serving the mock: its own asyncio server (the default, docs/servers.md) or waitress (a plain
+WSGI server, ``--server waitress``), in the foreground or on a thread; both in one process, which
+keeps the limiter, journal and scripts exact.
 """
 
 from __future__ import annotations
@@ -18,7 +15,8 @@ from verdict_contract.core.extras import require_extra
 
 from ..settings import Settings, env_var
 from ..web.app import parts_of
-from .asyncserver import IDLE_TIMEOUT, AsyncServer, room_for
+from .asyncserver import AsyncServer, room_for
+from .protocol import IDLE_TIMEOUT
 
 log = logging.getLogger("mockserver.serve")
 
@@ -95,11 +93,8 @@ def make_server(app: Any, host: str, port: int, threads: int, server: str | None
 
 
 def serve_forever(server: Server) -> None:
-    """Serve in the foreground until interrupted (the process is the server's own).
-
-    What exists by now (the app, faker's data, every module) lives as long as the process:
-    ``gc.freeze()`` keeps full collections, which a load test triggers often, from walking it.
-    """
+    """Serve in the foreground until interrupted. What exists by now lives as long as the
+    process: ``gc.freeze()`` keeps full collections, frequent under load, from walking it."""
     try:  # Ctrl-C at once after the banner (a --workers group's first second) stops it too
         gc.collect()
         gc.freeze()
@@ -110,12 +105,9 @@ def serve_forever(server: Server) -> None:
 
 @dataclass
 class BackgroundServer:
-    """A server on a daemon thread; ``port=0`` picks a free port.
-
-    ``server`` names the server (``async`` or ``waitress``); by default, the one the app's
-    settings name. ``stop()`` asks the server thread to finish: that thread closes the listener
-    and every connection, so nothing is closed under its feet.
-    """
+    """A server on a daemon thread; ``port=0`` picks a free port, ``server`` (``async`` or
+    ``waitress``) by default the one the app's settings name. ``stop()`` asks the server's
+    thread to close the listener and every connection, so nothing is closed under its feet."""
 
     app: Any  # a WSGI application, usually the mock's Flask app
     host: str = "127.0.0.1"

@@ -1,7 +1,6 @@
-"""The bytes the mock's own server writes, and what it does to a socket: answer heads (built
-once per shape), 100 Continue, an app's reply framed (which answers carry a body, a length,
-``Connection: close`` is decided here, in one place); a reset on close, a peek for a client
-that left, a bound socket.
+"""The bytes the mock's own server writes (answer heads built once per shape, 100 Continue, an
+app's reply framed: body, length and ``Connection: close`` decided here, in one place), and
+what it does to a socket (a reset on close, a peek for a client that left, binding).
 """
 
 from __future__ import annotations
@@ -15,11 +14,7 @@ import time
 from email.utils import formatdate
 from typing import Final
 
-from ..model.answer import (
-    Answer,
-    explain_headers,
-    status_line,
-)
+from ..model.answer import Answer, explain_headers, status_line
 from ..model.steps import FAULT_HEADER
 from .wsgibridge import Reply
 
@@ -45,11 +40,9 @@ def head_start(status: str, headers: list[tuple[str, str]]) -> bytes:
 
 
 class Heads:
-    """Answer bytes: the start of a head is the same for every answer of one shape, built once.
-
-    Every head ends with Date and Server, formatted when the second changes: the server calls
-    :meth:`tick` from its sweep, twice a second (as uvicorn's main loop refreshes its Date).
-    """
+    """Answer bytes: the start of a head is the same for every answer of one shape, built once;
+    every head ends with Date and Server, formatted again by :meth:`tick` (the server's sweep,
+    twice a second, as uvicorn's main loop refreshes its Date)."""
 
     def __init__(self) -> None:
         self._kept: dict[tuple[int, tuple[tuple[str, str], ...], int, bool], bytes] = {}
@@ -124,9 +117,8 @@ def peer_closed(transport: asyncio.BaseTransport) -> bool:
 def bound_socket(
     host: str, port: int, reuse_port: bool = False, listen: bool = False
 ) -> socket.socket:
-    """A TCP socket bound to ``host``:``port`` (raises OSError, e.g. if the port is taken), and
-    ``listen``-ing (non-blocking) if asked. ``reuse_port``: several processes bind the port and
-    the kernel spreads connections among them (``--workers``; SO_REUSEPORT)."""
+    """A TCP socket bound to ``host``:``port`` (OSError if taken), ``listen``-ing (non-blocking)
+    if asked; ``reuse_port``: the kernel spreads connections among processes (``--workers``)."""
     family, kind, proto, _, address = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]

@@ -1,11 +1,9 @@
 """``--workers N``: N mock processes on one port, started and watched by a small parent.
 
-The parent refuses a port another process holds (:func:`taken`), reserves the port (bound with
-SO_REUSEPORT, never listening), starts N ``verdict-mock`` processes with the same flags on it,
-waits for each one's banner, then watches: if one stops, it logs one line naming it and stops
-the others; Ctrl-C or SIGTERM stops them all (SIGTERM passed on: each finishes the requests under
-way within ``--grace-seconds``; what is left a few seconds later is killed). They share the
-per-call state through ``--state`` (settings.py refuses N > 1 without it).
+The parent refuses a port another process holds, reserves it (SO_REUSEPORT, never listening),
+starts N ``verdict-mock`` processes with the same flags on it and waits for each one's banner;
+if one stops, it logs which and stops the others. Ctrl-C or SIGTERM stops them all (SIGTERM
+passed on: each finishes within ``--grace-seconds``; what is left a few seconds later is killed).
 """
 
 from __future__ import annotations
@@ -116,10 +114,8 @@ def _stop(processes: Sequence[subprocess.Popen[bytes]], grace: float) -> None:
 
 
 def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int], str]) -> int:
-    """Start ``settings.workers`` processes serving ``argv`` on one port; watch them.
-
-    ``banner(port)``: what to print once they all listen.
-    """
+    """Start ``settings.workers`` processes serving ``argv`` on one port, say ``banner(port)``
+    once they all listen, and watch them."""
     refusal = taken(settings.host, settings.port)
     if refusal is not None:
         print(f"verdict-mock: {refusal}", file=sys.stderr, flush=True)

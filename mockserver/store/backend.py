@@ -1,11 +1,8 @@
 """Where the mock's per-call state lives (``--state``): ``memory``, or a Redis URL, read once.
 
-Per-call state is what a request changes or reads that another process must see: the rate
-limit's windows, the scripts' remaining steps, the journal, the clock offset (``advance``),
-the marks of sessions expired by hand and the count of minted sessions (the primitives over it:
-:mod:`.primitives`). Everything else (keys, named sessions, signed ids, the generator) is the
-same in every process started with the same settings, so it stays local.
-
+Per-call state is what a request changes or reads that another process must see (the
+primitives of :mod:`.primitives`); everything else (keys, named sessions, signed ids, the
+generator) is the same in every process started with the same settings, so it stays local.
 The URL's credentials never print: every message shows :attr:`StateURL.label`.
 """
 
@@ -136,10 +133,7 @@ def secrets_of(url: str) -> list[str]:
     """What a state URL holds that no text may show: its password, and the value of any query
     parameter named for a secret (``password``, ``ssl_password``, a token, a key)."""
     parts = urlsplit(url)
-    found = [parts.password] if parts.password else []
-    if parts.scheme == SENTINEL:  # its netloc lists hosts: read the credentials by hand
-        credentials = parts.netloc.rpartition("@")[0]
-        found += [unquote(credentials.partition(":")[2])] if ":" in credentials else []
+    found = [parts.password, unquote(parts.password)] if parts.password else []
     for name, values in parse_qs(parts.query).items():
         if any(word in name.lower() for word in _SECRET_WORDS):
             found += values

@@ -1,30 +1,23 @@
-"""The Redis clients of the shared state: one server, a Redis Cluster, or the primary Redis
-Sentinel names; each reply bounded.
+"""The connections of the shared state to Redis: redis-py's clients (one server, a Redis Cluster,
+or the primary Redis Sentinel names), and the event loop's own :class:`Line`; each reply bounded,
+nothing retried (a ``MOVED`` is followed, not retried).
 
 A cluster is named by its URL (``redis+cluster://``, ``rediss+cluster://``) or found from the
-server (``INFO cluster`` says ``cluster_enabled:1``); it is then reached through redis-py's own
-cluster clients (``redis.cluster.RedisCluster``, ``redis.asyncio.cluster.RedisCluster``), which
-send each command to the node that holds its slot and follow ``MOVED``. Every key of a mock
-shares one hash tag, so one slot: a script and a transaction may touch them all.
-
-A ``redis+sentinel://`` URL names the sentinels and their service: redis-py's ``Sentinel``
-clients (blocking and async) ask them for the primary at each new connection, so a failover
-is followed; the sentinels' own connections close with the primary's client.
-
-The async client packs its commands with hiredis's ``pack_command`` (C), as redis-py's blocking
-client does where hiredis is installed: redis-py's async one packs them in Python, which cost
-more than anything else the mock did per ``GET /e`` on Redis (each request is an EVALSHA of
-some 30 arguments).
-
-Both give up after :data:`TIMEOUT` seconds, without retrying (a ``MOVED`` is followed, not
-retried): the request gets a 503 and the next one tries again.
+server (``INFO cluster``); redis-py's cluster clients send each command to the node of its slot
+(a mock's keys share one). A ``redis+sentinel://`` URL names the sentinels and their service:
+redis-py's ``Sentinel`` clients ask them for the primary at each new connection, so a failover
+is followed. The async client packs commands with hiredis (C), as the blocking one does:
+redis-py's async one packs them in Python, the costliest thing per ``GET /e`` on Redis.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
-from typing import Any, Final, cast
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Final, NamedTuple, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import hiredis
@@ -37,10 +30,11 @@ import redis.cluster
 import redis.retry
 import redis.sentinel
 from redis._parsers import _AsyncHiredisParser, _HiredisParser  # its parser_class option
+from redis._parsers.base import BaseParser
 from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.backoff import NoBackoff
-from redis.connection import parse_url
-from redis.exceptions import InvalidResponse
+from redis.connection import UnixDomainSocketConnection, parse_url
+from redis.exceptions import InvalidResponse, ResponseError
 
 from .backend import SentinelTarget, StateURL
 
@@ -52,10 +46,9 @@ AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 
 
 BYTES_PER_ELEMENT: Final = 32
-"""A reply may hold one element per this many bytes of its byte bound. An element costs hiredis
-a Python object (about 60 bytes for an empty list) whatever its few bytes on the wire: a reply of
-millions of ``*0`` would cost 18 times its bytes. Every element the mock's replies hold (a
-journal entry, a step, a count) is longer than this on the wire."""
+"""A reply may hold one element per this many bytes of its byte bound: an element costs hiredis
+a Python object (an empty list about 60 bytes), and every element of the mock's replies (an
+entry, a step, a count) is longer than this on the wire."""
 
 
 _DECLARED: Final = re.compile(rb"\r\n[*%~>|](\d{1,20})\r\n")
@@ -64,11 +57,9 @@ _DECLARED: Final = re.compile(rb"\r\n[*%~>|](\d{1,20})\r\n")
 
 class BoundedReader:
     """hiredis's reader, refusing a reply past ``limit`` bytes or past one element per
-    :data:`BYTES_PER_ELEMENT` of them: a Redis speaking garbage (an endless bulk string, millions
-    of empty arrays) costs the mock at most about twice its byte bound, not what fits in its
-    timeout. Each element of RESP ends a line (``\r\n``), so counting the lines bounds the
-    elements sent; an aggregate's declared count is checked before hiredis sees it, since
-    hiredis makes its list at once (``*4000000`` alone is a list of 32 MB)."""
+    :data:`BYTES_PER_ELEMENT` of them, so a Redis speaking garbage costs at most about twice
+    the bound. Each element of RESP ends a line, so counting lines bounds the elements; an
+    aggregate's declared count is checked first, as hiredis makes its list at once."""
 
     def __init__(self, reader: Any, limit: int) -> None:
         self._reader = reader
@@ -168,33 +159,31 @@ class Clients:
     def make_async(self) -> AsyncClient:
         """A client for the running event loop (a client belongs to the loop that made it)."""
         retry = redis.asyncio.retry.Retry(NoBackoff(), 0)
+        if self.cluster:
+            client = redis.asyncio.cluster.RedisCluster.from_url(self._url, retry=retry, **_OPTIONS)
+            # It takes no parser_class: given to the node settings it copies into each
+            # connection (as redis-py gives its own maintenance handler), before the first.
+            nodes = client.nodes_manager
+            for kwargs in (
+                nodes.connection_kwargs,
+                *(n.connection_kwargs for n in _startup(nodes)),
+            ):
+                kwargs["parser_class"] = self._async_parser
+            nodes.connection_kwargs["connection_class"] = packing(
+                nodes.connection_kwargs.get("connection_class", redis.asyncio.Connection)
+            )
+            for node in _startup(nodes):
+                node.connection_class = packing(node.connection_class)
+            return client
         if self.sentinel is not None:
-            primary = _primary(
-                redis.asyncio.sentinel.Sentinel, self.sentinel, self._async_parser, self._asked
-            )
-            primary.connection_pool.connection_class = packing(
-                primary.connection_pool.connection_class
-            )
-            return cast(redis.asyncio.Redis, primary)
-        if not self.cluster:
+            kind = redis.asyncio.sentinel.Sentinel
+            single = _primary(kind, self.sentinel, self._async_parser, self._asked)
+        else:
             single = redis.asyncio.Redis.from_url(
                 self._url, retry=retry, parser_class=self._async_parser, **_OPTIONS
             )
-            pool = single.connection_pool
-            pool.connection_class = packing(pool.connection_class)
-            return single
-        client = redis.asyncio.cluster.RedisCluster.from_url(self._url, retry=retry, **_OPTIONS)
-        # It takes no parser_class: given to the node settings it copies into each connection
-        # (as redis-py gives its own maintenance handler), before the first is made.
-        nodes = client.nodes_manager
-        for kwargs in (nodes.connection_kwargs, *(n.connection_kwargs for n in _startup(nodes))):
-            kwargs["parser_class"] = self._async_parser
-        nodes.connection_kwargs["connection_class"] = packing(
-            nodes.connection_kwargs.get("connection_class", redis.asyncio.Connection)
-        )
-        for node in _startup(nodes):
-            node.connection_class = packing(node.connection_class)
-        return client
+        single.connection_pool.connection_class = packing(single.connection_pool.connection_class)
+        return cast(redis.asyncio.Redis, single)
 
     async def aclose(self, client: AsyncClient) -> None:
         """Close ``client`` and the async clients of the sentinels it was found through."""
@@ -268,3 +257,207 @@ def _cluster_enabled(client: redis.Redis) -> bool:
             raise ClusterURLError(_NO_DB) from None
         raise
     return bool(int(info.get("cluster_enabled", 0)))
+
+
+# -- the event loop's own connection -----------------------------------------------------------
+# Through redis-py's async pipeline a round trip cost the mock about 50 µs of CPU more than
+# through a Line (68 µs against 15, measured on one machine): its pipeline and pool objects, a
+# timeout and a parser call per reply. So the event loop keeps one connection of its own, for
+# one server over TCP or a unix socket (TLS and a cluster keep redis-py's pipeline): hiredis
+# packs the commands and parses the replies in the connection's protocol (:class:`_Replies`),
+# error replies as redis-py's exceptions. A failure, a timeout or a cancellation drops the
+# connection (its replies would be out of step); the next round trip connects again.
+
+Command = tuple[str | int, ...]
+"""A command and its arguments, as hiredis packs them."""
+
+
+class Line:
+    """The event loop's own connection to one Redis (see above); round trips pipelined, their
+    replies matched in order."""
+
+    def __init__(self, options: dict[str, Any], reply_bytes: int) -> None:
+        self._options = options
+        self._reply_bytes = reply_bytes
+        self._replies: _Replies | None = None
+        self._connecting: asyncio.Future[_Replies] | None = None
+
+    @classmethod
+    def of(cls, url: str, reply_bytes: int) -> Line | None:
+        """A line to the Redis of ``url``, or None where redis-py's pipeline must go (TLS)."""
+        options: dict[str, Any] = parse_url(url)  # type: ignore[no-untyped-call]
+        kind = options.get("connection_class")
+        if kind is not None and kind is not UnixDomainSocketConnection:
+            return None
+        return cls(options, reply_bytes)
+
+    @property
+    def usable(self) -> bool:
+        """Connected, and not broken since: :meth:`exchange` may be called."""
+        return self._replies is not None and self._replies.usable
+
+    def exchange(self, commands: list[Command], done: Done) -> None:
+        """Send ``commands``; ``done`` is told their replies, or why there are none (the line
+        :attr:`usable`)."""
+        assert self._replies is not None
+        self._replies.exchange(commands, done)
+
+    async def send(self, commands: list[Command]) -> list[Any]:
+        """Each command's reply, in order (an error reply as redis-py's exception, not raised);
+        connects first if it must. The caller bounds the time it takes."""
+        try:
+            replies = self._replies
+            if replies is None or not replies.usable:  # never made, or broken since
+                if self._connecting is None:  # one attempt, whoever comes meanwhile waits on it
+                    self._connecting = asyncio.ensure_future(self._connect())
+                replies = await asyncio.shield(self._connecting)
+            return await replies.replies_of(commands)
+        except BaseException:  # the line is out of step: dropped
+            self.close()
+            raise
+
+    async def _connect(self) -> _Replies:
+        self.close()
+        options, loop = self._options, asyncio.get_running_loop()
+        made = lambda: _Replies(self._reply_bytes)  # noqa: E731
+        try:
+            if "path" in options:
+                _, replies = await loop.create_unix_connection(made, options["path"])
+            else:
+                host, port = options.get("host", "localhost"), options.get("port", 6379)
+                _, replies = await loop.create_connection(made, host, port)
+            self._replies = replies
+            hello: list[Command] = []
+            if options.get("password") is not None:
+                user = options.get("username")
+                hello.append(("AUTH", *([user] if user else []), options["password"]))
+            if options.get("db", 0):
+                hello.append(("SELECT", int(options["db"])))
+            for reply in await replies.replies_of(hello) if hello else ():
+                if isinstance(reply, ResponseError):
+                    raise reply
+            return replies
+        finally:
+            self._connecting = None
+
+    def close(self) -> None:
+        replies, self._replies = self._replies, None
+        if replies is not None:
+            replies.close()
+
+
+Done = Callable[[list[Any] | Exception], None]
+"""Told a round trip's replies, in order (an error reply as redis-py's exception, not raised),
+or why there are none (the line broke, or the round trip outlasted its time)."""
+
+
+class _Exchange(NamedTuple):
+    """A round trip under way: whom to tell, by when, how many replies it waits for, those come."""
+
+    done: Done
+    deadline: float  # the loop's time
+    expected: int
+    replies: list[Any]
+
+
+class _Replies(asyncio.Protocol):
+    """The connection's end: round trips' commands written, their replies parsed as they come
+    (bounded: :class:`.BoundedReader`), each round trip's future told when all of its are in."""
+
+    def __init__(self, reply_bytes: int) -> None:
+        reader = hiredis.Reader(
+            encoding="utf-8", replyError=BaseParser.parse_error, notEnoughData=NOT_ENOUGH_DATA
+        )
+        self._parser = BoundedReader(reader, reply_bytes)
+        self._transport: asyncio.Transport | None = None
+        self._waiting: deque[_Exchange] = deque()  # in the order sent
+        self._unsent: list[bytes] = []  # packed this turn of the loop, written at its end
+        self._watch: asyncio.TimerHandle | None = None
+        self._broken: Exception | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's is none by class
+
+    @property
+    def usable(self) -> bool:
+        return self._transport is not None and self._broken is None
+
+    def exchange(self, commands: list[Command], done: Done) -> None:
+        """Write ``commands`` (at the end of this turn of the loop, with the others of the
+        turn); ``done`` is told their replies, or why there are none, within :data:`TIMEOUT`."""
+        if self._broken is not None or self._transport is None:
+            done(self._broken or ConnectionError("not connected"))
+            return
+        loop = asyncio.get_running_loop()
+        self._waiting.append(_Exchange(done, loop.time() + TIMEOUT, len(commands), []))
+        if self._watch is None:
+            self._watch = loop.call_later(TIMEOUT, self._watched)
+        if not self._unsent:  # the round trips of this turn of the loop go in one write
+            loop.call_soon(self._flush)
+        self._unsent += [hiredis.pack_command(c) for c in commands]  # type: ignore[arg-type]
+
+    def replies_of(self, commands: list[Command]) -> asyncio.Future[list[Any]]:
+        """:meth:`exchange` as a future (connecting)."""
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+
+        def done(replies: list[Any] | Exception) -> None:
+            if future.done():
+                return
+            if isinstance(replies, Exception):
+                future.set_exception(replies)
+            else:
+                future.set_result(replies)
+
+        self.exchange(commands, done)
+        return future
+
+    def _watched(self) -> None:
+        """One timer for all the round trips: the oldest one late breaks the line (its
+        replies would come out of step), else the timer waits for it."""
+        self._watch = None
+        if not self._waiting:
+            return
+        loop = asyncio.get_running_loop()
+        late = self._waiting[0].deadline - loop.time()
+        if late <= 0:
+            self._fail(TimeoutError())
+        else:
+            self._watch = loop.call_later(late, self._watched)
+
+    def _flush(self) -> None:
+        unsent, self._unsent = self._unsent, []
+        if self._transport is not None and self._broken is None:
+            self._transport.write(b"".join(unsent))
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._parser.feed(data)
+            while (reply := self._parser.gets()) is not NOT_ENOUGH_DATA:
+                if not self._waiting:
+                    raise ConnectionError("a reply to no command")  # out of step
+                head = self._waiting[0]
+                head.replies.append(reply)
+                if len(head.replies) == head.expected:
+                    self._waiting.popleft()
+                    head.done(head.replies)
+        except Exception as exc:  # garbage, a reply too long, out of step: the line is broken
+            self._fail(exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(ConnectionError("Redis closed the connection"))
+
+    def _fail(self, exc: Exception) -> None:
+        self._broken = self._broken or exc
+        waiting, self._waiting = self._waiting, deque()
+        self.close()
+        for exchange in waiting:
+            exchange.done(exc)
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            with contextlib.suppress(Exception):  # closing a broken connection: nothing to do
+                transport.close()

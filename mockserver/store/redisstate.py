@@ -1,22 +1,16 @@
-"""The mock's per-call state in Redis, so processes on any number of hosts behave as one mock.
+"""``RedisStore`` (``--state``): the primitives of :mod:`.primitives` in Redis, so processes on
+any number of hosts behave as one mock.
 
-:class:`RedisStore` offers the primitives of :mod:`.primitives` as :class:`.primitives.MemoryStore`
-does, each one Redis command or one short Lua script (Redis runs either alone, so each is atomic
-across processes); the rules that use them are in Python, once (:mod:`...explain`). A request's
-operations of one round trip go in one pipeline.
+Each primitive is one Redis command or one short Lua script, so each is atomic across processes;
+the rules that use them are in Python, once (:mod:`...explain`). Every key of one mock is under
+``verdict-mock:{<name>.<digest>}:`` (``--state-name``; without it ``verdict-mock:{<digest>}:``):
+the digest, a slow hash of the signing secret, keeps mocks with other secrets apart without
+giving it back, and the braces keep the keys in one Redis Cluster slot, as a script needs. Every
+key lives ``--state-ttl`` seconds past the mock's last use (a journaled request renews them at
+most once a second, a control call in its own round trip). API keys are kept as HMAC digests.
 
-Every key of one mock is under ``verdict-mock:{<name>.<digest>}:`` (``--state-name``; without
-it ``verdict-mock:{<digest>}:``), the digest a slow hash of the signing secret that does not give
-it back: mocks with other secrets share a Redis without meeting, an operator reads whose keys
-they are, and the braces keep them in one Redis Cluster slot, as a script needs. Every key lives
-``--state-ttl`` seconds past the mock's last use: a journaled request renews them all when due
-(at most once a second), a control call in its own round trip. API keys are stored as HMAC
-digests, never as they are.
-
-On the event loop, round trips go through the loop's own connection (:mod:`.redisline`:
-hiredis over the connection's protocol), or, on a cluster, through Sentinel or over TLS,
-``redis.asyncio``'s pipeline; the control API, on worker threads, uses the blocking client
-(:mod:`.redisclients`).
+On the event loop a round trip goes through the loop's own connection (:class:`.redisclients.Line`)
+or redis-py's async pipeline (a cluster, Sentinel, TLS); the control API uses the blocking client.
 """
 
 from __future__ import annotations
@@ -26,10 +20,13 @@ import contextlib
 import hashlib
 import hmac
 import json
+import logging
 import math
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 from redis.exceptions import NoScriptError, OutOfMemoryError, ReadOnlyError
 
@@ -37,18 +34,17 @@ from ..model import scripts as script_store
 from ..model.scripts import ScriptStoreFull, admits, script_bytes, step_costs, store_full
 from ..model.sessions import Step
 from ..model.steps import decode_step, encode_step
-from .availability import Calls
 from .backend import DEFAULT_STATE_TTL, StateUnavailable, StateURL, secrets_of
 from .journal import UNTRUSTED_KEPT, JournalEntry, decode_entry, encode_entry
 from .primitives import Append, Ask, Clock, Reply, Trip, merged
-from .redisclients import TIMEOUT as TIMEOUT
-from .redisclients import AsyncClient, Clients, ClusterURLError
-from .redisline import Command, Line
+from .redisclients import TIMEOUT, AsyncClient, Clients, ClusterURLError, Command, Line
 
 ENTRY_BYTES: Final = 64 * 1024
 """An entry's bytes at most as the store keeps it (every field of it is bounded: journal.py)."""
 REPLY_SLACK: Final = 1024 * 1024
 """A reply's bytes past the journal's and the ring's entries (framing, a script)."""
+T = TypeVar("T")
+log = logging.getLogger("mockserver.state")
 _NAMING: Final = (b"verdict-mock state keys", 20_000)
 """PBKDF2's salt and rounds for the secret's digest in key names: slow to guess back from."""
 
@@ -195,6 +191,59 @@ def _stored(steps: tuple[Step, ...]) -> list[str]:
     ]
 
 
+class Calls:
+    """The store's round trips and failures (metrics), and one log line when it goes down, one
+    when it is back: not one per request. The event loop counts in ``trips`` and ``errors``
+    (one thread); the control API's threads in :meth:`blocking`, under a lock taken by the
+    event loop only on a change, so each change is logged once."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.down_since: float | None = None  # time.monotonic() of the first failure
+        self.failed_since = 0  # calls failed since
+        self.trips = self.errors = 0
+        self._blocking_trips = self._blocking_errors = 0
+        self._lock = threading.Lock()
+
+    def blocking(self, failed: bool) -> None:
+        """Count one call of a control API's thread."""
+        with self._lock:
+            self._blocking_trips += 1
+            self._blocking_errors += failed
+
+    def totals(self) -> tuple[int, int]:
+        """Round trips and failures, of the loop and the threads together."""
+        with self._lock:
+            return self.trips + self._blocking_trips, self.errors + self._blocking_errors
+
+    def failed(self, problem: StateUnavailable) -> None:
+        with self._lock:
+            self.failed_since += 1
+            if self.down_since is not None:
+                return
+            self.down_since = time.monotonic()
+        log.error(
+            "state store down: %s; its calls answer 503 until it is back",
+            str(problem).rstrip("."),
+            extra={"fields": {"state": self.label, "code": problem.code}},
+        )
+
+    def answered(self) -> None:
+        if self.down_since is None:
+            return
+        with self._lock:
+            since, failed = self.down_since, self.failed_since
+            self.down_since, self.failed_since = None, 0
+        if since is not None:
+            log.warning(
+                "state store back: %s answers again after %.1f s (%d calls failed meanwhile)",
+                self.label,
+                time.monotonic() - since,
+                failed,
+                extra={"fields": {"state": self.label, "failed": failed}},
+            )
+
+
 class RedisStore:
     """The per-call state in Redis (see the module's docstring); one per mock app."""
 
@@ -223,17 +272,14 @@ class RedisStore:
         # the biggest reply read: the journal and the ring whole (past it: a 503, never the mock)
         self.reply_bytes = (journal_size + UNTRUSTED_KEPT) * ENTRY_BYTES + REPLY_SLACK
         self._owner = connections
-        self._calls: Calls
-        self._clients: Clients
-        if connections is not None:
-            self._calls, self._clients = connections._calls, connections._clients
-        else:
+        if connections is None:
             self._calls = Calls(self.label)  # counted; its going down and back logged
             with self._guard():  # a cluster is found from the server: it must answer now
                 self._clients = Clients(url, self.reply_bytes)
-            with self._guard():
                 for script in _SHA:
                     self._clients.sync.script_load(script)
+        else:
+            self._calls, self._clients = connections._calls, connections._clients
         self.sync = self._clients.sync
         self._async: AsyncClient | None = None
         self._line: Line | None = None  # the loop's own connection (not on a cluster)
@@ -418,12 +464,23 @@ class RedisStore:
         return self._calls.totals()
 
     def _unavailable(self, exc: BaseException) -> StateUnavailable:
-        return unavailable(exc, self.label, self._url)
+        """A failure of the store as the 503 it gives: whether retrying can help, and the URL
+        (which may hold a password) shown as its label."""
+        if isinstance(exc, StateUnavailable):
+            return exc
+        refused = _REFUSALS.get(type(exc))
+        if refused is not None:  # Redis answers, and refuses to be written: retrying is no use
+            code, reason = refused
+            return StateUnavailable(self.label, reason, code=code, retry=False)
+        reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
+        reason = reason.replace(self._url, self.label)
+        for secret in secrets_of(self._url):  # whatever redis-py quoted of it
+            reason = reason.replace(secret, "…")
+        return StateUnavailable(self.label, reason[:200])
 
     def writable(self) -> StateUnavailable | None:
-        """Whether Redis would run a write now, asked without writing (readiness), of the node
-        that holds this mock's keys: the probe names one of them, so a Redis Cluster sends it
-        where ``/e`` goes (keyless, it went to any node: ready while the owner was full)."""
+        """Whether Redis would run a write now, asked without writing (readiness); the probe
+        names a key of the mock's, so a Redis Cluster asks the node that holds them."""
         try:
             with self._guard():
                 self.sync.eval(PROBE, 1, self.keys.clock)
@@ -450,33 +507,16 @@ class RedisStore:
             self._calls.blocking(failed)
 
     # -- the control API (worker threads) -----------------------------------------------------
-    def _renewing(self, *commands: Callable[[Any], object]) -> list[Any]:
-        """Run ``commands`` (each queues one on a pipeline) and renew every key of the mock,
-        in one transaction: one round trip. Their replies, in order."""
+    def _renewing(self, read: Callable[[list[Any]], T], *commands: Command) -> T:
+        """Run ``commands`` and renew every key of the mock, in one transaction (one round
+        trip); ``read`` is given their replies, in order."""
         with self._guard():
             pipe = self.sync.pipeline(transaction=True)
-            for command in commands:
-                command(pipe)
-            renew = (RENEW, len(self.keys), *self.keys, self.ttl_ms, self._steps_prefix)
-            pipe.execute_command("EVAL", *renew)  # by name: a cluster's pipeline has no .eval()
-            replies: list[Any] = pipe.execute()
-            return replies[: len(commands)]
-
-    def offset(self) -> float:
-        (clock,) = self._renewing(lambda pipe: pipe.get(self.keys.clock))
-        with self._guard():
-            return float(clock or 0.0)
-
-    def advance(self, seconds: float) -> None:
-        self._renewing(lambda pipe: pipe.incrbyfloat(self.keys.clock, seconds))
-
-    def expire(self, session_id: str) -> None:
-        self._renewing(lambda pipe: pipe.sadd(self.keys.expired, session_id))
-
-    def next_mint(self) -> int:
-        (count,) = self._renewing(lambda pipe: pipe.incr(self.keys.minted))
-        with self._guard():
-            return int(count)
+            for command in (*commands, (RENEW, len(self.keys), *self.keys)):
+                pipe.execute_command(*command) if command[0] != RENEW else pipe.execute_command(
+                    "EVAL", *command, self.ttl_ms, self._steps_prefix
+                )
+            return read(pipe.execute()[: len(commands)])
 
     def _load(
         self, scripts: Mapping[str, tuple[Step, ...]], fingerprint: str = "", counted: int = 0
@@ -489,16 +529,26 @@ class RedisStore:
         with self._guard():
             _done(self.sync.eval(LOAD, len(keys), *keys, fingerprint, counted, self.ttl_ms, *args))
 
+    def offset(self) -> float:
+        return self._renewing(lambda replies: float(replies[0] or 0.0), ("GET", self.keys.clock))
+
+    def advance(self, seconds: float) -> None:
+        self._renewing(list, ("INCRBYFLOAT", self.keys.clock, repr(seconds)))
+
+    def expire(self, session_id: str) -> None:
+        self._renewing(list, ("SADD", self.keys.expired, session_id))
+
+    def next_mint(self) -> int:
+        return self._renewing(lambda replies: int(replies[0]), ("INCR", self.keys.minted))
+
     def load_script(self, session_id: str, steps: tuple[Step, ...]) -> None:
         """The bound's rule (:func:`.scripts.admits`) on what every process holds: the bytes
         are counted first, and given back if they do not fit, so two mints at once never
         pass the bound together."""
-        needed = script_bytes(steps)
-        (held,) = self._renewing(lambda pipe: pipe.incrby(self.keys.script_bytes, needed))
-        with self._guard():
-            held = int(held) - needed
+        needed, counter = script_bytes(steps), self.keys.script_bytes
+        held = self._renewing(lambda replies: int(replies[0]) - needed, ("INCRBY", counter, needed))
         if not admits(held, 0, needed, self.capacity):
-            self._renewing(lambda pipe: pipe.decrby(self.keys.script_bytes, needed))
+            self._renewing(list, ("DECRBY", counter, needed))
             raise store_full(held, needed, self.capacity)
         self._load({session_id: steps}, counted=needed)
 
@@ -510,10 +560,7 @@ class RedisStore:
         kept = (keys.scripted, keys.generation, keys.seq, keys.answering)
         rest = [key for key in keys if key not in kept]
         with self._guard():
-            cleared = self.sync.eval(
-                CLEAR, 2 + len(rest), keys.scripted, keys.generation, *rest, self._steps_prefix
-            )
-            _done(cleared)
+            _done(self.sync.eval(CLEAR, 2 + len(rest), *kept[:2], *rest, self._steps_prefix))
         self._load(scripts, _fingerprint(scripts))
 
     def drift(self, answering: Mapping[str, str]) -> dict[str, str]:
@@ -521,11 +568,9 @@ class RedisStore:
         sharing this state disagree with this one: what the first of them gave (recorded then,
         kept through resets), by name; empty if none."""
         key, given = self.keys.answering, json.dumps(dict(answering), sort_keys=True)
-        _, recorded = self._renewing(
-            lambda pipe: pipe.set(key, given, nx=True), lambda pipe: pipe.get(key)
+        first: dict[str, str] = self._renewing(
+            lambda replies: json.loads(replies[1]), ("SET", key, given, "NX"), ("GET", key)
         )
-        with self._guard():
-            first: dict[str, str] = json.loads(recorded)
         return {
             name: first.get(name, "") for name in answering if first.get(name) != answering[name]
         }
@@ -535,37 +580,31 @@ class RedisStore:
         bytes): one process at a time, holding a lease its scrapes renew; when it stops being
         scraped, the next process scraped takes it over."""
         with self._guard():
-            taken = self.sync.eval(REPORTER, 1, self._reporter, self._me, REPORTER_LEASE_MS)
-        return bool(taken)
+            return bool(self.sync.eval(REPORTER, 1, self._reporter, self._me, REPORTER_LEASE_MS))
 
     def script_bytes(self) -> int:
-        (held,) = self._renewing(lambda pipe: pipe.get(self.keys.script_bytes))
-        with self._guard():
-            return int(held or 0)
+        return self._renewing(lambda replies: int(replies[0] or 0), ("GET", self.keys.script_bytes))
 
     def entries(self) -> list[JournalEntry]:
         """The journal and the ring, merged in time order (read in one transaction)."""
-        kept, ring = self._renewing(
-            lambda pipe: pipe.lrange(self.keys.journal, 0, -1),
-            lambda pipe: pipe.lrange(self.keys.ring, 0, -1),
-        )
-        with self._guard():
+
+        def read(replies: list[Any]) -> list[JournalEntry]:
+            kept, ring = replies
             untrusted = [decode_entry(text, untrusted=True) for text in ring]
             return merged([decode_entry(text) for text in kept], untrusted)
 
+        keys = self.keys
+        return self._renewing(read, ("LRANGE", keys.journal, 0, -1), ("LRANGE", keys.ring, 0, -1))
+
     def clear_journal(self) -> None:
         keys = self.keys
-        self._renewing(
-            lambda pipe: pipe.delete(keys.journal, keys.ring),
-            lambda pipe: pipe.incr(keys.generation),
-        )
+        self._renewing(list, ("DEL", keys.journal, keys.ring), ("INCR", keys.generation))
 
     def journal_length(self) -> int:
-        lengths = self._renewing(
-            lambda pipe: pipe.llen(self.keys.journal), lambda pipe: pipe.llen(self.keys.ring)
+        keys = self.keys
+        return self._renewing(
+            lambda replies: sum(map(int, replies)), ("LLEN", keys.journal), ("LLEN", keys.ring)
         )
-        with self._guard():
-            return sum(int(length) for length in lengths)
 
     def close(self) -> None:
         if self._owner is None:  # else the owner's, closed with it
@@ -598,22 +637,6 @@ _REFUSALS: Final[dict[type[BaseException], tuple[str, str]]] = {
     ReadOnlyError: ("state_read_only", "Redis is a read-only replica"),
 }
 """Redis's refusals to be written, each with the 503's code and its reason."""
-
-
-def unavailable(exc: BaseException, label: str, url: str) -> StateUnavailable:
-    """A failure of the store as the 503 it gives: whether retrying can help, and the URL
-    (which may hold a password) shown as its label."""
-    if isinstance(exc, StateUnavailable):
-        return exc
-    refused = _REFUSALS.get(type(exc))
-    if refused is not None:  # Redis answers, and refuses to be written: retrying is no use
-        code, reason = refused
-        return StateUnavailable(label, reason, code=code, retry=False)
-    reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
-    reason = reason.replace(url, label)
-    for secret in secrets_of(url):  # whatever redis-py quoted of it
-        reason = reason.replace(secret, "…")
-    return StateUnavailable(label, reason[:200])
 
 
 def _done(reply: object) -> None:

@@ -1,4 +1,4 @@
-"""The hot path's own connection to Redis (store/redisline.py) speaks as redis-py would.
+"""The hot path's own connection to Redis (store/redisclients.py: Line) speaks as redis-py would.
 
 A real ``redis-server`` that asks for a password, reached over TCP and over its unix socket,
 with the state in database 3: ``GET /e`` is answered, and the mock's keys are where the URL
@@ -19,7 +19,7 @@ import redis
 from tests.redisserver import redis_server
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.store.backend import StateURL
-from verdict_contract.mockserver.store.redisline import Line
+from verdict_contract.mockserver.store.redisclients import Line
 from verdict_contract.mockserver.testing.mocks import live_mock
 
 PASSWORD = "line-test-pass-0001"
