@@ -3,7 +3,7 @@
 As uvicorn's ``httptools_impl.py``: :class:`HttpConnection` is the asyncio protocol and
 httptools' callback object. It reads each request into a :class:`RequestCycle` of its pipeline,
 or refuses it as it arrives: a target over :data:`MAX_TARGET_BYTES` (414), headers over
-:data:`.limits.MAX_HEADER_BYTES` or a head still arriving past :data:`MAX_HEAD_BYTES` (431), a
+:data:`.middleware.MAX_HEADER_BYTES` or a head still arriving past :data:`MAX_HEAD_BYTES` (431), a
 body over ``--max-body`` (413), more than :data:`MAX_PIPELINED` requests waiting (503), anything
 httptools cannot parse (400). It answers strictly in turn: ``GET``/``HEAD /e`` on the loop from
 :func:`.explain.decide` (a scripted delay with ``call_later``, a fault enacted: a TCP reset, a
@@ -43,7 +43,7 @@ from ..state import MockState
 from ..store.backend import StateUnavailable
 from ..store.primitives import Reply as StoreReply
 from ..web.accesslog import Served, log_request
-from ..web.limits import MAX_HEADER_BYTES
+from ..web.middleware import MAX_HEADER_BYTES
 from .flow import ENDING, LINGERING, OPEN, FlowControl
 from .wire import CONTINUE, Heads, peer_closed
 from .wsgibridge import Request, call_app, environ_for
@@ -619,7 +619,7 @@ class HttpConnection(asyncio.Protocol):
         cycle.to(DONE)
         try:
             reply = done.result()
-        except ConnectionResetError:  # the app asked for a reset (faults.FaultMiddleware)
+        except ConnectionResetError:  # the app asked for a reset (middleware.FaultMiddleware)
             self.reset()
             return
         except Exception as exc:  # never a 5xx: the app's own handlers answered what they could

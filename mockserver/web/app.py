@@ -17,10 +17,8 @@ from ..state import MockState
 from .accesslog import AccessLog, printable
 from .answers import EXTENSION, error_response, state_of, to_response
 from .control import control
-from .fastpath import ExplainMiddleware
-from .faults import FaultMiddleware
-from .limits import RequestLimits
 from .metrics import install_metrics, probes
+from .middleware import ExplainMiddleware, FaultMiddleware, RequestLimits
 from .proxy import PROXY_EXTENSION, ValidatingProxy
 
 _NOT_FOUND = f"no such endpoint; the API is GET {ENDPOINT_PATH}?n=<session id>"

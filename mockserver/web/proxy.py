@@ -39,7 +39,7 @@ from ..model.sessions import MAX_SESSION_ID_LENGTH
 from ..state import MockState
 from ..store.journal import make_entry
 from .accesslog import printable
-from .fastpath import ExplainMiddleware
+from .middleware import ExplainMiddleware
 from .recorder import Recorder
 
 if TYPE_CHECKING:

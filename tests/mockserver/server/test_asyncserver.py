@@ -36,7 +36,7 @@ from verdict_contract.mockserver.server.protocol import (
 )
 from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.web.answers import state_of
-from verdict_contract.mockserver.web.limits import MAX_HEADER_BYTES
+from verdict_contract.mockserver.web.middleware import MAX_HEADER_BYTES
 
 T = TypeVar("T")
 AUTH = f"Authorization: Bearer {KEY}\r\n".encode()

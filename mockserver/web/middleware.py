@@ -1,0 +1,152 @@
+"""The WSGI layers under the Flask app, whatever the server: size limits, scripted faults
+enacted on the connection, and ``GET``/``HEAD /e`` answered straight from the environ.
+
+Limits: a declared ``Content-Length`` over ``--max-body`` is a 413 (a chunked body is cut by
+Flask's ``MAX_CONTENT_LENGTH`` as it is read); headers over :data:`MAX_HEADER_BYTES`, a 431; both
+answered in JSON before the body is read. Faults: the mark a scripted step leaves on an answer
+(model/steps.py) is stripped and enacted (a TCP reset). ``/e``: for the servers that call the
+app for every request (``--server waitress``, ``flask run``, any WSGI server); the default server
+answers ``/e`` itself (asyncserver.py), and the proxy the same way, from the upstream
+(:class:`.proxy.ValidatingProxy`).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Final
+
+from verdict_contract.core.spec import ENDPOINT_PATH, is_api_call
+
+from ..explain import handle
+from ..model.answer import JSON, Answer, error_answer, explain_headers, failure_answer, status_line
+from ..model.steps import FAULT_HEADER
+from ..state import MockState
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+MAX_HEADER_BYTES: Final = 64 * 1024
+"""The request headers' names and values as sent, in bytes, the query excluded: counted alike
+by the async server's reader and, from a WSGI environ, by :func:`header_bytes`."""
+_UNPREFIXED: Final = frozenset({"CONTENT_TYPE", "CONTENT_LENGTH"})
+
+
+def header_bytes(environ: WSGIEnvironment) -> int:
+    """The headers' names and values as the client sent them, counted from ``environ`` (a
+    repeated header is one value joined by commas, about as long as its lines)."""
+    size = 0
+    for key, value in environ.items():
+        if key.startswith("HTTP_"):  # a prefix the client never sent
+            size += len(key) - len("HTTP_") + len(value)
+        elif key in _UNPREFIXED:
+            size += len(key) + len(value)
+    return size
+
+
+def _refuse(start_response: StartResponse, status: int, code: str, message: str) -> Iterable[bytes]:
+    answer = error_answer(status, code, message)
+    headers = [("Content-Type", JSON), ("Content-Length", str(len(answer.body))), *answer.headers]
+    start_response(status_line(status), headers)
+    return [answer.body]
+
+
+class RequestLimits:
+    """Refuse requests whose declared body or whose headers are over the limits."""
+
+    def __init__(self, app: WSGIApplication, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        declared = environ.get("CONTENT_LENGTH") or "0"
+        if not declared.strip().isdecimal():  # what int() reads, and no sign
+            return _refuse(
+                start_response,
+                400,
+                "bad_request",
+                f"Content-Length must be a number of bytes; received {declared[:40]!r}",
+            )
+        length = int(declared)
+        if length > self.max_body:
+            return _refuse(
+                start_response,
+                413,
+                "request_entity_too_large",
+                f"the request body is {length} bytes; the mock accepts at most {self.max_body} "
+                "(--max-body)",
+            )
+        size = header_bytes(environ)
+        if size > MAX_HEADER_BYTES:
+            return _refuse(
+                start_response,
+                431,
+                "request_header_fields_too_large",
+                f"the request headers hold {size} bytes; the mock accepts at most "
+                f"{MAX_HEADER_BYTES}",
+            )
+        return self.app(environ, start_response)
+
+
+def _reset(environ: WSGIEnvironment) -> None:
+    """Close the client connection with a TCP reset instead of an answer."""
+    # waitress exposes its channel only through this bound method; werkzeug names the socket.
+    channel = getattr(environ.get("waitress.client_disconnected"), "__self__", None)
+    sock = getattr(channel, "socket", None) or environ.get("werkzeug.socket")
+    if isinstance(sock, socket.socket):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        if channel is not None:
+            from waitress.channel import ClientDisconnected
+
+            raise ClientDisconnected  # waitress closes the socket itself: RST, nothing sent
+        sock.close()
+    raise ConnectionResetError("verdict-mock: scripted connection reset")
+
+
+class FaultMiddleware:
+    """Strip the fault mark from responses and enact it on the connection."""
+
+    def __init__(self, app: WSGIApplication) -> None:
+        self.app = app
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            kept = [(k, v) for k, v in headers if k != FAULT_HEADER]
+            if len(kept) != len(headers) and dict(headers)[FAULT_HEADER] == "reset":
+                _reset(environ)
+            return start_response(status, kept, exc_info)
+
+        return self.app(environ, start)
+
+
+class ExplainMiddleware:
+    """Serve ``GET``/``HEAD /e`` from the environ; pass every other request to ``app``."""
+
+    def __init__(self, app: WSGIApplication, state: MockState) -> None:
+        self.app = app
+        self.state = state
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        method = environ["REQUEST_METHOD"]
+        if not is_api_call(method, environ.get("PATH_INFO", "")):
+            return self.app(environ, start_response)
+        # PEP 3333 hands the raw query over as latin-1 text; this restores its bytes.
+        answer = self.respond(method, environ.get("QUERY_STRING", "").encode("latin-1"), environ)
+        start_response(status_line(answer.status), self.headers(answer))
+        return [b"" if method == "HEAD" else answer.body]
+
+    def respond(self, method: str, query: bytes, environ: WSGIEnvironment) -> Answer:
+        """The answer to one call (journaled): never a 5xx of the mock's own."""
+        headers = [  # for the journal, named as sent: ``user-agent``
+            (name[5:].replace("_", "-").lower(), value)
+            for name, value in environ.items()
+            if name.startswith("HTTP_")
+        ]
+        try:
+            return handle(self.state, method, query, environ.get("HTTP_AUTHORIZATION"), headers)
+        except Exception as exc:
+            return failure_answer(exc, f"answering {method} {ENDPOINT_PATH}")
+
+    def headers(self, answer: Answer) -> list[tuple[str, str]]:
+        return explain_headers(answer)
