@@ -63,7 +63,8 @@ def key_in(keys: tuple[bytes, ...], key: str) -> bool:
     return matched
 
 
-@lru_cache(maxsize=READ_CACHE_SIZE)  # one object per id: its body is found by it (render)
+# One object per id: its body is found by it (--row any-id: 119k instructions, 204k without)
+@lru_cache(maxsize=READ_CACHE_SIZE)
 def _any_session(session_id: str) -> Session:
     """The session ``--accept-any-session`` serves for an unknown id (``<verdict>-...`` picks
     the verdict)."""
@@ -135,7 +136,8 @@ class MockState:
     def __post_init__(self) -> None:
         self.codec = SessionCodec(self.signing_secret)
         # A minted id decodes to the same session every time: checking its signature once per
-        # id (of the last READ_CACHE_SIZE) keeps minted sessions as fast as named ones.
+        # id (of the last READ_CACHE_SIZE) keeps minted sessions as fast as named ones
+        # (bench_instructions --row minted: 120k instructions a GET /e with it, 256k without).
         self._read = lru_cache(maxsize=READ_CACHE_SIZE)(self.codec.read)
         self.generator = VerdictGenerator(self.settings.seed)
         self.limit = self.settings.rate_limit

@@ -64,6 +64,7 @@ def _answer(step: Step, body: bytes) -> Answer | None:
     return None
 
 
+# A standing step's answer, built once (--row standing: 119k instructions a GET /e, 196k without)
 _kept_answer = lru_cache(maxsize=256)(_answer)
 
 

@@ -41,8 +41,9 @@ def head_start(status: str, headers: list[tuple[str, str]]) -> bytes:
 
 class Heads:
     """Answer bytes: the start of a head is the same for every answer of one shape, built once
-    (26% of a GET /e: bench_instructions); every head ends with Date and Server, formatted again by :meth:`tick` (the server's sweep,
-    twice a second, as uvicorn's main loop refreshes its Date)."""
+    (26% of a GET /e: bench_instructions); every head ends with Date and Server, formatted
+    again by :meth:`tick` (the server's sweep, twice a second, as uvicorn's main loop refreshes
+    its Date)."""
 
     def __init__(self) -> None:
         self._kept: dict[tuple[int, tuple[tuple[str, str], ...], int, bool], bytes] = {}
