@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final, cast
+from typing import Final, TypeVar, cast
 
 import yaml
 from yaml.composer import ComposerError
@@ -116,16 +117,68 @@ def _refusal(problem: str, event: yaml.Event) -> ComposerError:
     return ComposerError(None, None, problem, cast(Mark | None, event.start_mark))
 
 
-def compose(text: str) -> yaml.Node | None:
-    """The YAML node tree of ``text``, bounded as :func:`decode` is."""
-    return yaml.compose(text, Loader=_BoundedLoader)
-
-
 def decode(path: Path, text: str) -> object:
     """The data of a scenario's text: JSON by the file's suffix, else bounded YAML."""
     if path.suffix == ".json":
         return json.loads(text)
     return yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 (a SafeLoader)
+
+
+Where = tuple[str | int, ...]
+"""A path into a file's data: ``("sessions", "a", "script", 0)``."""
+
+
+class ProblemAt(ScenarioError):
+    """A problem with the value at ``where`` in the data, so its file can say which line."""
+
+    def __init__(self, message: str, where: Where) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def line_and_column(text: str, where: Where) -> tuple[int, int] | None:
+    """Where the value at ``where`` starts in YAML (or JSON) ``text``, 1-based (the nearest
+    enclosing value when the path goes further than the file: a missing key), or None."""
+    try:
+        node = yaml.compose(text, Loader=_BoundedLoader)
+    except yaml.YAMLError:
+        return None
+    if node is None:
+        return None
+    for part in where:
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [v for k, v in node.value if str(k.value) == str(part)]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            children = node.value[part : part + 1]
+        if not children:
+            break
+        node = children[0]
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+Parsed = TypeVar("Parsed")
+
+
+def load(path: Path, parse: Callable[[object], Parsed]) -> Parsed:
+    """What ``parse`` makes of the file's data (YAML, or JSON by its suffix). A problem is one
+    line, ``FILE:LINE:COLUMN: what`` when the place is known (as compilers say it, for editors)."""
+    text = ""
+    try:
+        text = read_text(path)
+        return parse(decode(path, text))
+    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise syntax_error(path, exc) from None
+    except RecursionError:  # JSON nested deeper than Python's parser or the schema check goes
+        raise ScenarioError(f"{path}: nested too deep") from None
+    except ProblemAt as exc:
+        place = line_and_column(text, exc.where)
+        where = f"{path}:{place[0]}:{place[1]}" if place else str(path)
+        raise ScenarioError(f"{where}: {exc}") from None
+    except ScenarioError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
+    except (TypeError, ValueError) as exc:  # data YAML can hold but JSON cannot
+        raise ScenarioError(f"{path}: unsupported value: {exc}") from None
 
 
 def syntax_error(path: Path, exc: Exception) -> ScenarioError:
