@@ -24,27 +24,17 @@ from yaml.events import AliasEvent, NodeEvent, ScalarEvent
 
 from verdict_contract.core.errors import ScenarioError
 
-MAX_SCENARIO_BYTES: Final = 16 * 1024 * 1024
-"""The largest scenario file read, in bytes (docs/servers.md, bounds)."""
+MAX_SCENARIO_BYTES: Final = 16 * 1024 * 1024  # the largest file read (docs/servers.md, bounds)
+MIN_EXPANDED: Final = 1024 * 1024  # what aliases may expand any YAML file to: nodes and characters
+MAX_DEPTH: Final = 64  # the deepest nesting of lists and mappings (a scenario needs a handful)
 
-MIN_EXPANDED: Final = 1024 * 1024
-"""What aliases may expand any YAML scenario to: nodes plus scalar characters (see below)."""
-
-MAX_DEPTH: Final = 64
-"""The deepest nesting of lists and mappings (a scenario needs a handful)."""
-
-_KINDS: Final = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a device"),
-    (stat.S_ISBLK, "a device"),
-    (stat.S_ISSOCK, "a socket"),
-)
+# What a file that is not regular is, by its type letter in ``ls -l``.
+_KINDS = {"d": "a directory", "p": "a FIFO", "c": "a device", "b": "a device", "s": "a socket"}
 
 
 def _check_regular(mode: int) -> None:
     if not stat.S_ISREG(mode):
-        kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+        kind = _KINDS.get(stat.filemode(mode)[0], "not a file")
         raise ScenarioError(f"not a regular file ({kind}); a scenario is a YAML or JSON file")
 
 

@@ -14,14 +14,13 @@ from typing import Final
 
 from .sessions import Step
 
-MAX_SCRIPT_BYTES: Final = 16 * 1024 * 1024
-"""The scripts one mock holds at once, in bytes as :func:`script_bytes` counts them."""
+MAX_SCRIPT_BYTES: Final = 16 * 1024 * 1024  # one mock's scripts, as script_bytes counts them
+# What each part costs in memory (tracemalloc): a step besides its headers (its object and slot),
+# a header besides its characters (its tuple and strings), a script besides its steps (its deque,
+# its entries in the book, its session id).
 STEP_BYTES: Final = 160
-"""What one step costs in memory besides its headers: its object and its slot (tracemalloc)."""
 HEADER_BYTES: Final = 128
-"""What a header of a scripted status costs besides its characters: its tuple and strings."""
 SCRIPT_BYTES: Final = 1024
-"""What a script costs besides its steps: its deque, its entries in the book, its session id."""
 
 
 def step_costs(steps: Iterable[Step]) -> list[int]:
@@ -36,7 +35,6 @@ def step_costs(steps: Iterable[Step]) -> list[int]:
 
 
 def script_bytes(steps: Iterable[Step]) -> int:
-    """The bytes a script takes in the store (:func:`step_costs`, added up)."""
     return sum(step_costs(steps))
 
 
@@ -63,12 +61,11 @@ class ScriptBook:
     """The scripts of a store in this process (``--state memory``), a step consumed as answered."""
 
     capacity: int = field(default_factory=lambda: MAX_SCRIPT_BYTES)  # read when made
+    # per session, its steps left, each with the bytes it frees (step_costs)
     _scripts: dict[str, deque[tuple[Step, int]]] = field(default_factory=dict, init=False)
-    """Per session, its steps left, each with the bytes it frees (:func:`step_costs`)."""
     _bytes: int = field(default=0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _minted: set[str] = field(default_factory=set, init=False, repr=False)
-    """Ids whose script came from a mint (not a scenario): what :meth:`minted_left` reports."""
+    _minted: set[str] = field(default_factory=set, init=False, repr=False)  # not a scenario's
 
     @property
     def size(self) -> int:

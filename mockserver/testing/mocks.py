@@ -338,16 +338,14 @@ def _responses_answer(target: InProcessApp, base: str) -> Any:
     pattern = re.compile(re.escape(base) + r"(/[^?#]*)?(\?.*)?$")
 
     def callback(request: requests.PreparedRequest) -> tuple[int, dict[str, str], bytes]:
-        url = httpx.URL(str(request.url))
         body = request.body if isinstance(request.body, str | bytes) else b""
         reply = target.call(
             str(request.method),
-            url.path[len(prefix) :] or "/",
-            url.query,
+            str(request.url),
+            prefix,
             [(k, str(v)) for k, v in request.headers.items()],
             body.encode() if isinstance(body, str) else bytes(body),
             _read_timeout(getattr(request, "req_kwargs", {}).get("timeout")),
-            url=str(request.url),
         )
         if reply.fault == "timeout":
             raise requests.exceptions.ReadTimeout("timed out (scripted delay)", request=request)
