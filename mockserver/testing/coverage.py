@@ -27,6 +27,11 @@ CORRECT_CLIENT_IDS: Final = [b for b in BEHAVIOURS if b not in BROKEN_CLIENT_ONL
 """What ``all`` requires: every answer the spec lets a service give a correct client."""
 
 
+def _never_in(served: set[str]) -> list[str]:
+    """What a correct client could meet and was not ``served``."""
+    return [b for b in CORRECT_CLIENT_IDS if b not in served]
+
+
 def required(value: str | None) -> list[str]:
     """The ids ``--verdict-require-coverage`` names (``all``: every answer a correct client can
     meet, :data:`CORRECT_CLIENT_IDS`; with more ids: those too); unknown ones refused."""
@@ -82,13 +87,6 @@ class CoveragePlugin:
     def never(self) -> list[str]:
         return [behaviour for behaviour, count in self.counts.items() if not count]
 
-    def module_never(self, module: str) -> dict[str, list[str]]:
-        """Per client of ``module``: what a correct client could meet and was never served."""
-        return {
-            client: [b for b in CORRECT_CLIENT_IDS if b not in served]
-            for client, served in sorted(self.modules.get(module, {}).items())
-        }
-
     def to_json(self) -> dict[str, Any]:
         return {
             "behaviours": {
@@ -98,7 +96,7 @@ class CoveragePlugin:
             "never": self.never(),
             "modules": {
                 module: {
-                    client: {"served": sorted(served), "never": self.module_never(module)[client]}
+                    client: {"served": sorted(served), "never": _never_in(served)}
                     for client, served in sorted(clients.items())
                 }
                 for module, clients in sorted(self.modules.items())
@@ -138,8 +136,9 @@ class CoveragePlugin:
         out.append(f"(only a client that breaks the spec meets {broken}: 'all' leaves it out)")
         if len(self.modules) > 1 or any(len(c) > 1 for c in self.modules.values()):
             out.append("never served, per test module and client (what a correct client meets):")
-            for module in sorted(self.modules):
-                for client, missing in self.module_never(module).items():
+            for module, clients in sorted(self.modules.items()):
+                for client, served in sorted(clients.items()):
+                    missing = _never_in(served)
                     listed = f"{len(missing)}: {', '.join(missing)}" if missing else "none"
                     out.append(f"  {module} ({client}): {listed}")
         if self.habits:
