@@ -63,13 +63,9 @@ class ScriptBook:
     capacity: int = field(default_factory=lambda: MAX_SCRIPT_BYTES)  # read when made
     # per session, its steps left, each with the bytes it frees (step_costs)
     _scripts: dict[str, deque[tuple[Step, int]]] = field(default_factory=dict, init=False)
-    _bytes: int = field(default=0, init=False)
+    size: int = field(default=0, init=False)  # bytes held, as script_bytes counts them
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _minted: set[str] = field(default_factory=set, init=False, repr=False)  # not a scenario's
-
-    @property
-    def size(self) -> int:
-        return self._bytes
 
     def load(
         self, session_id: str, steps: tuple[Step, ...], force: bool = False, minted: bool = False
@@ -80,15 +76,15 @@ class ScriptBook:
         with self._lock:
             old = self._scripts.pop(session_id, None)
             freed = sum(cost for _, cost in old) if old else 0
-            if not force and not admits(self._bytes, freed, needed, self.capacity):
+            if not force and not admits(self.size, freed, needed, self.capacity):
                 if old:
                     self._scripts[session_id] = old
-                raise store_full(self._bytes, needed, self.capacity)
-            self._bytes -= freed
+                raise store_full(self.size, needed, self.capacity)
+            self.size -= freed
             self._minted.discard(session_id)
             if steps:
                 self._scripts[session_id] = deque(zip(steps, step_costs(steps), strict=True))
-                self._bytes += needed
+                self.size += needed
                 if minted:
                     self._minted.add(session_id)
 
@@ -110,7 +106,7 @@ class ScriptBook:
             if not steps:
                 return None
             step, cost = steps.popleft()
-            self._bytes -= cost
+            self.size -= cost
             if not steps:
                 del self._scripts[session_id]
                 self._minted.discard(session_id)
@@ -120,4 +116,4 @@ class ScriptBook:
         with self._lock:
             self._scripts.clear()
             self._minted.clear()
-            self._bytes = 0
+            self.size = 0
