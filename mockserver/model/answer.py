@@ -24,16 +24,13 @@ NO_STORE = "no-store"
 Headers = Sequence[tuple[str, str]]
 
 CACHED_BODY_BYTES: Final = 16 * 1024
-"""Answers are built once and kept only up to this body size (a larger one, a big recorded body,
-per request), so the caches hold a few MB at most whatever a scenario's bodies weigh."""
-
+"""Answers are kept only up to this body size, so the caches hold a few MB at most."""
 
 DecidedBy = Literal["script", "logic"]
 """Who decided an answer: a scripted step (a status, a fault, a standing step) or the mock's
 own logic (the verdict, 401, 404, 429); a delay step only delays the logic's answer."""
 
-DOCUMENTED_FIELDS: Final = Verdict.__required_keys__
-"""The verdict body's top-level fields (spec §2.2); any other is an extra field."""
+DOCUMENTED_FIELDS: Final = Verdict.__required_keys__  # spec §2.2; any other is an extra field
 
 
 class Served(NamedTuple):
@@ -88,17 +85,14 @@ class Answer:
         """The journal's reading of this answer, once per answer object (a session's are kept)."""
         fault = self.fault
         status = None if fault == "reset" else self.status
-        outcome = "scripted" if fault else self.outcome
-        retry_after = next((v for k, v in self.headers if k == "Retry-After"), None)
-        facts = served(self.body) if status and 200 <= status < 300 and not fault else None
         return Outcome(
             status,
-            outcome,
+            "scripted" if fault else self.outcome,
             fault,
-            "script" if outcome == "scripted" else "logic",
-            retry_after,
+            "script" if fault or self.outcome == "scripted" else "logic",
+            next((v for k, v in self.headers if k == "Retry-After"), None),
             round(self.delay * 1000) if self.delay else None,
-            facts,
+            served(self.body) if status and 200 <= status < 300 and not fault else None,
         )
 
 
@@ -112,11 +106,9 @@ def with_defaults(defaults: Headers, given: Headers) -> list[tuple[str, str]]:
 
 
 _REASONS = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}
-
-
 NO_STATUS: Final = "000"
-"""How the access log and the metrics name the status of a request that got no status line
-(a reset): as curl and nginx's logs do."""
+"""The status the access log and the metrics give a request that got no status line (a reset),
+as curl and nginx's logs do."""
 
 
 def status_line(status: int) -> str:

@@ -1,7 +1,8 @@
 """Deterministic, realistic verdicts: the same (seed, session id) gives the same bytes.
 
 Each verdict draws from a ``random.Random`` seeded by the seed and the session id alone, so
-generation is thread-safe without a lock.
+generation is thread-safe without a lock. Its signals come from the catalogue below: plausible
+signals per evidence family, one per tier, with headline templates.
 """
 
 from __future__ import annotations
@@ -12,33 +13,112 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from verdict_contract.core.spec import (
     FAMILIES,
     MAY_BE_CONCLUSIVE,
     NEVER_CONCLUSIVE,
+    PREFIX_OF_FAMILY,
     SCHEMA_VERSION,
+    TIERS,
     VERDICTS,
+    Tier,
     VerdictKind,
 )
 from verdict_contract.core.validator import validate_verdict
 
-from .catalogue import SignalTemplate, templates
 from .sessions import SessionSpec, SpecError
 
 DEFAULT_SEED = "verdict-mock"
 """The seed of the mock's verdicts unless one is configured."""
 
-DEFAULT_CONCLUSIVE: dict[VerdictKind, bool] = {
-    "contradicted": True,
-    "refused": False,
-    "disputed": False,
-    "uncontradicted": False,
-    "insufficient": False,
-}
+DEFAULT_CONCLUSIVE: dict[VerdictKind, bool] = {kind: kind == "contradicted" for kind in VERDICTS}
 """``conclusive`` of a verdict asked for by kind alone (``mint(verdict=k)``): the same every run.
 A contradiction is conclusive (the case integrations act on); a refusal is reviewed, not blocked."""
+
+# The spec names the prefixes ``geo.`` and ``stack.``; the other four are the mock's own (the
+# real ones are not published), documented in docs/mock.md.
+FAMILY_PREFIX: Final[dict[str, str]] = {
+    **PREFIX_OF_FAMILY,
+    "tls-construction": "tls",
+    "compute": "compute",
+    "render": "render",
+    "declared": "declared",
+}
+assert set(FAMILY_PREFIX) == set(FAMILIES), "every family needs a prefix"
+
+
+@dataclass(frozen=True)
+class SignalTemplate:
+    name: str
+    tier: Tier
+    headline: str  # str.format template over the placeholders of headline_context
+
+    def id_for(self, family: str) -> str:
+        return f"{FAMILY_PREFIX[family]}.{self.name}"
+
+
+_SIGNALS: Final[dict[str, dict[str, str]]] = {
+    "network-geometry": {
+        "rtt-floor": "Round-trip time of {rtt} ms is below the physical floor for {country}.",
+        "anchor-triangulation": "Latency to measurement anchors places the client near {city}.",
+        "clock-offset": "The clock offset fits {timezone}, not the claimed locale {locale}.",
+        "hosting-asn": "The address belongs to a hosting network, not a residential one.",
+    },
+    "transport-stack": {
+        "tcp-options": "TCP option order is exactly that of {real_os}, not {claimed_os}.",
+        "initial-ttl": "An initial TTL of {ttl} is typical of {real_os}, not {claimed_os}.",
+        "mss-tunnel": "An MSS of {mss} bytes points to a tunnel or VPN on the path.",
+        "window-scale": "The TCP window scale is unusual for {claimed_os}.",
+    },
+    "tls-construction": {
+        "hello-library": "The TLS ClientHello was built by {tls_library}, not by {browser}.",
+        "extension-order": "TLS extension order does not match {browser} {browser_version}.",
+        "alpn-mismatch": "ALPN offers differ from the defaults of {browser}.",
+        "grease-absent": "The ClientHello carries no GREASE values.",
+    },
+    "compute": {
+        "wasm-isa": "WebAssembly timing reveals {real_arch} code, not {claimed_arch}.",
+        "core-timing": (
+            "Timer contention points to {cores} cores, not the {claimed_cores} declared."
+        ),
+        "timer-coarsening": "Timer resolution is coarser than {browser} allows by default.",
+        "throttled": "Compute ran throttled for part of the session.",
+    },
+    "render": {
+        "gpu-impossible": "The WebGL renderer '{gpu}' cannot exist on {claimed_os}.",
+        "font-set": "The installed fonts are the defaults of {real_os}.",
+        "canvas-noise": "Canvas output carries noise typical of anti-fingerprinting tools.",
+        "emoji-style": "Emoji glyphs differ from {claimed_os} defaults.",
+    },
+    "declared": {
+        "platform-mismatch": (
+            "The user agent claims {claimed_os} while the platform reports {real_os}."
+        ),
+        "language-locale": (
+            "Accepted languages ({language}) do not fit the claimed locale {locale}."
+        ),
+        "timezone-locale": "The declared time zone {timezone} is rare for {country}.",
+        "ua-reduced": "The user agent string is reduced or frozen.",
+    },
+}
+"""Each family's signals by name: one per tier, in the order of ``TIERS``."""
+
+CATALOGUE: Final[dict[str, tuple[SignalTemplate, ...]]] = {
+    family: tuple(
+        SignalTemplate(name, tier, headline)
+        for tier, (name, headline) in zip(TIERS, signals.items(), strict=True)
+    )
+    for family, signals in _SIGNALS.items()
+}
+assert set(CATALOGUE) == set(FAMILIES), "every family needs signals"
+
+
+def templates(family: str, *tiers: Tier) -> list[SignalTemplate]:
+    """Return the catalogue entries of ``family`` with one of ``tiers``."""
+    return [t for t in CATALOGUE[family] if t.tier in tiers]
+
 
 _OSES = ("Windows 11", "macOS 15", "Android 15", "iOS 18", "Ubuntu 24.04", "ChromeOS")
 _BROWSERS = ("Chrome", "Firefox", "Safari", "Edge")

@@ -12,7 +12,6 @@ A scenario is YAML or JSON::
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -22,18 +21,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar, cast
 
-import yaml
-
 from verdict_contract.core.errors import ScenarioError as ScenarioError
 from verdict_contract.core.rates import RateLimit
 
 from . import scenariofile
-from .sessions import (
-    Session,
-    SessionSpec,
-    SpecError,
-    parse_spec,
-)
+from .scenariofile import ProblemAt
+from .sessions import Session, SessionSpec, SpecError, parse_spec
 from .specschema import first_problem_at
 
 log = logging.getLogger("mockserver.scenario")
@@ -51,39 +44,6 @@ DEMO_SESSIONS: Final[dict[str, dict[str, object]]] = {
     "demo-malformed": {"always": "malformed"},
 }
 """Sessions served with no options, so ``curl`` works straight after start (docs/mock.md)."""
-
-
-Where = tuple[str | int, ...]
-"""A path into the scenario's data: ``("sessions", "a", "script", 0)``."""
-
-
-class _ProblemAt(ScenarioError):
-    """A problem with the value at ``where`` in the data, so its file can say which line."""
-
-    def __init__(self, message: str, where: Where) -> None:
-        super().__init__(message)
-        self.where = where
-
-
-def line_and_column(text: str, where: Where) -> tuple[int, int] | None:
-    """Where the value at ``where`` starts in YAML (or JSON) ``text``, 1-based (the nearest
-    enclosing value when the path goes further than the file: a missing key), or None."""
-    try:
-        node = scenariofile.compose(text)
-    except yaml.YAMLError:
-        return None
-    if node is None:
-        return None
-    for part in where:
-        children: list[yaml.Node] = []
-        if isinstance(node, yaml.MappingNode):
-            children = [v for k, v in node.value if str(k.value) == str(part)]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            children = node.value[part : part + 1]
-        if not children:
-            break
-        node = children[0]
-    return node.start_mark.line + 1, node.start_mark.column + 1
 
 
 @dataclass(frozen=True)
@@ -119,12 +79,12 @@ def parse_scenario(raw: object, loaded_at: float) -> Scenario:
     """Validate decoded scenario data; raises ScenarioError naming the first problem."""
     problem = first_problem_at(raw)  # the schema: every key and every session's fields
     if problem is not None:
-        raise _ProblemAt(*problem)
+        raise ProblemAt(*problem)
     raw = cast(Mapping[str, Any], raw)
     keys = raw.get("api_keys")
     limit = raw.get("rate_limit")
     if limit is True:
-        raise _ProblemAt(
+        raise ProblemAt(
             "rate_limit: true (as YAML reads on, yes and true) is not a rate: "
             "write REQUESTS/SECONDS (e.g. 600/60), or off",
             ("rate_limit",),
@@ -134,38 +94,21 @@ def parse_scenario(raw: object, loaded_at: float) -> Scenario:
     try:
         rate_limit = RateLimit.parse(str(limit)) if limit is not None else None
     except ValueError as exc:
-        raise _ProblemAt(f"rate_limit: {exc}", ("rate_limit",)) from None
+        raise ProblemAt(f"rate_limit: {exc}", ("rate_limit",)) from None
     specs = {}
     for name, spec in raw.get("sessions", {}).items():
         if name.encode("utf-8", "replace").decode() != name:  # a lone surrogate, from JSON
-            raise _ProblemAt(f"session id {name!r} must be valid Unicode text", ("sessions",))
+            raise ProblemAt(f"session id {name!r} must be valid Unicode text", ("sessions",))
         try:
             specs[name] = parse_spec(spec if spec is not None else {}, f"sessions.{name}")
         except SpecError as exc:
-            raise _ProblemAt(str(exc), ("sessions", name)) from None
+            raise ProblemAt(str(exc), ("sessions", name)) from None
     return Scenario(named_sessions(specs, loaded_at), tuple(keys) if keys else None, rate_limit)
 
 
 def load_scenario(path: Path) -> Scenario:
-    """Read and validate a scenario file (YAML, or JSON by its suffix); a problem is one line,
-    ``FILE:LINE:COLUMN: what`` when the place is known (as compilers say it, for editors)."""
-    text = ""
-    try:
-        text = scenariofile.read_text(path)  # a regular file, bounded
-        raw = scenariofile.decode(path, text)  # its aliases bounded as they are composed
-        return parse_scenario(raw, time.time())
-    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise scenariofile.syntax_error(path, exc) from None
-    except RecursionError:  # JSON nested deeper than the schema check can walk
-        raise ScenarioError(f"{path}: nested too deep") from None
-    except _ProblemAt as exc:
-        place = line_and_column(text, exc.where)
-        where = f"{path}:{place[0]}:{place[1]}" if place else str(path)
-        raise ScenarioError(f"{where}: {exc}") from None
-    except ScenarioError as exc:
-        raise ScenarioError(f"{path}: {exc}") from None
-    except (TypeError, ValueError) as exc:  # data YAML can hold but JSON cannot
-        raise ScenarioError(f"{path}: unsupported value: {exc}") from None
+    """Read and validate a scenario file (YAML, or JSON by its suffix)."""
+    return scenariofile.load(path, lambda raw: parse_scenario(raw, time.time()))
 
 
 Loaded = TypeVar("Loaded")

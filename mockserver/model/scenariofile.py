@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final, cast
+from typing import Final, TypeVar, cast
 
 import yaml
 from yaml.composer import ComposerError
@@ -23,27 +24,17 @@ from yaml.events import AliasEvent, NodeEvent, ScalarEvent
 
 from verdict_contract.core.errors import ScenarioError
 
-MAX_SCENARIO_BYTES: Final = 16 * 1024 * 1024
-"""The largest scenario file read, in bytes (docs/servers.md, bounds)."""
+MAX_SCENARIO_BYTES: Final = 16 * 1024 * 1024  # the largest file read (docs/servers.md, bounds)
+MIN_EXPANDED: Final = 1024 * 1024  # what aliases may expand any YAML file to: nodes and characters
+MAX_DEPTH: Final = 64  # the deepest nesting of lists and mappings (a scenario needs a handful)
 
-MIN_EXPANDED: Final = 1024 * 1024
-"""What aliases may expand any YAML scenario to: nodes plus scalar characters (see below)."""
-
-MAX_DEPTH: Final = 64
-"""The deepest nesting of lists and mappings (a scenario needs a handful)."""
-
-_KINDS: Final = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a device"),
-    (stat.S_ISBLK, "a device"),
-    (stat.S_ISSOCK, "a socket"),
-)
+# What a file that is not regular is, by its type letter in ``ls -l``.
+_KINDS = {"d": "a directory", "p": "a FIFO", "c": "a device", "b": "a device", "s": "a socket"}
 
 
 def _check_regular(mode: int) -> None:
     if not stat.S_ISREG(mode):
-        kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+        kind = _KINDS.get(stat.filemode(mode)[0], "not a file")
         raise ScenarioError(f"not a regular file ({kind}); a scenario is a YAML or JSON file")
 
 
@@ -116,16 +107,68 @@ def _refusal(problem: str, event: yaml.Event) -> ComposerError:
     return ComposerError(None, None, problem, cast(Mark | None, event.start_mark))
 
 
-def compose(text: str) -> yaml.Node | None:
-    """The YAML node tree of ``text``, bounded as :func:`decode` is."""
-    return yaml.compose(text, Loader=_BoundedLoader)
-
-
 def decode(path: Path, text: str) -> object:
     """The data of a scenario's text: JSON by the file's suffix, else bounded YAML."""
     if path.suffix == ".json":
         return json.loads(text)
     return yaml.load(text, Loader=_BoundedLoader)  # noqa: S506 (a SafeLoader)
+
+
+Where = tuple[str | int, ...]
+"""A path into a file's data: ``("sessions", "a", "script", 0)``."""
+
+
+class ProblemAt(ScenarioError):
+    """A problem with the value at ``where`` in the data, so its file can say which line."""
+
+    def __init__(self, message: str, where: Where) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def line_and_column(text: str, where: Where) -> tuple[int, int] | None:
+    """Where the value at ``where`` starts in YAML (or JSON) ``text``, 1-based (the nearest
+    enclosing value when the path goes further than the file: a missing key), or None."""
+    try:
+        node = yaml.compose(text, Loader=_BoundedLoader)
+    except yaml.YAMLError:
+        return None
+    if node is None:
+        return None
+    for part in where:
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [v for k, v in node.value if str(k.value) == str(part)]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            children = node.value[part : part + 1]
+        if not children:
+            break
+        node = children[0]
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+Parsed = TypeVar("Parsed")
+
+
+def load(path: Path, parse: Callable[[object], Parsed]) -> Parsed:
+    """What ``parse`` makes of the file's data (YAML, or JSON by its suffix). A problem is one
+    line, ``FILE:LINE:COLUMN: what`` when the place is known (as compilers say it, for editors)."""
+    text = ""
+    try:
+        text = read_text(path)
+        return parse(decode(path, text))
+    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise syntax_error(path, exc) from None
+    except RecursionError:  # JSON nested deeper than Python's parser or the schema check goes
+        raise ScenarioError(f"{path}: nested too deep") from None
+    except ProblemAt as exc:
+        place = line_and_column(text, exc.where)
+        where = f"{path}:{place[0]}:{place[1]}" if place else str(path)
+        raise ScenarioError(f"{where}: {exc}") from None
+    except ScenarioError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
+    except (TypeError, ValueError) as exc:  # data YAML can hold but JSON cannot
+        raise ScenarioError(f"{path}: unsupported value: {exc}") from None
 
 
 def syntax_error(path: Path, exc: Exception) -> ScenarioError:

@@ -14,14 +14,13 @@ from typing import Final
 
 from .sessions import Step
 
-MAX_SCRIPT_BYTES: Final = 16 * 1024 * 1024
-"""The scripts one mock holds at once, in bytes as :func:`script_bytes` counts them."""
+MAX_SCRIPT_BYTES: Final = 16 * 1024 * 1024  # one mock's scripts, as script_bytes counts them
+# What each part costs in memory (tracemalloc): a step besides its headers (its object and slot),
+# a header besides its characters (its tuple and strings), a script besides its steps (its deque,
+# its entries in the book, its session id).
 STEP_BYTES: Final = 160
-"""What one step costs in memory besides its headers: its object and its slot (tracemalloc)."""
 HEADER_BYTES: Final = 128
-"""What a header of a scripted status costs besides its characters: its tuple and strings."""
 SCRIPT_BYTES: Final = 1024
-"""What a script costs besides its steps: its deque, its entries in the book, its session id."""
 
 
 def step_costs(steps: Iterable[Step]) -> list[int]:
@@ -36,7 +35,6 @@ def step_costs(steps: Iterable[Step]) -> list[int]:
 
 
 def script_bytes(steps: Iterable[Step]) -> int:
-    """The bytes a script takes in the store (:func:`step_costs`, added up)."""
     return sum(step_costs(steps))
 
 
@@ -63,16 +61,11 @@ class ScriptBook:
     """The scripts of a store in this process (``--state memory``), a step consumed as answered."""
 
     capacity: int = field(default_factory=lambda: MAX_SCRIPT_BYTES)  # read when made
+    # per session, its steps left, each with the bytes it frees (step_costs)
     _scripts: dict[str, deque[tuple[Step, int]]] = field(default_factory=dict, init=False)
-    """Per session, its steps left, each with the bytes it frees (:func:`step_costs`)."""
-    _bytes: int = field(default=0, init=False)
+    size: int = field(default=0, init=False)  # bytes held, as script_bytes counts them
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _minted: set[str] = field(default_factory=set, init=False, repr=False)
-    """Ids whose script came from a mint (not a scenario): what :meth:`minted_left` reports."""
-
-    @property
-    def size(self) -> int:
-        return self._bytes
+    _minted: set[str] = field(default_factory=set, init=False, repr=False)  # not a scenario's
 
     def load(
         self, session_id: str, steps: tuple[Step, ...], force: bool = False, minted: bool = False
@@ -83,15 +76,15 @@ class ScriptBook:
         with self._lock:
             old = self._scripts.pop(session_id, None)
             freed = sum(cost for _, cost in old) if old else 0
-            if not force and not admits(self._bytes, freed, needed, self.capacity):
+            if not force and not admits(self.size, freed, needed, self.capacity):
                 if old:
                     self._scripts[session_id] = old
-                raise store_full(self._bytes, needed, self.capacity)
-            self._bytes -= freed
+                raise store_full(self.size, needed, self.capacity)
+            self.size -= freed
             self._minted.discard(session_id)
             if steps:
                 self._scripts[session_id] = deque(zip(steps, step_costs(steps), strict=True))
-                self._bytes += needed
+                self.size += needed
                 if minted:
                     self._minted.add(session_id)
 
@@ -113,7 +106,7 @@ class ScriptBook:
             if not steps:
                 return None
             step, cost = steps.popleft()
-            self._bytes -= cost
+            self.size -= cost
             if not steps:
                 del self._scripts[session_id]
                 self._minted.discard(session_id)
@@ -123,4 +116,4 @@ class ScriptBook:
         with self._lock:
             self._scripts.clear()
             self._minted.clear()
-            self._bytes = 0
+            self.size = 0

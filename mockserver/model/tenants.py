@@ -15,13 +15,10 @@ and every problem is one line naming the file and the tenant.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, NamedTuple
-
-import yaml
 
 from verdict_contract.core.errors import ScenarioError
 from verdict_contract.core.rates import RateLimit
@@ -119,12 +116,4 @@ def parse_tenants(raw: object, taken_keys: tuple[str, ...] = ()) -> dict[str, Te
 
 def load_tenants(path: Path, taken_keys: tuple[str, ...] = ()) -> dict[str, Tenant]:
     """Read and validate a tenants file (YAML, or JSON by its suffix); problems name it."""
-    try:
-        text = scenariofile.read_text(path)
-        return parse_tenants(scenariofile.decode(path, text), taken_keys)
-    except (yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise scenariofile.syntax_error(path, exc) from None
-    except RecursionError:  # JSON nested deeper than Python's parser goes
-        raise ScenarioError(f"{path}: nested too deep") from None
-    except ScenarioError as exc:
-        raise ScenarioError(f"{path}: {exc}") from None
+    return scenariofile.load(path, lambda raw: parse_tenants(raw, taken_keys))

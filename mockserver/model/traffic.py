@@ -30,8 +30,7 @@ LATENCY_BOUNDS: Final = (
     30.0,
     60.0,
 )
-"""The latency histogram's upper bounds in seconds, from the hot path's sub-millisecond answers
-to a scripted delay's 60 s."""
+"""The latency histogram's upper bounds in seconds: sub-millisecond answers to 60 s delays."""
 
 
 class Traffic:

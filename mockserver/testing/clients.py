@@ -1,9 +1,7 @@
 """The httpx clients the in-process respx mock answers: httpx, and httpx2 where it is installed.
 
 httpx2 sends through ``httpcore2``, which a respx mocker of its own patches (as pytest-httpx2
-does) into the same router; a scripted fault raises each client's own error. An async client's
-call waits in an anyio worker thread (asyncio and trio alike); one the client cancels while a
-scripted delay holds its answer (``anyio.fail_after``) is journaled as ``cancelled``.
+does) into the same router. An async client's call waits in an anyio worker thread.
 """
 
 from __future__ import annotations
@@ -23,8 +21,7 @@ from .inprocess import InProcessApp, Reply
 if TYPE_CHECKING:
     import respx
 
-CLIENT_EXTENSION: Final = "verdict_client"
-"""The request extension the httpx2 mocker sets: which client library sent the request."""
+CLIENT_EXTENSION: Final = "verdict_client"  # set by the httpx2 mocker: which client sent it
 FAULTS: Final = {  # the error httpx and httpcore2 alike raise for each fault, and its message
     "timeout": ("ReadTimeout", "timed out (scripted delay)"),
     "reset": ("ReadError", "[Errno 104] Connection reset by peer"),
@@ -59,17 +56,17 @@ def respx_handler(target: InProcessApp, prefix: str = "") -> Callable[[httpx.Req
     def call(request: httpx.Request, cancel: threading.Event | None = None) -> Reply:
         return target.call(
             request.method,
-            request.url.path[len(prefix) :] or "/",  # the route matched only paths under it
-            request.url.query,
+            str(request.url),
+            prefix,  # the route matched only paths under it
             list(request.headers.items()),
             request.content,
             request.extensions.get("timeout", {}).get("read"),
             cancel,
-            str(request.url),
         )
 
     async def later(request: httpx.Request) -> httpx.Response:
-        """An async client's call: in a worker thread, so a delay holds no event loop."""
+        """An async client's call: in a worker thread (asyncio and trio alike), so a delay holds
+        no event loop; cancelled while a scripted delay holds it, it is journaled so."""
         cancel, done, lock = threading.Event(), threading.Event(), threading.Lock()
         began = False  # the call reached the mock (else a cancel has nothing to wait for)
 
@@ -105,9 +102,7 @@ def respx_handler(target: InProcessApp, prefix: str = "") -> Callable[[httpx.Req
     return handle
 
 
-MOCKER_NAME: Final = "verdict-httpcore2"
-"""The httpcore2 mocker's name in respx's registry (not pytest-httpx2's ``httpcore2``: both may
-be loaded at once)."""
+MOCKER_NAME: Final = "verdict-httpcore2"  # not pytest-httpx2's "httpcore2": both may be loaded
 
 
 def _httpcore2_mocker() -> Any:

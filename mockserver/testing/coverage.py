@@ -22,24 +22,53 @@ from ..coverage import BEHAVIOURS, BROKEN_CLIENT_ONLY, behaviours, habits
 from .mocks import VerdictMock
 
 WORKER_KEY: Final = "verdict_coverage"
-TESTS_SHOWN: Final = 3
-"""Tests named per behaviour in the table (the JSON names them all)."""
-
-
+TESTS_SHOWN: Final = 3  # tests named per behaviour in the table (the JSON names them all)
 CORRECT_CLIENT_IDS: Final = [b for b in BEHAVIOURS if b not in BROKEN_CLIENT_ONLY]
 """What ``all`` requires: every answer the spec lets a service give a correct client."""
 
 
-class Coverage:
-    """Behaviours served (how often, to which tests, per module and client) and habits seen,
-    mergeable across workers."""
+def _never_in(served: set[str]) -> list[str]:
+    """What a correct client could meet and was not ``served``."""
+    return [b for b in CORRECT_CLIENT_IDS if b not in served]
 
-    def __init__(self) -> None:
+
+def required(value: str | None) -> list[str]:
+    """The ids ``--verdict-require-coverage`` names (``all``: every answer a correct client can
+    meet, :data:`CORRECT_CLIENT_IDS`; with more ids: those too); unknown ones refused."""
+    parts = (part.strip() for part in (value or "").split(","))
+    expanded = (CORRECT_CLIENT_IDS if part == "all" else [part] for part in parts if part)
+    ids = list(dict.fromkeys(chain.from_iterable(expanded)))
+    unknown = [i for i in ids if i not in BEHAVIOURS]
+    if unknown:
+        named = (
+            f"{w} (did you mean {c}?)" if (c := closest(w, BEHAVIOURS)) else w for w in unknown
+        )
+        raise pytest.UsageError(
+            f"--verdict-require-coverage: unknown behaviour id(s) {', '.join(named)}; "
+            f"known: all, {', '.join(BEHAVIOURS)}"
+        )
+    return ids
+
+
+class CoveragePlugin:
+    """The run's coverage: behaviours served (how often, to which tests, per module and client)
+    and habits seen, gathered per test, merged from xdist workers, reported at the end."""
+
+    def __init__(
+        self, config: pytest.Config, show: bool, json_path: str | None, require: str | None
+    ) -> None:
+        self.config = config
+        self.show = show
+        self.json_path = json_path
+        self.required = required(require)
+        self.missing: list[str] = []
         self.counts: dict[str, int] = dict.fromkeys(BEHAVIOURS, 0)
         self.tests: dict[str, set[str]] = {behaviour: set() for behaviour in BEHAVIOURS}
-        self.modules: dict[str, dict[str, set[str]]] = {}
-        """Per test module, per client: the behaviours served there."""
+        self.modules: dict[str, dict[str, set[str]]] = {}  # per test module, per client: served
         self.habits: list[dict[str, str]] = []
+
+    def __repr__(self) -> str:
+        return f"CoveragePlugin(required={self.required!r})"
 
     def add(self, test: str, mock: VerdictMock) -> None:
         """Count one test's journal (and its client's habits, from the keys and clock moves)."""
@@ -58,13 +87,6 @@ class Coverage:
     def never(self) -> list[str]:
         return [behaviour for behaviour, count in self.counts.items() if not count]
 
-    def module_never(self, module: str) -> dict[str, list[str]]:
-        """Per client of ``module``: what a correct client could meet and was never served."""
-        return {
-            client: [b for b in CORRECT_CLIENT_IDS if b not in served]
-            for client, served in sorted(self.modules.get(module, {}).items())
-        }
-
     def to_json(self) -> dict[str, Any]:
         return {
             "behaviours": {
@@ -74,7 +96,7 @@ class Coverage:
             "never": self.never(),
             "modules": {
                 module: {
-                    client: {"served": sorted(served), "never": self.module_never(module)[client]}
+                    client: {"served": sorted(served), "never": _never_in(served)}
                     for client, served in sorted(clients.items())
                 }
                 for module, clients in sorted(self.modules.items())
@@ -114,8 +136,9 @@ class Coverage:
         out.append(f"(only a client that breaks the spec meets {broken}: 'all' leaves it out)")
         if len(self.modules) > 1 or any(len(c) > 1 for c in self.modules.values()):
             out.append("never served, per test module and client (what a correct client meets):")
-            for module in sorted(self.modules):
-                for client, missing in self.module_never(module).items():
+            for module, clients in sorted(self.modules.items()):
+                for client, served in sorted(clients.items()):
+                    missing = _never_in(served)
                     listed = f"{len(missing)}: {', '.join(missing)}" if missing else "none"
                     out.append(f"  {module} ({client}): {listed}")
         if self.habits:
@@ -123,44 +146,6 @@ class Coverage:
             for habit in self.to_json()["habits"]:
                 out.append(f"  {habit['id']}  {habit['test']}  {habit['detail']}")
         return out
-
-
-def required(value: str | None) -> list[str]:
-    """The ids ``--verdict-require-coverage`` names (``all``: every answer a correct client can
-    meet, :data:`CORRECT_CLIENT_IDS`; with more ids: those too); unknown ones refused."""
-    parts = (part.strip() for part in (value or "").split(","))
-    expanded = (CORRECT_CLIENT_IDS if part == "all" else [part] for part in parts if part)
-    ids = list(dict.fromkeys(chain.from_iterable(expanded)))
-    unknown = [i for i in ids if i not in BEHAVIOURS]
-    if unknown:
-        named = (
-            f"{w} (did you mean {c}?)" if (c := closest(w, BEHAVIOURS)) else w for w in unknown
-        )
-        raise pytest.UsageError(
-            f"--verdict-require-coverage: unknown behaviour id(s) {', '.join(named)}; "
-            f"known: all, {', '.join(BEHAVIOURS)}"
-        )
-    return ids
-
-
-class CoveragePlugin:
-    """The run's coverage: gathered per test, merged from workers, reported at the end."""
-
-    def __init__(
-        self, config: pytest.Config, show: bool, json_path: str | None, require: str | None
-    ) -> None:
-        self.config = config
-        self.show = show
-        self.coverage = Coverage()
-        self.json_path = json_path
-        self.required = required(require)
-        self.missing: list[str] = []
-
-    def __repr__(self) -> str:
-        return f"CoveragePlugin(required={self.required!r})"
-
-    def add(self, test: str, mock: VerdictMock) -> None:
-        self.coverage.add(test, mock)
 
     @property
     def _is_worker(self) -> bool:
@@ -170,26 +155,26 @@ class CoveragePlugin:
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         part = getattr(node, "workeroutput", {}).get(WORKER_KEY)
         if part:
-            self.coverage.merge(json.loads(part))
+            self.merge(json.loads(part))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self._is_worker:
             output: dict[str, Any] = getattr(self.config, "workeroutput")  # noqa: B009
-            output[WORKER_KEY] = json.dumps(self.coverage.to_json())
+            output[WORKER_KEY] = json.dumps(self.to_json())
             return
-        never = set(self.coverage.never())
+        never = set(self.never())
         self.missing = [behaviour for behaviour in self.required if behaviour in never]
         if self.missing and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.json_path:
             path = Path(self.json_path)
-            path.write_text(json.dumps(self.coverage.to_json(), indent=2) + "\n")
+            path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self._is_worker:
             return
         terminalreporter.write_sep("=", "verdict coverage")
-        for line in self.coverage.lines() if self.show or self.missing else ():
+        for line in self.lines() if self.show or self.missing else ():
             terminalreporter.write_line(line)
         if self.json_path:
             terminalreporter.write_line(f"verdict coverage JSON written to {self.json_path}")

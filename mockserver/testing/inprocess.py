@@ -1,9 +1,7 @@
 """Calling the mock in-process, for the transports of :mod:`.testing` (respx, responses).
 
 ``GET``/``HEAD /e`` is answered by :func:`..explain.handle`, as on every server, without Flask;
-any other request goes to the Flask app, built on first use around the same state. A scripted
-fault comes back as a :class:`Reply` naming it, for each adapter to raise its client's error; a
-scripted delay at least as long as the client's read timeout is the fault ``timeout`` at once.
+any other request goes to the Flask app, built on first use around the same state.
 """
 
 from __future__ import annotations
@@ -14,6 +12,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
+
+import httpx
 
 from verdict_contract.core.spec import is_api_call
 
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Reply:
-    """What the client gets: an answer, or a fault (``reset``, ``truncated``, ``timeout``,
-    ``cancelled``)."""
+    """What the client gets: an answer, or a fault for its adapter to raise the client's error
+    for (``reset``, ``truncated``, ``timeout``, ``cancelled``)."""
 
     status: int
     headers: list[tuple[str, str]]
@@ -64,7 +64,6 @@ class InProcessApp:
 
     @cached_property
     def app(self) -> Flask:
-        """The Flask app around :attr:`state`, for every request but ``/e``'s own."""
         from ..web.app import create_app
 
         return create_app(self.state.settings, state=self.state)
@@ -82,23 +81,36 @@ class InProcessApp:
     def call(
         self,
         method: str,
-        path: str,
-        query: bytes,
+        url: str,
+        prefix: str,
         headers: list[tuple[str, str]],
         body: bytes = b"",
         read_timeout: float | None = None,
         cancel: threading.Event | None = None,
-        url: str = "",
     ) -> Reply:
-        """One request; ``cancel``, set by an async client's adapter when its caller cancels,
-        ends a scripted delay early: the request is journaled with the fault ``cancelled``.
-        ``url``: the whole URL the client asked for, kept with the request in its entry."""
+        """One request to ``url`` (less the base URL's path ``prefix``); ``cancel``, set when an
+        async client cancels, ends a scripted delay early (journaled as ``cancelled``); a delay
+        at least as long as ``read_timeout`` is the fault ``timeout`` at once."""
         self._read_timeout.set(read_timeout)
         self._cancel.set(cancel)
+        parsed = httpx.URL(url)
+        path, query = parsed.path[len(prefix) :] or "/", parsed.query
         if not is_api_call(method, path):
-            return self._call_app(method, path, query, headers, body)
+            from werkzeug.test import EnvironBuilder
+            from werkzeug.wrappers import Response
+
+            environ = EnvironBuilder(
+                method=method,
+                path=path,
+                query_string=query.decode("latin-1"),
+                headers=headers,
+                data=body,
+            ).get_environ()
+            got = Response.from_app(self.app.wsgi_app, environ)
+            kept, fault = _split_fault(list(got.headers.items()))
+            return Reply(got.status_code, kept, got.get_data(), fault)
         authorization = next((v for k, v in headers if k.lower() == "authorization"), None)
-        sent = SentRequest(method, url or f"{path}?{query.decode('latin-1')}", tuple(headers), body)
+        sent = SentRequest(method, url, tuple(headers), body)
         try:
             answer = handle(self.state, method, query, authorization, headers, sent)
         except ClientLeft as left:  # journaled so by handle()
@@ -107,20 +119,3 @@ class InProcessApp:
             answer = failure_answer(exc, f"answering {method} {path}")
         kept, fault = _split_fault(explain_headers(answer))
         return Reply(answer.status, kept, b"" if method == "HEAD" else answer.body, fault)
-
-    def _call_app(
-        self, method: str, path: str, query: bytes, headers: list[tuple[str, str]], body: bytes
-    ) -> Reply:
-        from werkzeug.test import EnvironBuilder
-        from werkzeug.wrappers import Response
-
-        environ = EnvironBuilder(
-            method=method,
-            path=path,
-            query_string=query.decode("latin-1"),
-            headers=headers,
-            data=body,
-        ).get_environ()
-        answer = Response.from_app(self.app.wsgi_app, environ)
-        kept, fault = _split_fault(list(answer.headers.items()))
-        return Reply(answer.status_code, kept, answer.get_data(), fault)

@@ -84,8 +84,7 @@ class VerdictMock(JournalChecks):
 
     state: MockState
     base_url: str
-    client: ClassVar[str] = "http"
-    """The client library it answers: what ``--verdict-coverage`` breaks coverage down by."""
+    client: ClassVar[str] = "http"  # the client library it answers, for --verdict-coverage
 
     def __repr__(self) -> str:  # never the key (pytest -l prints fixtures)
         name = type(self).__name__
@@ -100,10 +99,8 @@ class VerdictMock(JournalChecks):
         """``Authorization: Bearer <key>`` for the mock's first key."""
         return {"Authorization": f"Bearer {self.api_key}"}
 
-    # Overloads for type checkers: a list of steps as its own type first, so that pyright infers
-    # ``["reset"] * 4`` against it (it does not against a Sequence); a Sequence for the rest (a
-    # tuple, a list of one kind). A misspelt step or field is an error in both, unless
-    # ``allow_invalid=True`` (a body that breaks the spec on purpose).
+    # A list of steps first, so that pyright infers ``["reset"] * 4`` against it (not against a
+    # Sequence, nor a union of both); a misspelt step or field is an error unless allow_invalid.
     @overload
     def mint(
         self,
@@ -162,13 +159,11 @@ class VerdictMock(JournalChecks):
         """Create a session and return its id; ``fields`` override documented verdict fields.
 
         The body is the same on every run: drawn from the mock's seed and the number of this
-        mint since the test began, or from ``seed`` if given; so is the kind of a bare ``mint()``
-        (name ``verdict`` when the test depends on it). ``conclusive`` left out takes the
-        documented default of the verdict (``generate.DEFAULT_CONCLUSIVE``). A future body, on
-        purpose and without ``allow_invalid``: ``schema=8`` announces another schema (§9.3),
-        ``extra={"name": value}`` adds fields the spec does not list. A keyword that is none
-        of these nor a field of the verdict is answered with the closest (did you mean).
-        Raises :class:`~verdict_contract.core.errors.SpecError` for an impossible request.
+        mint since the test began, or from ``seed``; so is the kind of a bare ``mint()``.
+        ``conclusive`` left out takes the verdict's default (``generate.DEFAULT_CONCLUSIVE``).
+        ``schema=8`` announces a future schema (§9.3), ``extra`` adds fields the spec does not
+        list. Raises :class:`~verdict_contract.core.errors.SpecError` for an impossible request
+        (an unknown keyword with the closest known one).
         """
         __tracebackhide__ = True  # pytest shows the test's line that asked, not this source
         try:  # a row of §2.4 (verdict_kind): both at once
@@ -210,9 +205,8 @@ class VerdictMock(JournalChecks):
         return str(httpx.URL(f"{self.base_url}/e", params={"n": session_id}))
 
 
+# mint's own keywords (not self, **fields), offered beside the verdict's fields for a misspelt one
 _MINT_KEYWORDS: Final = tuple(inspect.signature(VerdictMock.mint).parameters)[1:-1]
-"""``mint``'s own keywords (not ``self``, ``**fields``), offered beside the verdict's fields for
-a misspelt one."""
 
 
 @dataclass(repr=False)
@@ -263,8 +257,7 @@ def live_mock(settings: Settings | None = None) -> Iterator[VerdictMock]:
         yield VerdictMock(state_of(app), server.base_url)
 
 
-_THROUGH = "verdict-loopback"
-"""The respx route that lets requests to this machine through, kept after the user's routes."""
+_THROUGH = "verdict-loopback"  # the route letting requests to this machine through, kept last
 
 
 def _through_if_loopback(request: httpx.Request) -> httpx.Request | None:
@@ -308,14 +301,10 @@ def respx_mock(
     """Route httpx (and httpx2) requests under ``base_url`` to the mock app, in-process.
 
     ``base_url`` may carry a path (``https://api.example/v2``): ``/v2/e`` is the mock's ``/e``.
-
-    A scripted ``{"delay_ms": N}`` at least as long as the request's read timeout raises
-    ``httpx.ReadTimeout`` at once; a shorter one waits (for an async client, in a worker
-    thread, so the event loop keeps running). Requests to this machine (``127.0.0.1``,
-    ``localhost``: pytest-httpserver, the live mock) go through. Requests elsewhere follow
-    respx's defaults: an unmatched request raises ``respx.models.AllMockedAssertionError`` (pass
-    ``assert_all_mocked=False`` to let it through to the network instead). ``target``: a mock
-    kept from an earlier test (the plugin keeps one per settings), else a new one.
+    A scripted delay at least as long as the read timeout raises ``httpx.ReadTimeout`` at once;
+    a shorter one waits (an async client's in a worker thread). Requests to this machine go
+    through; others follow respx's defaults (``assert_all_mocked``). ``target``: a mock kept
+    from an earlier test (the plugin keeps one per settings), else a new one.
     """
     from respx.patterns import M
 
@@ -349,16 +338,14 @@ def _responses_answer(target: InProcessApp, base: str) -> Any:
     pattern = re.compile(re.escape(base) + r"(/[^?#]*)?(\?.*)?$")
 
     def callback(request: requests.PreparedRequest) -> tuple[int, dict[str, str], bytes]:
-        url = httpx.URL(str(request.url))
         body = request.body if isinstance(request.body, str | bytes) else b""
         reply = target.call(
             str(request.method),
-            url.path[len(prefix) :] or "/",
-            url.query,
+            str(request.url),
+            prefix,
             [(k, str(v)) for k, v in request.headers.items()],
             body.encode() if isinstance(body, str) else bytes(body),
             _read_timeout(getattr(request, "req_kwargs", {}).get("timeout")),
-            url=str(request.url),
         )
         if reply.fault == "timeout":
             raise requests.exceptions.ReadTimeout("timed out (scripted delay)", request=request)
@@ -393,12 +380,10 @@ def responses_mock(
 ) -> Iterator[ResponsesVerdictMock]:
     """Answer ``requests`` calls under ``base_url`` with the mock app, in-process (responses).
 
-    Faults raise what requests raises for real ones: ``ConnectionError`` (reset),
-    ``ChunkedEncodingError`` (truncated), ``ReadTimeout`` (a delay past the read timeout).
-    Requests elsewhere raise responses' ``ConnectionError`` (nothing leaves the process).
-    It works beside responses' own default mock (``@responses.activate``,
-    ``responses.start()``), started before or after it: the mock's answers are registered there
-    too, and what neither mocks goes on to the one underneath.
+    Faults raise what requests raises for real ones (``ConnectionError``,
+    ``ChunkedEncodingError``, ``ReadTimeout``); requests elsewhere raise responses'
+    ``ConnectionError``. It works beside responses' own default mock (``@responses.activate``),
+    started before or after it: what neither mocks goes on to the one underneath.
     """
     import requests.adapters
     import responses

@@ -13,8 +13,7 @@ from verdict_contract.core.spec import FAMILIES, TIERS, Tier, VerdictKind
 from verdict_contract.core.types import Verdict
 
 from ..factory import make_verdict
-from ..model.catalogue import templates
-from ..model.generate import headline_context
+from ..model.generate import headline_context, templates
 
 require_extra("faker", "VerdictProvider")
 

@@ -21,12 +21,9 @@ from ..store.journal import JournalEntry, cut, mask_authorization, shown_param
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-_WHOLE_ID: Final = 24
-"""Ids up to this length show whole; a longer one (a minted token) as its start and its end."""
-_HEAD, _TAIL = 8, 12
-"""Minted ids share their start (the encoded spec); their signed end tells them apart."""
-_LISTED: Final = 20
-"""Requests listed in a message, newest last; older ones are counted."""
+_WHOLE_ID: Final = 24  # ids up to this length show whole; a minted token as its start and end
+_HEAD, _TAIL = 8, 12  # minted ids share their start (the encoded spec); their signed end differs
+_LISTED: Final = 20  # requests listed in a message, newest last; older ones are counted
 _SECRET_WORDS: Final = ("auth", "key", "token", "secret", "cookie", "session", "password")
 
 
@@ -90,13 +87,9 @@ class JournalChecks:
         return [entry.to_json() for entry in self.journal]
 
     def calls(self, n: str | None = None, **match: Unpack[Matchers]) -> list[JournalEntry]:
-        """The journaled requests, oldest first: all, or session ``n``'s; filtered by matchers.
-
-        With ``n``, the session's calls are its ``GET``/``HEAD /e`` requests (a wrong path or
-        method is journaled too, and listed when a check fails, but is not a call). ``headers``
-        (names in any case) and ``params`` keep the requests that sent each of them with that
-        exact value; an ``Authorization`` is matched without the journal ever holding it.
-        """
+        """The journaled requests, oldest first: all, or session ``n``'s ``GET``/``HEAD /e``
+        calls; ``headers`` (names in any case) and ``params`` keep those that sent each with that
+        exact value (an ``Authorization`` is matched without the journal ever holding it)."""
         if unknown := sorted(set(match) - Matchers.__optional_keys__):
             raise TypeError(f"unexpected keyword argument(s) {unknown}: not headers or params")
         entries = self.journal
@@ -154,8 +147,8 @@ class JournalChecks:
             raise VerificationError(f"expected no request at all; {_listing(entries)}")
 
     def assert_all_scripts_used(self) -> None:
-        """Every step of every script minted in this test was answered (like respx's
-        ``assert_all_called``): a script of three 429s met by one call fails it."""
+        """Every step of every script minted in this test was answered (as respx's
+        ``assert_all_called``)."""
         __tracebackhide__ = True
         left = self.state.scripts.minted_left()
         if not left:

@@ -13,8 +13,13 @@ from hypothesis import strategies as st
 from tests.helpers import run_threads
 from verdict_contract import validate_verdict
 from verdict_contract.core.spec import FAMILIES, KNOWN_PREFIXES, VERDICTS, VerdictKind, family_of
-from verdict_contract.mockserver.model.catalogue import CATALOGUE, FAMILY_PREFIX, templates
-from verdict_contract.mockserver.model.generate import DEFAULT_CONCLUSIVE, VerdictGenerator
+from verdict_contract.mockserver.model.generate import (
+    CATALOGUE,
+    DEFAULT_CONCLUSIVE,
+    FAMILY_PREFIX,
+    VerdictGenerator,
+    templates,
+)
 from verdict_contract.mockserver.model.sessions import SessionSpec, SpecError, parse_spec
 
 PROPERTY_IDS = 1_000
