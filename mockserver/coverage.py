@@ -1,13 +1,9 @@
-"""Coverage: what a journal shows of a consumer's client.
+"""Coverage: what a journal shows of a consumer's client (``pytest --verdict-coverage``, ``GET
+/_mock/coverage``).
 
-The spec's answer space as behaviour ids and the one function naming those of an entry: a
-consumer's tests meet these answers (``pytest --verdict-coverage`` counts them, and ``GET
-/_mock/coverage`` shows a running mock's). The ids are stable and documented (docs/plugin.md):
-a report, a JSON file or ``--verdict-require-coverage`` names them.
-
-Then client habits: what a consumer's client does that the spec advises against. Reported
-beside coverage, never failing a run by default. Each habit names the session (masked) and what
-happened; times are read on the mock's clock (``advance()`` moves it, no sleeping).
+The spec's answer space as behaviour ids, stable and documented (docs/plugin.md): a report, a
+JSON file or ``--verdict-require-coverage`` names them. Then client habits: what a client does
+that the spec advises against, reported beside coverage and read on the mock's clock.
 """
 
 from __future__ import annotations
@@ -101,14 +97,6 @@ def tally(entries: Iterable[JournalEntry]) -> dict[str, int]:
     return counts
 
 
-HABITS: Final[dict[str, str]] = {
-    "refetch": "a session fetched again after a 200: a verdict never changes, cache it (§8)",
-    "early_retry": "the same key sent again before a 429's Retry-After ran out (§7)",
-    "retry_after_401": "a key refused with 401 sent again (§5)",
-    "key_outside_header": "the API key sent outside the Authorization header (§5)",
-}
-
-
 class Habit(NamedTuple):
     id: str
     session: str  # masked
@@ -149,7 +137,8 @@ def _key_outside_header(entry: JournalEntry, keys: Iterable[str]) -> bool:
 def habits(
     entries: Sequence[JournalEntry], keys: Iterable[str] = (), moves: Sequence[ClockMove] = ()
 ) -> list[Habit]:
-    """The habits the requests of one test show, once per habit and session."""
+    """The habits the requests of one test show, once per habit and session: ``refetch``,
+    ``early_retry``, ``retry_after_401`` and ``key_outside_header`` (docs/plugin.md)."""
     keys = tuple(keys)
     found: dict[tuple[str, str], Habit] = {}
     served: set[str | None] = set()  # sessions answered with a verdict
