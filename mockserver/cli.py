@@ -200,13 +200,6 @@ class EarlyHangups:
     def _note(self, *_: object) -> None:
         self.seen = True
 
-    def without_scenario(self) -> None:
-        """No scenario to reload: SIGHUP does what it does to any process (ends it)."""
-        if self.handled:
-            signal.signal(signal.SIGHUP, signal.SIG_DFL)
-            if self.seen:
-                os.kill(os.getpid(), signal.SIGHUP)
-
 
 def watch_files(state: MockState, early: EarlyHangups | None = None) -> list[FileWatcher[Any]]:
     """Reload the scenario and the tenants file when they change or on SIGHUP (one during
@@ -227,9 +220,11 @@ def watch_files(state: MockState, early: EarlyHangups | None = None) -> list[Fil
                 report=state.report_tenants,
             )
         )
-    if not watchers:
-        if early is not None:
-            early.without_scenario()
+    if not watchers:  # SIGHUP does what it does to any process (ends it)
+        if early is not None and early.handled:
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+            if early.seen:
+                os.kill(os.getpid(), signal.SIGHUP)
         return watchers
     for watcher in watchers:
         watcher.start()
@@ -334,7 +329,3 @@ def _main(argv: Sequence[str] | None) -> int:
         raise
     serve_forever(server)
     return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -51,7 +51,6 @@ _BY_VERDICT: Final[dict[tuple[str, bool], str]] = {
     (row.verdict, row.conclusive): f"verdict.{row.id}" for row in VERDICT_OUTCOMES
 }
 """The seven rows of §2.4, named as ``verdict_kind`` names them (``VerdictRow.id``)."""
-_FAULTS: Final = frozenset({"reset", "truncated", "malformed", "timeout"})
 
 
 def behaviours(entry: JournalEntry) -> tuple[str, ...]:
@@ -63,9 +62,9 @@ def behaviours(entry: JournalEntry) -> tuple[str, ...]:
     if entry.path != ENDPOINT_PATH or entry.method not in ("GET", "HEAD"):
         return ()
     met: list[str] = []
-    if entry.fault in _FAULTS:
+    if entry.fault is not None:  # one BEHAVIOURS does not name is left out below
         met.append(f"fault.{entry.fault}")
-    if entry.delay_ms and entry.fault is None:
+    elif entry.delay_ms:
         met.append("slow")
     status = entry.status
     if entry.verdict is not None:

@@ -209,10 +209,7 @@ class Settings:
         "URL",
     )
     workers: int = _setting(
-        1,
-        "processes sharing the port (SO_REUSEPORT); more than 1 needs --state",
-        positive_int,
-        "N",
+        1, "processes sharing the port (SO_REUSEPORT); more than 1 needs --state", positive_int, "N"
     )
     grace_seconds: float = _setting(
         5.0, "on SIGTERM, how long requests under way may take to finish", seconds, "SECONDS"

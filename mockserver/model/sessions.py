@@ -19,12 +19,7 @@ from urllib.parse import urlencode
 from itsdangerous import BadData, URLSafeSerializer
 
 from verdict_contract.core.errors import SpecError as SpecError
-from verdict_contract.core.spec import (
-    ENDPOINT_PATH,
-    NEVER_CONCLUSIVE,
-    SESSION_PARAM,
-    VerdictKind,
-)
+from verdict_contract.core.spec import ENDPOINT_PATH, NEVER_CONCLUSIVE, SESSION_PARAM, VerdictKind
 from verdict_contract.core.suggest import closest
 
 from .answer import DOCUMENTED_FIELDS
