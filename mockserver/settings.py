@@ -46,8 +46,8 @@ class Option:
     parse: Callable[[str], Any]
     metavar: str | None = None
     shown_default: str | None = None  # the default as documented, when str(default) is not it
-    repeatable: bool = False  # a flag given once per value; its variable is comma-separated
     needs: str | None = None  # the setting this one means nothing without (checked once merged)
+    repeatable: bool = False  # a flag given once per value; its variable is comma-separated
 
     def flag(self, name: str, default: object) -> str:
         """The command-line flag: ``--name``, or ``--no-name`` for a setting that is on."""
@@ -67,9 +67,7 @@ def _setting(
 ) -> Any:
     """One setting's field: ``parse`` reads one value (on/off by default), a tuple default makes
     it repeatable; the field's annotation is the type ``Settings(...)`` checks."""
-    option = Option(
-        help, parse, metavar, shown_default, repeatable=isinstance(default, tuple), needs=needs
-    )
+    option = Option(help, parse, metavar, shown_default, needs, isinstance(default, tuple))
     return field(default=default, metadata={"option": option})
 
 

@@ -161,13 +161,10 @@ def unknown_field(name: str, where: str, also: tuple[str, ...] = ()) -> SpecErro
     """A field name that is no field of the verdict: the closest one, or where it belongs."""
     match = closest(name, sorted(DOCUMENTED_FIELDS) + list(also))
     if match is not None:
-        return SpecError(
-            f"{where}: {name!r} is not a field of the verdict; did you mean {match!r}?"
-        )
-    return SpecError(
-        f"{where}: {name!r} is not a field of the verdict (spec §2.2); to serve an "
-        f"undocumented field on purpose, put it in extra"
-    )
+        hint = f"; did you mean {match!r}?"
+    else:
+        hint = " (spec §2.2); to serve an undocumented field on purpose, put it in extra"
+    return SpecError(f"{where}: {name!r} is not a field of the verdict{hint}")
 
 
 def parse_spec(raw: object, where: str = "session") -> SessionSpec:
