@@ -54,11 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve a mock of the Explain API (GET /e). Every flag also reads "
         "an environment variable, shown in brackets.",
     )
-    try:  # for bug reports
-        version = metadata.version("verdict-contract")
-    except metadata.PackageNotFoundError:  # pragma: no cover - run from an uninstalled tree
-        version = "(not installed)"
-    parser.add_argument("--version", action="version", version=f"verdict-mock {version}")
+    version = f"verdict-mock {metadata.version('verdict-contract')}"  # for bug reports
+    parser.add_argument("--version", action="version", version=version)
     for name, option, default in options():
         flag = option.flag(name, default)
         text = f"{option.help} [{env_var(name)}] (default {shown_default(option, default)})"
@@ -89,78 +86,12 @@ SESSION_PLACEHOLDER = "<session id>"
 """What the proxy's banner puts in its ``curl`` line for ``n``: a session of the upstream's."""
 
 
-def _authorization(key: str, public: bool) -> str:
-    """The ``-H`` of the banner's ``curl``, pasted into a shell as printed: a literal key
-    single-quoted, the variable double-quoted (so the shell expands it)."""
-    if public:
-        return shlex.quote(f"Authorization: Bearer {key}")
-    return '"Authorization: Bearer $VERDICT_API_KEY"'
-
-
-def _key_line(api_keys: Sequence[str]) -> tuple[str, bool]:
-    """The ``API key:`` line, and whether the key is the public default (printed as is)."""
-    key = api_keys[0]
-    public = key == DEFAULT_API_KEY
-    shown = key if public else mask(key)
-    more = f" (+{len(api_keys) - 1} more)" if len(api_keys) > 1 else ""
-    return f"  API key:  {shown}{more}", public
-
-
-def _proxy_lines(settings: Settings, base_url: str, api_keys: Sequence[str]) -> list[str]:
-    """The banner's lines about ``/e`` when it goes upstream: no demo or scenario id is served."""
-    upstream = settings.proxy_to
-    lines = [f"  proxying: GET /e to {upstream}/e (same query), answers checked by the contract"]
-    if settings.upstream_key is not None:  # the app sends a key of the mock's; never shown
-        key_line, public = _key_line(api_keys)
-        lines.append(f"{key_line}; the proxy sends --upstream-key upstream instead")
-        where = (
-            f"one of the keys given with --api-key, {env_var('api_keys')} or the scenario's "
-            "api_keys (the proxy sends its --upstream-key upstream)"
-        )
-    else:
-        public = False
-        lines.append(f"  API key:  the client's own, passed upstream as is: a key of {upstream}")
-        where = f"a key of {upstream}"
-    url = shlex.quote(f"{base_url}/e?n={SESSION_PLACEHOLDER}")
-    lines.append(f"  try:      curl -i -H {_authorization(api_keys[0], public)} {url}")
-    lines.append(
-        f"  session:  {SESSION_PLACEHOLDER} is one of {upstream}'s sessions; the mock's demo and "
-        "scenario sessions are not served while it proxies"
-    )
-    if not public:
-        lines.append(f"  key:      $VERDICT_API_KEY is {where}: export it first")
-    if settings.record is not None:
-        lines.append(f"  recording: each session seen, to {settings.record}")
-    return lines
-
-
-def _served_lines(
-    settings: Settings, base_url: str, api_keys: Sequence[str], session_ids: Sequence[str]
-) -> list[str]:
-    """The banner's lines about ``/e`` served by the mock itself: its key, ids, a ``curl``."""
-    key_line, public = _key_line(api_keys)
-    lines = [key_line]
-    if settings.demo_sessions:
-        lines.append(f"  demo ids: {', '.join(DEMO_SESSIONS)}")
-    example = "demo-contradicted" if settings.demo_sessions else next(iter(session_ids), None)
-    if example is not None:
-        url = shlex.quote(f"{base_url}/e?n={quote(example, safe='')}")
-        lines.append(f"  try:      curl -i -H {_authorization(api_keys[0], public)} {url}")
-    elif settings.control:
-        token = ' -H "X-Mock-Token: $VERDICT_MOCK_CONTROL_TOKEN"' if settings.control_token else ""
-        lines.append(
-            "  sessions: none named (--no-demo-sessions, no scenario); mint one, then fetch its "
-            f"n: curl -s -X POST -H 'Content-Type: application/json'{token} -d '{{}}' "
-            f"{base_url}/_mock/sessions"
-        )
-    else:
-        lines.append("  sessions: none (--no-demo-sessions, no scenario, no control API)")
-    if not public:
-        lines.append(
-            "  key:      $VERDICT_API_KEY is one of the keys given with --api-key, "
-            f"{env_var('api_keys')} or the scenario's api_keys: export it first"
-        )
-    return lines
+def _try_line(base_url: str, n: str, key: str, public: bool) -> str:
+    """The banner's ``curl``, pasted into a shell as printed: a literal key single-quoted, the
+    variable double-quoted (so the shell expands it)."""
+    header = f"Authorization: Bearer {key}" if public else "Authorization: Bearer $VERDICT_API_KEY"
+    authorization = shlex.quote(header) if public else f'"{header}"'
+    return f"  try:      curl -i -H {authorization} {shlex.quote(f'{base_url}/e?n={n}')}"
 
 
 def banner(
@@ -173,18 +104,60 @@ def banner(
     """What ``verdict-mock`` prints on start: where, which key, and lines to paste.
     ``session_ids``: the named sessions served (none is with ``--proxy-to``: /e goes upstream).
     """
+    upstream, key = settings.proxy_to, api_keys[0]
+    public = key == DEFAULT_API_KEY  # the public default key is printed as is
+    more = f" (+{len(api_keys) - 1} more)" if len(api_keys) > 1 else ""
+    key_line = f"  API key:  {key if public else mask(key)}{more}"
+    ours = f"one of the keys given with --api-key, {env_var('api_keys')} or the scenario's api_keys"
     lines = [f"verdict-mock serving the Explain API on {base_url}"]
-    if settings.proxy_to is not None:
-        lines += _proxy_lines(settings, base_url, api_keys)
+    if upstream is not None:  # no demo or scenario id is served
+        lines.append(
+            f"  proxying: GET /e to {upstream}/e (same query), answers checked by the contract"
+        )
+        if settings.upstream_key is not None:  # the app sends a key of the mock's; never shown
+            lines.append(f"{key_line}; the proxy sends --upstream-key upstream instead")
+            where = f"{ours} (the proxy sends its --upstream-key upstream)"
+        else:
+            public = False
+            lines.append(
+                f"  API key:  the client's own, passed upstream as is: a key of {upstream}"
+            )
+            where = f"a key of {upstream}"
+        lines.append(_try_line(base_url, SESSION_PLACEHOLDER, key, public))
+        lines.append(
+            f"  session:  {SESSION_PLACEHOLDER} is one of {upstream}'s sessions; the mock's demo "
+            "and scenario sessions are not served while it proxies"
+        )
     else:
-        lines += _served_lines(settings, base_url, api_keys, session_ids)
+        where = ours
+        lines.append(key_line)
+        if settings.demo_sessions:
+            lines.append(f"  demo ids: {', '.join(DEMO_SESSIONS)}")
+        example = "demo-contradicted" if settings.demo_sessions else next(iter(session_ids), None)
+        if example is not None:
+            lines.append(_try_line(base_url, quote(example, safe=""), key, public))
+        elif settings.control:
+            token = (
+                ' -H "X-Mock-Token: $VERDICT_MOCK_CONTROL_TOKEN"' if settings.control_token else ""
+            )
+            lines.append(
+                "  sessions: none named (--no-demo-sessions, no scenario); mint one, then fetch "
+                f"its n: curl -s -X POST -H 'Content-Type: application/json'{token} -d '{{}}' "
+                f"{base_url}/_mock/sessions"
+            )
+        else:
+            lines.append("  sessions: none (--no-demo-sessions, no scenario, no control API)")
+    if not public:
+        lines.append(f"  key:      $VERDICT_API_KEY is {where}: export it first")
+    if settings.record is not None:  # with --proxy-to only
+        lines.append(f"  recording: each session seen, to {settings.record}")
     if tenants:  # the operator's own first: the others by name
         lines.append(
             f"  tenants:  {', '.join(tenants[1:])}, each with its own keys and control token "
             f"(--tenants {settings.tenants}); the key and token above are the operator's"
         )
     if settings.control:
-        if settings.proxy_to is not None:  # minted sessions would not be served either
+        if upstream is not None:  # minted sessions would not be served either
             lines.append(
                 f"  control:  {base_url}/_mock/health (the proxy's counters), "
                 f"{base_url}/_mock/requests (the journal)"
@@ -227,13 +200,6 @@ class EarlyHangups:
     def _note(self, *_: object) -> None:
         self.seen = True
 
-    def without_scenario(self) -> None:
-        """No scenario to reload: SIGHUP does what it does to any process (ends it)."""
-        if self.handled:
-            signal.signal(signal.SIGHUP, signal.SIG_DFL)
-            if self.seen:
-                os.kill(os.getpid(), signal.SIGHUP)
-
 
 def watch_files(state: MockState, early: EarlyHangups | None = None) -> list[FileWatcher[Any]]:
     """Reload the scenario and the tenants file when they change or on SIGHUP (one during
@@ -254,9 +220,11 @@ def watch_files(state: MockState, early: EarlyHangups | None = None) -> list[Fil
                 report=state.report_tenants,
             )
         )
-    if not watchers:
-        if early is not None:
-            early.without_scenario()
+    if not watchers:  # SIGHUP does what it does to any process (ends it)
+        if early is not None and early.handled:
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+            if early.seen:
+                os.kill(os.getpid(), signal.SIGHUP)
         return watchers
     for watcher in watchers:
         watcher.start()
@@ -361,7 +329,3 @@ def _main(argv: Sequence[str] | None) -> int:
         raise
     serve_forever(server)
     return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

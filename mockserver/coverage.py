@@ -1,13 +1,9 @@
-"""Coverage: what a journal shows of a consumer's client.
+"""Coverage: what a journal shows of a consumer's client (``pytest --verdict-coverage``, ``GET
+/_mock/coverage``).
 
-The spec's answer space as behaviour ids and the one function naming those of an entry: a
-consumer's tests meet these answers (``pytest --verdict-coverage`` counts them, and ``GET
-/_mock/coverage`` shows a running mock's). The ids are stable and documented (docs/plugin.md):
-a report, a JSON file or ``--verdict-require-coverage`` names them.
-
-Then client habits: what a consumer's client does that the spec advises against. Reported
-beside coverage, never failing a run by default. Each habit names the session (masked) and what
-happened; times are read on the mock's clock (``advance()`` moves it, no sleeping).
+The spec's answer space as behaviour ids, stable and documented (docs/plugin.md): a report, a
+JSON file or ``--verdict-require-coverage`` names them. Then client habits: what a client does
+that the spec advises against, reported beside coverage and read on the mock's clock.
 """
 
 from __future__ import annotations
@@ -55,7 +51,6 @@ _BY_VERDICT: Final[dict[tuple[str, bool], str]] = {
     (row.verdict, row.conclusive): f"verdict.{row.id}" for row in VERDICT_OUTCOMES
 }
 """The seven rows of §2.4, named as ``verdict_kind`` names them (``VerdictRow.id``)."""
-_FAULTS: Final = frozenset({"reset", "truncated", "malformed", "timeout"})
 
 
 def behaviours(entry: JournalEntry) -> tuple[str, ...]:
@@ -67,9 +62,9 @@ def behaviours(entry: JournalEntry) -> tuple[str, ...]:
     if entry.path != ENDPOINT_PATH or entry.method not in ("GET", "HEAD"):
         return ()
     met: list[str] = []
-    if entry.fault in _FAULTS:
+    if entry.fault is not None:  # one BEHAVIOURS does not name is left out below
         met.append(f"fault.{entry.fault}")
-    if entry.delay_ms and entry.fault is None:
+    elif entry.delay_ms:
         met.append("slow")
     status = entry.status
     if entry.verdict is not None:
@@ -99,14 +94,6 @@ def tally(entries: Iterable[JournalEntry]) -> dict[str, int]:
         for behaviour in behaviours(entry):
             counts[behaviour] += 1
     return counts
-
-
-HABITS: Final[dict[str, str]] = {
-    "refetch": "a session fetched again after a 200: a verdict never changes, cache it (§8)",
-    "early_retry": "the same key sent again before a 429's Retry-After ran out (§7)",
-    "retry_after_401": "a key refused with 401 sent again (§5)",
-    "key_outside_header": "the API key sent outside the Authorization header (§5)",
-}
 
 
 class Habit(NamedTuple):
@@ -149,7 +136,8 @@ def _key_outside_header(entry: JournalEntry, keys: Iterable[str]) -> bool:
 def habits(
     entries: Sequence[JournalEntry], keys: Iterable[str] = (), moves: Sequence[ClockMove] = ()
 ) -> list[Habit]:
-    """The habits the requests of one test show, once per habit and session."""
+    """The habits the requests of one test show, once per habit and session: ``refetch``,
+    ``early_retry``, ``retry_after_401`` and ``key_outside_header`` (docs/plugin.md)."""
     keys = tuple(keys)
     found: dict[tuple[str, str], Habit] = {}
     served: set[str | None] = set()  # sessions answered with a verdict

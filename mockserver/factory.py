@@ -10,12 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
 from verdict_contract.core.errors import InvalidVerdictError as InvalidVerdictError
-from verdict_contract.core.spec import (
-    NEVER_CONCLUSIVE,
-    VerdictKind,
-    VerdictRow,
-    split_row,
-)
+from verdict_contract.core.spec import NEVER_CONCLUSIVE, VerdictKind, VerdictRow, split_row
 from verdict_contract.core.types import Verdict
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import format_violations
@@ -25,11 +20,8 @@ from .model.sessions import SessionSpec
 
 
 class MakeVerdict(Protocol):
-    """The type of :func:`make_verdict` and of the plugin's ``make_verdict`` fixture.
-
-    ``verdict`` is a :data:`~verdict_contract.core.spec.VerdictKind`, so a misspelt kind is a
-    type error in the test that annotates the fixture with it.
-    """
+    """The type of :func:`make_verdict` and of the plugin's fixture: a misspelt ``verdict`` is a
+    type error in the test that annotates the fixture with it."""
 
     def __call__(
         self,

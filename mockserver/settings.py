@@ -46,9 +46,8 @@ class Option:
     parse: Callable[[str], Any]
     metavar: str | None = None
     shown_default: str | None = None  # the default as documented, when str(default) is not it
+    needs: str | None = None  # the setting this one means nothing without (checked once merged)
     repeatable: bool = False  # a flag given once per value; its variable is comma-separated
-    needs: str | None = None
-    """The setting this one needs (it means nothing without it): checked after sources merge."""
 
     def flag(self, name: str, default: object) -> str:
         """The command-line flag: ``--name``, or ``--no-name`` for a setting that is on."""
@@ -66,12 +65,9 @@ def _setting(
     shown_default: str | None = None,
     needs: str | None = None,
 ) -> Any:
-    """One setting's field (see :class:`Option`): ``parse`` reads one value (on/off by default);
-    a tuple default makes it repeatable. Its type, which ``Settings(...)`` checks, is the field's.
-    """
-    option = Option(
-        help, parse, metavar, shown_default, repeatable=isinstance(default, tuple), needs=needs
-    )
+    """One setting's field: ``parse`` reads one value (on/off by default), a tuple default makes
+    it repeatable; the field's annotation is the type ``Settings(...)`` checks."""
+    option = Option(help, parse, metavar, shown_default, needs, isinstance(default, tuple))
     return field(default=default, metadata={"option": option})
 
 
@@ -195,9 +191,7 @@ class Settings:
         positive_int,
         "N",
     )
-    access_log: bool = _setting(
-        False, "log one line per request (common log format, keys masked)", parse_bool
-    )
+    access_log: bool = _setting(False, "log one line per request (common log format, keys masked)")
     server: str = _setting(
         "async",
         f"HTTP server ({', '.join(SERVERS)}; see docs/servers.md)",
@@ -213,10 +207,7 @@ class Settings:
         "URL",
     )
     workers: int = _setting(
-        1,
-        "processes sharing the port (SO_REUSEPORT); more than 1 needs --state",
-        positive_int,
-        "N",
+        1, "processes sharing the port (SO_REUSEPORT); more than 1 needs --state", positive_int, "N"
     )
     grace_seconds: float = _setting(
         5.0, "on SIGTERM, how long requests under way may take to finish", seconds, "SECONDS"
@@ -268,16 +259,6 @@ class Settings:
             )
         if not (self.session_lifetime > 0 and 0 < self.grace_seconds < math.inf):
             raise SettingsError("session lifetime and grace: each a positive number of seconds")
-        for name, allowed in (
-            ("server", SERVERS),
-            ("log_level", LOG_LEVELS),
-            ("log_format", LOG_FORMATS),
-        ):
-            if getattr(self, name) not in allowed:
-                raise SettingsError(
-                    f"Settings({name}=...): received {getattr(self, name)!r}; documented: one "
-                    f"of {', '.join(allowed)}"
-                )
         if not self.api_keys or not all(self.api_keys):
             raise SettingsError("at least one non-empty API key is needed")
         for index, key in enumerate(self.api_keys):
@@ -349,6 +330,9 @@ def describe(name: str) -> str:
     return f"{option.flag(name, default)} ({env_var(name)})"
 
 
+_CHOICES: Final = {"server": SERVERS, "log_level": LOG_LEVELS, "log_format": LOG_FORMATS}
+"""The settings read with ``one_of``: a value given as it is is checked too."""
+
 _UNPRINTED: Final = ("api_keys", "secret")
 """Settings whose values never print: ``repr`` masks the keys, and a refused value shows as …"""
 
@@ -386,6 +370,8 @@ def _checked(item: Field[Any], raw: object) -> object:
         if not isinstance(value, accepted) or (isinstance(value, bool) and kind is not bool):
             name_of_kind = "a number" if kind is float else kind.__name__
             raise TypeError(f"{name_of_kind}, or a string as {env_var(item.name)} takes it")
+        if value not in _CHOICES.get(item.name, (value,)):
+            raise ValueError(f"one of {', '.join(_CHOICES[item.name])}")
     except (TypeError, ValueError) as exc:
         shown = "…" if item.name in _UNPRINTED or kind is Secret else repr(raw)[:60]
         raise SettingsError(

@@ -12,19 +12,14 @@ import re
 import secrets
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Literal, NotRequired, TypeAlias, TypedDict, cast
 from urllib.parse import urlencode
 
 from itsdangerous import BadData, URLSafeSerializer
 
 from verdict_contract.core.errors import SpecError as SpecError
-from verdict_contract.core.spec import (
-    ENDPOINT_PATH,
-    NEVER_CONCLUSIVE,
-    SESSION_PARAM,
-    VerdictKind,
-)
+from verdict_contract.core.spec import ENDPOINT_PATH, NEVER_CONCLUSIVE, SESSION_PARAM, VerdictKind
 from verdict_contract.core.suggest import closest
 
 from .answer import DOCUMENTED_FIELDS
@@ -33,25 +28,15 @@ from .specschema import first_problem, limits
 
 _LIMITS = limits()  # stated once, in schema/mock-scenario.schema.json
 
-MAX_SESSION_ID_LENGTH: Final = _LIMITS.max_id
-"""Longer ``n`` values are refused with 400 before any lookup."""
-
-SCRIPT_STATUSES: Final = _LIMITS.statuses
-"""Statuses a script may answer with instead of the normal answer."""
-
-FAULTS: Final = _LIMITS.faults
-"""Connection faults a script may produce: a reset, a cut body, a body that is not JSON."""
-
+MAX_SESSION_ID_LENGTH: Final = _LIMITS.max_id  # a longer ``n`` is a 400 before any lookup
+SCRIPT_STATUSES: Final = _LIMITS.statuses  # what a script may answer with bare
+FAULTS: Final = _LIMITS.faults  # a reset, a cut body, a body that is not JSON
 MAX_DELAY_MS: Final = _LIMITS.max_delay_ms
-MAX_AGE_SECONDS: Final = _LIMITS.max_age_seconds
-"""Bounds that keep a spec representable (dates) and the per-process script store small."""
 
 FaultName = Literal["reset", "truncated", "malformed"]
-"""A scripted connection fault, for type checkers (:data:`FAULTS`, from the schema: a test
-keeps the two equal)."""
+"""A scripted connection fault, for type checkers (a test keeps it equal to :data:`FAULTS`)."""
 ScriptStatus = Literal[401, 404, 429, 500, 503]
-"""A status a script may name bare (:data:`SCRIPT_STATUSES`); any other goes in a
-:class:`StatusStep`."""
+"""A status a script may name bare (:data:`SCRIPT_STATUSES`); others go in a :class:`StatusStep`."""
 
 
 class DelayStep(TypedDict):
@@ -176,13 +161,10 @@ def unknown_field(name: str, where: str, also: tuple[str, ...] = ()) -> SpecErro
     """A field name that is no field of the verdict: the closest one, or where it belongs."""
     match = closest(name, sorted(DOCUMENTED_FIELDS) + list(also))
     if match is not None:
-        return SpecError(
-            f"{where}: {name!r} is not a field of the verdict; did you mean {match!r}?"
-        )
-    return SpecError(
-        f"{where}: {name!r} is not a field of the verdict (spec §2.2); to serve an "
-        f"undocumented field on purpose, put it in extra"
-    )
+        hint = f"; did you mean {match!r}?"
+    else:
+        hint = " (spec §2.2); to serve an undocumented field on purpose, put it in extra"
+    return SpecError(f"{where}: {name!r} is not a field of the verdict{hint}")
 
 
 def parse_spec(raw: object, where: str = "session") -> SessionSpec:
@@ -199,7 +181,8 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
     age = raw.get("age_seconds")
     if age is not None and math.isnan(age):  # YAML's .nan: a number, but in no range
         raise SpecError(
-            f"{where}.age_seconds must be a number of seconds from 0 to {MAX_AGE_SECONDS:.0f}"
+            f"{where}.age_seconds must be a number of seconds from 0 to "
+            f"{_LIMITS.max_age_seconds:.0f}"
         )
     fields = raw.get("fields", {})
     allow_invalid = raw.get("allow_invalid", False)
@@ -267,15 +250,12 @@ _CARRIED: Final = {
 _UNSET: Final = SessionSpec()
 
 
-@dataclass
 class SessionCodec:
     """Mints and reads signed session ids."""
 
-    secret: str
-    _serializer: URLSafeSerializer = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self._serializer = URLSafeSerializer(self.secret, salt="verdict-mock.session")
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+        self._serializer = URLSafeSerializer(secret, salt="verdict-mock.session")
 
     def mint(self, spec: SessionSpec, now: float | None = None) -> Session:
         collected = (time.time() if now is None else now) - (spec.age_seconds or 0.0)
