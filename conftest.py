@@ -46,7 +46,6 @@ TEST_MODULES = (
     "httpx2",
     "trio",
     # the extras it pulls: [server], [redis], [hypothesis], [faker]
-    "waitress",
     *(() if sys.platform == "win32" else ("uvloop",)),
     "redis",
     "hypothesis",

@@ -18,8 +18,8 @@ wait wanted; the achieved rate is shown), p50 and p99 for the floor and each 200
 ``--quick`` measures only the floor and the 200 paths of ``/e`` (the rows a change to the hot
 path moves), in about a third of the time.
 Before the load, the mock's answer is checked byte for byte against the Flask app's own answer
-to the same request. The next rows serve the same app under ``--server waitress`` and under
-granian, to show what the server alone costs.
+to the same request. The next row serves the same app under granian, to show what the server
+alone costs.
 
 The last rows keep the state in Redis (``--state``; a ``redis-server`` of its own on a free
 port, skipped where none is installed): one process, then ``--workers 2`` on one port. Each
@@ -328,7 +328,7 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not on PATH (apt-get install wrk)")
-    floor, fast, on_granian, limited, on_waitress = (free_port() for _ in range(5))
+    floor, fast, on_granian, limited = (free_port() for _ in range(4))
     staged = free_port()
     minted = create_app(Settings()).test_client().post("/_mock/sessions", json={}).get_json()["n"]
     rows = [
@@ -343,7 +343,6 @@ def main() -> None:
         Row("verdict-mock: 404 (unknown id)", fast, "/e?n=unknown", expect_2xx=False),
         Row("verdict-mock: 405 (POST /e)", fast, f"/e?n={KNOWN}", method="POST", expect_2xx=False),
         Row("verdict-mock: 429 (rate limited)", limited, f"/e?n={KNOWN}", expect_2xx=False),
-        Row("verdict-mock --server waitress: GET /e", on_waitress, f"/e?n={KNOWN}"),
         Row("the mock app under granian 1 worker: GET /e", on_granian, f"/e?n={KNOWN}"),
     ]
     served = 6  # the rows above: the floor and every 200 path of /e
@@ -374,8 +373,6 @@ def main() -> None:
         stack.enter_context(started(staging, staged))
         if not (args.quick or args.cpu):
             stack.enter_context(started(mock(limited, "--rate-limit=1/3600"), limited))
-            waitress = mock(on_waitress, budget, "--server=waitress", "--log-level=error")
-            stack.enter_context(started(waitress, on_waitress))
             app = [*granian("bench_serve:mock_app", on_granian), "--factory"]
             stack.enter_context(started(app, on_granian, env))
         if redis_server is not None:

@@ -16,16 +16,16 @@ from urllib.error import HTTPError
 from urllib.parse import quote
 from urllib.request import urlopen
 
-from verdict_contract.core.errors import MissingExtraError
 from verdict_contract.core.extras import install_hint, is_installed
 from verdict_contract.core.redact import mask
 from verdict_contract.core.suggest import SuggestingParser
 
 from .model.scenario import DEMO_SESSIONS, FileWatcher, ScenarioError, load_scenario
 from .model.tenants import load_tenants
+from .server.asyncserver import AsyncServer
 from .server.logs import announce
 from .server.logs import configure as configure_logging
-from .server.serve import make_server, serve_forever
+from .server.serve import serve_forever
 from .server.workers import is_worker, run_workers
 from .settings import DEFAULT_API_KEY, Settings, env_var, from_env, options, shown_default
 from .state import MockState
@@ -174,9 +174,9 @@ def banner(
     return "\n".join(lines)
 
 
-def loop_note(settings: Settings, platform: str = sys.platform) -> str | None:
+def loop_note(platform: str = sys.platform) -> str | None:
     """A line when the mock's own server runs on asyncio's loop because uvloop is missing."""
-    if settings.server != "async" or platform == "win32" or is_installed("uvloop"):
+    if platform == "win32" or is_installed("uvloop"):
         return None
     return (
         "note: uvloop is not installed, so asyncio's own loop serves (slower under load): "
@@ -300,7 +300,7 @@ def _main(argv: Sequence[str] | None) -> int:
         app = create_app(settings)
     except (ValueError, ScenarioError, StateUnavailable) as exc:
         parser.error(str(exc))
-    for warning in (exposure_warning(settings), loop_note(settings)):
+    for warning in (exposure_warning(settings), loop_note()):
         if warning:
             print(warning, file=sys.stderr, flush=True)
     state = state_of(app)
@@ -314,11 +314,9 @@ def _main(argv: Sequence[str] | None) -> int:
         return run_workers(list(sys.argv[1:] if argv is None else argv), settings, banner_at)
     watch_files(state, early)
     try:
-        server = make_server(app, settings.host, settings.port, settings.threads)
+        server = AsyncServer(app, settings.host, settings.port, settings.threads)
     except OSError as exc:  # e.g. the port is taken
         return _cannot_listen(settings, exc)
-    except MissingExtraError as exc:  # --server waitress without the [server] extra
-        parser.error(str(exc))
     try:
         if is_worker():  # to its group's parent, who announces the group
             print(banner_at(server.effective_port), flush=True)

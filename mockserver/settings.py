@@ -34,8 +34,8 @@ DEFAULT_API_KEY: Final = "verdict-mock-local-key"
 ENV_PREFIX: Final = "VERDICT_MOCK_"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 LOG_FORMATS: Final = ("text", "json")  # json: one object a line, for a log collector
-SERVERS: Final = ("async", "waitress")
-"""``async``: the mock's own server (asyncserver.py), the fastest; ``waitress``: a WSGI server."""
+SERVERS: Final = ("async",)
+"""``async``: the mock's own server (asyncserver.py); docs/servers.md says why it is the one."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ class Settings:
     )
     max_connections: int = _setting(
         1000,
-        "connections held at once (more get 503 and are closed; under waitress they wait)",
+        "connections held at once (more get 503 and are closed)",
         positive_int,
         "N",
     )

@@ -80,9 +80,11 @@ def wait_until(
 
 
 @contextmanager
-def running(app: Flask, threads: int = 4, server: str | None = None) -> Iterator[BackgroundServer]:
-    """Serve ``app`` on 127.0.0.1 and a free port (``server``: by its settings); then stop."""
-    background = BackgroundServer(app, port=0, threads=threads, server=server).start()
+def running(app: Flask, threads: int = 4, server: str = "async") -> Iterator[BackgroundServer]:
+    """Serve ``app`` on 127.0.0.1 and a free port, then stop; ``server="wsgi"``: the app called
+    for every request, ``/e`` too, as ``flask run`` or any WSGI server calls it."""
+    served = app if server == "async" else lambda environ, start: app(environ, start)
+    background = BackgroundServer(served, port=0, threads=threads).start()
     try:
         yield background
     finally:

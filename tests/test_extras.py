@@ -1,7 +1,7 @@
-"""The light install: the mock's second server and shared state are extras, named when missing.
+"""The light install: the mock's fast loop and shared state are extras, named when missing.
 
-A plain install holds what the pytest plugin's fixtures need; ``[server]`` adds uvloop and
-waitress, ``[redis]`` the shared state. A setting that needs a missing one is refused in one line
+A plain install holds what the pytest plugin's fixtures need; ``[server]`` adds uvloop,
+``[redis]`` the shared state. A setting that needs a missing one is refused in one line
 that names the extra: simulated here by making its module unimportable (``sys.modules[name] =
 None``), in this process or in a subprocess.
 """
@@ -23,7 +23,6 @@ from verdict_contract import MissingExtraError
 from verdict_contract.core.extras import EXTRAS
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.cli import loop_note, main
-from verdict_contract.mockserver.server.serve import BackgroundServer
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
@@ -45,7 +44,7 @@ def test_a_plain_install_leaves_each_extras_packages_out() -> None:
         assert package not in plain, f"{package} is in every install: the [{extra}] extra has it"
         assert package in _names(extras[extra]), f"the [{extra}] extra lacks {package}"
     (own,) = [Requirement(r) for r in extras["test"] if "verdict-contract" in r]
-    # the tests run every server and store, and faker's provider
+    # the tests run every store, uvloop and faker's provider
     assert own.extras == {"server", "redis", "hypothesis", "faker"}
 
 
@@ -67,64 +66,38 @@ def test_a_shared_state_without_redis_is_refused_naming_the_extra(
     assert str(refused.value) == _refusal("redis", "redis", needed_by)
 
 
-def test_the_waitress_server_without_waitress_is_refused_naming_the_extra(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    app = create_app(Settings(port=0, server="waitress"))
-    monkeypatch.setitem(sys.modules, "waitress", None)
-    with pytest.raises(MissingExtraError) as refused:
-        BackgroundServer(app).start()
-    needed_by = "--server waitress (VERDICT_MOCK_SERVER)"
-    assert str(refused.value) == _refusal("server", "waitress", needed_by)
-
-
-@pytest.mark.parametrize(
-    ("argv", "module", "error"),
-    [
-        (
-            ["--server", "waitress"],
-            "waitress",
-            "--server waitress (VERDICT_MOCK_SERVER) needs the waitress package, which is not "
-            "installed: install verdict-contract[server] "
-            "(from a checkout: pip install '.[server]')",
-        ),
-        (["--state", "redis://127.0.0.1:6379/0", "--workers", "2"], "redis", REDIS_REFUSAL),
-    ],
-)
-def test_verdict_mock_without_the_extra_says_which_to_install_in_one_line(
-    argv: list[str], module: str, error: str
-) -> None:
+def test_verdict_mock_without_the_extra_says_which_to_install_in_one_line() -> None:
+    argv = ["--state", "redis://127.0.0.1:6379/0", "--workers", "2", "--port", "0"]
     code = (
-        f"import sys; sys.modules[{module!r}] = None\n"
+        "import sys; sys.modules['redis'] = None\n"
         "from verdict_contract.mockserver.cli import main\n"
-        f"sys.exit(main({[*argv, '--port', '0']!r}))\n"
+        f"sys.exit(main({argv!r}))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
-    assert result.stderr.splitlines()[-1] == f"verdict-mock: error: {error}"
+    assert result.stderr.splitlines()[-1] == f"verdict-mock: error: {REDIS_REFUSAL}"
 
 
 def test_without_uvloop_verdict_mock_says_how_to_get_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert loop_note(Settings()) is None  # installed here
+    assert loop_note() is None  # installed here
     monkeypatch.setitem(sys.modules, "uvloop", None)
-    note = loop_note(Settings())
+    note = loop_note()
     assert note == (
         "note: uvloop is not installed, so asyncio's own loop serves (slower under load): "
         "install verdict-contract[server] (from a checkout: pip install '.[server]')"
     )
-    assert loop_note(Settings(), platform="win32") is None  # uvloop has no Windows build
-    assert loop_note(Settings(server="waitress")) is None
+    assert loop_note(platform="win32") is None  # uvloop has no Windows build
 
     def refuse(*args: object) -> None:
         raise AssertionError("main() went on to serve")
 
     monkeypatch.setattr(
-        "verdict_contract.mockserver.cli.make_server",
+        "verdict_contract.mockserver.cli.AsyncServer",
         lambda *args: SimpleNamespace(effective_port=8080),
     )
     monkeypatch.setattr("verdict_contract.mockserver.cli.serve_forever", refuse)
@@ -134,12 +107,12 @@ def test_without_uvloop_verdict_mock_says_how_to_get_it(
 
 
 def test_the_fixtures_need_no_extra(pytester: pytest.Pytester) -> None:
-    """An integrator's tests on every fixture, where redis, waitress and uvloop cannot load."""
+    """An integrator's tests on every fixture, where redis and uvloop cannot load."""
     pytester.makeconftest(
         """
         import sys
 
-        BLOCKED = ("redis", "hiredis", "waitress", "uvloop")
+        BLOCKED = ("redis", "hiredis", "uvloop")
         assert not [name for name in BLOCKED if name in sys.modules]
         for name in BLOCKED:
             sys.modules[name] = None
@@ -201,7 +174,7 @@ def _plain_install() -> set[str]:
 )
 def test_the_docs_count_the_packages_a_plain_install_pulls() -> None:
     plain = _plain_install()
-    assert not plain & {"redis", "hiredis", "waitress", "uvloop"}
+    assert not plain & {"redis", "hiredis", "uvloop"}
     assert {"flask", "httptools", "respx", "responses", "pytest"} <= plain
     assert "faker" not in plain  # its pytest plugin would load in every run of the project
     figure = f"**{len(plain)} packages besides pip and setuptools, 42 MB of"

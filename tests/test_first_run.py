@@ -91,7 +91,7 @@ def test_the_check_names_a_module_of_each_distribution_of_the_test_install() -> 
         for distribution in distributions:
             provided.setdefault(canonicalize_name(distribution), set()).add(module)
     requirements = _test_install()
-    assert {"pytest-xdist", "hypothesis", "trustme", "redis", "waitress"} <= {
+    assert {"pytest-xdist", "hypothesis", "trustme", "redis"} <= {
         canonicalize_name(r.name) for r in requirements
     }
     for requirement in requirements:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Final
@@ -84,7 +85,8 @@ class AsyncServer:
         """Serve on this thread until :meth:`stop` (or a signal, on the main thread)."""
         asyncio.set_event_loop(self.loop)
         main = threading.current_thread() is threading.main_thread()
-        signals = (signal.SIGINT, signal.SIGTERM) if main else ()
+        # Windows' loops take no signal handler: Ctrl-C is a KeyboardInterrupt there (serve.py)
+        signals = (signal.SIGINT, signal.SIGTERM) if main and sys.platform != "win32" else ()
         if signals:  # on the loop, not as KeyboardInterrupt inside a callback
             self.loop.add_signal_handler(signal.SIGINT, self._stop.set)
             self.loop.add_signal_handler(signal.SIGTERM, self.stop_gracefully)

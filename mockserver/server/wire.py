@@ -106,6 +106,8 @@ def peer_closed(transport: asyncio.BaseTransport) -> bool:
     sock = transport.get_extra_info("socket")
     if sock is None:
         return True
+    if not hasattr(socket, "MSG_DONTWAIT"):  # Windows: no peek that cannot block; taken as open
+        return False
     try:
         with socket.socket(fileno=os.dup(sock.fileno())) as peek:
             return peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""

@@ -70,7 +70,7 @@ def environ_for(request: Request, server: Address, peer: Address | None) -> WSGI
     }
     for raw_name, raw_value in request.headers:
         name = raw_name.decode("latin-1")
-        if "_" in name:  # X_Forwarded_For would pass for X-Forwarded-For: dropped, as waitress
+        if "_" in name:  # X_Forwarded_For would pass for X-Forwarded-For: dropped, as nginx
             continue
         key = name.upper().replace("-", "_")
         if key not in ("CONTENT_TYPE", "CONTENT_LENGTH"):

@@ -5,8 +5,8 @@ Limits: a declared ``Content-Length`` over ``--max-body`` is a 413 (a chunked bo
 Flask's ``MAX_CONTENT_LENGTH`` as it is read); headers over :data:`MAX_HEADER_BYTES`, a 431; both
 answered in JSON before the body is read. Faults: the mark a scripted step leaves on an answer
 (model/steps.py) is stripped and enacted (a TCP reset). ``/e``: for the servers that call the
-app for every request (``--server waitress``, ``flask run``, any WSGI server); the default server
-answers ``/e`` itself (asyncserver.py), and the proxy the same way, from the upstream
+app for every request (``flask run``, any WSGI server); the mock's own server answers ``/e``
+itself (asyncserver.py), and the proxy the same way, from the upstream
 (:class:`.proxy.ValidatingProxy`).
 """
 
@@ -90,16 +90,11 @@ class RequestLimits:
 
 
 def _reset(environ: WSGIEnvironment) -> None:
-    """Close the client connection with a TCP reset instead of an answer."""
-    # waitress exposes its channel only through this bound method; werkzeug names the socket.
-    channel = getattr(environ.get("waitress.client_disconnected"), "__self__", None)
-    sock = getattr(channel, "socket", None) or environ.get("werkzeug.socket")
+    """Close the client connection with a TCP reset instead of an answer (werkzeug names its
+    socket; the mock's own server resets on the ``ConnectionResetError``)."""
+    sock = environ.get("werkzeug.socket")
     if isinstance(sock, socket.socket):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        if channel is not None:
-            from waitress.channel import ClientDisconnected
-
-            raise ClientDisconnected  # waitress closes the socket itself: RST, nothing sent
         sock.close()
     raise ConnectionResetError("verdict-mock: scripted connection reset")
 

@@ -58,7 +58,7 @@ def no_serving(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object) -> None:
         raise AssertionError("main() went on to serve")
 
-    monkeypatch.setattr("verdict_contract.mockserver.cli.make_server", bind)
+    monkeypatch.setattr("verdict_contract.mockserver.cli.AsyncServer", bind)
     monkeypatch.setattr("verdict_contract.mockserver.cli.serve_forever", refuse)
     monkeypatch.setattr(logging, "basicConfig", lambda **kwargs: None)  # keep pytest's logging
     for name in list(os.environ):

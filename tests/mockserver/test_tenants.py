@@ -2,7 +2,8 @@
 
 Two teams and the operator share one mock process; each isolation the issue names is shown
 with one request that crosses a tenant's border (and fails to) beside one that stays in it.
-The same checks run on the event-loop server and on waitress (the blocking path of ``/e``).
+The same checks run with ``/e`` on the event loop and through the WSGI layers (its blocking
+path, as ``flask run`` or any WSGI server calls the app).
 Across processes sharing a Redis state: tests/mockserver/store/test_redistenants.py.
 """
 
@@ -99,7 +100,7 @@ def tenants_file(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture(params=["async", "waitress"])
+@pytest.fixture(params=["async", "wsgi"])
 def teams(request: pytest.FixtureRequest, tenants_file: Path, tmp_path: Path) -> Iterator[Teams]:
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(SCENARIO)
@@ -225,7 +226,7 @@ def test_metrics_and_the_access_log_name_the_tenant(
         assert counted[("risk", "200")] == 1
         assert counted[("pay", "200")] == 1
         assert counted[("default", "401")] == 1
-    else:  # waitress's answers come from the app's threads: not counted
+    else:  # answers of the WSGI layers come from the app's threads: not counted
         assert counted == {}
     entries = {s.labels["tenant"] for s in families["verdict_mock_journal_entries"].samples}
     assert entries == {"default", "pay", "risk"}

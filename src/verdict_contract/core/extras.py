@@ -1,8 +1,8 @@
 """The optional extras: what a setting needs beyond a plain install, refused in one line.
 
 A plain install (of the wheel, the checkout or its git URL, no extra) holds what the pytest plugin's
-fixtures, the contract suite and ``validate`` need. The mock's shared state and its second
-server come with extras (``pyproject.toml``): ``[redis]`` and ``[server]``; faker's provider of
+fixtures, the contract suite and ``validate`` need. The mock's shared state and its fast loop
+come with extras (``pyproject.toml``): ``[redis]`` and ``[server]``; faker's provider of
 verdicts with ``[faker]``.
 """
 
@@ -16,7 +16,6 @@ from .errors import MissingExtraError
 EXTRAS: Final = {
     "redis": "redis",
     "hiredis": "redis",
-    "waitress": "server",
     "uvloop": "server",
     "faker": "faker",
 }

@@ -1,4 +1,5 @@
-"""The mock over real HTTP on 127.0.0.1, on each server: faults, restarts, threads, bad input."""
+"""The mock over real HTTP on 127.0.0.1, ``/e`` on the loop and through the WSGI layers (as any
+WSGI server calls the app): faults, restarts, threads, bad input."""
 
 from __future__ import annotations
 
@@ -33,15 +34,13 @@ from verdict_contract.mockserver.web.answers import state_of
 TRANSPORT_ERRORS = (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)
 
 
-SERVERS = ["async", "waitress"]
+SERVERS = ["async", "wsgi"]
 
 
 @pytest.fixture(scope="module", params=SERVERS)
 def server(request: pytest.FixtureRequest) -> Iterator[BackgroundServer]:
-    app = create_app(
-        Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off"), server=request.param)
-    )
-    with running(app, threads=4) as background:
+    app = create_app(Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off")))
+    with running(app, threads=4, server=request.param) as background:
         yield background
 
 
@@ -98,8 +97,11 @@ def test_every_status_line_carries_the_standard_reason_phrase(
     monkeypatch.setattr(
         "verdict_contract.mockserver.model.scripts.MAX_SCRIPT_BYTES", 1
     )  # mints: 409
-    app = create_app(Settings(api_keys=(KEY,), server=kind, max_body=64))
-    with running(app) as background, httpx.Client(base_url=background.base_url) as http:
+    app = create_app(Settings(api_keys=(KEY,), max_body=64))
+    with (
+        running(app, server=kind) as background,
+        httpx.Client(base_url=background.base_url) as http,
+    ):
         answers = [
             fetch(http, "demo-contradicted"),  # 200, /e
             http.get("/e", params={"n": "demo-contradicted"}),  # 401, /e
@@ -367,22 +369,8 @@ def test_known_bad_requests_get_a_4xx(server: BackgroundServer, request_bytes: b
     _check_answer(answer)
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        "async",
-        pytest.param(
-            "waitress",
-            marks=pytest.mark.xfail(
-                reason="known limitation, documented in the README: waitress answers 501 to a "
-                "Transfer-Encoding other than chunked before the app sees the request",
-                strict=True,
-            ),
-        ),
-    ],
-)
-def test_unsupported_transfer_encoding_is_not_a_5xx(kind: str) -> None:
-    with running(create_app(Settings(server=kind))) as server:
+def test_unsupported_transfer_encoding_is_not_a_5xx() -> None:
+    with running(create_app(Settings())) as server:
         answer = raw_request(
             server.effective_port,
             b"GET /e?n=demo-contradicted HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
@@ -411,12 +399,11 @@ def _new_threads(before: set[threading.Thread]) -> list[str]:
     return sorted(t.name for t in threading.enumerate() if t not in before and t.is_alive())
 
 
-@pytest.mark.parametrize("kind", SERVERS)
-def test_stop_leaves_no_thread_behind(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stop_leaves_no_thread_behind(monkeypatch: pytest.MonkeyPatch) -> None:
     errors: list[BaseException | None] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
     before = set(threading.enumerate())
-    server = BackgroundServer(create_app(Settings()), server=kind).start()
+    server = BackgroundServer(create_app(Settings())).start()
     with httpx.Client(base_url=server.base_url) as http:
         assert http.get("/_mock/health").status_code == 200
     assert _new_threads(before)  # the server runs on threads of its own
@@ -425,10 +412,9 @@ def test_stop_leaves_no_thread_behind(kind: str, monkeypatch: pytest.MonkeyPatch
     assert errors == []
 
 
-@pytest.mark.parametrize("kind", SERVERS)
-def test_stop_ends_the_server_loop_even_with_a_client_connected(kind: str) -> None:
+def test_stop_ends_the_server_loop_even_with_a_client_connected() -> None:
     before = set(threading.enumerate())
-    server = BackgroundServer(create_app(Settings()), server=kind).start()
+    server = BackgroundServer(create_app(Settings())).start()
     with httpx.Client(base_url=server.base_url) as http:
         assert http.get("/_mock/health").status_code == 200  # the connection stays open
         server.stop()
@@ -436,12 +422,11 @@ def test_stop_ends_the_server_loop_even_with_a_client_connected(kind: str) -> No
     assert loops == []
 
 
-@pytest.mark.parametrize("kind", SERVERS)
-def test_stop_right_after_start_is_clean(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stop_right_after_start_is_clean(monkeypatch: pytest.MonkeyPatch) -> None:
     errors: list[BaseException | None] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
     for _ in range(20):  # the stop may land before the server loop has begun
-        BackgroundServer(create_app(Settings()), server=kind).start().stop()
+        BackgroundServer(create_app(Settings())).start().stop()
     assert errors == []
 
 
@@ -457,10 +442,10 @@ def test_no_file_of_the_working_directory_is_served(
     (tmp_path / "static" / ".env").write_text("SECRET=from-the-working-directory\n")
     (tmp_path / "static" / "index.html").write_text("<p>from the working directory</p>")
     monkeypatch.chdir(tmp_path)
-    app = create_app(Settings(api_keys=(KEY,), server=server_name))
+    app = create_app(Settings(api_keys=(KEY,)))
     assert app.static_folder is None
     assert not any(rule.endpoint == "static" for rule in app.url_map.iter_rules())
-    with running(app, threads=2) as background:
+    with running(app, threads=2, server=server_name) as background:
         for path in ("/static/.env", "/static/index.html", "/_mock/static/.env"):
             for host in ("evil.example", f"127.0.0.1:{background.effective_port}"):
                 raw = raw_request(

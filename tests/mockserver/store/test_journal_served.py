@@ -1,7 +1,7 @@
 """The journal knows what it served: verdict, ``conclusive``, ``schema``, who decided, the fault.
 
-One script of answers runs through every transport (the async server, waitress and its WSGI
-fast path, the Flask app, respx and responses in-process) and both stores (memory, Redis); each
+One script of answers runs through every transport (the async server, the Flask app and its
+WSGI fast path, respx and responses in-process) and both stores (memory, Redis); each
 must journal the same named fields.
 """
 
@@ -97,7 +97,6 @@ def _responses() -> Iterator[tuple[VerdictMock, Get]]:
 
 TRANSPORTS: dict[str, Callable[[], AbstractContextManager[tuple[VerdictMock, Get]]]] = {
     "async": _live,
-    "waitress": lambda: _live(server="waitress"),
     "flask": _flask,
     "respx": _respx,
     "responses": _responses,

@@ -249,7 +249,7 @@ def test_minted_sessions_are_counted_once_across_processes(redis_url: str) -> No
 
 
 def test_a_blocking_server_shares_the_state_too(redis_url: str) -> None:
-    """waitress and Flask answer /e through the same script, blocking their thread."""
+    """The Flask app (any WSGI server) answers /e through the same script, blocking its thread."""
     settings = Settings(
         state=StateURL.parse(redis_url),
         secret="blocking",

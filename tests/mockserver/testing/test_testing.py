@@ -285,11 +285,6 @@ def _content_types_requests(mock: VerdictMock, n: str) -> Seen:
     ("transport", "content_types"),
     [
         pytest.param(_live, _content_types_httpx, id="async-httpx"),
-        pytest.param(
-            lambda: live_mock(Settings(port=0, server="waitress")),
-            _content_types_httpx,
-            id="waitress-httpx",
-        ),
         pytest.param(_live, _content_types_requests, id="async-requests"),
         pytest.param(lambda: respx_mock(), _content_types_httpx, id="respx"),
         pytest.param(lambda: responses_mock(), _content_types_requests, id="responses"),

@@ -47,7 +47,6 @@ def _in_process(kind: str) -> AbstractContextManager[VerdictMock]:
 
 TRANSPORTS = [
     pytest.param(lambda: _live("async"), _httpx, id="async-server"),
-    pytest.param(lambda: _live("waitress"), _requests, id="waitress"),
     pytest.param(lambda: _in_process("respx"), _httpx, id="respx"),
     pytest.param(lambda: _in_process("responses"), _requests, id="responses"),
 ]

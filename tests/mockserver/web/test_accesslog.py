@@ -44,7 +44,7 @@ def test_one_line_per_request_with_keys_masked(caplog: pytest.LogCaptureFixture)
     assert int(first.group(4)) > 100  # the verdict's bytes
 
 
-@pytest.mark.parametrize("server", ["async", "waitress"])
+@pytest.mark.parametrize("server", ["async", "wsgi"])
 def test_a_line_ends_with_the_seconds_its_answer_took(
     caplog: pytest.LogCaptureFixture, server: str
 ) -> None:
@@ -64,7 +64,7 @@ def test_a_line_ends_with_the_seconds_its_answer_took(
     assert took[2] < 0.3
 
 
-@pytest.mark.parametrize("server", ["async", "waitress"])
+@pytest.mark.parametrize("server", ["async", "wsgi"])
 @pytest.mark.parametrize(
     ("allowed", "client"),
     [
@@ -148,7 +148,7 @@ def test_a_key_sent_in_the_path_is_masked_in_the_log_and_the_journal(
 TERMINAL_ATTACK = "%1b]0;PWNED%07%1b[2J%c2%9b%7f"  # retitle, bell, clear; a C1 CSI (UTF-8), DEL
 
 
-@pytest.mark.parametrize("server_name", ["async", "waitress"])
+@pytest.mark.parametrize("server_name", ["async", "wsgi"])
 @pytest.mark.parametrize("path", ["/e", "/%1b[2Jnope"])
 def test_control_characters_sent_are_escaped_in_the_log(
     caplog: pytest.LogCaptureFixture, path: str, server_name: str

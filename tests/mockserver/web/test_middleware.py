@@ -1,8 +1,5 @@
-"""mockserver.limits and the app's error answers over real HTTP: JSON everywhere the app decides.
-
-The server is the project's BackgroundServer (waitress); what waitress answers itself, before
-the app sees a request, is listed in the README and not tested here.
-"""
+"""The WSGI layers' limits and the app's error answers over real HTTP: JSON wherever the app
+decides (the mock's own server, on a thread of the test)."""
 
 from __future__ import annotations
 
@@ -202,12 +199,12 @@ def _many_headers(count: int) -> bytes:
     return b"".join(b"H%05d: v\r\n" % i for i in range(count))
 
 
-@pytest.mark.parametrize("kind", ["async", "waitress"])
+@pytest.mark.parametrize("kind", ["async", "wsgi"])
 def test_many_small_headers_are_judged_alike_on_every_path(kind: str) -> None:
     """7,000 headers of 7 bytes (49,000, under 64 KiB): /e and /_mock/health both read them."""
-    app = create_app(Settings(api_keys=(KEY,), server=kind))
+    app = create_app(Settings(api_keys=(KEY,)))
     headers = _many_headers(7_000)
-    with running(app) as background:
+    with running(app, server=kind) as background:
         port = background.effective_port
         answers = {
             path: raw_request(
