@@ -16,8 +16,7 @@ import time
 
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.server.asyncserver import AsyncServer
-from verdict_contract.mockserver.server.protocol import HttpConnection
+from verdict_contract.mockserver.server.asyncserver import AsyncServer, HttpConnection
 from verdict_contract.mockserver.settings import DEFAULT_API_KEY
 
 REQUESTS = 2000

@@ -39,8 +39,7 @@ from benchmarks.bench_connection import CountingTransport
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.sessions import SessionSpec
-from verdict_contract.mockserver.server.asyncserver import AsyncServer
-from verdict_contract.mockserver.server.protocol import HttpConnection
+from verdict_contract.mockserver.server.asyncserver import AsyncServer, HttpConnection
 
 REQUESTS = 2000
 WARM = 200

@@ -4,7 +4,7 @@
 key first, before any work that grows with the request). It asks the store for what it needs as
 round trips of storage primitives (:mod:`.store.primitives`: read the clock, count a hit, take a
 step), so the same code decides for both stores and every transport: the async server awaits
-each round trip on its loop (:mod:`.server.protocol`), a blocking one runs it (:func:`run`).
+each round trip on its loop (:mod:`.server.asyncserver`), a blocking one runs it (:func:`run`).
 
 The rules, each in one place: the key (:func:`.state.authorized`), the rate limit's budget
 (:func:`_over_budget`), the session id (:func:`_find`), a session's lifetime

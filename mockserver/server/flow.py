@@ -3,8 +3,7 @@
 As uvicorn's ``protocols/http/flow_control.py``: whether the server reads (``read_paused``), whether
 the client reads (``write_paused``), and the connection's :class:`Closing` state, moved only as
 :data:`MOVES` allows. After a refusal the connection lingers (RFC 9112 §9.6, nginx's
-``lingering_close``): the answer written, the write side shut, what the client still sends is
-discarded for at most the drain's seconds, so a client sending a large body reads the refusal.
+``lingering_close``), so a client sending a large body reads the refusal.
 """
 
 from __future__ import annotations

@@ -11,12 +11,12 @@ import os
 import socket
 import struct
 import time
+from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Final
 
 from ..model.answer import Answer, explain_headers, status_line
 from ..model.steps import FAULT_HEADER
-from .wsgibridge import Reply
 
 CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
 NO_BODY: Final = frozenset({204, 304})
@@ -28,6 +28,22 @@ HOP_BY_HOP: Final = frozenset({"connection", "keep-alive", "transfer-encoding", 
 _CLOSING: Final = b"Connection: close\r\n\r\n"
 _KEEPING: Final = b"\r\n"
 _HEADS_KEPT: Final = 1024  # heads of distinct shapes remembered (then forgotten all at once)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What the app answered: its status line, headers and whole body."""
+
+    status: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def declared_length(self) -> int | None:
+        """The Content-Length the app set, if it set one."""
+        for name, value in self.headers:
+            if name.lower() == "content-length" and value.strip().isdigit():
+                return int(value)
+        return None
 
 
 def head_start(status: str, headers: list[tuple[str, str]]) -> bytes:

@@ -1,13 +1,8 @@
-"""The WSGI layers under the Flask app, whatever the server: size limits, scripted faults
-enacted on the connection, and ``GET``/``HEAD /e`` answered straight from the environ.
-
-Limits: a declared ``Content-Length`` over ``--max-body`` is a 413 (a chunked body is cut by
-Flask's ``MAX_CONTENT_LENGTH`` as it is read); headers over :data:`MAX_HEADER_BYTES`, a 431; both
-answered in JSON before the body is read. Faults: the mark a scripted step leaves on an answer
-(model/steps.py) is stripped and enacted (a TCP reset). ``/e``: for the servers that call the
-app for every request (``flask run``, any WSGI server); the mock's own server answers ``/e``
-itself (asyncserver.py), and the proxy the same way, from the upstream
-(:class:`.proxy.ValidatingProxy`).
+"""The WSGI layers under the Flask app, whatever the server: size limits answered in JSON before
+the body is read (a chunked body is cut by Flask's ``MAX_CONTENT_LENGTH`` as it is read),
+scripted faults enacted on the connection, and ``GET``/``HEAD /e`` answered straight from the
+environ for the servers that call the app for every request (``flask run``, any WSGI server;
+the mock's own answers ``/e`` itself), or from the upstream (:class:`.proxy.ValidatingProxy`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,11 @@ from typing import Any, cast
 
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.explain import Decision
-from verdict_contract.mockserver.server.protocol import DRAIN_SECONDS, Host, HttpConnection
+from verdict_contract.mockserver.server.asyncserver import (
+    DRAIN_SECONDS,
+    AsyncServer,
+    HttpConnection,
+)
 from verdict_contract.mockserver.server.wire import Heads
 from verdict_contract.mockserver.state import MockState
 from verdict_contract.mockserver.web.answers import EXTENSION
@@ -117,7 +121,7 @@ class FakeTransport:
 
 @dataclass
 class FakeServer:
-    """What a connection needs of its server (:class:`.connection.Host`), with a fake loop."""
+    """What a connection needs of its :class:`.asyncserver.AsyncServer`, on a fake loop."""
 
     state: MockState
     loop: FakeLoop = field(default_factory=FakeLoop)
@@ -142,7 +146,7 @@ def fake_server(settings: Settings) -> FakeServer:
 
 def connect(server: FakeServer) -> tuple[HttpConnection, FakeTransport]:
     """A connection of ``server`` on a fresh fake transport."""
-    connection = HttpConnection(cast("Host", server))
+    connection = HttpConnection(cast("AsyncServer", server))
     transport = FakeTransport()
     connection.connection_made(cast("asyncio.Transport", transport))
     return connection, transport

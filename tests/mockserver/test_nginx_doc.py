@@ -33,7 +33,7 @@ import pytest
 from tests.helpers import clean_environ, free_port, read_line, stop_process, wait_until
 from tests.redisserver import redis_server
 from verdict_contract.mockserver.model.sessions import MAX_DELAY_MS
-from verdict_contract.mockserver.server.protocol import IDLE_TIMEOUT
+from verdict_contract.mockserver.server.asyncserver import IDLE_TIMEOUT
 from verdict_contract.mockserver.settings import env_var
 from verdict_contract.mockserver.web.guard import TOKEN_HEADER
 

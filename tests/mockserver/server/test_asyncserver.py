@@ -27,11 +27,11 @@ from tests.helpers import KEY, bearer, error_of, raw_request, running, wait_unti
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.sessions import Step
-from verdict_contract.mockserver.server.asyncserver import AsyncServer
-from verdict_contract.mockserver.server.protocol import (
+from verdict_contract.mockserver.server.asyncserver import (
     DRAIN_SECONDS,
     IDLE_TIMEOUT,
     MAX_TARGET_BYTES,
+    AsyncServer,
     HttpConnection,
 )
 from verdict_contract.mockserver.server.serve import BackgroundServer

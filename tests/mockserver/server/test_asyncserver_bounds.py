@@ -42,8 +42,7 @@ from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.scenario import ScenarioError, load_scenario
 from verdict_contract.mockserver.model.scripts import SCRIPT_BYTES, STEP_BYTES
-from verdict_contract.mockserver.server.asyncserver import AsyncServer
-from verdict_contract.mockserver.server.protocol import MAX_PIPELINED
+from verdict_contract.mockserver.server.asyncserver import MAX_PIPELINED, AsyncServer
 from verdict_contract.mockserver.store.journal import UNTRUSTED_KEPT
 from verdict_contract.mockserver.web.answers import state_of
 

@@ -17,8 +17,8 @@ from tests.mockserver.fakes import FakeServer, connect, fake_server
 from tests.mockserver.server.test_asyncserver import split
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
+from verdict_contract.mockserver.server.asyncserver import IDLE_TIMEOUT
 from verdict_contract.mockserver.server.flow import Closing
-from verdict_contract.mockserver.server.protocol import IDLE_TIMEOUT
 
 AUTH = f"Authorization: Bearer {KEY}\r\n".encode()
 

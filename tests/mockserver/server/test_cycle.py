@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from verdict_contract.mockserver.model.answer import error_answer
-from verdict_contract.mockserver.server.protocol import Phase, PhaseError, RequestCycle
+from verdict_contract.mockserver.server.asyncserver import Phase, PhaseError, RequestCycle
 
 
 @pytest.mark.parametrize(

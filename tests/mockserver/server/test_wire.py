@@ -7,8 +7,7 @@ import time
 import pytest
 
 from verdict_contract.mockserver.model.answer import error_answer
-from verdict_contract.mockserver.server.wire import Heads
-from verdict_contract.mockserver.server.wsgibridge import Reply
+from verdict_contract.mockserver.server.wire import Heads, Reply
 
 NOON = 1_790_000_000.0  # 2026-09-21 14:13:20 GMT
 

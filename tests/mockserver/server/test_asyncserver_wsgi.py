@@ -1,4 +1,5 @@
-"""mockserver.wsgibridge: a parsed request as a PEP 3333 environ, and a WSGI answer collected."""
+"""mockserver.server.asyncserver's calls into the app: a parsed request as a PEP 3333 environ, and
+a WSGI answer collected."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from verdict_contract.mockserver.server.wsgibridge import Reply, Request, call_app, environ_for
+from verdict_contract.mockserver.server.asyncserver import Request, call_app, environ_for
+from verdict_contract.mockserver.server.wire import Reply
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
