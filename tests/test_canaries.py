@@ -24,13 +24,13 @@ def test_httpx_transports_keep_their_httpcore_pool() -> None:
 
 
 def test_respx_resolves_async_requests_in_aresolve() -> None:
-    """mockserver/testing/mocks.py tells an async client's call by respx's frame name."""
+    """src/verdict_contract/testing/mocks.py tells an async client's call by respx's frame name."""
     assert callable(respx.MockRouter.aresolve)
     assert "aresolve" in inspect.getsource(respx.MockRouter.async_handler)
 
 
 def test_responses_keeps_the_real_adapter_send() -> None:
-    """mockserver/testing/mocks.py tells whether another responses mock is already started."""
+    """testing/mocks.py tells whether another responses mock is already started."""
     assert callable(responses._real_send)
 
 

@@ -14,9 +14,13 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict
 from verdict_contract.core.errors import VerificationError
 from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import is_api_call
-
-from ..state import MockState
-from ..store.journal import JournalEntry, cut, mask_authorization, shown_param
+from verdict_contract.mockserver.state import MockState
+from verdict_contract.mockserver.store.journal import (
+    JournalEntry,
+    cut,
+    mask_authorization,
+    shown_param,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -17,8 +17,8 @@ from typing import Any, Final
 import pytest
 
 from verdict_contract.core.suggest import closest
+from verdict_contract.mockserver.coverage import BEHAVIOURS, BROKEN_CLIENT_ONLY, behaviours, habits
 
-from ..coverage import BEHAVIOURS, BROKEN_CLIENT_ONLY, behaviours, habits
 from .mocks import VerdictMock
 
 WORKER_KEY: Final = "verdict_coverage"
