@@ -26,7 +26,12 @@ from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
 from . import clock
 from .body import BodyError, strict_json
-from .bounds import (
+from .diff import documented
+from .leaks import error_body_advisories
+from .maxrate import Pace
+from .retry import MAX_RETRIES, retry_after_seconds, unreadable_retry_after
+from .throttling import Throttling
+from .transport import (
     DEFAULT_CALL_TIMEOUT,
     MAX_ANSWER_BYTES,
     CallFailed,
@@ -35,11 +40,6 @@ from .bounds import (
     bounded_client,
     fetch,
 )
-from .diff import documented
-from .leaks import error_body_advisories
-from .pace import Pace
-from .retry import MAX_RETRIES, retry_after_seconds, unreadable_retry_after
-from .throttling import Throttling
 
 KEY = object()
 """Placeholder for "send the configured key" wherever a query or header value is built."""
@@ -291,7 +291,7 @@ class ExplainClient:
         self._http = bounded_client(self.base_url, self.timeout, self.ca_bundle, self._deadline)
 
     def _fetch(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One call, bounded in time in all and in decoded bytes (:mod:`.bounds`).
+        """One call, bounded in time in all and in decoded bytes (:mod:`.transport`).
 
         A target that has answered no call in time, and let :data:`GIVE_UP_AFTER` in a row run
         out their deadline (a staging that drips a byte every few seconds), has shown that it

@@ -15,12 +15,12 @@ from urllib.parse import urlsplit
 import pytest
 
 from verdict_contract.core.hosts import is_loopback_address
+from verdict_contract.core.parsing import parse_bool, positive_int, seconds
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret
 from verdict_contract.core.suggest import scheme_hint
-from verdict_contract.core.values import parse_bool, positive_int, seconds
 
-from .bounds import DEFAULT_CALL_TIMEOUT
+from .transport import DEFAULT_CALL_TIMEOUT
 
 ENV = {
     "api_key": "VERDICT_API_KEY",
@@ -266,7 +266,7 @@ def _bool(config: pytest.Config, name: str) -> bool:
 
 
 def _read(config: pytest.Config, name: str, read: Callable[[str], T]) -> T | None:
-    """An option's value through its reader (core/values.py), or None when not given."""
+    """An option's value through its reader (core/parsing.py), or None when not given."""
     raw = _option(config, name)
     try:
         return read(raw) if raw is not None else None

@@ -17,7 +17,7 @@ from _pytest import junitxml
 
 
 def test_httpx_transports_keep_their_httpcore_pool() -> None:
-    """contract_tests/bounds.py gives the pool a network backend httpx takes no option for."""
+    """contract_tests/transport.py gives the pool a network backend httpx takes no option for."""
     transport = httpx.HTTPTransport()
     assert isinstance(transport._pool, httpcore.ConnectionPool)
     assert "network_backend" in inspect.signature(httpcore.ConnectionPool).parameters

@@ -89,7 +89,7 @@ def pytest_load_initial_conftests(
 ) -> Iterator[None]:
     """Register the suite's plugin in a run that collects the suite, before its options parse;
     once the initial conftests declared theirs, answer a mistyped option with the closest."""
-    from verdict_contract.contract_tests.requested import collects_suite
+    from verdict_contract.contract_tests.activation import collects_suite
 
     namespace = early_config.known_args_namespace
     paths = [str(arg) for arg in namespace.file_or_dir or []]
