@@ -215,33 +215,33 @@ class SuiteConfig:
     ca_bundle: str | None = None
     max_rate: RateLimit | None = None  # N requests per SECONDS, for the whole run
 
-    def shown(self) -> list[str]:
+    def described(self) -> list[str]:
         """The options of this run as a report shows them (never the key)."""
         if self.base_url is None:
-            shown = ["the bundled mock (sessions minted, one per verdict kind)"]
+            lines = ["the bundled mock (sessions minted, one per verdict kind)"]
         elif self.mock_target:
-            shown = ["a verdict-mock (sessions minted through its control API)"]
+            lines = ["a verdict-mock (sessions minted through its control API)"]
         else:
-            shown = [f"sessions given: {len(self.session_ids)}"]
+            lines = [f"sessions given: {len(self.session_ids)}"]
         if self.session_factory is not None:
-            shown.append("session factory: yes")
+            lines.append("session factory: yes")
         if self.expired_session_id:
-            shown.append("expired session: yes")
+            lines.append("expired session: yes")
         if self.probe_rate_limit:
-            shown.append(f"{flag('probe_rate_limit')} {self.probe_rate_limit}")
-        shown += [
+            lines.append(f"{flag('probe_rate_limit')} {self.probe_rate_limit}")
+        lines += [
             f"{flag('request_timeout')} {self.request_timeout:g}",
             f"{flag('call_timeout')} {self.call_timeout:g}",
             f"{flag('wait_budget')} {self.wait_budget:g}",
         ]
         if self.max_rate is not None:
-            shown.append(f"{flag('max_rate')} {self.max_rate}")
+            lines.append(f"{flag('max_rate')} {self.max_rate}")
         if self.ca_bundle:
-            shown.append(f"{flag('ca_bundle')} {self.ca_bundle}")
+            lines.append(f"{flag('ca_bundle')} {self.ca_bundle}")
         for name in ("check_key_in_url", "allow_partial", "require_every_kind", "fail_on_advisory"):
             if getattr(self, name):
-                shown.append(flag(name))
-        return shown
+                lines.append(flag(name))
+        return lines
 
 
 def _option(config: pytest.Config, name: str) -> str | None:

@@ -435,7 +435,7 @@ class _Summary:
         _add_to_junit(config, self.report, gate)
         if loaded is not None and (loaded.report or loaded.html_report):
             paths = ReportPaths(loaded.report, loaded.html_report)
-            self.report.write(paths, gate.lines(), loaded.shown(), gate.outcome)
+            self.report.write(paths, gate.lines(), loaded.described(), gate.outcome)
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -58,7 +58,7 @@ def _listing(entries: Sequence[JournalEntry]) -> str:
     return f"received {len(entries)} request(s) in this test:\n{lines}{more}"
 
 
-def _shown_header(name: str, value: str, is_key: Callable[[str], bool]) -> str:
+def _masked_header(name: str, value: str, is_key: Callable[[str], bool]) -> str:
     """An expected header as a message shows it: credentials-like values masked."""
     lowered = name.lower()
     if lowered in ("authorization", "proxy-authorization"):
@@ -171,8 +171,8 @@ class JournalChecks:
         target = "any request" if n is None else f"session n={short_id(n)}"
         headers, params = match.get("headers"), match.get("params")
         if headers:
-            shown = ", ".join(_shown_header(k, v, self.state.key_ok) for k, v in headers.items())
-            target += f" with headers {{{shown}}}"
+            masked = ", ".join(_masked_header(k, v, self.state.key_ok) for k, v in headers.items())
+            target += f" with headers {{{masked}}}"
         if params:
             pairs = (shown_param(k, v, self.state.key_ok) for k, v in params.items())
             target += " with params {" + ", ".join(f"{k}={v}" for k, v in pairs) + "}"
