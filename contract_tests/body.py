@@ -62,10 +62,10 @@ def strict_json(raw: bytes) -> object:
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        shown = text if len(text) <= QUOTED else text[:QUOTED] + CUT  # masked beside the cut
+        quoted = text if len(text) <= QUOTED else text[:QUOTED] + CUT  # masked beside the cut
         raise BodyError(
             f"the body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno} "
-            f"(received {shown!r})"
+            f"(received {quoted!r})"
         ) from None
     except RecursionError:
         raise BodyError("the body nests JSON too deeply to read") from None

@@ -46,10 +46,10 @@ def sessions(failure: Failure) -> list[str]:
 
 def _title(failure: Failure) -> str:
     found = [n if len(n) <= MAX_ID else f"{n[:12]}…{n[-8:]}" for n in sessions(failure)]
-    shown = ", ".join(found[:MAX_SESSIONS]) + (
+    listed = ", ".join(found[:MAX_SESSIONS]) + (
         f" (+{len(found) - MAX_SESSIONS} more)" if len(found) > MAX_SESSIONS else ""
     )
-    where = f" · session {shown}" if found else ""
+    where = f" · session {listed}" if found else ""
     return f"{failure.clause} {failure.check}{where}"
 
 

@@ -26,7 +26,12 @@ from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
 from . import clock
 from .body import BodyError, strict_json
-from .bounds import (
+from .diff import documented
+from .leaks import error_body_advisories
+from .maxrate import Pace
+from .retry import MAX_RETRIES, retry_after_seconds, unreadable_retry_after
+from .throttling import Throttling
+from .transport import (
     DEFAULT_CALL_TIMEOUT,
     MAX_ANSWER_BYTES,
     CallFailed,
@@ -35,11 +40,6 @@ from .bounds import (
     bounded_client,
     fetch,
 )
-from .diff import documented
-from .leaks import error_body_advisories
-from .pace import Pace
-from .retry import MAX_RETRIES, retry_after_seconds, unreadable_retry_after
-from .throttling import Throttling
 
 KEY = object()
 """Placeholder for "send the configured key" wherever a query or header value is built."""
@@ -228,7 +228,7 @@ def _quote(text: str, cut: list[int] | None = None) -> str:
     return "".join(quoted) or "''"
 
 
-def _shown(value: str | object, key: str) -> tuple[str, str]:
+def _sent_and_replayed(value: str | object, key: str) -> tuple[str, str]:
     """(what is sent, what a replay shows) for a header or query value."""
     if value is KEY:
         return key, _MARK
@@ -237,8 +237,8 @@ def _shown(value: str | object, key: str) -> tuple[str, str]:
     return str(value), str(value)
 
 
-def _encode_shown(shown: str) -> str:
-    pieces = shown.split(_SHELL)
+def _encode_for_replay(replayed: str) -> str:
+    pieces = replayed.split(_SHELL)
     return _SHELL.join(p if i % 2 else quote(p, safe="") for i, p in enumerate(pieces))
 
 
@@ -291,7 +291,7 @@ class ExplainClient:
         self._http = bounded_client(self.base_url, self.timeout, self.ca_bundle, self._deadline)
 
     def _fetch(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One call, bounded in time in all and in decoded bytes (:mod:`.bounds`).
+        """One call, bounded in time in all and in decoded bytes (:mod:`.transport`).
 
         A target that has answered no call in time, and let :data:`GIVE_UP_AFTER` in a row run
         out their deadline (a staging that drips a byte every few seconds), has shown that it
@@ -428,43 +428,43 @@ class ExplainClient:
     ) -> httpx.Response:
         key = self.api_key.reveal()
         sent_headers: dict[str, str] = {}
-        shown_headers: list[tuple[str, str]] = []
+        replay_headers: list[tuple[str, str]] = []
         for name, value in (headers or {}).items():
-            sent_headers[name], shown = _shown(value, key)
-            shown_headers.append((name, shown))
+            sent_headers[name], replayed = _sent_and_replayed(value, key)
+            replay_headers.append((name, replayed))
         if authorization is KEY or isinstance(authorization, Derived):
-            sent, shown = _shown(authorization, key)
+            sent, replayed = _sent_and_replayed(authorization, key)
             sent_headers["Authorization"] = f"Bearer {sent}"
-            shown_headers.append(("Authorization", f"Bearer {shown}"))
+            replay_headers.append(("Authorization", f"Bearer {replayed}"))
         elif isinstance(authorization, str):
             sent_headers["Authorization"] = authorization.replace("{key}", key)
-            shown_headers.append(("Authorization", authorization.replace("{key}", _MARK)))
+            replay_headers.append(("Authorization", authorization.replace("{key}", _MARK)))
         query: list[tuple[str, str | int | float | bool | None]] = []
-        shown_query: list[str] = []
+        replay_query: list[str] = []
         for name, value in params:
-            sent, shown = _shown(value, key)
+            sent, replayed = _sent_and_replayed(value, key)
             query.append((name, sent))
-            shown_query.append(f"{quote(name, safe='')}={_encode_shown(shown)}")
+            replay_query.append(f"{quote(name, safe='')}={_encode_for_replay(replayed)}")
         url = f"{self.base_url}{ENDPOINT_PATH}"
-        shown_url = url + (f"?{'&'.join(shown_query)}" if shown_query else "")
+        replay_url = url + (f"?{'&'.join(replay_query)}" if replay_query else "")
         if self.pace is not None:
             self.paced += self.pace.wait()
         try:
             response = self._fetch(method, ENDPOINT_PATH, params=query, headers=sent_headers)
         except CallFailed as exc:  # the target's answer, too large or too slow: this call fails
-            self.sent.append(Sent(method, shown_url, tuple(shown_headers), cacert=self._cacert))
+            self.sent.append(Sent(method, replay_url, tuple(replay_headers), cacert=self._cacert))
             raise BrokenAnswer(str(exc)) from None
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadTimeout) as exc:
             raise TargetUnreachable(
                 f"{self.base_url}: {transport_cause(exc, self.timeout)}"
             ) from None
         except httpx.TransportError as exc:
-            self.sent.append(Sent(method, shown_url, tuple(shown_headers), cacert=self._cacert))
+            self.sent.append(Sent(method, replay_url, tuple(replay_headers), cacert=self._cacert))
             raise BrokenAnswer(
                 f"the answer could not be read: {transport_cause(exc, self.timeout)}"
             ) from None
         self.sent.append(
-            Sent(method, shown_url, tuple(shown_headers), response.status_code, self._cacert)
+            Sent(method, replay_url, tuple(replay_headers), response.status_code, self._cacert)
         )
         for advisory in error_body_advisories(response):
             self.advise(advisory)

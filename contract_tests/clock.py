@@ -1,7 +1,7 @@
 """The suite's clock for the waits it makes on a target: a Retry-After obeyed, a recovery polled.
 
-Only those waits read it. A call's own deadline (:mod:`.bounds`) and the pace between calls
-(:mod:`.pace`) keep the system's time: they bound real sockets and a real rate limit.
+Only those waits read it. A call's own deadline (:mod:`.transport`) and the pace between calls
+(:mod:`.maxrate`) keep the system's time: they bound real sockets and a real rate limit.
 
 The project's tests run the suite against services whose clock they hold (a mock's); they
 replace :data:`CLOCK` with one that moves, and moves the service's, when slept on

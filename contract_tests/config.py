@@ -15,12 +15,12 @@ from urllib.parse import urlsplit
 import pytest
 
 from verdict_contract.core.hosts import is_loopback_address
+from verdict_contract.core.parsing import parse_bool, positive_int, seconds
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret
 from verdict_contract.core.suggest import scheme_hint
-from verdict_contract.core.values import parse_bool, positive_int, seconds
 
-from .bounds import DEFAULT_CALL_TIMEOUT
+from .transport import DEFAULT_CALL_TIMEOUT
 
 ENV = {
     "api_key": "VERDICT_API_KEY",
@@ -215,33 +215,33 @@ class SuiteConfig:
     ca_bundle: str | None = None
     max_rate: RateLimit | None = None  # N requests per SECONDS, for the whole run
 
-    def shown(self) -> list[str]:
+    def described(self) -> list[str]:
         """The options of this run as a report shows them (never the key)."""
         if self.base_url is None:
-            shown = ["the bundled mock (sessions minted, one per verdict kind)"]
+            lines = ["the bundled mock (sessions minted, one per verdict kind)"]
         elif self.mock_target:
-            shown = ["a verdict-mock (sessions minted through its control API)"]
+            lines = ["a verdict-mock (sessions minted through its control API)"]
         else:
-            shown = [f"sessions given: {len(self.session_ids)}"]
+            lines = [f"sessions given: {len(self.session_ids)}"]
         if self.session_factory is not None:
-            shown.append("session factory: yes")
+            lines.append("session factory: yes")
         if self.expired_session_id:
-            shown.append("expired session: yes")
+            lines.append("expired session: yes")
         if self.probe_rate_limit:
-            shown.append(f"{flag('probe_rate_limit')} {self.probe_rate_limit}")
-        shown += [
+            lines.append(f"{flag('probe_rate_limit')} {self.probe_rate_limit}")
+        lines += [
             f"{flag('request_timeout')} {self.request_timeout:g}",
             f"{flag('call_timeout')} {self.call_timeout:g}",
             f"{flag('wait_budget')} {self.wait_budget:g}",
         ]
         if self.max_rate is not None:
-            shown.append(f"{flag('max_rate')} {self.max_rate}")
+            lines.append(f"{flag('max_rate')} {self.max_rate}")
         if self.ca_bundle:
-            shown.append(f"{flag('ca_bundle')} {self.ca_bundle}")
+            lines.append(f"{flag('ca_bundle')} {self.ca_bundle}")
         for name in ("check_key_in_url", "allow_partial", "require_every_kind", "fail_on_advisory"):
             if getattr(self, name):
-                shown.append(flag(name))
-        return shown
+                lines.append(flag(name))
+        return lines
 
 
 def _option(config: pytest.Config, name: str) -> str | None:
@@ -266,7 +266,7 @@ def _bool(config: pytest.Config, name: str) -> bool:
 
 
 def _read(config: pytest.Config, name: str, read: Callable[[str], T]) -> T | None:
-    """An option's value through its reader (core/values.py), or None when not given."""
+    """An option's value through its reader (core/parsing.py), or None when not given."""
     raw = _option(config, name)
     try:
         return read(raw) if raw is not None else None

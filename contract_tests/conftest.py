@@ -15,7 +15,7 @@ from verdict_contract.contract_tests.body import Answer
 from verdict_contract.contract_tests.client import BrokenAnswer, ExplainClient, Throttled
 from verdict_contract.contract_tests.config import flag
 from verdict_contract.contract_tests.hooks import suite_config
-from verdict_contract.contract_tests.pace import Pace, worker_count
+from verdict_contract.contract_tests.maxrate import Pace, worker_count
 from verdict_contract.contract_tests.report import ADVISORY, SESSION, TARGET
 from verdict_contract.contract_tests.shared import (
     answer_from_json,

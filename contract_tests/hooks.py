@@ -1,6 +1,6 @@
 """The suite's pytest hooks: options, clauses, redaction, the summary.
 
-They are registered only in runs that collect the suite (:mod:`.requested`), by
+They are registered only in runs that collect the suite (:mod:`.activation`), by
 :mod:`verdict_contract.suite`; the fixtures that compose the suite with the mock are there too.
 """
 
@@ -24,6 +24,7 @@ from verdict_contract.core.redact import Redactor
 from verdict_contract.core.suggest import did_you_mean, unknown_options
 
 from . import config as target
+from .activation import PACKAGE, collects_suite, package_dir
 from .ci import under_github_actions, workflow_commands
 from .gate import FAILED, Gate, decide
 from .report import (
@@ -35,7 +36,6 @@ from .report import (
     ReportPaths,
     SuiteReport,
 )
-from .requested import PACKAGE, collects_suite, package_dir
 
 REDACTOR = pytest.StashKey[Redactor]()
 REPORT = pytest.StashKey[SuiteReport]()
@@ -435,7 +435,7 @@ class _Summary:
         _add_to_junit(config, self.report, gate)
         if loaded is not None and (loaded.report or loaded.html_report):
             paths = ReportPaths(loaded.report, loaded.html_report)
-            self.report.write(paths, gate.lines(), loaded.shown(), gate.outcome)
+            self.report.write(paths, gate.lines(), loaded.described(), gate.outcome)
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

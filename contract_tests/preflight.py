@@ -16,7 +16,7 @@ import httpx
 
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
-from .bounds import MAX_ANSWER_BYTES, CallFailed, Deadline, bounded_client, fetch
+from .transport import MAX_ANSWER_BYTES, CallFailed, Deadline, bounded_client, fetch
 
 KEY_REFUSED = "the target refused the API key (401 on every call): check VERDICT_API_KEY"
 NOT_THE_API = "the target does not answer like the Explain API"

@@ -351,10 +351,10 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _few(values: set[str], shown: int = 3) -> str:
+def _few(values: set[str], most: int = 3) -> str:
     ordered = sorted(values)
-    more = f" (+{len(ordered) - shown} more)" if len(ordered) > shown else ""
-    return ", ".join(ordered[:shown]) + more
+    more = f" (+{len(ordered) - most} more)" if len(ordered) > most else ""
+    return ", ".join(ordered[:most]) + more
 
 
 def _clause_order(clause: str) -> tuple[int, ...]:

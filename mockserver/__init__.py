@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .factory import InvalidVerdictError as InvalidVerdictError
     from .factory import make_verdict as make_verdict
+    from .provider import VerdictProvider as VerdictProvider
     from .settings import DEFAULT_API_KEY as DEFAULT_API_KEY
     from .settings import Settings as Settings
-    from .testing.provider import VerdictProvider as VerdictProvider
     from .web.app import create_app as create_app
 
 _EXPORTS = {  # public name: the module that defines it
     "DEFAULT_API_KEY": ".settings",
     "InvalidVerdictError": ".factory",
     "Settings": ".settings",
-    "VerdictProvider": ".testing.provider",
+    "VerdictProvider": ".provider",
     "create_app": ".web.app",
     "make_verdict": ".factory",
 }

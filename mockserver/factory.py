@@ -1,4 +1,4 @@
-"""Verdicts for integrators' unit tests: ``make_verdict`` (faker's provider: testing/provider.py).
+"""Verdicts for integrators' unit tests: ``make_verdict`` (faker's provider: provider.py).
 
 They come from the mock's own generator, so they look like what ``verdict-mock`` serves.
 """

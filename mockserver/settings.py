@@ -18,11 +18,11 @@ from typing import Any, Final, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
 from verdict_contract.core.errors import SettingsError
+from verdict_contract.core.parsing import host_name, one_of, parse_bool, port, positive_int, seconds
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret, mask
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
 from verdict_contract.core.suggest import scheme_hint
-from verdict_contract.core.values import host_name, one_of, parse_bool, port, positive_int, seconds
 
 from .model.generate import DEFAULT_SEED
 from .model.scenariofile import MAX_SCENARIO_BYTES

@@ -17,20 +17,20 @@ from _pytest import junitxml
 
 
 def test_httpx_transports_keep_their_httpcore_pool() -> None:
-    """contract_tests/bounds.py gives the pool a network backend httpx takes no option for."""
+    """contract_tests/transport.py gives the pool a network backend httpx takes no option for."""
     transport = httpx.HTTPTransport()
     assert isinstance(transport._pool, httpcore.ConnectionPool)
     assert "network_backend" in inspect.signature(httpcore.ConnectionPool).parameters
 
 
 def test_respx_resolves_async_requests_in_aresolve() -> None:
-    """mockserver/testing/mocks.py tells an async client's call by respx's frame name."""
+    """src/verdict_contract/testing/mocks.py tells an async client's call by respx's frame name."""
     assert callable(respx.MockRouter.aresolve)
     assert "aresolve" in inspect.getsource(respx.MockRouter.async_handler)
 
 
 def test_responses_keeps_the_real_adapter_send() -> None:
-    """mockserver/testing/mocks.py tells whether another responses mock is already started."""
+    """testing/mocks.py tells whether another responses mock is already started."""
     assert callable(responses._real_send)
 
 

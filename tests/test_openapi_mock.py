@@ -22,7 +22,7 @@ from openapi_core.validation.response.exceptions import HeaderValidationError
 from verdict_contract.core.resources import bundled_openapi
 from verdict_contract.core.spec import VERDICTS
 from verdict_contract.mockserver.model.sessions import ScriptStep
-from verdict_contract.mockserver.testing.mocks import VerdictMock
+from verdict_contract.testing.mocks import VerdictMock
 
 DOCUMENT = bundled_openapi()
 SESSION_ID = DOCUMENT["components"]["parameters"]["SessionId"]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from verdict_contract.mockserver.factory import make_verdict as make_verdict
-    from verdict_contract.mockserver.testing.provider import VerdictProvider as VerdictProvider
+    from verdict_contract.mockserver.provider import VerdictProvider as VerdictProvider
 
     from .core.errors import InvalidVerdictError as InvalidVerdictError
     from .core.errors import MissingExtraError as MissingExtraError
@@ -53,7 +53,7 @@ _EXPORTS = {
     "assert_valid_verdict": "verdict_contract.core.validator",
     "unknown_properties": "verdict_contract.core.validator",
     "validate_verdict": "verdict_contract.core.validator",
-    "VerdictProvider": "verdict_contract.mockserver.testing.provider",
+    "VerdictProvider": "verdict_contract.mockserver.provider",
     "make_verdict": "verdict_contract.mockserver.factory",
 }
 

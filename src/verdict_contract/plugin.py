@@ -25,8 +25,8 @@ from .core.spec import VERDICT_OUTCOMES
 if TYPE_CHECKING:
     from verdict_contract.mockserver import Settings
     from verdict_contract.mockserver.factory import MakeVerdict
-    from verdict_contract.mockserver.testing.inprocess import InProcessApp
-    from verdict_contract.mockserver.testing.mocks import (
+    from verdict_contract.testing.inprocess import InProcessApp
+    from verdict_contract.testing.mocks import (
         ResponsesVerdictMock,
         RespxVerdictMock,
         VerdictMock,
@@ -89,7 +89,7 @@ def pytest_load_initial_conftests(
 ) -> Iterator[None]:
     """Register the suite's plugin in a run that collects the suite, before its options parse;
     once the initial conftests declared theirs, answer a mistyped option with the closest."""
-    from verdict_contract.contract_tests.requested import collects_suite
+    from verdict_contract.contract_tests.activation import collects_suite
 
     namespace = early_config.known_args_namespace
     paths = [str(arg) for arg in namespace.file_or_dir or []]
@@ -116,7 +116,7 @@ def pytest_configure(config: pytest.Config) -> None:
     json_path = config.getoption(COVERAGE_JSON_OPTION)
     require = config.getoption(REQUIRE_OPTION)
     if show or json_path or require:  # its hooks join only the runs that ask for them
-        from verdict_contract.mockserver.testing.coverage import CoveragePlugin
+        from verdict_contract.testing.coverage import CoveragePlugin
 
         plugin = CoveragePlugin(config, show, json_path, require)
         config.pluginmanager.register(plugin, COVERAGE_PLUGIN)
@@ -221,7 +221,7 @@ class _LiveServers:
         return f"_LiveServers({len(self._running)} running)"
 
     def get(self, settings: Settings) -> VerdictMock:
-        from verdict_contract.mockserver.testing.mocks import live_mock
+        from verdict_contract.testing.mocks import live_mock
 
         if settings in self._running:
             self._running.move_to_end(settings)
@@ -258,7 +258,7 @@ class _InProcessMocks:
         return f"_InProcessMocks({len(self._built)} built)"
 
     def get(self, settings: Settings) -> InProcessApp:
-        from verdict_contract.mockserver.testing.inprocess import InProcessApp
+        from verdict_contract.testing.inprocess import InProcessApp
 
         target = self._built.pop(settings, None)
         if target is None:
@@ -281,7 +281,7 @@ def _base_url(request: pytest.FixtureRequest, default: str) -> str:
     """``@pytest.mark.verdict_mock(base_url=...)``: where an in-process mock answers (the
     closest marker that names one), checked; else ``default``."""
     from verdict_contract.core.errors import SettingsError
-    from verdict_contract.mockserver.testing.mocks import checked_base_url
+    from verdict_contract.testing.mocks import checked_base_url
 
     for marker in request.node.iter_markers(MARKER):
         if BASE_URL in marker.kwargs:
@@ -326,7 +326,7 @@ def verdict_respx(
     """httpx and httpx2 requests to ``verdict_respx.base_url`` answered in-process (respx), same
     settings; ``@pytest.mark.verdict_mock(base_url="https://api.example/v2")`` moves it."""
     __tracebackhide__ = True  # a failed check at teardown points at the test, not here
-    from verdict_contract.mockserver.testing.mocks import RESPX_BASE_URL, respx_mock
+    from verdict_contract.testing.mocks import RESPX_BASE_URL, respx_mock
 
     target = verdict_inprocess_mocks.get(_settings_for(request, verdict_mock_settings))
     with respx_mock(_base_url(request, RESPX_BASE_URL), target=target) as mock:
@@ -344,7 +344,7 @@ def verdict_responses(
     """requests calls to ``verdict_responses.base_url`` answered in-process (responses);
     ``@pytest.mark.verdict_mock(base_url=...)`` moves it."""
     __tracebackhide__ = True  # a failed check at teardown points at the test, not here
-    from verdict_contract.mockserver.testing.mocks import RESPONSES_BASE_URL, responses_mock
+    from verdict_contract.testing.mocks import RESPONSES_BASE_URL, responses_mock
 
     target = verdict_inprocess_mocks.get(_settings_for(request, verdict_mock_settings))
     with responses_mock(_base_url(request, RESPONSES_BASE_URL), target=target) as mock:

@@ -28,7 +28,7 @@ class BundledMock:
     @contextmanager
     def serve(self, rate_limit: str | None = None) -> Iterator[str]:
         from verdict_contract.mockserver.settings import Settings
-        from verdict_contract.mockserver.testing.mocks import live_mock
+        from verdict_contract.testing.mocks import live_mock
 
         from .core.rates import RateLimit
 

@@ -82,7 +82,7 @@ def pytest_pycollect_makemodule(
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    from verdict_contract.contract_tests.requested import package_dir
+    from verdict_contract.contract_tests.activation import package_dir
 
     folder = package_dir()
     held = [getattr(item, "module", None) for item in session.items]

@@ -55,7 +55,7 @@ def _one_line_usage_error(result: pytest.RunResult, expected: str) -> None:
         (["--verdict-session-factory", "no_such_module_x:f"], "ModuleNotFoundError"),
         (["--verdict-session-factory", "os.path"], "must look like module:callable"),
         (["--verdict-request-timeout", "soon"], "is not a number"),
-        # Read as the mock reads --threads and --idle-timeout (core/values.py): the same words.
+        # Read as the mock reads --threads and --idle-timeout (core/parsing.py): the same words.
         (
             ["--verdict-probe-rate-limit", "0"],
             "--verdict-probe-rate-limit: '0': must be at least 1",

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.contract_tests.servers import CONFORMING, LIMITED, serve
-from verdict_contract.contract_tests.pace import Pace
+from verdict_contract.contract_tests.maxrate import Pace
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,7 @@ def test_each_is_also_the_builtin_callers_expect() -> None:
 def test_the_mock_and_the_factory_raise_members_of_the_one_hierarchy() -> None:
     from verdict_contract.mockserver import Settings
     from verdict_contract.mockserver.model.sessions import SpecError as MockSpecError
-    from verdict_contract.mockserver.testing.mocks import respx_mock
+    from verdict_contract.testing.mocks import respx_mock
 
     assert MockSpecError is SpecError  # the same class, not a look-alike
     with pytest.raises(InvalidVerdictError):

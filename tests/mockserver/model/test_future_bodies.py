@@ -15,7 +15,7 @@ from verdict_contract.core.errors import SpecError
 from verdict_contract.core.spec import SCHEMA_VERSION, VERDICT_OUTCOMES, VerdictRow
 from verdict_contract.mockserver import Settings, create_app, make_verdict
 from verdict_contract.mockserver.coverage import behaviours
-from verdict_contract.mockserver.testing.mocks import live_mock, respx_mock
+from verdict_contract.testing.mocks import live_mock, respx_mock
 
 KEY = "future-bodies-key-0001"
 

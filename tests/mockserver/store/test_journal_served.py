@@ -19,7 +19,8 @@ from tests.redisserver import redis_server
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.answer import Answer, served
 from verdict_contract.mockserver.store.backend import StateURL
-from verdict_contract.mockserver.testing.mocks import (
+from verdict_contract.mockserver.web.answers import state_of
+from verdict_contract.testing.mocks import (
     ScriptStep,
     VerdictMock,
     live_mock,
@@ -27,7 +28,6 @@ from verdict_contract.mockserver.testing.mocks import (
     responses_mock,
     respx_mock,
 )
-from verdict_contract.mockserver.web.answers import state_of
 
 KEY = "served-fields-key-0001"
 Get = Callable[[str, dict[str, str]], None]

@@ -21,7 +21,7 @@ from tests.redisserver import redis_server
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.store import redisstate
 from verdict_contract.mockserver.store.backend import StateURL
-from verdict_contract.mockserver.testing.mocks import live_mock
+from verdict_contract.testing.mocks import live_mock
 
 KEY = "garbage-test-key-0001"
 AUTH = {"Authorization": f"Bearer {KEY}"}

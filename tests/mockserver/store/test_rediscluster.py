@@ -26,7 +26,7 @@ from tests.redisserver import RedisClusterNodes, redis_cluster
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.store.backend import StateUnavailable, StateURL
 from verdict_contract.mockserver.store.redisstate import RedisStore
-from verdict_contract.mockserver.testing.mocks import live_mock
+from verdict_contract.testing.mocks import live_mock
 
 KEY = "cluster-test-key-0001"
 SECRETS = [f"cluster-secret-{index}" for index in range(6)]

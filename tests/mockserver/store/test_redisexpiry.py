@@ -19,7 +19,7 @@ from verdict_contract.core.errors import SettingsError
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.store.backend import StateURL
 from verdict_contract.mockserver.store.redisstate import Keys
-from verdict_contract.mockserver.testing.mocks import VerdictMock, live_mock
+from verdict_contract.testing.mocks import VerdictMock, live_mock
 
 KEY = "expiry-test-key-0001"
 SECRET = "expiry-test-secret-d41d8cd98f00"

@@ -20,7 +20,7 @@ from tests.redisserver import redis_server
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.store.backend import StateURL
 from verdict_contract.mockserver.store.redisclients import Line
-from verdict_contract.mockserver.testing.mocks import live_mock
+from verdict_contract.testing.mocks import live_mock
 
 PASSWORD = "line-test-pass-0001"
 KEY = "line-test-key-000001"

@@ -19,7 +19,7 @@ from tests.redisserver import REDIS_SERVER, RedisServer, redis_server
 from verdict_contract.core.errors import StateUnavailable
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.store.backend import StateURL
-from verdict_contract.mockserver.testing.mocks import live_mock
+from verdict_contract.testing.mocks import live_mock
 
 SERVICE = "verdict-primary"
 KEY = "sentinel-test-key-001"

@@ -37,7 +37,7 @@ from verdict_contract.mockserver.state import MockState
 from verdict_contract.mockserver.store import redisclients
 from verdict_contract.mockserver.store.backend import StateURL
 from verdict_contract.mockserver.store.redisstate import ENTRY_BYTES, RedisStore
-from verdict_contract.mockserver.testing.mocks import live_mock
+from verdict_contract.testing.mocks import live_mock
 
 KEY = "redis-test-key-0001"
 OTHER_KEY = "redis-test-key-0002"

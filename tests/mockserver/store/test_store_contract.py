@@ -20,7 +20,7 @@ from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.model import scripts
 from verdict_contract.mockserver.store import journal
 from verdict_contract.mockserver.store.backend import StateURL
-from verdict_contract.mockserver.testing.mocks import live_mock
+from verdict_contract.testing.mocks import live_mock
 
 KEY = "store-contract-key-0001"
 AUTH = {"Authorization": f"Bearer {KEY}"}

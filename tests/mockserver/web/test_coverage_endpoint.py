@@ -7,7 +7,7 @@ import httpx
 
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.coverage import BEHAVIOURS
-from verdict_contract.mockserver.testing.mocks import live_mock
+from verdict_contract.testing.mocks import live_mock
 
 KEY = "coverage-endpoint-key-0001"
 

@@ -14,9 +14,13 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict
 from verdict_contract.core.errors import VerificationError
 from verdict_contract.core.redact import mask
 from verdict_contract.core.spec import is_api_call
-
-from ..state import MockState
-from ..store.journal import JournalEntry, cut, mask_authorization, shown_param
+from verdict_contract.mockserver.state import MockState
+from verdict_contract.mockserver.store.journal import (
+    JournalEntry,
+    cut,
+    mask_authorization,
+    shown_param,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -54,7 +58,7 @@ def _listing(entries: Sequence[JournalEntry]) -> str:
     return f"received {len(entries)} request(s) in this test:\n{lines}{more}"
 
 
-def _shown_header(name: str, value: str, is_key: Callable[[str], bool]) -> str:
+def _masked_header(name: str, value: str, is_key: Callable[[str], bool]) -> str:
     """An expected header as a message shows it: credentials-like values masked."""
     lowered = name.lower()
     if lowered in ("authorization", "proxy-authorization"):
@@ -167,8 +171,8 @@ class JournalChecks:
         target = "any request" if n is None else f"session n={short_id(n)}"
         headers, params = match.get("headers"), match.get("params")
         if headers:
-            shown = ", ".join(_shown_header(k, v, self.state.key_ok) for k, v in headers.items())
-            target += f" with headers {{{shown}}}"
+            masked = ", ".join(_masked_header(k, v, self.state.key_ok) for k, v in headers.items())
+            target += f" with headers {{{masked}}}"
         if params:
             pairs = (shown_param(k, v, self.state.key_ok) for k, v in params.items())
             target += " with params {" + ", ".join(f"{k}={v}" for k, v in pairs) + "}"

@@ -1,5 +1,5 @@
-"""mockserver.testing: the same mock for every client (live HTTP, httpx via respx, requests via
-responses), its journal checks, its clock and scripted answers."""
+"""verdict_contract.testing: the same mock for every client (live HTTP, httpx via respx,
+requests via responses), its journal checks, its clock and scripted answers."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from verdict_contract import SpecError, VerificationError
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.model.sessions import ScriptStep, Step, parse_step
-from verdict_contract.mockserver.testing.mocks import (
+from verdict_contract.testing.mocks import (
     VerdictMock,
     live_mock,
     reply,

@@ -1,4 +1,4 @@
-"""Reading values people type (flags, environment variables): one reader per kind.
+"""Parsing the values people type (flags, environment variables): one reader per kind.
 
 The mock's settings (mockserver/settings.py) and the suite's options (contract_tests/config.py)
 read through these, so ``--threads 0`` and ``--verdict-request-timeout 0`` are refused in the

@@ -15,7 +15,7 @@ import requests
 
 from verdict_contract.core.errors import SettingsError
 from verdict_contract.mockserver import Settings
-from verdict_contract.mockserver.testing.mocks import (
+from verdict_contract.testing.mocks import (
     RespxVerdictMock,
     responses_mock,
     respx_mock,

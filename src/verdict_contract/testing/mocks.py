@@ -22,12 +22,12 @@ import httpx
 from verdict_contract.core.errors import SettingsError, SpecError
 from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.spec import VerdictKind, VerdictRow, split_row
+from verdict_contract.mockserver.model.answer import DOCUMENTED_FIELDS
+from verdict_contract.mockserver.model.sessions import ScriptStep as ScriptStep
+from verdict_contract.mockserver.model.sessions import StatusStep, Step, parse_spec, unknown_field
+from verdict_contract.mockserver.settings import Settings
+from verdict_contract.mockserver.state import MockState
 
-from ..model.answer import DOCUMENTED_FIELDS
-from ..model.sessions import ScriptStep as ScriptStep
-from ..model.sessions import StatusStep, Step, parse_spec, unknown_field
-from ..settings import Settings
-from ..state import MockState
 from .clients import RESOLVING_ASYNC, also_httpx2, respx_handler
 from .inprocess import InProcessApp
 from .verify import JournalChecks
@@ -245,9 +245,9 @@ def checked_base_url(base_url: str) -> str:
 @contextmanager
 def live_mock(settings: Settings | None = None) -> Iterator[VerdictMock]:
     """Serve the mock over real HTTP on 127.0.0.1 (a free port) for the block's duration."""
-    from ..server.serve import BackgroundServer
-    from ..web.answers import state_of
-    from ..web.app import create_app
+    from verdict_contract.mockserver.server.serve import BackgroundServer
+    from verdict_contract.mockserver.web.answers import state_of
+    from verdict_contract.mockserver.web.app import create_app
 
     settings = settings or Settings(port=0)
     app = create_app(settings)

@@ -29,8 +29,8 @@ from tests.contract_tests.servers import (
     serve,
     serve_streaming,
 )
-from verdict_contract.contract_tests.bounds import MAX_ANSWER_BYTES, tls_context
 from verdict_contract.contract_tests.client import BrokenAnswer, ExplainClient
+from verdict_contract.contract_tests.transport import MAX_ANSWER_BYTES, tls_context
 from verdict_contract.core.redact import Secret
 
 ATTACKS = list(hostile_answers(Sent()))

@@ -45,7 +45,7 @@ class CallTooSlow(CallFailed):
     """The call's deadline passed before the whole answer came."""
 
 
-def shown_size(size: int) -> str:
+def human_size(size: int) -> str:
     """``1048576`` -> ``1 MiB``; sizes that are no whole MiB or KiB are said in bytes."""
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if size >= scale and size % scale == 0:
@@ -248,13 +248,13 @@ def read_bounded(response: httpx.Response, limit: int) -> bytes:
     Never more than ``limit + 1`` decoded bytes are held (each coding gives at most what is
     left of the cap), whatever the raw chunks or the compression ratio.
     """
-    too_large = AnswerTooLarge(f"the answer exceeded {shown_size(limit)} after decoding")
+    too_large = AnswerTooLarge(f"the answer exceeded {human_size(limit)} after decoding")
     declared = response.headers.get("content-length", "")
     encoded = "content-encoding" in response.headers
     if not encoded and declared.isdigit() and int(declared) > limit:
         raise AnswerTooLarge(
             f"the answer announced {int(declared)} bytes (Content-Length), over the "
-            f"{shown_size(limit)} cap"
+            f"{human_size(limit)} cap"
         )
     decoders = _decoders(response.headers.get("content-encoding", ""))
     body = bytearray()

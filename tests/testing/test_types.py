@@ -88,7 +88,7 @@ def test_its_types_load_nothing_heavy() -> None:
         "assert not heavy & set(sys.modules), sys.modules\n"
         "t.VerdictMock, t.RespxVerdictMock, t.ResponsesVerdictMock, t.JournalEntry, t.Settings\n"
         "assert not heavy & set(sys.modules), sorted(heavy & set(sys.modules))\n"
-        "from verdict_contract.mockserver.testing.mocks import respx_mock\n"
+        "from verdict_contract.testing.mocks import respx_mock\n"
         "with respx_mock() as mock:\n"
         "    mock.mint()\n"
         "assert not {'faker', 'flask'} & set(sys.modules)\n"

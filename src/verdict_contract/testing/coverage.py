@@ -17,8 +17,8 @@ from typing import Any, Final
 import pytest
 
 from verdict_contract.core.suggest import closest
+from verdict_contract.mockserver.coverage import BEHAVIOURS, BROKEN_CLIENT_ONLY, behaviours, habits
 
-from ..coverage import BEHAVIOURS, BROKEN_CLIENT_ONLY, behaviours, habits
 from .mocks import VerdictMock
 
 WORKER_KEY: Final = "verdict_coverage"
@@ -126,10 +126,10 @@ class CoveragePlugin:
         ]
         for behaviour, count in self.counts.items():
             tests = sorted(self.tests[behaviour])
-            shown = ", ".join(tests[:TESTS_SHOWN])
+            listed = ", ".join(tests[:TESTS_SHOWN])
             if len(tests) > TESTS_SHOWN:
-                shown += f", +{len(tests) - TESTS_SHOWN} more"
-            out.append(f"{behaviour:<{width}}  {count:>6}  {shown or '-'}")
+                listed += f", +{len(tests) - TESTS_SHOWN} more"
+            out.append(f"{behaviour:<{width}}  {count:>6}  {listed or '-'}")
         never = self.never()
         out.append(f"never served ({len(never)}): {', '.join(never) or 'none'}")
         broken = ", ".join(sorted(BROKEN_CLIENT_ONLY))

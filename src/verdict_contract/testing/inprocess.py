@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING
 import httpx
 
 from verdict_contract.core.spec import is_api_call
-
-from ..explain import ClientLeft, handle
-from ..model.answer import explain_headers, failure_answer
-from ..model.steps import FAULT_HEADER
-from ..settings import Settings
-from ..state import MockState
-from ..store.journal import SentRequest
+from verdict_contract.mockserver.explain import ClientLeft, handle
+from verdict_contract.mockserver.model.answer import explain_headers, failure_answer
+from verdict_contract.mockserver.model.steps import FAULT_HEADER
+from verdict_contract.mockserver.settings import Settings
+from verdict_contract.mockserver.state import MockState
+from verdict_contract.mockserver.store.journal import SentRequest
 
 if TYPE_CHECKING:
     from flask import Flask
@@ -64,7 +63,7 @@ class InProcessApp:
 
     @cached_property
     def app(self) -> Flask:
-        from ..web.app import create_app
+        from verdict_contract.mockserver.web.app import create_app
 
         return create_app(self.state.settings, state=self.state)
 

@@ -13,14 +13,14 @@ from tests.helpers import KEY
 from verdict_contract import VerificationError
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.store.journal import CUT, MAX_PATH_CHARS
-from verdict_contract.mockserver.testing.mocks import (
+from verdict_contract.testing.mocks import (
     VerdictMock,
     live_mock,
     reply,
     responses_mock,
     respx_mock,
 )
-from verdict_contract.mockserver.testing.verify import short_id
+from verdict_contract.testing.verify import short_id
 
 Send = Callable[[str, str, dict[str, str]], int]
 """Send ``method`` to ``url`` with ``headers``; return the status."""

@@ -1,4 +1,4 @@
-"""core/values.py: one reader per kind of typed value, shared by the mock and the suite."""
+"""core/parsing.py: one reader per kind of typed value, shared by the mock and the suite."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from verdict_contract.core.values import (
+from verdict_contract.core.parsing import (
     host_name,
     number,
     one_of,

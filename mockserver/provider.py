@@ -12,8 +12,8 @@ from verdict_contract.core.extras import require_extra
 from verdict_contract.core.spec import FAMILIES, TIERS, Tier, VerdictKind
 from verdict_contract.core.types import Verdict
 
-from ..factory import make_verdict
-from ..model.generate import headline_context, templates
+from .factory import make_verdict
+from .model.generate import headline_context, templates
 
 require_extra("faker", "VerdictProvider")
 

@@ -18,35 +18,35 @@ if TYPE_CHECKING:
     from verdict_contract.mockserver.model.sessions import StatusStep as StatusStep
     from verdict_contract.mockserver.settings import Settings as Settings
     from verdict_contract.mockserver.store.journal import JournalEntry as JournalEntry
-    from verdict_contract.mockserver.testing.mocks import (
+
+    from ..core.errors import VerificationError as VerificationError
+    from ..core.types import Verdict as Verdict
+    from ..core.types import VerdictKind as VerdictKind
+    from ..core.types import VerdictRow as VerdictRow
+    from .mocks import (
         ResponsesVerdictMock as ResponsesVerdictMock,
     )
-    from verdict_contract.mockserver.testing.mocks import RespxVerdictMock as RespxVerdictMock
-    from verdict_contract.mockserver.testing.mocks import ScriptStep as ScriptStep
-    from verdict_contract.mockserver.testing.mocks import VerdictMock as VerdictMock
-    from verdict_contract.mockserver.testing.mocks import reply as reply
-
-    from .core.errors import VerificationError as VerificationError
-    from .core.types import Verdict as Verdict
-    from .core.types import VerdictKind as VerdictKind
-    from .core.types import VerdictRow as VerdictRow
+    from .mocks import RespxVerdictMock as RespxVerdictMock
+    from .mocks import ScriptStep as ScriptStep
+    from .mocks import VerdictMock as VerdictMock
+    from .mocks import reply as reply
 
 _EXPORTS = {  # public name: (module, name there)
     "DelayStep": ("verdict_contract.mockserver.model.sessions", "DelayStep"),
     "FaultName": ("verdict_contract.mockserver.model.sessions", "FaultName"),
     "JournalEntry": ("verdict_contract.mockserver.store.journal", "JournalEntry"),
     "MakeVerdict": ("verdict_contract.mockserver.factory", "MakeVerdict"),
-    "ResponsesVerdictMock": ("verdict_contract.mockserver.testing.mocks", "ResponsesVerdictMock"),
-    "RespxVerdictMock": ("verdict_contract.mockserver.testing.mocks", "RespxVerdictMock"),
-    "ScriptStep": ("verdict_contract.mockserver.testing.mocks", "ScriptStep"),
+    "ResponsesVerdictMock": ("verdict_contract.testing.mocks", "ResponsesVerdictMock"),
+    "RespxVerdictMock": ("verdict_contract.testing.mocks", "RespxVerdictMock"),
+    "ScriptStep": ("verdict_contract.testing.mocks", "ScriptStep"),
     "Settings": ("verdict_contract.mockserver.settings", "Settings"),
     "StatusStep": ("verdict_contract.mockserver.model.sessions", "StatusStep"),
     "Verdict": ("verdict_contract.core.types", "Verdict"),
     "VerdictKind": ("verdict_contract.core.types", "VerdictKind"),
-    "VerdictMock": ("verdict_contract.mockserver.testing.mocks", "VerdictMock"),
+    "VerdictMock": ("verdict_contract.testing.mocks", "VerdictMock"),
     "VerdictRow": ("verdict_contract.core.types", "VerdictRow"),
     "VerificationError": ("verdict_contract.core.errors", "VerificationError"),
-    "reply": ("verdict_contract.mockserver.testing.mocks", "reply"),
+    "reply": ("verdict_contract.testing.mocks", "reply"),
 }
 
 __all__ = [  # written out, as type checkers read it (a test keeps it equal to _EXPORTS)

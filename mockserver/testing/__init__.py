@@ -1,1 +1,0 @@
-"""The mock for tests: over real HTTP, or in-process for httpx (respx) and requests (responses)."""
