@@ -1,16 +1,12 @@
 """``RedisStore`` (``--state``): the primitives of :mod:`.primitives` in Redis, so processes on
 any number of hosts behave as one mock.
 
-Each primitive is one Redis command or one short Lua script, so each is atomic across processes;
-the rules that use them are in Python, once (:mod:`...explain`). Every key of one mock is under
-``verdict-mock:{<name>.<digest>}:`` (``--state-name``; without it ``verdict-mock:{<digest>}:``):
-the digest, a slow hash of the signing secret, keeps mocks with other secrets apart without
-giving it back, and the braces keep the keys in one Redis Cluster slot, as a script needs. Every
-key lives ``--state-ttl`` seconds past the mock's last use (a journaled request renews them at
-most once a second, a control call in its own round trip). API keys are kept as HMAC digests.
-
-On the event loop a round trip goes through the loop's own connection (:class:`.redisclients.Line`)
-or redis-py's async pipeline (a cluster, Sentinel, TLS); the control API uses the blocking client.
+Each primitive is one Redis command or one short Lua script, so each is atomic across processes.
+A mock's keys share one hash tag (one Redis Cluster slot, as a script needs) made of its name and
+a slow digest of its secret, and live ``--state-ttl`` seconds past its last use
+(docs/servers.md); API keys are kept as HMAC digests. On the event loop a round trip goes
+through the loop's own connection (:class:`.redisclients.Line`) or redis-py's async pipeline (a
+cluster, Sentinel, TLS).
 """
 
 from __future__ import annotations
