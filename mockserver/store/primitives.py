@@ -84,9 +84,11 @@ class Store(Protocol):
 
     def run(self, ask: Ask) -> Reply:
         """One round trip; raises StateUnavailable."""
+        ...
 
     def append(self, append: Append) -> bool:
         """Journal an entry in one round trip: whether it was kept; raises StateUnavailable."""
+        ...
 
     def submit(self, trip: Trip, done: Callable[[Reply | bool | Exception], None]) -> None:
         """:meth:`run` or :meth:`append` on the event loop: ``done`` is told the reply, or the
@@ -100,6 +102,7 @@ class Store(Protocol):
 
     def next_mint(self) -> int:
         """Count a minted session; its number since the last reset."""
+        ...
 
     def load_script(self, session_id: str, steps: tuple[Step, ...]) -> None:
         """Give a minted session its script; raises ScriptStoreFull if it does not fit."""
