@@ -109,18 +109,6 @@ def header_prints(
     return frozenset(prints)
 
 
-@lru_cache(maxsize=1024)  # and asks for the same few sessions
-def _cached_param_print(name: str, value: str) -> bytes:
-    return fingerprint("q", name, value)
-
-
-def _param_fingerprint(name: str, value: str) -> bytes:
-    """A parameter's fingerprint; cached for short ones only, so the cache stays small."""
-    if len(name) + len(value) <= MAX_SESSION_ID_LENGTH:
-        return _cached_param_print(name, value)
-    return fingerprint("q", name, value)
-
-
 Shown = tuple[str | None, dict[str, list[str]], frozenset[bytes]]
 """How the journal shows a request's query: its ``n``, the other parameters (masked), and the
 fingerprints of the parameters kept (:func:`fingerprint`)."""
@@ -138,10 +126,10 @@ def shown_args(args: Iterable[tuple[str, str]], is_key: Callable[[str], bool]) -
             note = cut(value, 100)
         elif name == SESSION_PARAM and n is None:
             n = shown_param(name, value, is_key)[1]
-            prints.add(_param_fingerprint(name, value))
+            prints.add(fingerprint("q", name, value))
         elif kept < MAX_PARAMS:
             kept += 1
-            prints.add(_param_fingerprint(name, value))
+            prints.add(fingerprint("q", name, value))
             first = name != SESSION_PARAM  # a repeated n is masked: it could be anything
             shown, masked = shown_param(name, value, is_key) if first else (name, mask(value))
             query.setdefault(shown, []).append(masked)

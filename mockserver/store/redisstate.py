@@ -23,6 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from operator import attrgetter
 from typing import Any, Final, NamedTuple, TypeVar
 
@@ -367,18 +368,16 @@ class RedisStore:
         """One round trip on the running loop, within :data:`TIMEOUT`; ``done`` is told."""
         commands = self._commands(trip)
         line = self._line_of(asyncio.get_running_loop())
+        arrived = partial(self._arrived, trip=trip, done=done, again=again)
         if line is not None and line.usable:  # the usual way: no future, no task
-            line.exchange(commands, lambda replies: self._arrived(replies, trip, done, again))
+            line.exchange(commands, arrived)
             return
         # connecting first (the line), or redis-py's pipeline (a cluster, Sentinel, TLS)
         send = self._pipeline if line is None else line.send
         task = asyncio.ensure_future(asyncio.wait_for(send(commands), TIMEOUT))
         task.add_done_callback(
-            lambda sent: self._arrived(
-                TimeoutError() if sent.cancelled() else sent.exception() or sent.result(),
-                trip,
-                done,
-                again,
+            lambda sent: arrived(
+                TimeoutError() if sent.cancelled() else sent.exception() or sent.result()
             )
         )
 
