@@ -1,10 +1,5 @@
 """The request journal: what each request sent and what it was served, bounded, with secrets
-masked.
-
-How a request is shown (its query bounded, keys masked, headers and parameters kept as salted
-digests only, for matchers: no journal, repr or message can show a secret), the one entry type
-of both stores (:class:`JournalEntry`, made by :func:`make_entry` alone), this process's
-journal (:class:`Journal`: two bounded rings), and an entry as a shared store keeps it.
+masked (headers and parameters kept as salted digests only, for matchers).
 """
 
 from __future__ import annotations
@@ -18,7 +13,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final, NamedTuple, cast
 from urllib.parse import unquote
@@ -115,18 +109,6 @@ def header_prints(
     return frozenset(prints)
 
 
-@lru_cache(maxsize=1024)  # and asks for the same few sessions
-def _cached_param_print(name: str, value: str) -> bytes:
-    return fingerprint("q", name, value)
-
-
-def _param_fingerprint(name: str, value: str) -> bytes:
-    """A parameter's fingerprint; cached for short ones only, so the cache stays small."""
-    if len(name) + len(value) <= MAX_SESSION_ID_LENGTH:
-        return _cached_param_print(name, value)
-    return fingerprint("q", name, value)
-
-
 Shown = tuple[str | None, dict[str, list[str]], frozenset[bytes]]
 """How the journal shows a request's query: its ``n``, the other parameters (masked), and the
 fingerprints of the parameters kept (:func:`fingerprint`)."""
@@ -144,10 +126,10 @@ def shown_args(args: Iterable[tuple[str, str]], is_key: Callable[[str], bool]) -
             note = cut(value, 100)
         elif name == SESSION_PARAM and n is None:
             n = shown_param(name, value, is_key)[1]
-            prints.add(_param_fingerprint(name, value))
+            prints.add(fingerprint("q", name, value))
         elif kept < MAX_PARAMS:
             kept += 1
-            prints.add(_param_fingerprint(name, value))
+            prints.add(fingerprint("q", name, value))
             first = name != SESSION_PARAM  # a repeated n is masked: it could be anything
             shown, masked = shown_param(name, value, is_key) if first else (name, mask(value))
             query.setdefault(shown, []).append(masked)
@@ -198,13 +180,9 @@ class SentRequest(NamedTuple):
 class JournalEntry(NamedTuple):
     """One journaled request, as a journal keeps it and a test reads it (both stores).
 
-    Masked and bounded as it is made (:func:`entry`): query values other than ``n`` are
-    masked (keys get sent there), the Authorization header too, headers and parameters are kept
-    as salted digests only; nothing in it is a secret. The answer's fields are the one
-    :class:`~.steps.Outcome` its answer object holds (``reading``), read through it
-    (:attr:`status`, :attr:`verdict`...). A named tuple, one per request: a frozen dataclass
-    cost more to build than the rest of journaling the request. A shared store keeps an entry
-    as a JSON array (:func:`entry_head`, :func:`entry_tail`, :func:`decode_entry`).
+    Masked and bounded as :func:`make_entry` makes it, so nothing in it is a secret. A named
+    tuple, one per request: a frozen dataclass cost more to build than the rest of journaling
+    the request.
     """
 
     time: float
@@ -214,8 +192,7 @@ class JournalEntry(NamedTuple):
     query: dict[str, list[str]]
     authorization: str | None
     reading: Outcome
-    """What the client got: status, outcome, fault, who decided, Retry-After, the delay and
-    the facts of the verdict body it was served."""
+    """What the client got, read through :attr:`status`, :attr:`verdict`..."""
     elapsed_ms: float | None = None
     """Time to answer as the mock or the proxy measured it (:attr:`latency_ms` rounds it:
     round() costs more per request than the rest of a field)."""
@@ -225,13 +202,8 @@ class JournalEntry(NamedTuple):
     # two sets, each shared by a cache; :attr:`fingerprints` joins them when read (joined per
     # request it cost 5% of /e: benchmarks/bench_instructions.py)
     untrusted: bool = False
-    """Whether any web page could have sent this request, so it goes to the bounded ring.
-
-    A ``no-cors`` fetch or a form reaches any path with any method but carries no
-    Authorization: what is not ``GET``/``HEAD /e``, or is refused with a 401 the mock decided
-    (not a scripted one), is such a request. Real entries (an accepted key's) are never evicted
-    by them. Decided once, by :func:`entry`, for both stores.
-    """
+    """Whether any web page could have sent this request (:func:`make_entry`): it goes to the
+    bounded ring, so such requests never evict an accepted key's."""
     request: SentRequest | None = None
     """In-process (``verdict_respx``, ``verdict_responses``, on the memory state): the request as
     the client sent it, key included (its repr masks it); None over HTTP and on a shared state,
@@ -361,41 +333,29 @@ _READING_SHOWN: Final = frozenset(Outcome._fields) - {"served"}
 _API_METHODS: Final = frozenset({"GET", "HEAD"})
 
 
-@dataclass
 class Journal:
-    """Keeps the newest ``size`` entries; older ones fall off, so memory stays flat.
-
-    Requests any web page can send (:func:`untrusted`) go to a ring of their own
-    (:data:`UNTRUSTED_KEPT` entries): a page flooding the mock with keyless requests or
-    unknown paths evicts only those. :meth:`entries` merges both rings in time order.
-
-    Each entry is bounded too (:data:`MAX_PARAMS` parameters, values masked or cut with
-    :data:`CUT`), so the journal's size in bytes is bounded whatever the requests hold.
+    """This process's journal: the newest ``size`` entries, and the newest
+    :data:`UNTRUSTED_KEPT` of what any web page can send (:attr:`JournalEntry.untrusted`) in a
+    ring of their own, so a page flooding the mock evicts only those. Each entry is bounded
+    too, so the journal's bytes are bounded whatever the requests hold.
     """
 
-    size: int = 1000
-    _entries: deque[tuple[int, JournalEntry]] = field(init=False, repr=False)
-    _refused: deque[tuple[int, JournalEntry]] = field(init=False, repr=False)
-    """Each entry with its number, given when read (numbered as kept, _replace cost 10%)."""
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _generation: int = field(default=0, init=False)
-    _seq: int = field(default=0, init=False)
-
-    def __post_init__(self) -> None:
-        self._entries = deque(maxlen=self.size)
-        self._refused = deque(maxlen=UNTRUSTED_KEPT)
-
-    @property
-    def generation(self) -> int:
-        """Changes at each ``clear()``: a request answered after it started is dropped."""
-        return self._generation
+    def __init__(self, size: int = 1000) -> None:
+        self.size = size
+        self.generation = 0
+        """Moved by each :meth:`clear`: a request answered after it started is dropped."""
+        self._seq = 0
+        # each entry with its number, given when read (numbered as kept, _replace cost 10%)
+        self._entries: deque[tuple[int, JournalEntry]] = deque(maxlen=size)
+        self._refused: deque[tuple[int, JournalEntry]] = deque(maxlen=UNTRUSTED_KEPT)
+        self._lock = threading.Lock()
 
     def add(self, entry: JournalEntry, generation: int | None) -> bool:
         """Keep an entry, numbered (:attr:`JournalEntry.seq`), unless its request arrived before
         a ``clear()`` (``generation``, read then, is no longer :attr:`generation`: a delay from
         an earlier test; None: a request answered at once, kept now)."""
         with self._lock:
-            if generation is not None and generation != self._generation:
+            if generation is not None and generation != self.generation:
                 return False
             self._seq += 1
             (self._refused if entry.untrusted else self._entries).append((self._seq, entry))
@@ -412,7 +372,7 @@ class Journal:
         with self._lock:
             self._entries.clear()
             self._refused.clear()
-            self._generation += 1
+            self.generation += 1
 
     def __len__(self) -> int:
         with self._lock:
@@ -439,7 +399,9 @@ def make_entry(
     again: the entries share it, read-only); the Authorization header masked; headers and
     parameters kept as digests only; ``reading``: the answer's (:func:`.steps.outcome`)."""
     n, query, params = shown_args(args, is_key) if shown is None else shown
-    untrusted = (  # the rule of :attr:`JournalEntry.untrusted`, its one place
+    # The rule of :attr:`JournalEntry.untrusted`, its one place: a no-cors fetch or a form
+    # reaches any path with any method, but carries no Authorization (a 401 the mock decided).
+    untrusted = (
         path != ENDPOINT_PATH
         or method not in _API_METHODS
         or (reading.status == 401 and reading.outcome != "scripted")
@@ -462,30 +424,11 @@ def make_entry(
 
 
 def encode_entry(entry: JournalEntry) -> str:
-    """An entry as a shared store keeps it: JSON, its digests and the in-process request left out
-    (:func:`decode_entry` reads it back)."""
-    reading = entry.reading
-    served = reading.served
-    fields = [
-        entry.time,
-        entry.method,
-        entry.path,
-        entry.n,
-        entry.query,
-        entry.authorization,
-        [
-            reading.status,
-            reading.outcome,
-            reading.fault,
-            reading.decided_by,
-            reading.retry_after,
-            reading.delay_ms,
-        ],
-        None if served is None else served,
-        entry.elapsed_ms,
-        entry.violations,
-    ]
-    return _ENCODE(fields)
+    """An entry as a shared store keeps it: a JSON array of its first six fields, its answer's
+    (:class:`~.answer.Outcome`'s, in order) and the rest shown; its digests and the in-process
+    request left out (:func:`decode_entry` reads it back)."""
+    *answer, served = entry.reading
+    return _ENCODE([*entry[:6], answer, served, entry.elapsed_ms, entry.violations])
 
 
 # One encoder: json.dumps with options builds a JSONEncoder per call (a fifth of encode_entry)
@@ -499,13 +442,8 @@ def decode_entry(kept: str, untrusted: bool = False) -> JournalEntry:
     at, method, path, n, query, authorization, answer, served, elapsed, violations = json.loads(
         text
     )
-    facts = None
-    if served is not None:
-        verdict, conclusive, schema, extra = served
-        facts = Served(verdict, conclusive, schema, tuple(extra))
-    status, said, fault, decided_by, retry_after, delay_ms = answer
-    reading = Outcome(status, said, fault, decided_by, retry_after, delay_ms, facts)
+    facts = None if served is None else Served._make([*served[:3], tuple(served[3])])
     return JournalEntry(
-        at, method, path, n, query, authorization, reading, elapsed, tuple(violations),
-        untrusted=untrusted, seq=int(seq),
+        at, method, path, n, query, authorization, Outcome._make([*answer, facts]), elapsed,
+        tuple(violations), untrusted=untrusted, seq=int(seq),
     )  # fmt: skip

@@ -1,22 +1,13 @@
 """What the rules ask of a store: a few storage primitives, and the store that keeps them in memory.
 
-The rules of ``/e`` (the rate limit's budget, a session's lifetime, which answer a step gives,
-the journal's two rings) are decided once, in Python (:mod:`..explain`); a store only keeps
-data. A request asks for what it needs one round trip at a time (an :class:`Ask` of
-primitives) and gets one :class:`Reply`. Two stores answer them alike:
-:class:`MemoryStore` here, in this process, and :class:`.redisstate.RedisStore`, shared by
-processes. ``tests/mockserver/store/test_stores_alike.py`` drives both with random sequences
-and compares every answer.
-
-Each primitive is atomic on its own, as Redis runs one command or script at a time: counting a
-hit in a key's window, taking a session's next step, appending to a bounded journal. Nothing
-needs two of them to happen together: a request reads the clock and counts, then takes its
-step if the rules admit it, then journals what it was answered.
+A request asks for what it needs one round trip at a time (an :class:`Ask` of primitives) and
+gets one :class:`Reply`; :class:`MemoryStore` (here) and :class:`.redisstate.RedisStore` answer
+alike. Each primitive is atomic on its own, as Redis runs one command or script at a time, and
+nothing needs two of them to happen together.
 """
 
 from __future__ import annotations
 
-import heapq
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -102,7 +93,6 @@ class Store(Protocol):
     def submit(self, trip: Trip, done: Callable[[Reply | bool | Exception], None]) -> None:
         """:meth:`run` or :meth:`append` on the event loop: ``done`` is told the reply, or the
         StateUnavailable that stands for it (on the loop, never raising)."""
-        ...
 
     def offset(self) -> float: ...
 
@@ -133,17 +123,8 @@ class Store(Protocol):
 
     def writable(self) -> StateUnavailable | None:
         """Why a write would fail now (full, read-only, down), or None (readiness)."""
-        ...
 
     def close(self) -> None: ...
-
-
-@dataclass(slots=True)
-class _Window:
-    """A key's fixed window in memory: when it started, and the hits counted in it."""
-
-    start: float
-    hits: int = 0
 
 
 class MemoryStore:
@@ -155,7 +136,7 @@ class MemoryStore:
         self.journal = Journal(journal_size)
         self.scripts = ScriptBook()
         self.skew = 0.0
-        self._windows: dict[str, _Window] = {}  # per key counted (accepted ones only: bounded)
+        self._windows: dict[str, tuple[float, int]] = {}  # per key (accepted ones only: bounded)
         self._expired: set[str] = set()
         self._minted = 0
         self._lock = threading.Lock()
@@ -165,11 +146,11 @@ class MemoryStore:
         if key is not None:
             with self._lock:
                 if ask.offset == self.skew:  # else the clock moved: nothing counted
-                    window = self._windows.get(key)
-                    if window is None or ask.now - window.start >= ask.window:
-                        window = self._windows[key] = _Window(ask.now)
-                    window.hits += 1
-                    started, hits = window.start, window.hits
+                    started, hits = self._windows.get(key, (ask.now, 0))
+                    if ask.now - started >= ask.window:
+                        started, hits = ask.now, 0
+                    hits += 1
+                    self._windows[key] = started, hits
         return Reply(
             Clock(self.skew, self.journal.generation) if ask.clock else None,
             started,
@@ -233,12 +214,3 @@ class MemoryStore:
 
     def close(self) -> None:
         """Nothing to release."""
-
-
-def merged(kept: list[JournalEntry], ring: list[JournalEntry]) -> list[JournalEntry]:
-    """The journal and the ring of untrusted requests, in the order they were journaled."""
-    return list(heapq.merge(kept, ring, key=_seq)) if ring else kept
-
-
-def _seq(entry: JournalEntry) -> int:
-    return entry.seq

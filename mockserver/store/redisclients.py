@@ -6,8 +6,7 @@ A cluster is named by its URL (``redis+cluster://``, ``rediss+cluster://``) or f
 server (``INFO cluster``); redis-py's cluster clients send each command to the node of its slot
 (a mock's keys share one). A ``redis+sentinel://`` URL names the sentinels and their service:
 redis-py's ``Sentinel`` clients ask them for the primary at each new connection, so a failover
-is followed. The async client packs commands with hiredis (C), as the blocking one does:
-redis-py's async one packs them in Python, the costliest thing per ``GET /e`` on Redis.
+is followed.
 """
 
 from __future__ import annotations
@@ -164,26 +163,16 @@ class Clients:
             # It takes no parser_class: given to the node settings it copies into each
             # connection (as redis-py gives its own maintenance handler), before the first.
             nodes = client.nodes_manager
-            for kwargs in (
-                nodes.connection_kwargs,
-                *(n.connection_kwargs for n in _startup(nodes)),
-            ):
+            startup = (node.connection_kwargs for node in nodes.startup_nodes.values())
+            for kwargs in (nodes.connection_kwargs, *startup):
                 kwargs["parser_class"] = self._async_parser
-            nodes.connection_kwargs["connection_class"] = packing(
-                nodes.connection_kwargs.get("connection_class", redis.asyncio.Connection)
-            )
-            for node in _startup(nodes):
-                node.connection_class = packing(node.connection_class)
             return client
         if self.sentinel is not None:
             kind = redis.asyncio.sentinel.Sentinel
-            single = _primary(kind, self.sentinel, self._async_parser, self._asked)
-        else:
-            single = redis.asyncio.Redis.from_url(
-                self._url, retry=retry, parser_class=self._async_parser, **_OPTIONS
-            )
-        single.connection_pool.connection_class = packing(single.connection_pool.connection_class)
-        return cast(redis.asyncio.Redis, single)
+            return cast(AsyncClient, _primary(kind, self.sentinel, self._async_parser, self._asked))
+        return redis.asyncio.Redis.from_url(
+            self._url, retry=retry, parser_class=self._async_parser, **_OPTIONS
+        )
 
     async def aclose(self, client: AsyncClient) -> None:
         """Close ``client`` and the async clients of the sentinels it was found through."""
@@ -196,19 +185,6 @@ class Clients:
         """Close the blocking client (and its sentinels')."""
         for each in (self.sync, *[c for c in self._asked if not hasattr(c, "aclose")]):
             each.close()
-
-
-def packing(base: type[Any]) -> type[Any]:
-    """``base`` (an async connection class: plain, TLS or unix) packing commands with hiredis."""
-
-    class Packing(base):  # type: ignore[misc]
-        def pack_command(self, *args: Any) -> list[bytes]:
-            # redis-py names some commands in two words ("SCRIPT LOAD"), split as it does
-            if isinstance(args[0], str) and " " in args[0]:
-                args = (*args[0].split(), *args[1:])
-            return [hiredis.pack_command(args)]
-
-    return Packing
 
 
 def _primary(kind: Any, target: SentinelTarget, parser: type[Any], asked: list[Any]) -> Any:
@@ -224,10 +200,6 @@ def _primary(kind: Any, target: SentinelTarget, parser: type[Any], asked: list[A
     retries = redis.asyncio.retry.Retry if kind is redis.asyncio.sentinel.Sentinel else None
     client.set_retry((retries or redis.retry.Retry)(NoBackoff(), 0))
     return client
-
-
-def _startup(nodes: Any) -> list[Any]:
-    return list(nodes.startup_nodes.values())
 
 
 def _with_parser(base: type[redis.Connection], parser: type[_HiredisParser]) -> type[Any]:

@@ -1,16 +1,12 @@
 """``RedisStore`` (``--state``): the primitives of :mod:`.primitives` in Redis, so processes on
 any number of hosts behave as one mock.
 
-Each primitive is one Redis command or one short Lua script, so each is atomic across processes;
-the rules that use them are in Python, once (:mod:`...explain`). Every key of one mock is under
-``verdict-mock:{<name>.<digest>}:`` (``--state-name``; without it ``verdict-mock:{<digest>}:``):
-the digest, a slow hash of the signing secret, keeps mocks with other secrets apart without
-giving it back, and the braces keep the keys in one Redis Cluster slot, as a script needs. Every
-key lives ``--state-ttl`` seconds past the mock's last use (a journaled request renews them at
-most once a second, a control call in its own round trip). API keys are kept as HMAC digests.
-
-On the event loop a round trip goes through the loop's own connection (:class:`.redisclients.Line`)
-or redis-py's async pipeline (a cluster, Sentinel, TLS); the control API uses the blocking client.
+Each primitive is one Redis command or one short Lua script, so each is atomic across processes.
+A mock's keys share one hash tag (one Redis Cluster slot, as a script needs) made of its name and
+a slow digest of its secret, and live ``--state-ttl`` seconds past its last use
+(docs/servers.md); API keys are kept as HMAC digests. On the event loop a round trip goes
+through the loop's own connection (:class:`.redisclients.Line`) or redis-py's async pipeline (a
+cluster, Sentinel, TLS).
 """
 
 from __future__ import annotations
@@ -18,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import heapq
 import hmac
 import json
 import logging
@@ -26,6 +23,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
+from operator import attrgetter
 from typing import Any, Final, NamedTuple, TypeVar
 
 from redis.exceptions import NoScriptError, OutOfMemoryError, ReadOnlyError
@@ -36,7 +35,7 @@ from ..model.sessions import Step
 from ..model.steps import decode_step, encode_step
 from .backend import DEFAULT_STATE_TTL, StateUnavailable, StateURL, secrets_of
 from .journal import UNTRUSTED_KEPT, JournalEntry, decode_entry, encode_entry
-from .primitives import Append, Ask, Clock, Reply, Trip, merged
+from .primitives import Append, Ask, Clock, Reply, Trip
 from .redisclients import TIMEOUT, AsyncClient, Clients, ClusterURLError, Command, Line
 
 ENTRY_BYTES: Final = 64 * 1024
@@ -193,48 +192,33 @@ def _stored(steps: tuple[Step, ...]) -> list[str]:
 
 class Calls:
     """The store's round trips and failures (metrics), and one log line when it goes down, one
-    when it is back: not one per request. The event loop counts in ``trips`` and ``errors``
-    (one thread); the control API's threads in :meth:`blocking`, under a lock taken by the
-    event loop only on a change, so each change is logged once."""
+    when it is back: not one per request."""
 
     def __init__(self, label: str) -> None:
         self.label = label
+        self.trips = self.errors = 0
         self.down_since: float | None = None  # time.monotonic() of the first failure
         self.failed_since = 0  # calls failed since
-        self.trips = self.errors = 0
-        self._blocking_trips = self._blocking_errors = 0
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the event loop's and the control API's threads count
 
-    def blocking(self, failed: bool) -> None:
-        """Count one call of a control API's thread."""
+    def count(self, problem: StateUnavailable | None) -> None:
+        """Count a round trip, failed (``problem``) or answered."""
         with self._lock:
-            self._blocking_trips += 1
-            self._blocking_errors += failed
-
-    def totals(self) -> tuple[int, int]:
-        """Round trips and failures, of the loop and the threads together."""
-        with self._lock:
-            return self.trips + self._blocking_trips, self.errors + self._blocking_errors
-
-    def failed(self, problem: StateUnavailable) -> None:
-        with self._lock:
-            self.failed_since += 1
-            if self.down_since is not None:
-                return
-            self.down_since = time.monotonic()
-        log.error(
-            "state store down: %s; its calls answer 503 until it is back",
-            str(problem).rstrip("."),
-            extra={"fields": {"state": self.label, "code": problem.code}},
-        )
-
-    def answered(self) -> None:
-        if self.down_since is None:
-            return
-        with self._lock:
+            self.trips += 1
             since, failed = self.down_since, self.failed_since
-            self.down_since, self.failed_since = None, 0
-        if since is not None:
+            if problem is None:
+                self.down_since, self.failed_since = None, 0
+            else:
+                self.errors += 1
+                self.failed_since += 1
+                self.down_since = time.monotonic() if since is None else since
+        if problem is not None and since is None:
+            log.error(
+                "state store down: %s; its calls answer 503 until it is back",
+                str(problem).rstrip("."),
+                extra={"fields": {"state": self.label, "code": problem.code}},
+            )
+        elif problem is None and since is not None:
             log.warning(
                 "state store back: %s answers again after %.1f s (%d calls failed meanwhile)",
                 self.label,
@@ -384,19 +368,16 @@ class RedisStore:
         """One round trip on the running loop, within :data:`TIMEOUT`; ``done`` is told."""
         commands = self._commands(trip)
         line = self._line_of(asyncio.get_running_loop())
-        self._calls.trips += 1
+        arrived = partial(self._arrived, trip=trip, done=done, again=again)
         if line is not None and line.usable:  # the usual way: no future, no task
-            line.exchange(commands, lambda replies: self._arrived(replies, trip, done, again))
+            line.exchange(commands, arrived)
             return
         # connecting first (the line), or redis-py's pipeline (a cluster, Sentinel, TLS)
         send = self._pipeline if line is None else line.send
         task = asyncio.ensure_future(asyncio.wait_for(send(commands), TIMEOUT))
         task.add_done_callback(
-            lambda sent: self._arrived(
-                TimeoutError() if sent.cancelled() else sent.exception() or sent.result(),
-                trip,
-                done,
-                again,
+            lambda sent: arrived(
+                TimeoutError() if sent.cancelled() else sent.exception() or sent.result()
             )
         )
 
@@ -414,11 +395,9 @@ class RedisStore:
                 self.submit(trip, done, again=False)
                 return
             told: Reply | bool | Exception = self._reply(trip, replies)
-            self._calls.answered()
+            self._calls.count(None)
         except Exception as exc:  # a failed, late or garbled round trip: a 503 for its requests
-            self._calls.errors += 1
-            told = self._unavailable(exc)
-            self._calls.failed(told)
+            self._calls.count(told := self._unavailable(exc))
         done(told)
 
     def _line_of(self, loop: asyncio.AbstractEventLoop) -> Line | None:
@@ -461,7 +440,7 @@ class RedisStore:
 
     def calls(self) -> tuple[int, int]:
         """Round trips to the store so far, and how many of them failed (for the metrics)."""
-        return self._calls.totals()
+        return self._calls.trips, self._calls.errors
 
     def _unavailable(self, exc: BaseException) -> StateUnavailable:
         """A failure of the store as the 503 it gives: whether retrying can help, and the URL
@@ -492,19 +471,16 @@ class RedisStore:
     def _guard(self) -> Iterator[None]:
         """Any failure of a call to the store, or of reading its reply, as StateUnavailable:
         a Redis down, slow or speaking garbage gets a 503 naming it, never another answer."""
-        failed = False
+        problem = None
         try:
             yield
         except (StateUnavailable, ScriptStoreFull, ClusterURLError):
             raise
         except Exception as exc:  # a garbled reply raises anything
-            failed = True
-            self._calls.failed(problem := self._unavailable(exc))
+            problem = self._unavailable(exc)
             raise problem from None
-        else:
-            self._calls.answered()
         finally:
-            self._calls.blocking(failed)
+            self._calls.count(problem)
 
     # -- the control API (worker threads) -----------------------------------------------------
     def _renewing(self, read: Callable[[list[Any]], T], *commands: Command) -> T:
@@ -512,10 +488,10 @@ class RedisStore:
         trip); ``read`` is given their replies, in order."""
         with self._guard():
             pipe = self.sync.pipeline(transaction=True)
-            for command in (*commands, (RENEW, len(self.keys), *self.keys)):
-                pipe.execute_command(*command) if command[0] != RENEW else pipe.execute_command(
-                    "EVAL", *command, self.ttl_ms, self._steps_prefix
-                )
+            for command in commands:
+                pipe.execute_command(*command)
+            keys = self.keys
+            pipe.execute_command("EVAL", RENEW, len(keys), *keys, self.ttl_ms, self._steps_prefix)
             return read(pipe.execute()[: len(commands)])
 
     def _load(
@@ -591,7 +567,7 @@ class RedisStore:
         def read(replies: list[Any]) -> list[JournalEntry]:
             kept, ring = replies
             untrusted = [decode_entry(text, untrusted=True) for text in ring]
-            return merged([decode_entry(text) for text in kept], untrusted)
+            return list(heapq.merge(map(decode_entry, kept), untrusted, key=attrgetter("seq")))
 
         keys = self.keys
         return self._renewing(read, ("LRANGE", keys.journal, 0, -1), ("LRANGE", keys.ring, 0, -1))

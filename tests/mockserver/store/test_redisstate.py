@@ -27,14 +27,12 @@ from typing import Any, cast
 import httpx
 import pytest
 import redis
-import redis.asyncio
 
 from tests.helpers import clean_environ, free_port, read_line, stop_process, wait_until
 from tests.redisserver import redis_server
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app, explain
 from verdict_contract.mockserver.state import MockState
-from verdict_contract.mockserver.store import redisclients
 from verdict_contract.mockserver.store.backend import StateURL
 from verdict_contract.mockserver.store.redisstate import ENTRY_BYTES, RedisStore
 from verdict_contract.testing.mocks import live_mock
@@ -559,22 +557,6 @@ def test_pipelined_requests_on_a_shared_state_are_answered_in_turn(fresh: Mocks)
     assert statuses == [b"200", b"503"], received
     delayed = [e for e in fresh.journal() if e["n"] == n]
     assert [e["status"] for e in delayed] == [200, 503]
-
-
-@pytest.mark.parametrize(
-    "command",
-    [("EVALSHA", "0" * 40, 2, "k1", "k2", "é", "", 1.5), ("SCRIPT LOAD", "return 1")],
-    ids=["evalsha", "two words"],
-)
-def test_the_async_client_packs_commands_as_redis_py_does(
-    command: tuple[str | int | float, ...],
-) -> None:
-    # hiredis's C packer, in place of redis-py's own in Python (its async client's cost)
-    base = redis.asyncio.Connection
-    packing = redisclients.packing(base)
-    assert packing is not base
-    ours = b"".join(packing().pack_command(*command))
-    assert ours == b"".join(base().pack_command(*command))
 
 
 def test_a_process_that_would_answer_otherwise_says_so_loudly(
