@@ -44,6 +44,7 @@ from verdict_contract.mockserver.model.scripts import ScriptStoreFull
 from verdict_contract.mockserver.model.sessions import parse_spec
 from verdict_contract.mockserver.store import journal, redisstate
 from verdict_contract.mockserver.store.backend import StateURL
+from verdict_contract.mockserver.store.primitives import Ask
 
 LIFETIME = float(SESSION_LIFETIME_SECONDS)
 BUDGET, WINDOW = 3, 60.0
@@ -153,6 +154,17 @@ class StoresAlike(RuleBasedStateMachine):
     @rule(query=ODD_QUERIES, key=st.sampled_from([KEY, BAD_KEY]))
     def get_odd(self, query: bytes, key: str) -> None:
         self.alike(*[_answer(each, query, key) for each in self.both])
+
+    @rule(key=st.sampled_from([KEY, OTHER_KEY]))
+    def count(self, key: str) -> None:
+        """The window's count on its own, as a request's round trip asks it: its start and
+        hits compared, so a window's edge is checked whenever a count lands on it, full or not."""
+        counted = []
+        for each in self.both:
+            offset = each.store.offset()
+            reply = each.store.run(Ask(True, key, WALL + offset, WINDOW, offset))
+            counted.append((reply.started, reply.hits))
+        self.alike(*counted)
 
     @rule(seconds=MOVES)
     def advance(self, seconds: float) -> None:
