@@ -54,11 +54,8 @@ _BY_VERDICT: Final[dict[tuple[str, bool], str]] = {
 
 
 def behaviours(entry: JournalEntry) -> tuple[str, ...]:
-    """The behaviour ids a journal entry is: what the client met, by the spec's answer space.
-
-    Only ``GET``/``HEAD /e`` count: a wrong path or method is not an answer of the API. One
-    entry may be several (a verdict with an unexpected ``schema`` and an extra field).
-    """
+    """The behaviour ids a journal entry is: what the client met, by the spec's answer space;
+    only ``GET``/``HEAD /e`` count (a wrong path or method is not an answer of the API)."""
     if entry.path != ENDPOINT_PATH or entry.method not in ("GET", "HEAD"):
         return ()
     met: list[str] = []

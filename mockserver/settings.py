@@ -246,11 +246,6 @@ class Settings:
     def __post_init__(self) -> None:
         for item in fields(self):  # a string is read as its variable reads it
             object.__setattr__(self, item.name, _checked(item, getattr(self, item.name)))
-        for address in self.forwarded_allow_ips:
-            try:
-                _proxy_address(address)
-            except ValueError as exc:
-                raise SettingsError(f"Settings(forwarded_allow_ips=...): {exc}") from None
         if not 0 <= self.port <= 65535:
             raise SettingsError(f"port {self.port} is not between 0 and 65535")
         if min(self.threads, self.journal_size, self.max_body, self.max_connections) < 1:
@@ -362,6 +357,8 @@ def _checked(item: Field[Any], raw: object) -> object:
             value = (raw,) if isinstance(raw, str) else raw
             if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
                 raise TypeError("a sequence of strings")
+            for one in value:  # each checked as its flag reads it (the value kept as given)
+                item.metadata["option"].parse(one)
             return tuple(value)
         value = raw
         if isinstance(raw, str) and kind is not str:

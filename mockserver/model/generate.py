@@ -12,7 +12,6 @@ import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Final
 
 from verdict_contract.core.spec import (
@@ -168,18 +167,15 @@ def headline_context(rng: random.Random) -> dict[str, str]:
 
 @dataclass
 class VerdictGenerator:
-    """Builds verdict bodies and their JSON bytes for a seed; results are cached per id."""
+    """Builds verdict bodies and their JSON bytes for a seed."""
 
     seed: str = DEFAULT_SEED
-
-    def __post_init__(self) -> None:
-        self.render = lru_cache(maxsize=4096)(self._render)
 
     def _rng(self, session_id: str) -> random.Random:
         digest = hashlib.blake2b(f"{self.seed}\0{session_id}".encode(), digest_size=8).digest()
         return random.Random(int.from_bytes(digest, "big"))
 
-    def _render(self, session_id: str, spec: SessionSpec) -> bytes:
+    def render(self, session_id: str, spec: SessionSpec) -> bytes:
         body = self.verdict(session_id, spec)
         return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
