@@ -70,9 +70,6 @@ def _sleep(seconds: float) -> None:
     time.sleep(seconds)  # looked up at each call, so tests may patch time.sleep
 
 
-CLOCK_MOVES_KEPT = 1000
-
-
 @dataclass
 class MockState:
     settings: Settings
@@ -108,12 +105,9 @@ class MockState:
     """Why the last edit of the scenario file was rejected (None once one is applied)."""
     tenants_problem: str | None = field(default=None, init=False)
     """Why the last edit of the tenants file was rejected (None once one is applied)."""
-    clock_moves: deque[ClockMove] = field(
-        default_factory=lambda: deque(maxlen=CLOCK_MOVES_KEPT), init=False
-    )
-    """This process's :meth:`advance` calls since the last reset: the journal's real times read
-    on the mock's clock (:func:`.coverage.on_mock_clock`)."""
-
+    clock_moves: deque[ClockMove] = field(default_factory=lambda: deque(maxlen=1000), init=False)
+    """This process's last 1000 :meth:`advance` calls since the last reset: the journal's real
+    times read on the mock's clock (:func:`.coverage.on_mock_clock`)."""
     tenants: dict[str, MockState] = field(default_factory=dict, init=False)
     """The operator's state only: every tenant's state by name, its own first (``--tenants``);
     empty without tenants."""
