@@ -245,10 +245,9 @@ def handle(
     headers: RawHeaders = (),
     sent: SentRequest | None = None,
 ) -> Answer:
-    """Answer a request to ``/e`` for a blocking server: wait out a delay, journal, return;
-    ``sent``: an in-process client's request, kept in its entry. As on the event loop: a store
-    that cannot decide gets a 503; one that fails to journal a decided answer (its steps taken)
-    logs so, and the answer is given all the same."""
+    """Answer a request to ``/e`` for a blocking server: wait out a delay, journal, return
+    (``sent``: an in-process client's request, kept in its entry). As on the event loop, a store
+    that cannot decide gets a 503; one that cannot journal a decided answer only logs."""
     state = state.tenant_of(authorization)
     try:
         decision = run(state, decide(state, method, query_string, authorization, headers))

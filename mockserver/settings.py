@@ -236,8 +236,7 @@ class Settings:
     @classmethod
     def parse(cls, **raw: str | Sequence[str]) -> Settings:
         """Settings from strings, each read as its flag reads it (a repeatable one: any sequence
-        of strings), then checked as ``Settings(...)`` is: ``Settings.parse(rate_limit="2/60")``.
-        """
+        of strings), then checked as ``Settings(...)`` is: ``Settings.parse(rate_limit="2/60")``."""
         return cls(**raw)  # type: ignore[arg-type]  # __post_init__ reads the strings
 
     def __post_init__(self) -> None:

@@ -12,6 +12,7 @@ import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final
 
 from verdict_contract.core.spec import (
@@ -30,7 +31,6 @@ from verdict_contract.core.validator import validate_verdict
 from .sessions import SessionSpec, SpecError
 
 DEFAULT_SEED = "verdict-mock"
-"""The seed of the mock's verdicts unless one is configured."""
 
 DEFAULT_CONCLUSIVE: dict[VerdictKind, bool] = {kind: kind == "contradicted" for kind in VERDICTS}
 """``conclusive`` of a verdict asked for by kind alone (``mint(verdict=k)``): the same every run.
@@ -45,7 +45,6 @@ FAMILY_PREFIX: Final[dict[str, str]] = {
     "render": "render",
     "declared": "declared",
 }
-assert set(FAMILY_PREFIX) == set(FAMILIES), "every family needs a prefix"
 
 
 @dataclass(frozen=True)
@@ -111,7 +110,6 @@ CATALOGUE: Final[dict[str, tuple[SignalTemplate, ...]]] = {
     )
     for family, signals in _SIGNALS.items()
 }
-assert set(CATALOGUE) == set(FAMILIES), "every family needs signals"
 
 
 def templates(family: str, *tiers: Tier) -> list[SignalTemplate]:
@@ -171,11 +169,16 @@ class VerdictGenerator:
 
     seed: str = DEFAULT_SEED
 
+    def __post_init__(self) -> None:
+        # A session's body is rendered once, not once a request (bench_instructions: 121k
+        # instructions a GET /e with it, 394k without).
+        self.render = lru_cache(maxsize=4096)(self._render)
+
     def _rng(self, session_id: str) -> random.Random:
         digest = hashlib.blake2b(f"{self.seed}\0{session_id}".encode(), digest_size=8).digest()
         return random.Random(int.from_bytes(digest, "big"))
 
-    def render(self, session_id: str, spec: SessionSpec) -> bytes:
+    def _render(self, session_id: str, spec: SessionSpec) -> bytes:
         body = self.verdict(session_id, spec)
         return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 

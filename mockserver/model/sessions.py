@@ -1,8 +1,6 @@
-"""Sessions of the mock: what a session id stands for, and ids that carry it, signed.
-
-A minted id is an itsdangerous token holding the session's spec and collection time, so every
-worker (and a restart with the same secret) serves it identically without a shared store.
-"""
+"""Sessions of the mock: what a session id stands for, and ids that carry it, signed: a minted
+id is an itsdangerous token holding the session's spec and collection time, so every worker
+(and a restart with the same secret) serves it identically without a shared store."""
 
 from __future__ import annotations
 
