@@ -114,9 +114,7 @@ class MockState:
 
     def __post_init__(self) -> None:
         self.codec = SessionCodec(self.signing_secret)
-        # A minted id decodes to the same session every time: checking its signature once per
-        # id (of the last READ_CACHE_SIZE) keeps minted sessions as fast as named ones
-        # (bench_instructions --row minted: 120k instructions a GET /e with it, 256k without).
+        # A minted id's signature checked once (--row minted: 120k a GET /e with it, 256k without)
         self._read = lru_cache(maxsize=READ_CACHE_SIZE)(self.codec.read)
         self.generator = VerdictGenerator(self.settings.seed)
         self.limit = self.settings.rate_limit

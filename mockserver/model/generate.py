@@ -170,8 +170,7 @@ class VerdictGenerator:
     seed: str = DEFAULT_SEED
 
     def __post_init__(self) -> None:
-        # A session's body is rendered once, not once a request (bench_instructions: 121k
-        # instructions a GET /e with it, 394k without).
+        # Rendered once a session (bench_instructions --row demo: 121k a GET /e, 394k without)
         self.render = lru_cache(maxsize=4096)(self._render)
 
     def _rng(self, session_id: str) -> random.Random:
