@@ -101,9 +101,8 @@ def banner(
     session_ids: Sequence[str] = (),
     tenants: Sequence[str] = (),
 ) -> str:
-    """What ``verdict-mock`` prints on start: where, which key, and lines to paste.
-    ``session_ids``: the named sessions served (none is with ``--proxy-to``: /e goes upstream).
-    """
+    """What ``verdict-mock`` prints on start: where, which key, and lines to paste;
+    ``session_ids``: the named sessions served (none with ``--proxy-to``: /e goes upstream)."""
     upstream, key = settings.proxy_to, api_keys[0]
     public = key == DEFAULT_API_KEY  # the public default key is printed as is
     more = f" (+{len(api_keys) - 1} more)" if len(api_keys) > 1 else ""

@@ -1,10 +1,5 @@
-"""Coverage: what a journal shows of a consumer's client (``pytest --verdict-coverage``, ``GET
-/_mock/coverage``).
-
-The spec's answer space as behaviour ids, stable and documented (docs/plugin.md): a report, a
-JSON file or ``--verdict-require-coverage`` names them. Then client habits: what a client does
-that the spec advises against, reported beside coverage and read on the mock's clock.
-"""
+"""What a journal shows of a consumer's client: the spec's answer space as stable behaviour ids
+(docs/plugin.md), and the habits the spec advises against, read on the mock's clock."""
 
 from __future__ import annotations
 
@@ -54,11 +49,8 @@ _BY_VERDICT: Final[dict[tuple[str, bool], str]] = {
 
 
 def behaviours(entry: JournalEntry) -> tuple[str, ...]:
-    """The behaviour ids a journal entry is: what the client met, by the spec's answer space.
-
-    Only ``GET``/``HEAD /e`` count: a wrong path or method is not an answer of the API. One
-    entry may be several (a verdict with an unexpected ``schema`` and an extra field).
-    """
+    """The behaviour ids a journal entry is: what the client met, by the spec's answer space;
+    only ``GET``/``HEAD /e`` count (a wrong path or method is not an answer of the API)."""
     if entry.path != ENDPOINT_PATH or entry.method not in ("GET", "HEAD"):
         return ()
     met: list[str] = []

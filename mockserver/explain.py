@@ -5,11 +5,7 @@ key first, before any work that grows with the request). It asks the store for w
 round trips of storage primitives (:mod:`.store.primitives`: read the clock, count a hit, take a
 step), so the same code decides for both stores and every transport: the async server awaits
 each round trip on its loop (:mod:`.server.asyncserver`), a blocking one runs it (:func:`run`).
-
-The rules, each in one place: the key (:func:`.state.authorized`), the rate limit's budget
-(:func:`_over_budget`), the session id (:func:`_find`), a session's lifetime
-(:meth:`.model.sessions.Session.expired`), a scripted step over the rules' answer
-(:func:`_answer`), what is journaled (:func:`record`).
+Which function decides each rule: the table in ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -28,8 +24,7 @@ from .model.answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer, una
 from .model.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from .model.steps import outcome
 from .model.steps import scripted as scripted_answer
-from .state import MockState, key_in
-from .state import authorized as authorized
+from .state import MockState, authorized, key_in
 from .state import bearer_token as bearer_token
 from .store.backend import StateUnavailable
 from .store.journal import (
@@ -85,12 +80,7 @@ def _over_budget(hits: int, budget: int) -> bool:
     return hits > budget
 
 
-def _limited(wait: float) -> Answer:
-    return _retry_after(max(1, math.ceil(wait)))
-
-
-# One answer per whole second to wait: a flood of 429s builds nothing (bench_instructions
-# --row limited: 116k instructions a 429 with it, 152k without).
+# One answer per second to wait (bench_instructions --row limited: 116k a 429 with it, 152k without)
 @lru_cache(maxsize=64)
 def _retry_after(seconds: int) -> Answer:
     return error_answer(
@@ -101,16 +91,12 @@ def _retry_after(seconds: int) -> Answer:
     )
 
 
-def _bad_request(problem: str) -> Answer:
-    return error_answer(400, "bad_request", problem)
-
-
 def _find(state: MockState, pairs: list[tuple[str, str]] | None) -> Answer | tuple[Session, bytes]:
     """The session ``n`` names and its body, or the answer if there is none (400, 404)."""
     values = None if pairs is None else [v for name, v in pairs if name == SESSION_PARAM]
     problem = _bad_session_id(values)
     if problem is not None or not values:
-        return _bad_request(problem or "")
+        return error_answer(400, "bad_request", problem or "")
     session = state.lookup(values[0])
     if session is None:
         return _UNKNOWN
@@ -132,11 +118,8 @@ def _answer(session: Session, body: bytes, step: Step | None, expired: bool) -> 
 
 
 def _normal(session: Session, body: bytes) -> Answer:
-    recorded = session.spec.recorded
-    if recorded is not None:  # replayed as received: the status and the very bytes
-        status, outcome = recorded.status, "recorded"
-    else:
-        status, outcome = 200, "verdict"
+    recorded = session.spec.recorded  # replayed as received: the status and the very bytes
+    status, outcome = (recorded.status, "recorded") if recorded else (200, "verdict")
     if len(body) > CACHED_BODY_BYTES:  # a big body (a recorded one) is not kept: built each time
         return _body_answer(status, body, outcome)
     return _kept_body_answer(status, body, outcome)
@@ -148,8 +131,7 @@ def _body_answer(status: int, body: bytes, outcome: str) -> Answer:
     return Answer(status, body, [("Cache-Control", cache)], outcome)
 
 
-# One answer object per body: its headers and journal reading are built once a session, not
-# once a request (bench_instructions: 115k instructions a GET /e with it, 194k without).
+# Headers and journal reading built once a body (bench_instructions: 115k a GET /e, 194k without)
 _kept_body_answer = lru_cache(maxsize=2048)(_body_answer)
 
 
@@ -162,8 +144,7 @@ class Decision:
     pairs: list[tuple[str, str]] | None
     authorization: str | None
     answer: Answer
-    generation: int | None  # the journal's when the request arrived (a clear moves it); None:
-    # answered at once, journaled in the journal of now
+    generation: int | None  # the journal's on arrival (a clear moves it); None: the current one
     started: float  # perf_counter() when it arrived: the journal's latency runs from here
     headers: RawHeaders = ()  # the request's headers, fingerprinted by the journal (matchers)
     sent: SentRequest | None = None  # in-process: the request as sent, kept in its entry
@@ -203,7 +184,7 @@ def decide(
             break  # else the clock moved since it was read: counted again on the new one
     now = wall + clock.offset
     if counted is not None and _over_budget(reply.hits, limit.budget):
-        answer = _limited(reply.started + limit.window - now)
+        answer = _retry_after(max(1, math.ceil(reply.started + limit.window - now)))
     elif isinstance(found, Answer):
         answer = found
     else:
@@ -235,24 +216,13 @@ def unavailable(exc: StateUnavailable) -> Answer:
 
 
 def record(state: MockState, decision: Decision, fault: str | None = None) -> tuple[Append, float]:
-    """What journals a decided request, and its latency in seconds (the journal's and the
-    metrics'), a scripted delay waited out included.
-
-    ``fault`` says what the client got instead of the answer: ``disconnected`` for a client
-    that left while its answer was delayed (journaled with no status, when it left).
-    """
-    latency = time.perf_counter() - decision.started
+    """What journals a decided request, and its latency in seconds, a scripted delay included;
+    ``fault``: what the client got instead (``disconnected``: it left during a delay)."""
     d = decision
+    latency = time.perf_counter() - d.started
+    got = d.answer if fault is None else fault
     entry = entry_for(
-        state,
-        d.method,
-        d.pairs,
-        d.query,
-        d.authorization,
-        d.answer if fault is None else fault,
-        latency * 1000,
-        headers=d.headers,
-        sent=d.sent,
+        state, d.method, d.pairs, d.query, d.authorization, got, latency * 1000, d.headers, d.sent
     )
     return Append(entry, d.generation), latency
 
@@ -273,10 +243,9 @@ def handle(
     headers: RawHeaders = (),
     sent: SentRequest | None = None,
 ) -> Answer:
-    """Answer a request to ``/e`` for a blocking server: wait out a delay, journal, return;
-    ``sent``: an in-process client's request, kept in its entry. As on the event loop: a store
-    that cannot decide gets a 503; one that fails to journal a decided answer (its steps taken)
-    logs so, and the answer is given all the same."""
+    """Answer a request to ``/e`` for a blocking server: wait out a delay, journal, return
+    (``sent``: an in-process client's request, kept in its entry). As on the event loop, a store
+    that cannot decide gets a 503; one that cannot journal a decided answer only logs."""
     state = state.tenant_of(authorization)
     try:
         decision = run(state, decide(state, method, query_string, authorization, headers))
@@ -309,8 +278,7 @@ def parse_query(query_string: bytes) -> list[tuple[str, str]] | None:
     try:
         text = query_string.decode("utf-8")
         if text and "&" not in text and "%" not in text and "+" not in text:
-            # One pair with nothing to unquote (``n=<id>``, every load test): as parse_qsl, in
-            # a tenth of the time (bench_instructions: 11% of a GET /e).
+            # One pair, nothing to unquote (n=<id>): parse_qsl's work, 11% of a GET /e, skipped
             name, _, value = text.partition("=")
             return [(name, value)]
         return parse_qsl(text, keep_blank_values=True, errors="strict")
@@ -335,22 +303,19 @@ def entry_for(
     authorization: str | None,
     answer: Answer | str,
     latency_ms: float | None = None,
-    *,
     headers: RawHeaders = (),
-    path: str = ENDPOINT_PATH,
     sent: SentRequest | None = None,
+    *,
+    path: str = ENDPOINT_PATH,
 ) -> JournalEntry:
-    """The entry of what the client got: an answer, or a fault (reset, truncated...) or
-    timeout; the store keeps it (:class:`.primitives.Append`).
-
-    ``path`` is another than ``/e`` for a request to a wrong path, journaled so that a check
-    can say what was sent instead (:func:`journal_elsewhere`).
-    """
+    """The entry of what the client got: an answer, or a fault (reset, timeout...) by name;
+    ``path``: a wrong one, journaled so that a check can say what was sent instead."""
     shown = None
     if pairs is not None and len(query_string) <= _CACHED_QUERY:
         shown = _shown(query_string, state.key_bytes)
-    if shown is None:
-        shown = shown_args(journaled_args(pairs, query_string), state.key_ok)
+    if shown is None:  # a query that is not UTF-8 is shown whole, as Latin-1
+        args = pairs if pairs is not None else [("?", query_string.decode("latin-1"))]
+        shown = shown_args(args, state.key_ok)
     return make_entry(
         method=method,
         path=path,
@@ -384,13 +349,9 @@ def journal_elsewhere(
     headers: RawHeaders,
     answer: Answer,
 ) -> None:
-    """Journal a request the API does not take (a wrong path, or ``/e`` with a wrong method).
-
-    A client that gets 404 or 405 sent something: a check that says "no request at all" would
-    send its author looking in the wrong place. The entry is bounded like any other. While a
-    shared store fails, the answer stays what it is (a wrong path is a 404 whatever the store
-    says); the store's outage is logged and counted where every call of it is.
-    """
+    """Journal a request the API does not take (a wrong path, or ``/e`` with a wrong method):
+    a check that said "no request at all" would send its author looking in the wrong place.
+    A failing shared store changes no answer (its outage is logged where its calls are)."""
     authorization = next(
         (as_text(v) for k, v in headers if as_text(k).lower() == "authorization"), None
     )
@@ -398,20 +359,8 @@ def journal_elsewhere(
     # Anyone can send these, with any method: without a key, only the query's start is read.
     keyed = authorized(state, authorization) is not None
     pairs = parse_query(query_string) if keyed else query_start(query_string)
+    shown = shown_path(path, state.key_ok)
     entry = entry_for(
-        state,
-        method,
-        pairs,
-        query_string,
-        authorization,
-        answer,
-        headers=headers,
-        path=shown_path(path, state.key_ok),
+        state, method, pairs, query_string, authorization, answer, headers=headers, path=shown
     )
     _journal(state, Append(entry, None))  # answered at once: kept in the journal of now
-
-
-def journaled_args(
-    pairs: list[tuple[str, str]] | None, query_string: bytes
-) -> list[tuple[str, str]]:
-    return pairs if pairs is not None else [("?", query_string.decode("latin-1"))]

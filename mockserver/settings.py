@@ -7,7 +7,6 @@ in docs/mock.md (:func:`markdown_table`, kept true by a test) all derive from th
 from __future__ import annotations
 
 import ipaddress
-import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import Field, dataclass, field, fields, replace
@@ -71,16 +70,14 @@ def _setting(
     return field(default=default, metadata={"option": option})
 
 
-def _token(raw: str) -> Secret:
+def _key(raw: str, what: str = "API key") -> str:
     if not raw.strip():
-        raise ValueError("a non-empty control token is needed")
-    return Secret(raw.strip())
-
-
-def _key(raw: str) -> str:
-    if not raw.strip():
-        raise ValueError("a non-empty API key is needed")
+        raise ValueError(f"a non-empty {what} is needed")
     return raw.strip()
+
+
+def _token(raw: str) -> Secret:
+    return Secret(_key(raw, "control token"))
 
 
 def _proxy_address(raw: str) -> str:
@@ -239,26 +236,12 @@ class Settings:
     @classmethod
     def parse(cls, **raw: str | Sequence[str]) -> Settings:
         """Settings from strings, each read as its flag reads it (a repeatable one: any sequence
-        of strings), then checked as ``Settings(...)`` is: ``Settings.parse(rate_limit="2/60")``.
-        """
+        of strings), then checked as ``Settings(...)`` is: ``Settings.parse(rate_limit="2/60")``."""
         return cls(**raw)  # type: ignore[arg-type]  # __post_init__ reads the strings
 
     def __post_init__(self) -> None:
         for item in fields(self):  # a string is read as its variable reads it
             object.__setattr__(self, item.name, _checked(item, getattr(self, item.name)))
-        for address in self.forwarded_allow_ips:
-            try:
-                _proxy_address(address)
-            except ValueError as exc:
-                raise SettingsError(f"Settings(forwarded_allow_ips=...): {exc}") from None
-        if not 0 <= self.port <= 65535:
-            raise SettingsError(f"port {self.port} is not between 0 and 65535")
-        if min(self.threads, self.journal_size, self.max_body, self.max_connections) < 1:
-            raise SettingsError(
-                "threads, journal size, body limit and max connections must be at least 1"
-            )
-        if not (self.session_lifetime > 0 and 0 < self.grace_seconds < math.inf):
-            raise SettingsError("session lifetime and grace: each a positive number of seconds")
         if not self.api_keys or not all(self.api_keys):
             raise SettingsError("at least one non-empty API key is needed")
         for index, key in enumerate(self.api_keys):
@@ -362,6 +345,8 @@ def _checked(item: Field[Any], raw: object) -> object:
             value = (raw,) if isinstance(raw, str) else raw
             if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
                 raise TypeError("a sequence of strings")
+            for one in value:  # each checked as its flag reads it (the value kept as given)
+                item.metadata["option"].parse(one)
             return tuple(value)
         value = raw
         if isinstance(raw, str) and kind is not str:
@@ -370,6 +355,8 @@ def _checked(item: Field[Any], raw: object) -> object:
         if not isinstance(value, accepted) or (isinstance(value, bool) and kind is not bool):
             name_of_kind = "a number" if kind is float else kind.__name__
             raise TypeError(f"{name_of_kind}, or a string as {env_var(item.name)} takes it")
+        if kind in (int, float) and not isinstance(raw, str):  # bounded as its flag is
+            item.metadata["option"].parse(repr(value))
         if value not in _CHOICES.get(item.name, (value,)):
             raise ValueError(f"one of {', '.join(_CHOICES[item.name])}")
     except (TypeError, ValueError) as exc:

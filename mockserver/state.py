@@ -1,9 +1,6 @@
-"""The state one mock server owns: keys, sessions, and its per-call state (see primitives.py).
-
-The per-call state (rate-limit windows, journal, scripts, clock offset, expiry marks, mint
-counter) lives in this process by default, or in a store that several processes share
-(``--state``, redisstate.py).
-"""
+"""The state one mock server owns: keys, sessions, and the store of its per-call state (rate-limit
+windows, journal, scripts, clock offset, expiry marks, mint counter): this process's memory by
+default, or a store several processes share (``--state``, redisstate.py)."""
 
 from __future__ import annotations
 
@@ -24,20 +21,9 @@ from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.spec import VERDICTS, VerdictKind
 
 from .model.generate import VerdictGenerator
-from .model.scenario import (
-    Scenario,
-    ScenarioError,
-    demo_sessions,
-    load_scenario,
-)
+from .model.scenario import Scenario, ScenarioError, demo_sessions, load_scenario
 from .model.scripts import ScriptBook, script_bytes
-from .model.sessions import (
-    Session,
-    SessionCodec,
-    SessionSpec,
-    SpecError,
-    Step,
-)
+from .model.sessions import Session, SessionCodec, SessionSpec, SpecError
 from .model.tenants import OPERATOR, Tenant, load_tenants
 from .model.traffic import Traffic
 from .settings import Settings, env_var
@@ -63,7 +49,7 @@ def key_in(keys: tuple[bytes, ...], key: str) -> bool:
     return matched
 
 
-# One object per id: its body is found by it (--row any-id: 119k instructions, 204k without)
+# One object per id, not one per request (--row any-id: 119k instructions, 204k without)
 @lru_cache(maxsize=READ_CACHE_SIZE)
 def _any_session(session_id: str) -> Session:
     """The session ``--accept-any-session`` serves for an unknown id (``<verdict>-...`` picks
@@ -84,60 +70,51 @@ def _sleep(seconds: float) -> None:
     time.sleep(seconds)  # looked up at each call, so tests may patch time.sleep
 
 
-CLOCK_MOVES_KEPT = 1000
-
-
 @dataclass
 class MockState:
     settings: Settings
     tenant: Tenant | None = None
     """The team this state is of (``--tenants``); None: the operator's, the mock's own."""
-    connections: RedisStore | None = field(default=None, repr=False)
+    connections: RedisStore | None = None
     """A tenant's: the operator's store, whose connections to Redis its own store uses."""
     codec: SessionCodec = field(init=False)
     generator: VerdictGenerator = field(init=False)
     limit: RateLimit = field(init=False)
     """The rate limit in force (the scenario's, else the settings')."""
     scenario: Scenario = field(default_factory=Scenario, init=False)
-    key_bytes: tuple[bytes, ...] = field(default=(), init=False, repr=False)
+    key_bytes: tuple[bytes, ...] = field(default=(), init=False)
     """The API keys, as :func:`key_in` takes them (a cache may be keyed on this tuple)."""
-    _named: dict[str, Session] = field(default_factory=dict, init=False)
-    delay: Callable[[float], None] = field(default_factory=lambda: _sleep, init=False, repr=False)
+    named: dict[str, Session] = field(default_factory=dict, init=False)
+    """The named sessions: the demo ones and the scenario's."""
+    delay: Callable[[float], None] = field(default_factory=lambda: _sleep, init=False)
     """How a scripted delay waits; in-process transports replace it (see testing.py)."""
-    _apply_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    store: Store = field(init=False, repr=False)
+    _apply_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    store: Store = field(init=False)
     """Where the per-call state lives: :attr:`memory`, or :attr:`shared`."""
-    memory: MemoryStore = field(init=False, repr=False)
+    memory: MemoryStore = field(init=False)
     """The per-call state in this process (unused with a shared store)."""
-    shared: RedisStore | None = field(default=None, init=False, repr=False)
+    shared: RedisStore | None = field(default=None, init=False)
     """A store shared with other processes (``--state``); None: this process's memory."""
-    offset_seen: float = field(default=0.0, init=False, repr=False)
+    offset_seen: float = field(default=0.0, init=False)
     """The store's clock offset as last read: a hit is counted on it (primitives.Ask.key)."""
-    _read: Callable[[str], Session | None] = field(init=False, repr=False)
-    _bodies: dict[str, tuple[Session, bytes]] = field(default_factory=dict, init=False, repr=False)
-    traffic: Traffic = field(default_factory=Traffic, init=False, repr=False)
+    _read: Callable[[str], Session | None] = field(init=False)
+    traffic: Traffic = field(default_factory=Traffic, init=False)
     """What the async server answered, counted on its loop (``/_mock/metrics`` reads it)."""
     scenario_problem: str | None = field(default=None, init=False)
+    """Why the last edit of the scenario file was rejected (None once one is applied)."""
     tenants_problem: str | None = field(default=None, init=False)
     """Why the last edit of the tenants file was rejected (None once one is applied)."""
-    """Why the last edit of the scenario file was rejected (None once one is applied)."""
-    clock_moves: deque[ClockMove] = field(
-        default_factory=lambda: deque(maxlen=CLOCK_MOVES_KEPT), init=False, repr=False
-    )
-    """This process's :meth:`advance` calls since the last reset: the journal's real times read
-    on the mock's clock (:func:`.coverage.on_mock_clock`)."""
-
-    tenants: dict[str, MockState] = field(default_factory=dict, init=False, repr=False)
+    clock_moves: deque[ClockMove] = field(default_factory=lambda: deque(maxlen=1000), init=False)
+    """This process's last 1000 :meth:`advance` calls since the last reset: the journal's real
+    times read on the mock's clock (:func:`.coverage.on_mock_clock`)."""
+    tenants: dict[str, MockState] = field(default_factory=dict, init=False)
     """The operator's state only: every tenant's state by name, its own first (``--tenants``);
     empty without tenants."""
-    _key_owners: tuple[tuple[bytes, MockState], ...] = field(default=(), init=False, repr=False)
-    _all_keys: tuple[bytes, ...] = field(default=(), init=False, repr=False)
+    _key_owners: tuple[tuple[bytes, MockState], ...] = field(default=(), init=False)
 
     def __post_init__(self) -> None:
         self.codec = SessionCodec(self.signing_secret)
-        # A minted id decodes to the same session every time: checking its signature once per
-        # id (of the last READ_CACHE_SIZE) keeps minted sessions as fast as named ones
-        # (bench_instructions --row minted: 120k instructions a GET /e with it, 256k without).
+        # A minted id's signature checked once (--row minted: 120k a GET /e with it, 256k without)
         self._read = lru_cache(maxsize=READ_CACHE_SIZE)(self.codec.read)
         self.generator = VerdictGenerator(self.settings.seed)
         self.limit = self.settings.rate_limit
@@ -196,11 +173,9 @@ class MockState:
         return OPERATOR if self.tenant is None else self.tenant.name
 
     def load_tenants(self, tenants: dict[str, Tenant]) -> None:
-        """Serve these tenants (the tenants file, loaded or reloaded) beside the operator's.
-
-        A tenant kept keeps its state (sessions, journal, clock); its keys, token and rate
-        limit are the file's. A tenant gone from the file is no longer served.
-        """
+        """Serve these tenants (the tenants file, loaded or reloaded) beside the operator's: one
+        kept keeps its state (sessions, journal, clock) under the file's keys, token and rate
+        limit; one gone from the file is no longer served."""
         token = self.settings.control_token
         if token is not None and any(
             hmac.compare_digest(t.control_token.reveal(), token.reveal()) for t in tenants.values()
@@ -228,7 +203,6 @@ class MockState:
         its scenario, a tenant's with the tenants file)."""
         states = self.tenants.values()
         self._key_owners = tuple((key, state) for state in states for key in state.key_bytes)
-        self._all_keys = tuple(key for key, _ in self._key_owners)
 
     def writable(self) -> StateUnavailable | None:
         """Whether every store this mock answers from would take a write now (readiness): each
@@ -239,20 +213,18 @@ class MockState:
     def tenant_of(self, authorization: str | None) -> MockState:
         """The state a ``/e`` call belongs to: its key's tenant's, else this one (compared in
         constant time with every key of every tenant)."""
-        if not self._key_owners:
-            return self
-        key = bearer_token(authorization)
+        key = bearer_token(authorization) if self._key_owners else None
         if key is None:
             return self
-        candidate, owner = key.encode("utf-8", "surrogateescape"), self
-        for known, state in self._key_owners:
-            if hmac.compare_digest(candidate, known):
-                owner = state
-        return owner
+        candidate = key.encode("utf-8", "surrogateescape")
+        owners = [
+            state for known, state in self._key_owners if hmac.compare_digest(candidate, known)
+        ]
+        return owners[0] if owners else self
 
     def any_key(self, key: str) -> bool:
         """Whether ``key`` is any tenant's key (what logs and journals mask)."""
-        return key_in(self._all_keys or self.key_bytes, key)
+        return key_in(tuple(k for k, _ in self._key_owners) or self.key_bytes, key)
 
     def _say_drift(self, shared: RedisStore) -> None:
         """Say loudly if the processes sharing this state answer otherwise than this one would:
@@ -282,11 +254,8 @@ class MockState:
             )
 
     def apply(self, scenario: Scenario) -> None:
-        """Install a (re)loaded scenario: its keys, rate limit and named sessions.
-
-        A named session whose spec did not change keeps what is left of its script; a new or
-        changed one starts its script afresh (``reset`` restarts every script).
-        """
+        """Install a (re)loaded scenario: its keys, rate limit and named sessions; a named session
+        whose spec did not change keeps what is left of its script (``reset`` restarts all)."""
         with self._apply_lock:  # the file watcher and SIGHUP may reload at once
             self._apply(scenario)
             if self.tenants:
@@ -317,15 +286,13 @@ class MockState:
                 f"{self.scripts.capacity} bytes of scripts: shorten them"
             )
         keys = self.tenant.api_keys if self.tenant else scenario.api_keys or self.settings.api_keys
-        previous = self._named
+        previous = self.named
         self.scenario = scenario
         self.key_bytes = tuple(k.encode() for k in keys)
-        self._named = named
-        self._bodies.clear()  # it holds the sessions replaced (a recorded body each) alive
-        # counts kept
+        self.named = named
         own = self.tenant.rate_limit if self.tenant is not None else None
         self.limit = own or scenario.rate_limit or self.settings.rate_limit
-        changed = {  # a named session whose spec did not change keeps what is left of its script
+        changed = {
             session.id: session.spec.script
             for session in named.values()
             if fresh
@@ -335,14 +302,11 @@ class MockState:
         changed.update(dict.fromkeys(previous.keys() - named.keys(), ()))  # removed: script goes
         self.store.load_named(changed)
 
-    def _named_scripts(self) -> dict[str, tuple[Step, ...]]:
-        return {session.id: session.spec.script for session in self._named.values()}
-
     def reset(self) -> None:
         """Forget journal, counters, scripts and clock changes; named sessions get their scripts."""
         with self._apply_lock:
             self.clock_moves.clear()
-            self.store.reset(self._named_scripts())
+            self.store.reset({s.id: s.spec.script for s in self.named.values()})
             self._apply(self.scenario, fresh=True)
 
     def __repr__(self) -> str:
@@ -358,10 +322,6 @@ class MockState:
     def now(self) -> float:
         """Wall-clock time as the mock sees it (expiry, minting)."""
         return time.time() + self.store.offset()
-
-    def monotonic(self) -> float:
-        """Monotonic time as the mock sees it: what a test's waits on it read."""
-        return time.monotonic() + self.store.offset()
 
     def advance(self, seconds: float) -> None:
         """Move the mock's clock forward: sessions age, rate-limit windows pass; no sleeping."""
@@ -396,36 +356,19 @@ class MockState:
         return tuple(k.decode() for k in self.key_bytes)
 
     def key_ok(self, key: str) -> bool:
-        """Compare against every key in constant time (no early exit on a match)."""
         return key_in(self.key_bytes, key)
-
-    @property
-    def named(self) -> dict[str, Session]:
-        return self._named
 
     def lookup(self, session_id: str) -> Session | None:
         """Find a session: named, then minted, then (if enabled) any id at all."""
-        session = self._named.get(session_id) or self._read(session_id)
+        session = self.named.get(session_id) or self._read(session_id)
         if session is None and self.settings.accept_any_session:
             session = _any_session(session_id)
         return session
 
     def body(self, session: Session) -> bytes:
-        """What ``session`` answers with: its recorded body, or its verdict as JSON.
-
-        Found by the session's id first, then the session compared (a named, minted or any-id
-        session stays one object while it is cached, so ``is`` decides at once): hashing its spec
-        for the generator's cache costs more than the rest of answering.
-        """
-        known = self._bodies.get(session.id)
-        if known is not None and (known[0] is session or known[0] == session):
-            return known[1]
+        """What ``session`` answers with: its recorded body, or its verdict as JSON."""
         recorded = session.spec.recorded
-        body = recorded.body if recorded else self.generator.render(session.id, session.spec)
-        if len(self._bodies) >= READ_CACHE_SIZE:
-            self._bodies.clear()
-        self._bodies[session.id] = (session, body)
-        return body
+        return recorded.body if recorded else self.generator.render(session.id, session.spec)
 
     def mint(self, spec: SessionSpec) -> Session:
         """Mint a session; without a key its body is drawn from (seed, mint number since reset)."""

@@ -133,18 +133,13 @@ def not_allowed(method: str, allowed: str) -> Answer:
     return error_answer(405, "method_not_allowed", message, headers=[("Allow", allowed)])
 
 
-@lru_cache(maxsize=256)  # most messages are constants: encoded once
-def error_body(code: str, message: str) -> bytes:
-    """The documented error shape, as JSON bytes."""
-    return json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False).encode()
-
-
 def error_answer(
     status: int, code: str, message: str, outcome: str = "", headers: Headers = ()
 ) -> Answer:
     """An error answer; ``outcome`` defaults to ``code``, ``headers`` come after Cache-Control."""
     headers = with_defaults([("Cache-Control", NO_STORE)], headers)
-    return Answer(status, error_body(code, message), headers, outcome or code)
+    body = json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False)
+    return Answer(status, body.encode(), headers, outcome or code)
 
 
 def failure_answer(exc: Exception, doing: str) -> Answer:

@@ -31,7 +31,6 @@ from verdict_contract.core.validator import validate_verdict
 from .sessions import SessionSpec, SpecError
 
 DEFAULT_SEED = "verdict-mock"
-"""The seed of the mock's verdicts unless one is configured."""
 
 DEFAULT_CONCLUSIVE: dict[VerdictKind, bool] = {kind: kind == "contradicted" for kind in VERDICTS}
 """``conclusive`` of a verdict asked for by kind alone (``mint(verdict=k)``): the same every run.
@@ -46,7 +45,6 @@ FAMILY_PREFIX: Final[dict[str, str]] = {
     "render": "render",
     "declared": "declared",
 }
-assert set(FAMILY_PREFIX) == set(FAMILIES), "every family needs a prefix"
 
 
 @dataclass(frozen=True)
@@ -112,7 +110,6 @@ CATALOGUE: Final[dict[str, tuple[SignalTemplate, ...]]] = {
     )
     for family, signals in _SIGNALS.items()
 }
-assert set(CATALOGUE) == set(FAMILIES), "every family needs signals"
 
 
 def templates(family: str, *tiers: Tier) -> list[SignalTemplate]:
@@ -168,11 +165,12 @@ def headline_context(rng: random.Random) -> dict[str, str]:
 
 @dataclass
 class VerdictGenerator:
-    """Builds verdict bodies and their JSON bytes for a seed; results are cached per id."""
+    """Builds verdict bodies and their JSON bytes for a seed."""
 
     seed: str = DEFAULT_SEED
 
     def __post_init__(self) -> None:
+        # Rendered once a session (bench_instructions --row demo: 121k a GET /e, 394k without)
         self.render = lru_cache(maxsize=4096)(self._render)
 
     def _rng(self, session_id: str) -> random.Random:

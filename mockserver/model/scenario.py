@@ -116,12 +116,9 @@ Loaded = TypeVar("Loaded")
 
 @dataclass
 class FileWatcher(Generic[Loaded]):
-    """Polls a file (a scenario, the tenants) and calls ``apply`` with each valid new version,
-    as ``load`` reads it, on its own thread.
-
-    An invalid edit is logged and ignored (the last good version stays); ``report`` hears the
-    problem, or None once a version is applied, for ``/_mock/health``.
-    """
+    """Polls a file (a scenario, the tenants) on its own thread and calls ``apply`` with each
+    valid new version; an invalid edit is logged and ignored (the last good version stays), and
+    ``report`` hears the problem, or None once a version is applied (``/_mock/health``)."""
 
     path: Path
     load: Callable[[Path], Loaded]
@@ -130,8 +127,7 @@ class FileWatcher(Generic[Loaded]):
     interval: float = 1.0
     report: Callable[[str | None], None] = lambda problem: None
     _stop: threading.Event = field(default_factory=threading.Event, init=False)
-    _wake: threading.Event = field(default_factory=threading.Event, init=False)
-    _due: threading.Event = field(default_factory=threading.Event, init=False)
+    _due: threading.Event = field(default_factory=threading.Event, init=False)  # or stopping
     _seen: tuple[float, int] | None = field(default=None, init=False)
 
     def _stamp(self) -> tuple[float, int] | None:
@@ -162,16 +158,13 @@ class FileWatcher(Generic[Loaded]):
     def request_reload(self) -> None:
         """Have the watcher's thread reload the file soon (SIGHUP): returns at once."""
         self._due.set()
-        self._wake.set()
 
     def _run(self) -> None:
-        while True:
-            self._wake.wait(self.interval)
-            self._wake.clear()
+        while not self._stop.is_set():
+            due = self._due.wait(self.interval)
+            self._due.clear()
             if self._stop.is_set():
                 return
-            due = self._due.is_set()
-            self._due.clear()
             if due or self._stamp() != self._seen:
                 try:
                     self.reload()
@@ -180,4 +173,4 @@ class FileWatcher(Generic[Loaded]):
 
     def stop(self) -> None:
         self._stop.set()
-        self._wake.set()
+        self._due.set()

@@ -39,11 +39,9 @@ def _check_regular(mode: int) -> None:
 
 
 def read_text(path: Path) -> str:
-    """The text of ``path``: a regular file of at most :data:`MAX_SCENARIO_BYTES`, as UTF-8.
-
-    Checked before it is opened, and again on what was opened (the path may have been swapped
-    in between); opened non-blocking, so even a FIFO swapped in never waits for a writer.
-    """
+    """The text of ``path``: a regular file of at most :data:`MAX_SCENARIO_BYTES`, as UTF-8;
+    checked again once opened (the path may have been swapped), opened non-blocking (so a FIFO
+    swapped in never waits for a writer)."""
     limit = MAX_SCENARIO_BYTES
     try:
         _check_regular(os.stat(path).st_mode)

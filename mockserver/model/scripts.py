@@ -1,8 +1,6 @@
-"""Per-session call scripts: the answers the first calls for an id get before the normal one.
-
-Bounded in bytes (:data:`MAX_SCRIPT_BYTES`) in either store: a script that would pass the bound
-is refused (a 409 when minting), never made room for by dropping another.
-"""
+"""Per-session call scripts: the answers the first calls for an id get before the normal one;
+bounded in bytes (:data:`MAX_SCRIPT_BYTES`) in either store: a script that would pass the bound
+is refused (a 409 when minting), never made room for by dropping another."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Sessions of the mock: what a session id stands for, and ids that carry it, signed.
-
-A minted id is an itsdangerous token holding the session's spec and collection time, so every
-worker (and a restart with the same secret) serves it identically without a shared store.
-"""
+"""Sessions of the mock: what a session id stands for, and ids that carry it, signed: a minted
+id is an itsdangerous token holding the session's spec and collection time, so every worker
+(and a restart with the same secret) serves it identically without a shared store."""
 
 from __future__ import annotations
 
@@ -24,7 +22,7 @@ from verdict_contract.core.suggest import closest
 
 from .answer import DOCUMENTED_FIELDS
 from .recorded import Recorded, parse_recorded
-from .specschema import first_problem, limits
+from .specschema import first_problem_at, limits
 
 _LIMITS = limits()  # stated once, in schema/mock-scenario.schema.json
 
@@ -95,9 +93,9 @@ FRAMING_HEADERS: Final = frozenset(
 def parse_step(raw: object, where: str) -> Step:
     """Parse one script entry: ``429``, ``"reset"``, ``{"delay_ms": 2000}`` or ``{"status": 429,
     "headers": {...}, "delay_ms": 500}``; the schema checks all but each header."""
-    problem = first_problem(raw, where, "step")
+    problem = first_problem_at(raw, where, "step")
     if problem is not None:
-        raise SpecError(problem)
+        raise SpecError(problem[0])
     if not isinstance(raw, Mapping):
         return Step(status=raw) if isinstance(raw, int) else Step(fault=cast(FaultName, raw))
     headers = raw.get("headers")  # None: the status's usual headers
@@ -170,9 +168,9 @@ def unknown_field(name: str, where: str, also: tuple[str, ...] = ()) -> SpecErro
 def parse_spec(raw: object, where: str = "session") -> SessionSpec:
     """Build a :class:`SessionSpec` from JSON, naming the first problem in :class:`SpecError`
     (the schema's, then what it cannot say)."""
-    problem = first_problem(raw, where, "session")
+    problem = first_problem_at(raw, where, "session")
     if problem is not None:
-        raise SpecError(problem)
+        raise SpecError(problem[0])
     raw = cast(Mapping[str, Any], raw)  # an object: the schema said so
     verdict = raw.get("verdict")
     conclusive = raw.get("conclusive")

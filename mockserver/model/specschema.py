@@ -126,16 +126,11 @@ def _message(error: ValidationError, base: str) -> str:
     )
 
 
-def first_problem(raw: object, where: str = "", definition: str | None = None) -> str | None:
-    """The first place where ``raw`` breaks the schema (or ``$defs/<definition>``), worded."""
-    found = first_problem_at(raw, where, definition)
-    return None if found is None else found[0]
-
-
 def first_problem_at(
     raw: object, where: str = "", definition: str | None = None
 ) -> tuple[str, tuple[str | int, ...]] | None:
-    """:func:`first_problem`, with the path to the value at fault (to find its line in a file)."""
+    """The first place where ``raw`` breaks the schema (or ``$defs/<definition>``), worded, and
+    the path to the value at fault (to find its line in a file)."""
     error = next(iter(_validator(definition).iter_errors(cast(Any, raw))), None)
     if error is None:
         return None

@@ -1,9 +1,8 @@
 """What a scripted step answers, and how an answer reads in the journal.
 
-Both stores take them from here. A connection fault (a reset, a cut body, a body that is not
-JSON) is an answer marked with :data:`FAULT_HEADER`, for the web layer's ``FaultMiddleware`` to
-enact on the connection and in-process transports (respx) to read; the async server reads
-:attr:`.Answer.fault`.
+A connection fault (a reset, a cut body, a body that is not JSON) is an answer marked with
+:data:`FAULT_HEADER`, for ``FaultMiddleware`` to enact on the connection and in-process
+transports (respx) to read; the async server reads :attr:`.Answer.fault`.
 """
 
 from __future__ import annotations

@@ -8,9 +8,8 @@
         api_keys: ["pay-ci-key", "pay-dev-key"]
         rate_limit: 600/60          # optional: the mock's own otherwise
 
-A ``/e`` call belongs to the tenant of its API key, a control call to the tenant of its
-``X-Mock-Token``. The file is untrusted as a scenario is (read bounded: :mod:`.scenariofile`),
-and every problem is one line naming the file and the tenant.
+The file is untrusted as a scenario is (read bounded: :mod:`.scenariofile`), and every problem
+is one line naming the file and the tenant.
 """
 
 from __future__ import annotations

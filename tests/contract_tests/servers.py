@@ -160,7 +160,7 @@ def _wrap(app: Any, variant: Variant, ids: list[str], traffic: Traffic) -> Any:
 
     def wsgi(environ: WSGIEnvironment, start_response: StartResponse) -> Any:
         environ[KNOWN_IDS] = ids
-        environ[MOCK_CLOCK] = state_of(app).monotonic
+        environ[MOCK_CLOCK] = lambda: time.monotonic() + state_of(app).skew
         request = Request(environ)
         answer = variant.before(request) if variant.before else None
         if answer is None:

@@ -291,7 +291,7 @@ def test_catalogue_uses_the_prefixes_the_spec_names() -> None:
 
 
 def test_catalogue_prefixes_are_one_per_family() -> None:
-    assert set(FAMILY_PREFIX) == set(FAMILIES)
+    assert set(FAMILY_PREFIX) == set(CATALOGUE) == set(FAMILIES)
     assert len(set(FAMILY_PREFIX.values())) == len(FAMILIES)
     for family in FAMILIES:
         assert {family_of(t.id_for(family)) for t in CATALOGUE[family]} == {

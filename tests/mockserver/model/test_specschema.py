@@ -12,7 +12,12 @@ from tests.test_readme import PAGES
 from verdict_contract.core.spec import VERDICTS
 from verdict_contract.mockserver.model.scenario import DEMO_SESSIONS
 from verdict_contract.mockserver.model.sessions import MAX_SESSION_ID_LENGTH
-from verdict_contract.mockserver.model.specschema import first_problem, limits, scenario_schema
+from verdict_contract.mockserver.model.specschema import first_problem_at, limits, scenario_schema
+
+
+def first_problem(raw: object) -> str | None:
+    found = first_problem_at(raw)
+    return None if found is None else found[0]
 
 
 def test_the_schema_is_valid_draft_2020_12() -> None:
