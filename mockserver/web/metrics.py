@@ -19,7 +19,7 @@ from itertools import accumulate
 from typing import Final
 
 from flask import Blueprint, Flask, Response, jsonify, request
-from prometheus_client import PLATFORM_COLLECTOR, PROCESS_COLLECTOR, Counter
+from prometheus_client import PLATFORM_COLLECTOR, PROCESS_COLLECTOR, Counter, Info
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -105,7 +105,6 @@ class MockCollector(Collector):
             )
         yield requests
         yield seconds
-        yield _build_info()
         if self.state.shared is not None:
             trips, errors = self.state.shared.calls()
             yield CounterMetricFamily(
@@ -148,26 +147,20 @@ class MockCollector(Collector):
         yield held
 
 
-def _build_info() -> Metric:
-    try:
-        ours = version("verdict-contract")
-    except PackageNotFoundError:  # a checkout on sys.path, not installed
-        ours = "unknown"
-    info = GaugeMetricFamily(
-        "verdict_mock_build_info",
-        "The mock's version and Python's, as labels (always 1)",
-        labels=["version", "python", "implementation"],
-    )
-    info.add_metric([ours, platform.python_version(), platform.python_implementation()], 1)
-    return info
-
-
 def install_metrics(app: Flask, state: MockState) -> None:
     """Give the app ``/_mock/metrics`` and the registry it reads, and count its control calls."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(MockCollector(state))
     registry.register(PROCESS_COLLECTOR)  # process_cpu_seconds_total, resident memory, fds...
     registry.register(PLATFORM_COLLECTOR)  # python_info
+    try:
+        ours = version("verdict-contract")
+    except PackageNotFoundError:  # a checkout on sys.path, not installed
+        ours = "unknown"
+    build_help = "The mock's version and Python's, as labels (always 1)"
+    build = Info("verdict_mock_build", build_help, registry=registry)
+    python, implementation = platform.python_version(), platform.python_implementation()
+    build.info({"version": ours, "python": python, "implementation": implementation})
     control_calls = Counter(
         "verdict_mock_control_requests",
         "Calls of the control API and the probes under /_mock/, by route, method and status",

@@ -239,14 +239,12 @@ class ValidatingProxy(ExplainMiddleware):
 
     def __init__(self, app: WSGIApplication, state: MockState) -> None:
         super().__init__(app, state)
-        settings = state.settings
+        self.settings = settings = state.settings
         assert settings.proxy_to is not None, "a proxy needs settings.proxy_to"
         self.url = settings.proxy_to + ENDPOINT_PATH
         parts = urlsplit(settings.proxy_to)
         self.stats = ProxyStats(f"{parts.scheme}://{parts.netloc}{parts.path}")
         self.timeout = settings.proxy_timeout
-        self.strict = settings.proxy_strict
-        self.upstream_key = settings.upstream_key
         record = settings.record
         self.recorder = None if record is None else Recorder(record, settings.record_max_bytes)
         _UPSTREAMS.add(self.url)
@@ -273,9 +271,8 @@ class ValidatingProxy(ExplainMiddleware):
 
     def is_key(self, value: str) -> bool:
         """Whether ``value`` is a key this proxy knows (its own, or the upstream's)."""
-        upstream = self.upstream_key is not None and hmac.compare_digest(
-            value.encode(), self.upstream_key.reveal().encode()
-        )
+        key = self.settings.upstream_key
+        upstream = key is not None and hmac.compare_digest(value.encode(), key.reveal().encode())
         return upstream or self.state.key_ok(value)
 
     def respond(self, method: str, query: bytes, environ: WSGIEnvironment) -> Answer:
@@ -283,7 +280,7 @@ class ValidatingProxy(ExplainMiddleware):
         pairs = parse_query(query)
         authorization = environ.get("HTTP_AUTHORIZATION")
         try:
-            served = self.answer(method, query, pairs, authorization, environ.get("HTTP_ACCEPT"))
+            served = self.answer(method, query, pairs, environ)
         except Exception as exc:  # never a 5xx of our own for a request, however it fails
             served = Served(failure_answer(exc, f"proxying {method} {ENDPOINT_PATH}"))
         answer = served.answer
@@ -308,11 +305,12 @@ class ValidatingProxy(ExplainMiddleware):
         method: str,
         query: bytes,
         pairs: list[tuple[str, str]] | None,
-        authorization: str | None,
-        accept: str | None,
+        environ: WSGIEnvironment,
     ) -> Served:
         """The answer for one call, the breaches of the upstream's answer and notes on it."""
-        if self.upstream_key is not None:
+        authorization = environ.get("HTTP_AUTHORIZATION")
+        upstream_key = self.settings.upstream_key
+        if upstream_key is not None:
             key = bearer_token(authorization)
             if key is None or not self.state.key_ok(key):
                 return Served(
@@ -324,8 +322,8 @@ class ValidatingProxy(ExplainMiddleware):
                         headers=[("WWW-Authenticate", "Bearer")],
                     )
                 )
-            authorization = f"Bearer {self.upstream_key.reveal()}"
-        headers = {"Accept": accept or JSON, "Accept-Encoding": "identity"}
+            authorization = f"Bearer {upstream_key.reveal()}"
+        headers = {"Accept": environ.get("HTTP_ACCEPT") or JSON, "Accept-Encoding": "identity"}
         if authorization is not None:
             headers["Authorization"] = authorization
         import httpx  # imported by __init__ already: a lookup
@@ -464,9 +462,9 @@ class ValidatingProxy(ExplainMiddleware):
                 notes.append(refused)
         if upstream.status >= 500:
             answer = error_answer(502, "upstream_error", f"the upstream answered {upstream.status}")
-        elif violations and self.strict:
+        elif violations and self.settings.proxy_strict:
             answer = _breach_answer(violations)
-        elif not_json is not None and self.strict:
+        elif not_json is not None and self.settings.proxy_strict:
             answer = error_answer(502, "upstream_not_json", not_json)
         else:
             headers = [(k, v) for k, v in upstream.headers if k.lower() in FORWARDED]
