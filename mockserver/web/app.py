@@ -11,7 +11,7 @@ from verdict_contract.core.spec import ENDPOINT_PATH
 from verdict_contract.core.suggest import closest
 
 from ..explain import journal_elsewhere
-from ..model.answer import Answer, error_answer, failure_answer, not_allowed, status_line
+from ..model.answer import NO_STORE, Answer, error_answer, failure_answer, not_allowed, status_line
 from ..settings import Settings
 from ..state import MockState
 from .accesslog import AccessLog, printable
@@ -102,10 +102,14 @@ def _answered_below() -> Response:
     raise AssertionError("GET /e reached Flask")
 
 
-def _standard_reason(response: Response) -> Response:
-    """werkzeug upper-cases reason phrases (``"409 CONFLICT"``): the standard one instead, as in
-    every answer the mock frames itself."""
+def _finished(response: Response) -> Response:
+    """The standard reason phrase, as in every answer the mock frames itself (werkzeug's are upper
+    case: ``"409 CONFLICT"``); under ``/_mock``, never cached (mutable state); a 204, no type."""
     response.status = status_line(response.status_code)
+    if request.path.startswith(_CONTROL_PREFIX):
+        response.headers["Cache-Control"] = NO_STORE
+    if response.status_code == 204:
+        response.headers.pop("Content-Type", None)
     return response
 
 
@@ -127,7 +131,7 @@ def create_app(settings: Settings | None = None, state: MockState | None = None)
     )
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected_error)
-    app.after_request(_standard_reason)
+    app.after_request(_finished)
     app.register_blueprint(probes)  # any Host, --no-control too: read-only (metrics.py)
     install_metrics(app, state)  # the same: /_mock/metrics
     if settings.control:

@@ -29,7 +29,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ..model.answer import NO_STATUS, NO_STORE
+from ..model.answer import NO_STATUS
 from ..model.scripts import MAX_SCRIPT_BYTES
 from ..model.traffic import LATENCY_BOUNDS
 from ..state import MockState
@@ -43,12 +43,6 @@ _METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "O
 """Methods counted by name; any other is ``other``: the labels stay bounded."""
 
 probes = Blueprint("probes", __name__, url_prefix="/_mock")
-
-
-@probes.after_request
-def _unstored(response: Response) -> Response:
-    response.headers["Cache-Control"] = NO_STORE
-    return response
 
 
 @probes.get("/livez")
@@ -179,6 +173,4 @@ def install_metrics(app: Flask, state: MockState) -> None:
     @app.get("/_mock/metrics", endpoint="metrics.scrape")
     def scrape() -> Response:
         """The metrics as Prometheus reads them; nothing is changed by reading."""
-        response = Response(generate_latest(registry), content_type=CONTENT_TYPE)
-        response.headers["Cache-Control"] = NO_STORE
-        return response
+        return Response(generate_latest(registry), content_type=CONTENT_TYPE)
