@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, wait
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
@@ -72,6 +72,7 @@ MIN_LOOKED_FOR = 6
 """A key shorter than this cannot be told from ordinary text: it is not looked for in answers."""
 
 _UPSTREAMS: set[str] = set()
+_STOPPING: Final = ("mock_stopping", "the mock is stopping")
 
 
 def _hide_secrets(record: logging.LogRecord) -> bool:
@@ -265,9 +266,7 @@ class ValidatingProxy(ExplainMiddleware):
         # Upstream calls run on daemon threads of their own, so a client waits no longer than
         # the timeout whatever the upstream does (a call still running after that ends at
         # httpx's own timeout), and stop() ends every wait at once (nothing joins them at exit).
-        self._pending: set[Future[Upstream]] = set()
-        self._lock = threading.Lock()
-        self._stopped = False
+        self._stopping: Future[Upstream] = Future()  # never an answer: stop() ends every wait
 
     def is_key(self, value: str) -> bool:
         """Whether ``value`` is a key this proxy knows (its own, or the upstream's)."""
@@ -332,45 +331,34 @@ class ValidatingProxy(ExplainMiddleware):
             url = httpx.URL(self.url + ("?" + query.decode("latin-1") if query else ""))
         except httpx.InvalidURL:
             return Served(error_answer(400, "bad_request", "the query string cannot be sent on"))
+        if self._stopping.done():
+            return Served(error_answer(503, *_STOPPING))
         future: Future[Upstream] = Future()
-        with self._lock:
-            if self._stopped:
-                return Served(error_answer(503, "mock_stopping", "the mock is stopping"))
-            self._pending.add(future)
         arguments = (future, method, url, headers)
         threading.Thread(target=self._call, args=arguments, daemon=True).start()
+        wait([future, self._stopping], timeout=self.timeout, return_when=FIRST_COMPLETED)
         try:
-            upstream = future.result(timeout=self.timeout)
-        except TimeoutError:
-            return Served(self._failed(self._timed_out()))
+            upstream = future.result(timeout=0)
+        except TimeoutError:  # stopping, or no answer in time
+            error = UpstreamError(503, *_STOPPING) if self._stopping.done() else self._timed_out()
+            return Served(self._failed(error))
         except UpstreamError as exc:
             return Served(self._failed(exc))
-        finally:
-            with self._lock:
-                self._pending.discard(future)
         return self._checked(method, pairs, upstream, bearer_token(authorization))
 
     def _call(
         self, future: Future[Upstream], method: str, url: httpx.URL, headers: dict[str, str]
     ) -> None:
-        """One upstream call on its own thread; its outcome goes to ``future`` if still awaited."""
+        """One upstream call on its own thread; its outcome goes to ``future``."""
         try:
-            upstream = self._fetch(method, url, headers)
+            future.set_result(self._fetch(method, url, headers))
         except BaseException as exc:  # the waiter reads it (an UpstreamError, as a rule)
-            with contextlib.suppress(InvalidStateError):  # stop() answered it already
-                future.set_exception(exc)
-        else:
-            with contextlib.suppress(InvalidStateError):
-                future.set_result(upstream)
+            future.set_exception(exc)
 
     def stop(self) -> None:
         """End every wait on the upstream now (the server is stopping); refuse new calls."""
-        with self._lock:
-            self._stopped = True
-            pending = list(self._pending)
-        for future in pending:
-            with contextlib.suppress(InvalidStateError):
-                future.set_exception(UpstreamError(503, "mock_stopping", "the mock is stopping"))
+        with contextlib.suppress(InvalidStateError):  # stopped already
+            self._stopping.set_exception(UpstreamError(503, *_STOPPING))
         if self.recorder is not None:  # what is queued reaches the file (a bounded wait)
             self.recorder.flush(timeout=self.timeout)
 
