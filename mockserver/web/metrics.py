@@ -4,9 +4,8 @@
 A probe or a scraper sends the pod's IP as its ``Host``, which the control API's guard refuses,
 and a mock may run with ``--no-control``: so these stand outside the control blueprint and its
 guard, with ``--no-control`` too. They change nothing and show no key, session id or journal
-entry. The metrics' collector reads the plain counters of :class:`.traffic.Traffic` and the
-store's when scraped (no metric object on the hot path); beside them, the process and platform
-collectors, a build-info series, and the control API's calls.
+entry. The collector reads the plain counters of :class:`.traffic.Traffic` and the store's when
+scraped: no metric object on the hot path.
 """
 
 from __future__ import annotations

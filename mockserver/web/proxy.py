@@ -252,9 +252,7 @@ class ValidatingProxy(ExplainMiddleware):
         for name in ("httpx", "httpcore.http11", "httpcore.http2"):
             if _hide_secrets not in logging.getLogger(name).filters:
                 logging.getLogger(name).addFilter(_hide_secrets)
-        # Here, not at the top: most mocks proxy nothing, and httpx's import was a sixth of the
-        # CPU of every mock's start.
-        import httpx
+        import httpx  # here, not at the top: most mocks proxy nothing, and it is slow to import
 
         self.client = httpx.Client(
             timeout=httpx.Timeout(self.timeout),
