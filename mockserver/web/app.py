@@ -117,9 +117,8 @@ def create_app(settings: Settings | None = None, state: MockState | None = None)
     """Build the mock app for ``settings`` (the defaults serve the demo sessions), around
     ``state`` if given (the in-process transports build their state first)."""
     settings = state.settings if state is not None else settings or Settings()
-    # Named after this module (an import name Flask can locate, not the working directory) and
-    # with no static route: nothing of the disk is served, only the dashboard's own assets, which
-    # dashboard.py reads from the package (issue 27: Flask("mockserver") served ./static/).
+    # Named after this module, not the working directory, and with no static route: nothing of
+    # the disk is served (issue 27); dashboard.py reads its assets from the package.
     app = Flask(__name__, static_folder=None)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body  # a chunked body, cut as it is read
