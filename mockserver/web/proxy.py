@@ -250,8 +250,7 @@ class ValidatingProxy(ExplainMiddleware):
         self.recorder = None if record is None else Recorder(record, settings.record_max_bytes)
         _UPSTREAMS.add(self.url)
         for name in ("httpx", "httpcore.http11", "httpcore.http2"):
-            if _hide_secrets not in logging.getLogger(name).filters:
-                logging.getLogger(name).addFilter(_hide_secrets)
+            logging.getLogger(name).addFilter(_hide_secrets)  # once: addFilter skips a known one
         import httpx  # here, not at the top: most mocks proxy nothing, and it is slow to import
 
         self.client = httpx.Client(
