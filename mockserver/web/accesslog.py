@@ -12,6 +12,8 @@ from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from urllib.parse import parse_qsl
 
+from werkzeug.wsgi import ClosingIterator
+
 from ..model.answer import NO_STATUS
 from ..state import MockState, authorized
 from ..store.journal import RawHeaders, as_text, shown_param, shown_path
@@ -91,7 +93,7 @@ def log_request(
         sent = [as_text(v) for k, v in headers if as_text(k).lower() == "x-forwarded-for"]
         if sent:
             environ["HTTP_X_FORWARDED_FOR"] = ",".join(sent)
-    user = tenant_label(state, authorization, None)
+    user = tenant_label(state, authorization)
     log.info("%s", log_line(environ, served._replace(user=user), state))
 
 
@@ -124,39 +126,15 @@ def _trusted(host: str, trusted: tuple[str, ...]) -> bool:
     return any(address in network for network in _networks(trusted))
 
 
-def tenant_label(
-    state: MockState, authorization: str | None, token: str | None, control: bool = False
-) -> str:
-    """The log's user field: the tenant of a ``control`` call's token, else of its API key."""
+def tenant_label(state: MockState, authorization: str | None, token: str | None = None) -> str:
+    """The log's user field: the tenant of a control call's ``token``, else of its API key."""
     if not state.tenants:
         return "-"
-    if token is not None and control:
+    if token is not None:
         holder = holder_of(token, holders(state))
         return "-" if holder is None else holder.state.tenant_name
     owner = state.tenant_of(authorization)
     return owner.tenant_name if authorized(owner, authorization) else "-"
-
-
-class _Counted:
-    """The response body, counted as it is sent; the line is logged when it is closed."""
-
-    def __init__(self, body: Iterable[bytes], done: Any) -> None:
-        self.body = body
-        self.done = done
-        self.size = 0
-
-    def __iter__(self) -> Iterator[bytes]:
-        for chunk in self.body:
-            self.size += len(chunk)
-            yield chunk
-
-    def close(self) -> None:
-        try:
-            close = getattr(self.body, "close", None)
-            if close is not None:
-                close()
-        finally:
-            self.done(self.size)
 
 
 class AccessLog:
@@ -169,8 +147,9 @@ class AccessLog:
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         status, started = ["-"], time.perf_counter()
         authorization = environ.get("HTTP_AUTHORIZATION")
-        token, path = environ.get("HTTP_X_MOCK_TOKEN"), environ.get("PATH_INFO", "")
-        user = tenant_label(self.state, authorization, token, path.startswith("/_mock/"))
+        control = environ.get("PATH_INFO", "").startswith("/_mock/")
+        token = environ.get("HTTP_X_MOCK_TOKEN") if control else None
+        user = tenant_label(self.state, authorization, token)
 
         def start(code: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
             status[0] = code
@@ -182,8 +161,19 @@ class AccessLog:
             log.info("%s", log_line(environ, Served(NO_STATUS, 0, user), self.state))
             raise
 
-        def done(size: int) -> None:
-            served = Served(status[0], size, user, time.perf_counter() - started)
-            log.info("%s", log_line(environ, served, self.state))
+        size = 0
 
-        return _Counted(body, done)
+        def counted() -> Iterator[bytes]:
+            nonlocal size
+            for chunk in body:
+                size += len(chunk)
+                yield chunk
+
+        def close() -> None:  # the line is logged when the body is closed, whatever its close does
+            try:
+                getattr(body, "close", lambda: None)()
+            finally:
+                served = Served(status[0], size, user, time.perf_counter() - started)
+                log.info("%s", log_line(environ, served, self.state))
+
+        return ClosingIterator(counted(), close)

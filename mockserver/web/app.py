@@ -11,7 +11,7 @@ from verdict_contract.core.spec import ENDPOINT_PATH
 from verdict_contract.core.suggest import closest
 
 from ..explain import journal_elsewhere
-from ..model.answer import Answer, error_answer, failure_answer, not_allowed, status_line
+from ..model.answer import NO_STORE, Answer, error_answer, failure_answer, not_allowed, status_line
 from ..settings import Settings
 from ..state import MockState
 from .accesslog import AccessLog, printable
@@ -102,10 +102,14 @@ def _answered_below() -> Response:
     raise AssertionError("GET /e reached Flask")
 
 
-def _standard_reason(response: Response) -> Response:
-    """werkzeug upper-cases reason phrases (``"409 CONFLICT"``): the standard one instead, as in
-    every answer the mock frames itself."""
+def _finished(response: Response) -> Response:
+    """The standard reason phrase, as in every answer the mock frames itself (werkzeug's are upper
+    case: ``"409 CONFLICT"``); under ``/_mock``, never cached (mutable state); a 204, no type."""
     response.status = status_line(response.status_code)
+    if request.path.startswith(_CONTROL_PREFIX):
+        response.headers["Cache-Control"] = NO_STORE
+    if response.status_code == 204:
+        response.headers.pop("Content-Type", None)
     return response
 
 
@@ -113,9 +117,8 @@ def create_app(settings: Settings | None = None, state: MockState | None = None)
     """Build the mock app for ``settings`` (the defaults serve the demo sessions), around
     ``state`` if given (the in-process transports build their state first)."""
     settings = state.settings if state is not None else settings or Settings()
-    # Named after this module (an import name Flask can locate, not the working directory) and
-    # with no static route: nothing of the disk is served, only the dashboard's own assets, which
-    # dashboard.py reads from the package (issue 27: Flask("mockserver") served ./static/).
+    # Named after this module, not the working directory, and with no static route: nothing of
+    # the disk is served (issue 27); dashboard.py reads its assets from the package.
     app = Flask(__name__, static_folder=None)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body  # a chunked body, cut as it is read
@@ -127,7 +130,7 @@ def create_app(settings: Settings | None = None, state: MockState | None = None)
     )
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected_error)
-    app.after_request(_standard_reason)
+    app.after_request(_finished)
     app.register_blueprint(probes)  # any Host, --no-control too: read-only (metrics.py)
     install_metrics(app, state)  # the same: /_mock/metrics
     if settings.control:

@@ -15,7 +15,6 @@ from verdict_contract.core.resources import bundled_openapi
 from verdict_contract.core.spec import SCHEMA_VERSION
 
 from ..coverage import BEHAVIOURS, habits, tally
-from ..model.answer import NO_STORE
 from ..model.scripts import ScriptStoreFull
 from ..model.sessions import Session, SpecError, parse_spec
 from ..settings import DEFAULT_API_KEY
@@ -59,15 +58,6 @@ def describe_session(session: Session) -> dict[str, Any]:
         "script": [step.to_json() for step in session.spec.script],
         "always": session.spec.always.to_json() if session.spec.always else None,
     }
-
-
-@control.after_request
-def _no_store(response: Response) -> Response:
-    # Control answers describe mutable state: never cache them. An empty answer has no type.
-    response.headers["Cache-Control"] = NO_STORE
-    if response.status_code == 204:
-        response.headers.pop("Content-Type", None)
-    return response
 
 
 @control.post("/sessions")

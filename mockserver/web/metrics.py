@@ -4,9 +4,8 @@
 A probe or a scraper sends the pod's IP as its ``Host``, which the control API's guard refuses,
 and a mock may run with ``--no-control``: so these stand outside the control blueprint and its
 guard, with ``--no-control`` too. They change nothing and show no key, session id or journal
-entry. The metrics' collector reads the plain counters of :class:`.traffic.Traffic` and the
-store's when scraped (no metric object on the hot path); beside them, the process and platform
-collectors, a build-info series, and the control API's calls.
+entry. The collector reads the plain counters of :class:`.traffic.Traffic` and the store's when
+scraped: no metric object on the hot path.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from itertools import accumulate
 from typing import Final
 
 from flask import Blueprint, Flask, Response, jsonify, request
-from prometheus_client import PLATFORM_COLLECTOR, PROCESS_COLLECTOR, Counter
+from prometheus_client import PLATFORM_COLLECTOR, PROCESS_COLLECTOR, Counter, Info
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -29,7 +28,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ..model.answer import NO_STATUS, NO_STORE
+from ..model.answer import NO_STATUS
 from ..model.scripts import MAX_SCRIPT_BYTES
 from ..model.traffic import LATENCY_BOUNDS
 from ..state import MockState
@@ -43,12 +42,6 @@ _METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "O
 """Methods counted by name; any other is ``other``: the labels stay bounded."""
 
 probes = Blueprint("probes", __name__, url_prefix="/_mock")
-
-
-@probes.after_request
-def _unstored(response: Response) -> Response:
-    response.headers["Cache-Control"] = NO_STORE
-    return response
 
 
 @probes.get("/livez")
@@ -105,7 +98,6 @@ class MockCollector(Collector):
             )
         yield requests
         yield seconds
-        yield _build_info()
         if self.state.shared is not None:
             trips, errors = self.state.shared.calls()
             yield CounterMetricFamily(
@@ -148,26 +140,20 @@ class MockCollector(Collector):
         yield held
 
 
-def _build_info() -> Metric:
-    try:
-        ours = version("verdict-contract")
-    except PackageNotFoundError:  # a checkout on sys.path, not installed
-        ours = "unknown"
-    info = GaugeMetricFamily(
-        "verdict_mock_build_info",
-        "The mock's version and Python's, as labels (always 1)",
-        labels=["version", "python", "implementation"],
-    )
-    info.add_metric([ours, platform.python_version(), platform.python_implementation()], 1)
-    return info
-
-
 def install_metrics(app: Flask, state: MockState) -> None:
     """Give the app ``/_mock/metrics`` and the registry it reads, and count its control calls."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(MockCollector(state))
     registry.register(PROCESS_COLLECTOR)  # process_cpu_seconds_total, resident memory, fds...
     registry.register(PLATFORM_COLLECTOR)  # python_info
+    try:
+        ours = version("verdict-contract")
+    except PackageNotFoundError:  # a checkout on sys.path, not installed
+        ours = "unknown"
+    build_help = "The mock's version and Python's, as labels (always 1)"
+    build = Info("verdict_mock_build", build_help, registry=registry)
+    python, implementation = platform.python_version(), platform.python_implementation()
+    build.info({"version": ours, "python": python, "implementation": implementation})
     control_calls = Counter(
         "verdict_mock_control_requests",
         "Calls of the control API and the probes under /_mock/, by route, method and status",
@@ -186,6 +172,4 @@ def install_metrics(app: Flask, state: MockState) -> None:
     @app.get("/_mock/metrics", endpoint="metrics.scrape")
     def scrape() -> Response:
         """The metrics as Prometheus reads them; nothing is changed by reading."""
-        response = Response(generate_latest(registry), content_type=CONTENT_TYPE)
-        response.headers["Cache-Control"] = NO_STORE
-        return response
+        return Response(generate_latest(registry), content_type=CONTENT_TYPE)

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, wait
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
@@ -72,6 +72,7 @@ MIN_LOOKED_FOR = 6
 """A key shorter than this cannot be told from ordinary text: it is not looked for in answers."""
 
 _UPSTREAMS: set[str] = set()
+_STOPPING: Final = ("mock_stopping", "the mock is stopping")
 
 
 def _hide_secrets(record: logging.LogRecord) -> bool:
@@ -239,23 +240,18 @@ class ValidatingProxy(ExplainMiddleware):
 
     def __init__(self, app: WSGIApplication, state: MockState) -> None:
         super().__init__(app, state)
-        settings = state.settings
+        self.settings = settings = state.settings
         assert settings.proxy_to is not None, "a proxy needs settings.proxy_to"
         self.url = settings.proxy_to + ENDPOINT_PATH
         parts = urlsplit(settings.proxy_to)
         self.stats = ProxyStats(f"{parts.scheme}://{parts.netloc}{parts.path}")
         self.timeout = settings.proxy_timeout
-        self.strict = settings.proxy_strict
-        self.upstream_key = settings.upstream_key
         record = settings.record
         self.recorder = None if record is None else Recorder(record, settings.record_max_bytes)
         _UPSTREAMS.add(self.url)
         for name in ("httpx", "httpcore.http11", "httpcore.http2"):
-            if _hide_secrets not in logging.getLogger(name).filters:
-                logging.getLogger(name).addFilter(_hide_secrets)
-        # Here, not at the top: most mocks proxy nothing, and httpx's import was a sixth of the
-        # CPU of every mock's start.
-        import httpx
+            logging.getLogger(name).addFilter(_hide_secrets)  # once: addFilter skips a known one
+        import httpx  # here, not at the top: most mocks proxy nothing, and it is slow to import
 
         self.client = httpx.Client(
             timeout=httpx.Timeout(self.timeout),
@@ -267,15 +263,12 @@ class ValidatingProxy(ExplainMiddleware):
         # Upstream calls run on daemon threads of their own, so a client waits no longer than
         # the timeout whatever the upstream does (a call still running after that ends at
         # httpx's own timeout), and stop() ends every wait at once (nothing joins them at exit).
-        self._pending: set[Future[Upstream]] = set()
-        self._lock = threading.Lock()
-        self._stopped = False
+        self._stopping: Future[Upstream] = Future()  # never an answer: stop() ends every wait
 
     def is_key(self, value: str) -> bool:
         """Whether ``value`` is a key this proxy knows (its own, or the upstream's)."""
-        upstream = self.upstream_key is not None and hmac.compare_digest(
-            value.encode(), self.upstream_key.reveal().encode()
-        )
+        key = self.settings.upstream_key
+        upstream = key is not None and hmac.compare_digest(value.encode(), key.reveal().encode())
         return upstream or self.state.key_ok(value)
 
     def respond(self, method: str, query: bytes, environ: WSGIEnvironment) -> Answer:
@@ -283,7 +276,7 @@ class ValidatingProxy(ExplainMiddleware):
         pairs = parse_query(query)
         authorization = environ.get("HTTP_AUTHORIZATION")
         try:
-            served = self.answer(method, query, pairs, authorization, environ.get("HTTP_ACCEPT"))
+            served = self.answer(method, query, pairs, environ)
         except Exception as exc:  # never a 5xx of our own for a request, however it fails
             served = Served(failure_answer(exc, f"proxying {method} {ENDPOINT_PATH}"))
         answer = served.answer
@@ -308,11 +301,12 @@ class ValidatingProxy(ExplainMiddleware):
         method: str,
         query: bytes,
         pairs: list[tuple[str, str]] | None,
-        authorization: str | None,
-        accept: str | None,
+        environ: WSGIEnvironment,
     ) -> Served:
         """The answer for one call, the breaches of the upstream's answer and notes on it."""
-        if self.upstream_key is not None:
+        authorization = environ.get("HTTP_AUTHORIZATION")
+        upstream_key = self.settings.upstream_key
+        if upstream_key is not None:
             key = bearer_token(authorization)
             if key is None or not self.state.key_ok(key):
                 return Served(
@@ -324,8 +318,8 @@ class ValidatingProxy(ExplainMiddleware):
                         headers=[("WWW-Authenticate", "Bearer")],
                     )
                 )
-            authorization = f"Bearer {self.upstream_key.reveal()}"
-        headers = {"Accept": accept or JSON, "Accept-Encoding": "identity"}
+            authorization = f"Bearer {upstream_key.reveal()}"
+        headers = {"Accept": environ.get("HTTP_ACCEPT") or JSON, "Accept-Encoding": "identity"}
         if authorization is not None:
             headers["Authorization"] = authorization
         import httpx  # imported by __init__ already: a lookup
@@ -334,45 +328,34 @@ class ValidatingProxy(ExplainMiddleware):
             url = httpx.URL(self.url + ("?" + query.decode("latin-1") if query else ""))
         except httpx.InvalidURL:
             return Served(error_answer(400, "bad_request", "the query string cannot be sent on"))
+        if self._stopping.done():
+            return Served(error_answer(503, *_STOPPING))
         future: Future[Upstream] = Future()
-        with self._lock:
-            if self._stopped:
-                return Served(error_answer(503, "mock_stopping", "the mock is stopping"))
-            self._pending.add(future)
         arguments = (future, method, url, headers)
         threading.Thread(target=self._call, args=arguments, daemon=True).start()
+        wait([future, self._stopping], timeout=self.timeout, return_when=FIRST_COMPLETED)
         try:
-            upstream = future.result(timeout=self.timeout)
-        except TimeoutError:
-            return Served(self._failed(self._timed_out()))
+            upstream = future.result(timeout=0)
+        except TimeoutError:  # stopping, or no answer in time
+            error = UpstreamError(503, *_STOPPING) if self._stopping.done() else self._timed_out()
+            return Served(self._failed(error))
         except UpstreamError as exc:
             return Served(self._failed(exc))
-        finally:
-            with self._lock:
-                self._pending.discard(future)
         return self._checked(method, pairs, upstream, bearer_token(authorization))
 
     def _call(
         self, future: Future[Upstream], method: str, url: httpx.URL, headers: dict[str, str]
     ) -> None:
-        """One upstream call on its own thread; its outcome goes to ``future`` if still awaited."""
+        """One upstream call on its own thread; its outcome goes to ``future``."""
         try:
-            upstream = self._fetch(method, url, headers)
+            future.set_result(self._fetch(method, url, headers))
         except BaseException as exc:  # the waiter reads it (an UpstreamError, as a rule)
-            with contextlib.suppress(InvalidStateError):  # stop() answered it already
-                future.set_exception(exc)
-        else:
-            with contextlib.suppress(InvalidStateError):
-                future.set_result(upstream)
+            future.set_exception(exc)
 
     def stop(self) -> None:
         """End every wait on the upstream now (the server is stopping); refuse new calls."""
-        with self._lock:
-            self._stopped = True
-            pending = list(self._pending)
-        for future in pending:
-            with contextlib.suppress(InvalidStateError):
-                future.set_exception(UpstreamError(503, "mock_stopping", "the mock is stopping"))
+        with contextlib.suppress(InvalidStateError):  # stopped already
+            self._stopping.set_exception(UpstreamError(503, *_STOPPING))
         if self.recorder is not None:  # what is queued reaches the file (a bounded wait)
             self.recorder.flush(timeout=self.timeout)
 
@@ -464,9 +447,9 @@ class ValidatingProxy(ExplainMiddleware):
                 notes.append(refused)
         if upstream.status >= 500:
             answer = error_answer(502, "upstream_error", f"the upstream answered {upstream.status}")
-        elif violations and self.strict:
+        elif violations and self.settings.proxy_strict:
             answer = _breach_answer(violations)
-        elif not_json is not None and self.strict:
+        elif not_json is not None and self.settings.proxy_strict:
             answer = error_answer(502, "upstream_not_json", not_json)
         else:
             headers = [(k, v) for k, v in upstream.headers if k.lower() in FORWARDED]

@@ -15,7 +15,7 @@ from collections import deque
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Final, NamedTuple
+from typing import Any, BinaryIO, Final
 
 import yaml
 
@@ -91,21 +91,9 @@ def _replace_whole(path: Path, data: bytes) -> None:
             os.close(folder)
 
 
-class _Queued(NamedTuple):
-    session_id: str
-    recorded: Recorded
-
-
-class _Layout(NamedTuple):
-    """How a recording's file begins, separates its sessions and ends."""
-
-    head: bytes
-    separator: bytes
-    tail: bytes
-
-
-_JSON_LAYOUT: Final = _Layout(b'{"sessions": {\n', b",\n", b"\n}}\n")
-_YAML_LAYOUT: Final = _Layout(b"sessions:\n", b"", b"")
+# How a recording's file begins, separates its sessions and ends
+_JSON_LAYOUT: Final = (b'{"sessions": {\n', b",\n", b"\n}}\n")
+_YAML_LAYOUT: Final = (b"sessions:\n", b"", b"")
 
 
 @dataclass
@@ -125,7 +113,7 @@ class Recorder:
     _accepted_bytes: int = field(default=0, init=False)
     _full: bool = field(default=False, init=False)
     _said: set[str] = field(default_factory=set, init=False, repr=False)
-    _queue: deque[_Queued] = field(default_factory=deque, init=False, repr=False)
+    _queue: deque[tuple[str, Recorded]] = field(default_factory=deque, init=False, repr=False)
     _queued_bytes: int = field(default=0, init=False)
     _writing: bool = field(default=False, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -164,7 +152,7 @@ class Recorder:
             self._statuses[session_id] = status
             self._accepted_bytes += len(body)
             self._queued_bytes += len(body)
-            self._queue.append(_Queued(session_id, Recorded(status, body)))
+            self._queue.append((session_id, Recorded(status, body)))
             if not self._writing:
                 self._writing = True
                 threading.Thread(target=self._drain, name="recorder", daemon=True).start()
@@ -245,7 +233,7 @@ class Recorder:
 
     def _append(self, data: bytes) -> None:
         """Write ``data`` over the file's tail; on failure cut the file back to what it was."""
-        tail = self._layout.tail
+        tail = self._layout[2]
         at = self._size - len(tail)
         with open(self.path, "r+b") as file:
             try:

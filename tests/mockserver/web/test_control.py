@@ -340,7 +340,8 @@ def test_control_answers_are_never_cached() -> None:
     minted = client.post("/_mock/sessions", json={})
     assert minted.status_code == 201
     assert minted.headers["Cache-Control"] == "no-store"
-    assert client.get("/_mock/health").headers["Cache-Control"] == "no-store"
+    for path in ("/_mock/health", "/_mock/livez", "/_mock/readyz", "/_mock/metrics"):
+        assert client.get(path).headers["Cache-Control"] == "no-store", path
     emptied = client.post("/_mock/reset")
     assert emptied.status_code == 204
     assert "Content-Type" not in emptied.headers
