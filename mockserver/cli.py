@@ -27,7 +27,7 @@ from .server.logs import announce
 from .server.logs import configure as configure_logging
 from .server.serve import serve_forever
 from .server.workers import is_worker, run_workers
-from .settings import DEFAULT_API_KEY, Settings, env_var, from_env, options, shown_default
+from .settings import DEFAULT_API_KEY, Settings, documented_default, env_var, from_env, options
 from .state import MockState
 from .store.backend import StateUnavailable
 from .web.answers import state_of
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=version)
     for name, option, default in options():
         flag = option.flag(name, default)
-        text = f"{option.help} [{env_var(name)}] (default {shown_default(option, default)})"
+        text = f"{option.help} [{env_var(name)}] (default {documented_default(option, default)})"
         if isinstance(default, bool):
             action = "store_false" if default else "store_true"
             parser.add_argument(flag, dest=name, action=action, default=None, help=text)

@@ -116,12 +116,12 @@ def _session(entry: JournalEntry) -> str:
 
 def _key_outside_header(entry: JournalEntry, keys: Iterable[str]) -> bool:
     for key in keys:
-        shown = mask(key)
+        masked = mask(key)
         names = [name for name in entry.query if not name.startswith("…")] + ["n"]
         if any(entry.sent("q", name, key) for name in names):
             return True
-        if shown != "…" and (shown in entry.query or shown in entry.path.split("/")):
-            return True  # a bare ?<key>, or the key as a path segment (journal.shown_path)
+        if masked != "…" and (masked in entry.query or masked in entry.path.split("/")):
+            return True  # a bare ?<key>, or the key as a path segment (journal.masked_path)
     return False
 
 

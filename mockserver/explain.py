@@ -29,14 +29,14 @@ from .state import bearer_token as bearer_token
 from .store.backend import StateUnavailable
 from .store.journal import (
     CUT,
+    JournaledQuery,
     JournalEntry,
     RawHeaders,
     SentRequest,
-    Shown,
     as_text,
+    journaled_query,
     make_entry,
-    shown_args,
-    shown_path,
+    masked_path,
 )
 from .store.primitives import Append, Ask, Reply
 
@@ -290,9 +290,9 @@ _CACHED_QUERY = 512  # longer queries are shown afresh: the cache stays small in
 
 
 @lru_cache(maxsize=1024)  # a load test sends one query again and again (10%: bench_instructions)
-def _shown(query_string: bytes, keys: tuple[bytes, ...]) -> Shown | None:
+def _cached_query(query_string: bytes, keys: tuple[bytes, ...]) -> JournaledQuery | None:
     pairs = parse_query(query_string)
-    return None if pairs is None else shown_args(pairs, partial(key_in, keys))
+    return None if pairs is None else journaled_query(pairs, partial(key_in, keys))
 
 
 def entry_for(
@@ -310,18 +310,18 @@ def entry_for(
 ) -> JournalEntry:
     """The entry of what the client got: an answer, or a fault (reset, timeout...) by name;
     ``path``: a wrong one, journaled so that a check can say what was sent instead."""
-    shown = None
+    journaled = None
     if pairs is not None and len(query_string) <= _CACHED_QUERY:
-        shown = _shown(query_string, state.key_bytes)
-    if shown is None:  # a query that is not UTF-8 is shown whole, as Latin-1
+        journaled = _cached_query(query_string, state.key_bytes)
+    if journaled is None:  # a query that is not UTF-8 is journaled whole, as Latin-1
         args = pairs if pairs is not None else [("?", query_string.decode("latin-1"))]
-        shown = shown_args(args, state.key_ok)
+        journaled = journaled_query(args, state.key_ok)
     return make_entry(
         method=method,
         path=path,
         authorization=authorization,
-        reading=outcome(answer),
-        shown=shown,
+        result=outcome(answer),
+        journaled=journaled,
         headers=headers,
         latency_ms=latency_ms,
         sent=sent,
@@ -359,8 +359,8 @@ def journal_elsewhere(
     # Anyone can send these, with any method: without a key, only the query's start is read.
     keyed = authorized(state, authorization) is not None
     pairs = parse_query(query_string) if keyed else query_start(query_string)
-    shown = shown_path(path, state.key_ok)
+    masked = masked_path(path, state.key_ok)
     entry = entry_for(
-        state, method, pairs, query_string, authorization, answer, headers=headers, path=shown
+        state, method, pairs, query_string, authorization, answer, headers=headers, path=masked
     )
     _journal(state, Append(entry, None))  # answered at once: kept in the journal of now

@@ -44,7 +44,7 @@ class Option:
     help: str
     parse: Callable[[str], Any]
     metavar: str | None = None
-    shown_default: str | None = None  # the default as documented, when str(default) is not it
+    documented_default: str | None = None  # the default as documented, when str(default) is not it
     needs: str | None = None  # the setting this one means nothing without (checked once merged)
     repeatable: bool = False  # a flag given once per value; its variable is comma-separated
 
@@ -61,12 +61,12 @@ def _setting(
     help: str,
     parse: Callable[[str], Any] = parse_bool,
     metavar: str | None = None,
-    shown_default: str | None = None,
+    documented_default: str | None = None,
     needs: str | None = None,
 ) -> Any:
     """One setting's field: ``parse`` reads one value (on/off by default), a tuple default makes
     it repeatable; the field's annotation is the type ``Settings(...)`` checks."""
-    option = Option(help, parse, metavar, shown_default, needs, isinstance(default, tuple))
+    option = Option(help, parse, metavar, documented_default, needs, isinstance(default, tuple))
     return field(default=default, metadata={"option": option})
 
 
@@ -268,10 +268,10 @@ class Settings:
 
     def __repr__(self) -> str:
         # Keys and the signing secret never print (pytest -l shows fixtures' locals).
-        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _UNPRINTED}
+        printed = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _UNPRINTED}
         keys = ", ".join(mask(k) for k in self.api_keys)
         secret = ", secret=…" if self.secret else ""
-        values = ", ".join(f"{name}={value!r}" for name, value in shown.items())
+        values = ", ".join(f"{name}={value!r}" for name, value in printed.items())
         return f"Settings({values}, api_keys=({keys}){secret})"
 
     @property
@@ -360,9 +360,9 @@ def _checked(item: Field[Any], raw: object) -> object:
         if value not in _CHOICES.get(item.name, (value,)):
             raise ValueError(f"one of {', '.join(_CHOICES[item.name])}")
     except (TypeError, ValueError) as exc:
-        shown = "…" if item.name in _UNPRINTED or kind is Secret else repr(raw)[:60]
+        printed = "…" if item.name in _UNPRINTED or kind is Secret else repr(raw)[:60]
         raise SettingsError(
-            f"Settings({item.name}=...): received {shown}; documented: {exc}"
+            f"Settings({item.name}=...): received {printed}; documented: {exc}"
         ) from None
     return value
 
@@ -377,9 +377,9 @@ def options() -> Iterator[tuple[str, Option, object]]:
         yield item.name, item.metadata["option"], item.default
 
 
-def shown_default(option: Option, default: object) -> str:
-    if option.shown_default is not None:
-        return option.shown_default
+def documented_default(option: Option, default: object) -> str:
+    if option.documented_default is not None:
+        return option.documented_default
     if isinstance(default, bool):
         return "on" if default else "off"
     if default is None or default == ():
@@ -400,5 +400,5 @@ def markdown_table() -> str:
             flag += f" {option.metavar}"
         variable = f"`{env_var(name)}`" + (" (comma-separated)" if option.repeatable else "")
         what = option.help + ("; repeatable" if option.repeatable else "")
-        rows.append(f"| `{flag}` | {variable} | `{shown_default(option, default)}` | {what} |")
+        rows.append(f"| `{flag}` | {variable} | `{documented_default(option, default)}` | {what} |")
     return "\n".join(rows)

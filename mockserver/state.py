@@ -238,7 +238,7 @@ class MockState:
         }
         differ = shared.drift(answering)
         if differ:
-            shown = "; ".join(
+            listed = "; ".join(
                 f"{name} {differ[name]} there, {answering[name]} here"
                 if name != "api_keys"
                 else "another set of API keys"
@@ -249,7 +249,7 @@ class MockState:
                 "be answered differently by process; start every process sharing a state with "
                 "the same settings",
                 shared.label,
-                shown,
+                listed,
                 extra={"fields": {"state": shared.label, "differ": sorted(differ)}},
             )
 

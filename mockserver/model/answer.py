@@ -81,7 +81,7 @@ class Answer:
     delay: float = 0.0  # seconds to wait before answering (a scripted delay step)
 
     @cached_property
-    def reading(self) -> Outcome:
+    def result(self) -> Outcome:
         """The journal's reading of this answer, once per answer object (a session's are kept)."""
         fault = self.fault
         status = None if fault == "reset" else self.status

@@ -80,7 +80,7 @@ def outcome(answer: Answer | str) -> Outcome:
     """The journal's reading of an answer, or of a fault named by a string (``"timeout"``)."""
     if isinstance(answer, str):  # met before any answer: a scripted delay outlasting a timeout
         return Outcome(None, "scripted", answer, "script")
-    return answer.reading  # built once per answer object
+    return answer.result  # built once per answer object
 
 
 def encode_step(step: Step) -> str:

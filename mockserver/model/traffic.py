@@ -44,9 +44,9 @@ class Traffic:
         self.buckets = [0] * (len(LATENCY_BOUNDS) + 1)  # per bound, then past the last (+Inf)
         self.latency_sum = 0.0
 
-    def count(self, reading: Outcome, seconds: float) -> None:
-        """One answer sent: its :attr:`.answer.Answer.reading` (call it on the event loop only)."""
-        key = (reading.status, reading.outcome)
+    def count(self, result: Outcome, seconds: float) -> None:
+        """One answer sent: its :attr:`.answer.Answer.result` (call it on the event loop only)."""
+        key = (result.status, result.outcome)
         self.answers[key] = self.answers.get(key, 0) + 1
         self.buckets[bisect_left(LATENCY_BOUNDS, seconds)] += 1
         self.latency_sum += seconds

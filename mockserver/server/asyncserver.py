@@ -627,7 +627,7 @@ class HttpConnection(asyncio.Protocol):
         assert request is not None
         cycle.to(DONE)  # answered: its bytes go to the transport in this step
         if self.server.state is not None:
-            self._state(cycle).traffic.count(answer.reading, latency)
+            self._state(cycle).traffic.count(answer.result, latency)
         if answer.fault == "reset":
             self._log(cycle, NO_STATUS, 0)
             self.reset()

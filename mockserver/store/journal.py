@@ -57,7 +57,7 @@ _PLAIN_NAME = re.compile(r"[a-z_]{1,20}")
 """Query parameter names shown as they are; anything else might be a secret."""
 
 
-def shown_param(
+def masked_param(
     name: str, value: str, is_key: Callable[[str], bool] = lambda _: False
 ) -> tuple[str, str]:
     """A query parameter as output shows it: ``n`` (cut), plain names; other values masked."""
@@ -68,7 +68,7 @@ def shown_param(
     return (name if plain else mask(name)), mask(value)
 
 
-def shown_path(path: str, is_key: Callable[[str], bool]) -> str:
+def masked_path(path: str, is_key: Callable[[str], bool]) -> str:
     """A request's path as output shows it: a segment that is an API key (as sent, or
     percent-decoded) is masked; a client that put its key in the path gets a 404 for it."""
     if not path.count("/") or not any(is_key(s) or is_key(unquote(s)) for s in path.split("/")):
@@ -109,12 +109,14 @@ def header_prints(
     return frozenset(prints)
 
 
-Shown = tuple[str | None, dict[str, list[str]], frozenset[bytes]]
+JournaledQuery = tuple[str | None, dict[str, list[str]], frozenset[bytes]]
 """How the journal shows a request's query: its ``n``, the other parameters (masked), and the
 fingerprints of the parameters kept (:func:`fingerprint`)."""
 
 
-def shown_args(args: Iterable[tuple[str, str]], is_key: Callable[[str], bool]) -> Shown:
+def journaled_query(
+    args: Iterable[tuple[str, str]], is_key: Callable[[str], bool]
+) -> JournaledQuery:
     """``n`` and the query as the journal shows them: bounded, every value but ``n`` masked."""
     query: dict[str, list[str]] = {}
     n = None
@@ -125,14 +127,14 @@ def shown_args(args: Iterable[tuple[str, str]], is_key: Callable[[str], bool]) -
         if name == CUT:  # what the server did not read (explain.py)
             note = cut(value, 100)
         elif name == SESSION_PARAM and n is None:
-            n = shown_param(name, value, is_key)[1]
+            n = masked_param(name, value, is_key)[1]
             prints.add(fingerprint("q", name, value))
         elif kept < MAX_PARAMS:
             kept += 1
             prints.add(fingerprint("q", name, value))
             first = name != SESSION_PARAM  # a repeated n is masked: it could be anything
-            shown, masked = shown_param(name, value, is_key) if first else (name, mask(value))
-            query.setdefault(shown, []).append(masked)
+            label, masked = masked_param(name, value, is_key) if first else (name, mask(value))
+            query.setdefault(label, []).append(masked)
         else:  # bounded: hostile query strings hold tens of thousands of parameters
             dropped += 1
     if dropped or note:
@@ -173,8 +175,8 @@ class SentRequest(NamedTuple):
             for k, v in self.headers
         )
         body = f"<{len(self.body)} bytes>"
-        shown = f"method={self.method!r}, url={self.url!r}, headers={headers!r}, body={body}"
-        return f"SentRequest({shown})"
+        fields = f"method={self.method!r}, url={self.url!r}, headers={headers!r}, body={body}"
+        return f"SentRequest({fields})"
 
 
 class JournalEntry(NamedTuple):
@@ -191,7 +193,7 @@ class JournalEntry(NamedTuple):
     n: str | None
     query: dict[str, list[str]]
     authorization: str | None
-    reading: Outcome
+    result: Outcome
     """What the client got, read through :attr:`status`, :attr:`verdict`..."""
     elapsed_ms: float | None = None
     """Time to answer as the mock or the proxy measured it (:attr:`latency_ms` rounds it:
@@ -216,52 +218,52 @@ class JournalEntry(NamedTuple):
     @property
     def status(self) -> int | None:
         """None: the client got no status line (a reset, its own timeout)."""
-        return self.reading.status
+        return self.result.status
 
     @property
     def outcome(self) -> str:
-        return self.reading.outcome
+        return self.result.outcome
 
     @property
     def fault(self) -> str | None:
         """What the client got instead of a whole answer: reset, truncated, malformed or
         timeout."""
-        return self.reading.fault
+        return self.result.fault
 
     @property
     def decided_by(self) -> str:
         """``script`` if a scripted step decided the answer (a status, a fault, a standing step),
         ``logic`` if the mock's own rules did (a delay step only delays the logic's answer)."""
-        return self.reading.decided_by
+        return self.result.decided_by
 
     @property
     def retry_after(self) -> str | None:
         """The Retry-After header sent, as sent."""
-        return self.reading.retry_after
+        return self.result.retry_after
 
     @property
     def delay_ms(self) -> int | None:
         """A scripted delay waited out before answering."""
-        return self.reading.delay_ms
+        return self.result.delay_ms
 
     @property
     def verdict(self) -> VerdictKind | None:
         """The verdict of the 2xx body the client was served whole, if any (a kind the spec
         does not list yet, from a proxied service, as it was sent)."""
-        return cast("VerdictKind | None", (self.reading.served or _NOTHING_SERVED).verdict)
+        return cast("VerdictKind | None", (self.result.served or _NOTHING_SERVED).verdict)
 
     @property
     def conclusive(self) -> bool | None:
-        return (self.reading.served or _NOTHING_SERVED).conclusive
+        return (self.result.served or _NOTHING_SERVED).conclusive
 
     @property
     def schema(self) -> int | None:
-        return (self.reading.served or _NOTHING_SERVED).schema
+        return (self.result.served or _NOTHING_SERVED).schema
 
     @property
     def extra_fields(self) -> tuple[str, ...]:
         """The served body's top-level fields that the spec does not list."""
-        return (self.reading.served or _NOTHING_SERVED).extra_fields
+        return (self.result.served or _NOTHING_SERVED).extra_fields
 
     @property
     def latency_ms(self) -> float | None:
@@ -283,16 +285,16 @@ class JournalEntry(NamedTuple):
         (``verdict``...), as :func:`dataclasses.replace` changes a dataclass; a name it does
         not show or keep is a :class:`TypeError`, on every Python (3.13's ``_replace`` raises
         one where 3.11's raised a ValueError)."""
-        unknown = set(changes) - {*Served._fields, *_READING_SHOWN, "latency_ms", *self._fields}
+        unknown = set(changes) - {*Served._fields, *_RESULT_FIELDS, "latency_ms", *self._fields}
         if unknown:
             raise TypeError(f"JournalEntry.replace() got unexpected field names: {sorted(unknown)}")
         served = {name: changes.pop(name) for name in Served._fields if name in changes}
-        reading = {name: changes.pop(name) for name in _READING_SHOWN if name in changes}
+        result = {name: changes.pop(name) for name in _RESULT_FIELDS if name in changes}
         if served:
-            reading["served"] = (self.reading.served or _NOTHING_SERVED)._replace(**served)
+            result["served"] = (self.result.served or _NOTHING_SERVED)._replace(**served)
         if "latency_ms" in changes:
             changes["elapsed_ms"] = changes.pop("latency_ms")
-        return self._replace(reading=self.reading._replace(**reading), **changes)
+        return self._replace(result=self.result._replace(**result), **changes)
 
     def to_json(self) -> dict[str, Any]:
         """What the control API and the plugin show of it (no digests, no journal bookkeeping).
@@ -300,12 +302,12 @@ class JournalEntry(NamedTuple):
         A copy: the query's dict is shared by the entries of one query (a cache), so a caller
         that edits what it was given changes no entry.
         """
-        shown = {name: getattr(self, name) for name in SHOWN_FIELDS}
-        shown["query"] = {name: list(values) for name, values in self.query.items()}
-        return shown
+        fields = {name: getattr(self, name) for name in JSON_FIELDS}
+        fields["query"] = {name: list(values) for name, values in self.query.items()}
+        return fields
 
 
-SHOWN_FIELDS: Final = (
+JSON_FIELDS: Final = (
     "seq",
     "time",
     "method",
@@ -327,7 +329,7 @@ SHOWN_FIELDS: Final = (
     "violations",
 )
 """An entry's fields as :meth:`JournalEntry.to_json` shows them, in this order."""
-_READING_SHOWN: Final = frozenset(Outcome._fields) - {"served"}
+_RESULT_FIELDS: Final = frozenset(Outcome._fields) - {"served"}
 
 
 _API_METHODS: Final = frozenset({"GET", "HEAD"})
@@ -384,27 +386,27 @@ def make_entry(
     method: str,
     path: str,
     authorization: str | None,
-    reading: Outcome,
+    result: Outcome,
     args: Iterable[tuple[str, str]] = (),
     is_key: Callable[[str], bool] = lambda _: False,
-    shown: Shown | None = None,
+    journaled: JournaledQuery | None = None,
     headers: RawHeaders = (),
     latency_ms: float | None = None,
     violations: tuple[str, ...] = (),
     sent: SentRequest | None = None,
 ) -> JournalEntry:
     """A request's :class:`JournalEntry`, the one way one is made: its query ``args`` shown
-    masked and bounded (:func:`shown_args`; ``is_key`` tells a configured API key wherever it
-    was sent), or ``shown`` if the caller has it already (a load test sends one query again and
+    masked and bounded (:func:`journaled_query`; ``is_key`` tells a configured API key wherever it
+    was sent), or ``journaled`` if the caller has it already (a load test sends one query again and
     again: the entries share it, read-only); the Authorization header masked; headers and
-    parameters kept as digests only; ``reading``: the answer's (:func:`.steps.outcome`)."""
-    n, query, params = shown_args(args, is_key) if shown is None else shown
+    parameters kept as digests only; ``result``: the answer's (:func:`.steps.outcome`)."""
+    n, query, params = journaled_query(args, is_key) if journaled is None else journaled
     # The rule of :attr:`JournalEntry.untrusted`, its one place: a no-cors fetch or a form
     # reaches any path with any method, but carries no Authorization (a 401 the mock decided).
     untrusted = (
         path != ENDPOINT_PATH
         or method not in _API_METHODS
-        or (reading.status == 401 and reading.outcome != "scripted")
+        or (result.status == 401 and result.outcome != "scripted")
     )
     return JournalEntry(
         time.time(),
@@ -413,7 +415,7 @@ def make_entry(
         n,
         query,
         mask_authorization(authorization),
-        reading,
+        result,
         latency_ms,  # rounded when read (JournalEntry.latency_ms)
         violations,
         header_prints(tuple(headers), authorization),
@@ -427,7 +429,7 @@ def encode_entry(entry: JournalEntry) -> str:
     """An entry as a shared store keeps it: a JSON array of its first six fields, its answer's
     (:class:`~.answer.Outcome`'s, in order) and the rest shown; its digests and the in-process
     request left out (:func:`decode_entry` reads it back)."""
-    *answer, served = entry.reading
+    *answer, served = entry.result
     return _ENCODE([*entry[:6], answer, served, entry.elapsed_ms, entry.violations])
 
 

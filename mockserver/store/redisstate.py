@@ -394,11 +394,11 @@ class RedisStore:
             if again and self._scripts_lost(replies):  # loaded again (blocking, once)
                 self.submit(trip, done, again=False)
                 return
-            told: Reply | bool | Exception = self._reply(trip, replies)
+            result: Reply | bool | Exception = self._reply(trip, replies)
             self._calls.count(None)
         except Exception as exc:  # a failed, late or garbled round trip: a 503 for its requests
-            self._calls.count(told := self._unavailable(exc))
-        done(told)
+            self._calls.count(result := self._unavailable(exc))
+        done(result)
 
     def _line_of(self, loop: asyncio.AbstractEventLoop) -> Line | None:
         """The running loop's line (None: redis-py's pipeline), made on its first round trip."""

@@ -16,7 +16,7 @@ from werkzeug.wsgi import ClosingIterator
 
 from ..model.answer import NO_STATUS
 from ..state import MockState, authorized
-from ..store.journal import RawHeaders, as_text, shown_param, shown_path
+from ..store.journal import RawHeaders, as_text, masked_param, masked_path
 from .guard import TOKEN_PARAM, holder_of, holders
 
 if TYPE_CHECKING:
@@ -37,13 +37,13 @@ def printable(text: str) -> str:
 
 def request_target(environ: WSGIEnvironment, is_key: Callable[[str], bool]) -> str:
     """The path and query of a request as the log shows them: values masked, length bounded."""
-    path = shown_path(environ.get("PATH_INFO", ""), is_key)
+    path = masked_path(environ.get("PATH_INFO", ""), is_key)
     query: str = environ.get("QUERY_STRING", "")
     if query:
         pairs = parse_qsl(query[: MAX_TARGET_CHARS * 4], keep_blank_values=True)
         # the control token (the dashboard's link): not one character of it
-        shown = ((k, "…") if k == TOKEN_PARAM else shown_param(k, v, is_key) for k, v in pairs)
-        path = f"{path}?{'&'.join(f'{k}={v}' for k, v in shown)}"
+        masked = ((k, "…") if k == TOKEN_PARAM else masked_param(k, v, is_key) for k, v in pairs)
+        path = f"{path}?{'&'.join(f'{k}={v}' for k, v in masked)}"
     return path if len(path) <= MAX_TARGET_CHARS else path[:MAX_TARGET_CHARS] + CUT
 
 

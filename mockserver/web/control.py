@@ -160,7 +160,7 @@ def health() -> Response:
     problem = operator.writable()  # as readyz decides it: they never disagree
     if problem is not None:
         raise problem  # the 503 every call of the store gives then
-    shown: dict[str, object] = {
+    health: dict[str, object] = {
         "status": "ok",
         "schema": SCHEMA_VERSION,
         "rate_limit": str(state.limit),
@@ -172,15 +172,15 @@ def health() -> Response:
         "state": state.store.label,
     }
     if operator.tenants:  # why the tenants file was refused: to the operator only (it names them)
-        shown["tenant"] = state.tenant_name
+        health["tenant"] = state.tenant_name
         if state is operator:
-            shown["tenants_problem"] = operator.tenants_problem
+            health["tenants_problem"] = operator.tenants_problem
     proxy: ValidatingProxy | None = current_app.extensions.get(PROXY_EXTENSION)
     if proxy is not None:  # its counters, and why the recording on disk lacks sessions
-        shown["proxy"] = stats = proxy.stats.to_json()
+        health["proxy"] = stats = proxy.stats.to_json()
         if proxy.recorder is not None:
             stats["record_problem"] = proxy.recorder.problem
-    return jsonify(shown)
+    return jsonify(health)
 
 
 @control.get("/tenants")
@@ -188,7 +188,7 @@ def tenants() -> Response:
     """The tenants the caller's token sees: every one for the operator, else its own."""
     state = state_of()
     operator = state_of(current_app)
-    shown = list(operator.tenants.values()) or [operator] if state is operator else [state]
+    states = list(operator.tenants.values()) or [operator] if state is operator else [state]
     return jsonify(
         [
             {
@@ -197,7 +197,7 @@ def tenants() -> Response:
                 "rate_limit": str(tenant.limit),
                 "journal_entries": tenant.store.journal_length(),
             }
-            for tenant in shown
+            for tenant in states
         ]
     )
 

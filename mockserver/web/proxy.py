@@ -144,8 +144,8 @@ def _masked_json(value: object, mask_key: Callable[[str], str]) -> object:
 def _masked_body(body: bytes, mask_key: Callable[[str], str]) -> bytes:
     """``body`` with the key masked, as text, then in a JSON body's strings (escapes undone)."""
     text = body.decode("utf-8", "surrogateescape")
-    shown = mask_key(text)
-    raw = body if shown == text else shown.encode("utf-8", "surrogateescape")
+    masked_text = mask_key(text)
+    raw = body if masked_text == text else masked_text.encode("utf-8", "surrogateescape")
     try:
         parsed = json.loads(raw)
         masked = _masked_json(parsed, mask_key)
@@ -159,10 +159,10 @@ def _reflection(upstream: Upstream, mask_key: Callable[[str], str]) -> tuple[lis
     places = []
     headers = []
     for name, value in upstream.headers:
-        shown = mask_key(value).replace("…", "...")  # a header is latin-1
-        if shown != value:
+        masked = mask_key(value).replace("…", "...")  # a header is latin-1
+        if masked != value:
             places.append(f"header {printable(name)}")
-        headers.append((name, shown))
+        headers.append((name, masked))
     body = _masked_body(upstream.body, mask_key)
     if body != upstream.body:
         places.append("body")
@@ -285,7 +285,7 @@ class ValidatingProxy(ExplainMiddleware):
             path=ENDPOINT_PATH,
             args=pairs if pairs is not None else [("?", query.decode("latin-1"))],
             authorization=authorization,
-            reading=Outcome(answer.status, answer.outcome, None),
+            result=Outcome(answer.status, answer.outcome, None),
             is_key=self.is_key,
             latency_ms=(time.perf_counter() - started) * 1000,
             violations=tuple(one_line(v) for v in served.violations) + served.notes,
@@ -424,11 +424,11 @@ class ValidatingProxy(ExplainMiddleware):
         self.stats.count(len(violations))
         session_id = _session_id(pairs)
         # the client's id, masked if it is a key, escaped: no terminal escapes reach the log
-        shown = session_id and printable(
+        printed_id = session_id and printable(
             mask(session_id) if self.is_key(session_id) else session_id
         )
         for violation in violations:
-            log.warning("upstream breach (n=%s): %s", shown, printable(one_line(violation)))
+            log.warning("upstream breach (n=%s): %s", printed_id, printable(one_line(violation)))
         is_json = _is_json(upstream.body)
         notes: list[str] = []
         not_json = None  # a 200's is a breach already (§4)
@@ -441,7 +441,7 @@ class ValidatingProxy(ExplainMiddleware):
             if places:
                 notes.append("not recorded: the answer holds the key sent upstream")
             elif not is_json:  # a cut or malformed body is not the session's answer
-                log.warning("not recorded (n=%s): the upstream's body is not JSON", shown)
+                log.warning("not recorded (n=%s): the upstream's body is not JSON", printed_id)
                 notes.append("not recorded: the body is not JSON")
             elif refused := self.recorder.observe(session_id, upstream.status, upstream.body):
                 notes.append(refused)

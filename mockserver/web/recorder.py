@@ -112,7 +112,7 @@ class Recorder:
     _statuses: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _accepted_bytes: int = field(default=0, init=False)
     _full: bool = field(default=False, init=False)
-    _said: set[str] = field(default_factory=set, init=False, repr=False)
+    _logged: set[str] = field(default_factory=set, init=False, repr=False)
     _queue: deque[tuple[str, Recorded]] = field(default_factory=deque, init=False, repr=False)
     _queued_bytes: int = field(default=0, init=False)
     _writing: bool = field(default=False, init=False)
@@ -165,8 +165,8 @@ class Recorder:
 
     def _refuse(self, why: str) -> str:
         """A refusal as the journal shows it; logged once for each reason."""
-        if why not in self._said:
-            self._said.add(why)
+        if why not in self._logged:
+            self._logged.add(why)
             log.warning("not recorded: %s (said once; each such answer is journaled)", why)
         return f"not recorded: {why}"
 

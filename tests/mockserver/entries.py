@@ -13,7 +13,7 @@ from verdict_contract.mockserver.model.answer import Outcome, Served
 from verdict_contract.mockserver.store.journal import Journal, JournalEntry, make_entry
 
 SERVED = Served("refused", True, 8, ("extra",))
-READING = Outcome(
+RESULT = Outcome(
     status=218,
     outcome="the-outcome",
     fault=None,
@@ -29,13 +29,13 @@ ENTRY = JournalEntry(
     n="the-n",
     query={"q": ["…4321"]},
     authorization="Bearer …9876",
-    reading=READING,
+    result=RESULT,
     elapsed_ms=None,  # a shared store journals before the answer exists
 )
 EXPECTED: dict[str, Any] = {
     **{name: getattr(ENTRY, name) for name in ("seq", "time", "method", "path", "n", "query")},
     "authorization": ENTRY.authorization,
-    **{name: getattr(READING, name) for name in READING._fields if name != "served"},
+    **{name: getattr(RESULT, name) for name in RESULT._fields if name != "served"},
     **SERVED._asdict(),
     "latency_ms": None,
     "violations": (),
@@ -46,7 +46,7 @@ def entry(
     status: int | None, outcome: str, fault: str | None = None, **fields: Any
 ) -> JournalEntry:
     """:func:`make_entry` with its reading made of a status, an outcome and a fault."""
-    return make_entry(reading=Outcome(status, outcome, fault), **fields)
+    return make_entry(result=Outcome(status, outcome, fault), **fields)
 
 
 def record(journal: Journal, generation: int | None = None, **fields: Any) -> None:

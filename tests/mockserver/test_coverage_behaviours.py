@@ -20,7 +20,7 @@ BASE = JournalEntry(
     n="session-0001",
     query={},
     authorization="Bearer …1234",
-    reading=Outcome(200, "verdict", None, served=Served("disputed", False, 7, ())),
+    result=Outcome(200, "verdict", None, served=Served("disputed", False, 7, ())),
 )
 NO_VERDICT: dict[str, Any] = {"verdict": None, "conclusive": None, "schema": None}
 

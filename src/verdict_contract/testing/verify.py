@@ -19,7 +19,7 @@ from verdict_contract.mockserver.store.journal import (
     JournalEntry,
     cut,
     mask_authorization,
-    shown_param,
+    masked_param,
 )
 
 if TYPE_CHECKING:
@@ -174,6 +174,6 @@ class JournalChecks:
             masked = ", ".join(_masked_header(k, v, self.state.key_ok) for k, v in headers.items())
             target += f" with headers {{{masked}}}"
         if params:
-            pairs = (shown_param(k, v, self.state.key_ok) for k, v in params.items())
+            pairs = (masked_param(k, v, self.state.key_ok) for k, v in params.items())
             target += " with params {" + ", ".join(f"{k}={v}" for k, v in pairs) + "}"
         return target

@@ -15,9 +15,9 @@ from tests.mockserver.entries import ENTRY, EXPECTED, record
 from verdict_contract.core.redact import mask
 from verdict_contract.mockserver.store.journal import (
     CUT,
+    JSON_FIELDS,
     MAX_HEADERS,
     MAX_PARAMS,
-    SHOWN_FIELDS,
     Journal,
     mask_authorization,
 )
@@ -374,8 +374,8 @@ def test_an_entry_of_a_request_from_before_a_clear_is_never_read() -> None:
 
 
 def test_an_entry_shows_every_field_of_its_request_its_answer_and_its_body() -> None:
-    assert set(SHOWN_FIELDS) == set(EXPECTED)
-    assert list(ENTRY.to_json()) == list(SHOWN_FIELDS)
+    assert set(JSON_FIELDS) == set(EXPECTED)
+    assert list(ENTRY.to_json()) == list(JSON_FIELDS)
     assert ENTRY.to_json() == EXPECTED
 
 

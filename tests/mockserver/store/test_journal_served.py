@@ -168,8 +168,8 @@ def test_a_body_with_fields_the_spec_does_not_list_is_journaled_so() -> None:
 
 def test_the_reading_is_built_once_per_answer_object() -> None:
     answer = Answer(200, b'{"verdict": "refused", "conclusive": false, "schema": 7}')
-    assert answer.reading is answer.reading
-    assert answer.reading.served == served(answer.body)
+    assert answer.result is answer.result
+    assert answer.result.served == served(answer.body)
 
 
 @pytest.mark.parametrize("body", [b"not json", b"[1, 2]", b'{"schema": true, "verdict": 3}'])
@@ -183,5 +183,5 @@ def test_the_journal_keeps_the_answers_reading_not_a_copy() -> None:
         n = mock.mint(verdict="refused")
         get(mock.url(n), mock.headers)
         kept = mock.state.journal.entries()
-    assert isinstance(kept[0].reading.served, tuple)
+    assert isinstance(kept[0].result.served, tuple)
     assert kept[0].decided_by == "logic"
