@@ -90,6 +90,7 @@ def _reset(environ: WSGIEnvironment) -> None:
     sock = environ.get("werkzeug.socket")
     if isinstance(sock, socket.socket):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RDWR)  # close() alone waits for werkzeug's own file objects
         sock.close()
     raise ConnectionResetError("verdict-mock: scripted connection reset")
 

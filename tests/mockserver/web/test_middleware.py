@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import threading
 import tracemalloc
 from collections.abc import Iterator
 
@@ -225,3 +226,24 @@ def test_many_small_headers_are_judged_alike_on_every_path(kind: str) -> None:
         b"/_mock/health": b"HTTP/1.1 200",
     }
     assert over.startswith(b"HTTP/1.1 431"), over[:100]
+
+
+def test_a_scripted_reset_ends_the_connection_under_flask_run() -> None:
+    """Under werkzeug's development server (``flask run``) a scripted ``reset`` ends the
+    connection with no byte of an answer, at once: the client is not left waiting."""
+    from werkzeug.serving import make_server
+
+    app = create_app(Settings(api_keys=(KEY,)))
+    werkzeug_server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=werkzeug_server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{werkzeug_server.server_port}"
+    try:
+        minted = httpx.post(f"{base}/_mock/sessions", json={"script": ["reset"]}).json()
+        with pytest.raises(httpx.RemoteProtocolError):
+            httpx.get(f"{base}/e", params={"n": minted["n"]}, headers=bearer(KEY), timeout=30)
+        after = httpx.get(f"{base}/e", params={"n": minted["n"]}, headers=bearer(KEY))
+        assert after.status_code == 200  # the step was used once
+    finally:
+        werkzeug_server.shutdown()
+        thread.join(timeout=10)
