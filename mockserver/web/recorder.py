@@ -15,7 +15,7 @@ from collections import deque
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Final
+from typing import Any, BinaryIO, Final, NamedTuple
 
 import yaml
 
@@ -91,9 +91,16 @@ def _replace_whole(path: Path, data: bytes) -> None:
             os.close(folder)
 
 
-# How a recording's file begins, separates its sessions and ends
-_JSON_LAYOUT: Final = (b'{"sessions": {\n', b",\n", b"\n}}\n")
-_YAML_LAYOUT: Final = (b"sessions:\n", b"", b"")
+class _Layout(NamedTuple):
+    """How a recording's file begins, separates its sessions and ends."""
+
+    head: bytes
+    separator: bytes
+    tail: bytes
+
+
+_JSON_LAYOUT: Final = _Layout(b'{"sessions": {\n', b",\n", b"\n}}\n")
+_YAML_LAYOUT: Final = _Layout(b"sessions:\n", b"", b"")
 
 
 @dataclass
@@ -233,7 +240,7 @@ class Recorder:
 
     def _append(self, data: bytes) -> None:
         """Write ``data`` over the file's tail; on failure cut the file back to what it was."""
-        tail = self._layout[2]
+        tail = self._layout.tail
         at = self._size - len(tail)
         with open(self.path, "r+b") as file:
             try:
