@@ -38,7 +38,7 @@ from .store.journal import (
     make_entry,
     masked_path,
 )
-from .store.primitives import Append, Ask, Reply
+from .store.primitives import Append, Ask
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
@@ -71,8 +71,8 @@ def _bad_session_id(values: list[str] | None) -> str | None:
     return None
 
 
-Decider = Generator[Ask, Reply, "Decision"]
-"""A request decided: each round trip it needs yielded, the store's replies sent back in."""
+Decider = Generator[Ask, None, "Decision"]
+"""A request decided: each round trip it needs yielded, resumed once the store answered it."""
 
 
 def _over_budget(hits: int, budget: int) -> bool:
@@ -174,40 +174,40 @@ def decide(
     # with no limit, nothing can refuse the request: its step comes in the same round trip
     take = sid if session is not None and session.scripted and not limit.budget else None
     while True:
-        offset = state.offset_seen
+        seen = state.offset_seen
         counted = key if limit.budget else None
-        reply = yield Ask(True, counted, wall + offset, limit.window, offset, sid, take)
-        clock = reply.clock
-        assert clock is not None
-        state.offset_seen = clock.offset
-        if counted is None or reply.hits:
+        ask = Ask(True, counted, wall + seen, limit.window, seen, sid, take)
+        yield ask
+        state.offset_seen = ask.offset
+        if counted is None or ask.hits:
             break  # else the clock moved since it was read: counted again on the new one
-    now = wall + clock.offset
-    if counted is not None and _over_budget(reply.hits, limit.budget):
-        answer = _retry_after(max(1, math.ceil(reply.started + limit.window - now)))
+    now = wall + ask.offset
+    if counted is not None and _over_budget(ask.hits, limit.budget):
+        answer = _retry_after(max(1, math.ceil(ask.started + limit.window - now)))
     elif isinstance(found, Answer):
         answer = found
     else:
         session, body = found
-        step = reply.step
+        step = ask.step
         if limit.budget and session.scripted:
-            step = (yield Ask(take=session.id)).step
-        expired = reply.marked or session.expired(now, state.settings.session_lifetime)
+            taken = Ask(take=session.id)
+            yield taken
+            step = taken.step
+        expired = ask.expired or session.expired(now, state.settings.session_lifetime)
         answer = _answer(session, body, step, expired)
     return Decision(
-        method, query_string, pairs, authorization, answer, clock.generation, started, headers
+        method, query_string, pairs, authorization, answer, ask.generation, started, headers
     )
 
 
 def run(state: MockState, decider: Decider) -> Decision:
     """Decide on a blocking server: each round trip run in turn; raises StateUnavailable."""
-    reply: Reply | None = None
     while True:
         try:
-            ask = decider.send(reply)  # type: ignore[arg-type]  # None starts it
+            ask = next(decider)
         except StopIteration as decided:
             return decided.value  # type: ignore[no-any-return]
-        reply = state.store.run(ask)
+        state.store.run(ask)
 
 
 def unavailable(exc: StateUnavailable) -> Answer:

@@ -43,7 +43,7 @@ from ..model.answer import (
 from ..settings import Settings
 from ..state import MockState
 from ..store.backend import StateUnavailable
-from ..store.primitives import Reply as StoreReply
+from ..store.primitives import Ask
 from ..web.accesslog import Served, log_request
 from ..web.app import parts_of
 from ..web.middleware import MAX_HEADER_BYTES
@@ -86,20 +86,10 @@ class PhaseError(RuntimeError):
     """A move between phases that the table does not allow: a bug in the server."""
 
 
-@dataclass(slots=True)
-class Request:
-    """One request as the server parsed it (header names and values as sent)."""
-
-    method: str
-    url: bytes
-    headers: list[tuple[bytes, bytes]]
-    body: bytes
-    version: str  # "1.1" or "1.0"
-
-
 @dataclass(slots=True, eq=False)
 class RequestCycle:
-    """One request: what was read of it, its phase, and how its answer ends the connection.
+    """One request: what was read of it (header names and values as sent), its phase, and how
+    its answer ends the connection.
 
     ``body`` is one growing buffer (a body sent in 2-byte chunks costs its size, not an object
     per chunk). ``refusal`` is set for a request answered without being read whole (413,
@@ -108,6 +98,7 @@ class RequestCycle:
 
     refusal: Answer | None = None
     phase: Phase = READING
+    method: str = ""  # set once it is read whole (:meth:`complete`)
     url: bytes = b""
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     size: int = 0  # header bytes so far
@@ -120,7 +111,6 @@ class RequestCycle:
     expect_continue: bool = False  # ... in its head (not its trailers): it gets a 100
     continued: bool = False  # its 100 Continue was written
     keep_alive: bool = True
-    request: Request | None = None
     decision: Decision | None = None  # while DELAYED: journaled however it ends
     state: MockState | None = None  # its tenant's state, found once (HttpConnection._state)
 
@@ -134,13 +124,10 @@ class RequestCycle:
             raise PhaseError(f"a request cannot go from {self.phase.name} to {phase.name}")
         self.phase = phase
 
-    def complete(self, method: str, version: str, keep_alive: bool) -> Request:
+    def complete(self, method: str, keep_alive: bool) -> None:
         """The request is read whole: it waits its turn (:attr:`Phase.QUEUED`)."""
         self.to(QUEUED)
-        self.keep_alive = keep_alive
-        self.request = Request(method, self.url, self.headers, bytes(self.body), version)
-        self.body = bytearray()  # the request holds the bytes now: keep them once
-        return self.request
+        self.method, self.keep_alive = method, keep_alive
 
     @property
     def busy(self) -> bool:
@@ -173,9 +160,9 @@ class _Refused(Exception):
 
 
 def environ_for(
-    request: Request, server: tuple[str, int], peer: tuple[str, int] | None
+    request: RequestCycle, server: tuple[str, int], peer: tuple[str, int] | None
 ) -> WSGIEnvironment:
-    """The WSGI environ of ``request`` (raises ``httptools.HttpParserInvalidURLError``)."""
+    """The WSGI environ of a request read whole (raises ``httptools.HttpParserInvalidURLError``)."""
     url = httptools.parse_url(request.url)
     environ: dict[str, Any] = {
         "REQUEST_METHOD": request.method,
@@ -405,7 +392,7 @@ class HttpConnection(asyncio.Protocol):
         version = cycle.version
         keep_alive = version == "1.1" and parser.should_keep_alive() and not parser.should_upgrade()
         self.arriving = None
-        cycle.complete(parser.get_method().decode("latin-1"), version, keep_alive)
+        cycle.complete(parser.get_method().decode("latin-1"), keep_alive)
         self._queued(cycle)
         if not keep_alive:
             raise _Refused  # nothing after a closing request is read
@@ -497,33 +484,31 @@ class HttpConnection(asyncio.Protocol):
             data = self.server.heads.answer(cycle.refusal, False, True, False)[0]
             self.flow.linger(data, self.server.drain_seconds)
             return
-        request = cycle.request
-        assert request is not None
-        url = request.url
+        url = cycle.url
         if self.server.hot and (url == _HOT_PATH or url.startswith(_HOT_PREFIX)):
-            if request.method in API_METHODS:
+            if cycle.method in API_METHODS:
                 # A fragment is not part of the query (a client sends none). Not ``b"#" in``:
                 # bytes.__contains__ tries its argument as an int first, and the TypeError it
                 # raises and clears cost 1.7% of a request (bench_instructions).
                 query = url[len(_HOT_PREFIX) :].partition(b"#")[0]
-                self._explain(cycle, request, query)
+                self._explain(cycle, query)
             else:  # as the app's own 405, without the trip to a worker thread
                 started = time.perf_counter()
-                answer = not_allowed(request.method, ", ".join(API_METHODS))
+                answer = not_allowed(cycle.method, ", ".join(API_METHODS))
                 if (state := self.server.state) is not None:  # journaled as the app does
                     query = url.partition(b"?")[2].partition(b"#")[0]
                     journal_elsewhere(
-                        state, request.method, ENDPOINT_PATH, query, request.headers, answer
+                        state, cycle.method, ENDPOINT_PATH, query, cycle.headers, answer
                     )
                 self._send(cycle, answer, time.perf_counter() - started, vary=False)
         else:
-            self._app(cycle, request)
+            self._app(cycle)
 
-    def _explain(self, cycle: RequestCycle, request: Request, query: bytes) -> None:
+    def _explain(self, cycle: RequestCycle, query: bytes) -> None:
         state = self._state(cycle)  # the hot path is on for the mock's own app only
         if state.shared is None:  # memory answers at once: its round trips run in a loop, no
             try:  # callbacks (11%: bench_instructions)
-                decider = decide(state, request.method, query, cycle.authorization, request.headers)
+                decider = decide(state, cycle.method, query, cycle.authorization, cycle.headers)
                 decision = run(state, decider)
             except Exception as exc:  # never a 5xx for a request, however it fails
                 self._send(cycle, failure_answer(exc, _FAILED), 0.0)
@@ -538,23 +523,23 @@ class HttpConnection(asyncio.Protocol):
         cycle.to(DECIDING)
         self.starting = True  # a store that answers at once answers within _start()
         try:
-            decider = decide(state, request.method, query, cycle.authorization, request.headers)
+            decider = decide(state, cycle.method, query, cycle.authorization, cycle.headers)
             self._decide(cycle, decider, None)
         finally:
             self.starting = False
 
     def _decide(
-        self, cycle: RequestCycle, decider: Decider, reply: StoreReply | bool | Exception | None
+        self, cycle: RequestCycle, decider: Decider, answered: Ask | bool | Exception | None
     ) -> None:
-        """Take the decision on with the store's ``reply``: its next round trip submitted,
-        or its answer journaled and sent."""
+        """Take the decision on once the store ``answered`` its round trip (None: none yet):
+        its next round trip submitted, or its answer journaled and sent."""
         if cycle.phase is not DECIDING or not self.flow.writes:
             return  # the server stopped, or the client left, meanwhile
         state = self._state(cycle)
         try:
-            if isinstance(reply, Exception):
-                raise reply
-            ask = next(decider) if reply is None else decider.send(reply)  # type: ignore[arg-type]
+            if isinstance(answered, Exception):
+                raise answered
+            ask = next(decider)
         except StopIteration as decided:
             decision: Decision = decided.value
             if decision.answer.delay:
@@ -568,7 +553,7 @@ class HttpConnection(asyncio.Protocol):
         except Exception as exc:  # never a 5xx for a request, however it fails
             self._answered(cycle, failure_answer(exc, _FAILED), 0.0)
             return
-        state.store.submit(ask, lambda reply: self._decide(cycle, decider, reply))
+        state.store.submit(ask, lambda answered: self._decide(cycle, decider, answered))
 
     def _state(self, cycle: RequestCycle) -> MockState:
         """The state of the request's tenant (its key's; the mock's own without ``--tenants``)."""
@@ -623,8 +608,6 @@ class HttpConnection(asyncio.Protocol):
     def _send(self, cycle: RequestCycle, answer: Answer, latency: float, vary: bool = True) -> None:
         """Write an answer to ``/e``, enacting its fault; counted for the metrics with its
         ``latency`` (seconds since its request was decided, as :func:`.explain.record` gives)."""
-        request = cycle.request
-        assert request is not None
         cycle.to(DONE)  # answered: its bytes go to the transport in this step
         if self.server.state is not None:
             self._state(cycle).traffic.count(answer.result, latency)
@@ -633,27 +616,27 @@ class HttpConnection(asyncio.Protocol):
             self.reset()
             return
         close = not cycle.keep_alive or answer.fault == "truncated"
-        data, sent = self.server.heads.answer(answer, request.method == "HEAD", close, vary)
+        data, sent = self.server.heads.answer(answer, cycle.method == "HEAD", close, vary)
         self.flow.transport.write(data)
         if self.server.access_log:
             self._log(cycle, status_line(answer.status), sent, latency)
         if close:
             self.close()
 
-    def _app(self, cycle: RequestCycle, request: Request) -> None:
+    def _app(self, cycle: RequestCycle) -> None:
         server = self.server
         try:
             environ = environ_for(
-                request, server.address, self.flow.transport.get_extra_info("peername")
+                cycle, server.address, self.flow.transport.get_extra_info("peername")
             )
         except httptools.HttpParserInvalidURLError:
             cycle.keep_alive = False
             refusal = error_answer(400, "bad_request", "the URL is not valid")
             self._send(cycle, refusal, 0.0, vary=False)
             return
-        if server.hot and is_api_call(request.method, environ["PATH_INFO"]):
+        if server.hot and is_api_call(cycle.method, environ["PATH_INFO"]):
             # /e spelled otherwise (absolute-form, /%65): on the loop too, or a delay holds a thread
-            self._explain(cycle, request, environ["QUERY_STRING"].encode("latin-1"))
+            self._explain(cycle, environ["QUERY_STRING"].encode("latin-1"))
             return
         cycle.to(DECIDING)
 
@@ -667,8 +650,6 @@ class HttpConnection(asyncio.Protocol):
         if cycle.phase is not DECIDING or not self.flow.writes:
             return  # the connection is gone
         self._answer_ready()
-        request = cycle.request
-        assert request is not None
         cycle.to(DONE)
         try:
             reply = done.result()
@@ -677,29 +658,29 @@ class HttpConnection(asyncio.Protocol):
             return
         except Exception as exc:  # never a 5xx: the app's own handlers answered what they could
             cycle.keep_alive = False
-            answer = failure_answer(exc, f"answering {request.method}")
+            answer = failure_answer(exc, f"answering {cycle.method}")
             self.flow.transport.write(self.server.heads.answer(answer, False, True, False)[0])
             self.close()
             return
-        data, close = self.server.heads.reply(reply, request.method, cycle.keep_alive)
+        data, close = self.server.heads.reply(reply, cycle.method, cycle.keep_alive)
         self.flow.transport.write(data)
         if close:
             self.close()
         self.advance()
 
     def _log(self, cycle: RequestCycle, status: str, size: int, took: float | None = None) -> None:
-        request, state = cycle.request, self.server.state
-        if not self.server.access_log or request is None or state is None:
+        state = self.server.state
+        if not self.server.access_log or state is None:
             return
         peer = self.flow.transport.get_extra_info("peername")
         served = Served(status, size, seconds=took)
         log_request(
             state,
-            request.method,
-            request.url,
-            request.version,
+            cycle.method,
+            cycle.url,
+            cycle.version,
             peer,
-            request.headers,
+            cycle.headers,
             cycle.authorization,
             served,
         )

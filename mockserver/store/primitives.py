@@ -1,7 +1,7 @@
 """What the rules ask of a store: a few storage primitives, and the store that keeps them in memory.
 
-A request asks for what it needs one round trip at a time (an :class:`Ask` of primitives) and
-gets one :class:`Reply`; :class:`MemoryStore` (here) and :class:`.redisstate.RedisStore` answer
+A request asks for what it needs one round trip at a time (an :class:`Ask` of primitives, its
+answers filled in by the store); :class:`MemoryStore` (here) and :class:`.redisstate.RedisStore` answer
 alike. Each primitive is atomic on its own, as Redis runs one command or script at a time, and
 nothing needs two of them to happen together.
 """
@@ -22,15 +22,6 @@ from .journal import Journal, JournalEntry
 
 
 @dataclass(slots=True)
-class Clock:
-    """The mock's clock as a store keeps it: seconds ahead of the real one (``advance``), and
-    the journal's generation (each clear moves it: an entry of an earlier one is not kept)."""
-
-    offset: float
-    generation: int
-
-
-@dataclass(slots=True)
 class Append:
     """Journal an entry, unless the journal was cleared since ``generation`` (None: kept in the
     journal of now, for a request answered at once): to the journal, or to the ring of what any
@@ -42,35 +33,37 @@ class Append:
 
 @dataclass(slots=True)
 class Ask:
-    """One round trip's primitives; what is None is not asked. Each is atomic on its own."""
+    """One round trip's primitives, and their answers, filled in by the store that runs it
+    (:meth:`Store.run`); what is None is not asked. Each primitive is atomic on its own."""
 
     clock: bool = False
-    """Read the :class:`Clock`."""
+    """Read the store's clock: its :attr:`offset` and the journal's :attr:`generation`."""
     key: str | None = None
     """Count a hit of this API key (a store may keep a digest of it) in its fixed window:
     ``window`` seconds from its first hit, ``now`` on the mock's clock; a hit at or past the
-    window's end starts a new one. ``offset`` is the clock offset ``now`` was read with: if the
+    window's end starts a new one. ``seen`` is the clock offset ``now`` was read with: if the
     store's clock moved since, nothing is counted (count again on the new clock)."""
     now: float = 0.0
     window: float = 0.0
-    offset: float = 0.0
+    seen: float = 0.0
     marked: str | None = None
     """Whether this session was expired by hand (``expire``)."""
     take: str | None = None
     """Take this session's next scripted step, if any is left (its bytes freed)."""
 
-
-@dataclass(slots=True)
-class Reply:
-    """What an :class:`Ask` was answered, field for field."""
-
-    clock: Clock | None
-    started: float
+    # -- the answers, field for field
+    offset: float = 0.0
+    """Seconds the mock's clock is ahead of the real one (``advance``)."""
+    generation: int = 0
+    """The journal's generation: each clear moves it (an entry of an earlier one is not kept)."""
+    started: float = 0.0
     """When the key's window started (on the mock's clock)."""
-    hits: int
+    hits: int = 0
     """The hits counted in the key's window, this one included; 0: none counted."""
-    marked: bool
-    step: Step | None
+    expired: bool = False
+    """The session ``marked`` names was expired by hand."""
+    step: Step | None = None
+    """The step taken."""
 
 
 Trip = Ask | Append
@@ -82,15 +75,15 @@ class Store(Protocol):
 
     label: str
 
-    def run(self, ask: Ask) -> Reply:
-        """One round trip; raises StateUnavailable."""
+    def run(self, ask: Ask) -> Ask:
+        """One round trip: ``ask`` with its answers filled in; raises StateUnavailable."""
         ...
 
     def append(self, append: Append) -> bool:
         """Journal an entry in one round trip: whether it was kept; raises StateUnavailable."""
         ...
 
-    def submit(self, trip: Trip, done: Callable[[Reply | bool | Exception], None]) -> None:
+    def submit(self, trip: Trip, done: Callable[[Ask | bool | Exception], None]) -> None:
         """:meth:`run` or :meth:`append` on the event loop: ``done`` is told the reply, or the
         StateUnavailable that stands for it (on the loop, never raising)."""
 
@@ -141,28 +134,26 @@ class MemoryStore:
         self._minted = 0
         self._lock = threading.Lock()
 
-    def run(self, ask: Ask) -> Reply:
-        started, hits, key = 0.0, 0, ask.key
-        if key is not None:
+    def run(self, ask: Ask) -> Ask:
+        if (key := ask.key) is not None:
             with self._lock:
-                if ask.offset == self.skew:  # else the clock moved: nothing counted
+                if ask.seen == self.skew:  # else the clock moved: nothing counted
                     started, hits = self._windows.get(key, (ask.now, 0))
                     if ask.now - started >= ask.window:
                         started, hits = ask.now, 0
-                    hits += 1
-                    self._windows[key] = started, hits
-        return Reply(
-            Clock(self.skew, self.journal.generation) if ask.clock else None,
-            started,
-            hits,
-            ask.marked is not None and ask.marked in self._expired,
-            None if ask.take is None else self.scripts.next_step(ask.take),
-        )
+                    self._windows[key] = ask.started, ask.hits = started, hits + 1
+        if ask.clock:
+            ask.offset, ask.generation = self.skew, self.journal.generation
+        if ask.marked is not None:
+            ask.expired = ask.marked in self._expired
+        if ask.take is not None:
+            ask.step = self.scripts.next_step(ask.take)
+        return ask
 
     def append(self, append: Append) -> bool:
         return self.journal.add(append.entry, append.generation)
 
-    def submit(self, trip: Trip, done: Callable[[Reply | bool | Exception], None]) -> None:
+    def submit(self, trip: Trip, done: Callable[[Ask | bool | Exception], None]) -> None:
         done(self.run(trip) if type(trip) is Ask else self.append(trip))  # type: ignore[arg-type]
 
     def offset(self) -> float:

@@ -35,7 +35,7 @@ from ..model.sessions import Step
 from ..model.steps import decode_step, encode_step
 from .backend import DEFAULT_STATE_TTL, StateUnavailable, StateURL, secrets_of
 from .journal import UNTRUSTED_KEPT, JournalEntry, decode_entry, encode_entry
-from .primitives import Append, Ask, Clock, Reply, Trip
+from .primitives import Append, Ask, Trip
 from .redisclients import TIMEOUT, AsyncClient, Clients, ClusterURLError, Command, Line
 
 ENTRY_BYTES: Final = 64 * 1024
@@ -52,7 +52,7 @@ class Keys(NamedTuple):
     """Every key of a mock but the step lists (``steps:<session>``, listed in ``scripted``)."""
 
     clock: str
-    generation: str  # moved by each clear of the journal (primitives.Clock)
+    generation: str  # moved by each clear of the journal (primitives.Ask.generation)
     limits: str  # per API key digest: its window, "start count"
     expired: str  # sessions expired by hand
     journal: str
@@ -295,7 +295,7 @@ class RedisStore:
             commands.append(("MGET", keys.clock, keys.generation))
         if ask.key is not None:
             counted = self._digest(ask.key)  # Redis never holds a key itself
-            args = (counted, repr(ask.now), repr(ask.window), repr(ask.offset), self.ttl_ms)
+            args = (counted, repr(ask.now), repr(ask.window), repr(ask.seen), self.ttl_ms)
             commands.append(("EVALSHA", _SHA[COUNT], 2, keys.limits, keys.clock, *args))
         if ask.marked is not None:
             commands.append(("SISMEMBER", keys.expired, ask.marked))
@@ -307,10 +307,12 @@ class RedisStore:
 
     def _digest(self, key: str) -> str:
         """How Redis names an API key (its window's field): a digest under the secret."""
-        return hmac.new(self._secret, key.encode(), hashlib.sha256).hexdigest()[:32]
+        return hmac.digest(self._secret, key.encode(), "sha256").hex()[:32]
 
     @staticmethod
-    def _reply(trip: Trip, replies: list[Any]) -> Reply | bool:
+    def _reply(trip: Trip, replies: list[Any]) -> Ask | bool:
+        """The round trip answered: an Ask with its answers filled in, or whether an entry was
+        kept."""
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
@@ -318,28 +320,27 @@ class RedisStore:
             return bool(replies[0])
         ask: Ask = trip  # type: ignore[assignment]
         each = iter(replies)
-        clock = step = None
-        started, hits = 0.0, 0
         if ask.clock:
             offset, generation = next(each)
-            clock = Clock(float(offset or 0.0), int(generation or 0))
+            ask.offset, ask.generation = float(offset or 0.0), int(generation or 0)
         if ask.key is not None and (counted := next(each)) is not None:
             start, count = counted
-            started, hits = float(start), int(count)
-        marked = ask.marked is not None and bool(next(each))
+            ask.started, ask.hits = float(start), int(count)
+        if ask.marked is not None:
+            ask.expired = bool(next(each))
         if ask.take is not None and (taken := next(each)) is not None:
-            step = decode_step(taken)
-        return Reply(clock, started, hits, marked, step)
+            ask.step = decode_step(taken)
+        return ask
 
-    def run(self, ask: Ask) -> Reply:
-        reply = self._trip(ask)
-        assert isinstance(reply, Reply)
-        return reply
+    def run(self, ask: Ask) -> Ask:
+        answered = self._trip(ask)
+        assert answered is ask
+        return ask
 
     def append(self, append: Append) -> bool:
         return bool(self._trip(append))
 
-    def _trip(self, trip: Trip) -> Reply | bool:
+    def _trip(self, trip: Trip) -> Ask | bool:
         with self._guard():
             replies = self._send(trip)
             if self._scripts_lost(replies):
@@ -363,7 +364,7 @@ class RedisStore:
         return True
 
     def submit(
-        self, trip: Trip, done: Callable[[Reply | bool | Exception], None], again: bool = True
+        self, trip: Trip, done: Callable[[Ask | bool | Exception], None], again: bool = True
     ) -> None:
         """One round trip on the running loop, within :data:`TIMEOUT`; ``done`` is told."""
         commands = self._commands(trip)
@@ -385,7 +386,7 @@ class RedisStore:
         self,
         replies: list[Any] | BaseException,
         trip: Trip,
-        done: Callable[[Reply | bool | Exception], None],
+        done: Callable[[Ask | bool | Exception], None],
         again: bool,
     ) -> None:
         try:
@@ -394,7 +395,7 @@ class RedisStore:
             if again and self._scripts_lost(replies):  # loaded again (blocking, once)
                 self.submit(trip, done, again=False)
                 return
-            result: Reply | bool | Exception = self._reply(trip, replies)
+            result: Ask | bool | Exception = self._reply(trip, replies)
             self._calls.count(None)
         except Exception as exc:  # a failed, late or garbled round trip: a 503 for its requests
             self._calls.count(result := self._unavailable(exc))

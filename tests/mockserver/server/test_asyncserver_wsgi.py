@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from verdict_contract.mockserver.server.asyncserver import Request, call_app, environ_for
+from verdict_contract.mockserver.server.asyncserver import RequestCycle, call_app, environ_for
 from verdict_contract.mockserver.server.wire import Reply
 
 if TYPE_CHECKING:
@@ -19,8 +19,11 @@ SERVER = ("127.0.0.1", 8080)
 PEER = ("127.0.0.1", 50000)
 
 
-def request(url: bytes, *headers: tuple[bytes, bytes], body: bytes = b"") -> Request:
-    return Request("POST", url, list(headers), body, "1.1")
+def request(url: bytes, *headers: tuple[bytes, bytes], body: bytes = b"") -> RequestCycle:
+    """A POST read whole, as the server holds it."""
+    cycle = RequestCycle(url=url, headers=list(headers), body=bytearray(body), version="1.1")
+    cycle.complete("POST", keep_alive=True)
+    return cycle
 
 
 def test_path_and_query_as_pep_3333_says() -> None:

@@ -48,12 +48,12 @@ def test_a_refusal_is_queued_and_closes() -> None:
     assert (cycle.phase, cycle.keep_alive) == (Phase.QUEUED, False)
 
 
-def test_a_completed_request_holds_its_body_once() -> None:
+def test_a_completed_request_holds_its_body_and_method() -> None:
     cycle = RequestCycle()
     cycle.body += b"ab"
     cycle.body += b"cd"
-    request = cycle.complete("POST", "1.1", keep_alive=True)
-    assert (request.body, cycle.phase, len(cycle.body)) == (b"abcd", Phase.QUEUED, 0)
+    cycle.complete("POST", keep_alive=True)
+    assert (cycle.body, cycle.method, cycle.phase) == (b"abcd", "POST", Phase.QUEUED)
     assert cycle.busy is False
     cycle.to(Phase.DELAYED)
     assert cycle.busy is True
