@@ -114,9 +114,10 @@ class RequestCycle:
     decision: Decision | None = None  # while DELAYED: journaled however it ends
     state: MockState | None = None  # its tenant's state, found once (HttpConnection._state)
 
-    def __post_init__(self) -> None:
-        if self.refusal is not None:
-            self.phase, self.keep_alive = QUEUED, False
+    @classmethod
+    def refused(cls, answer: Answer) -> RequestCycle:
+        """A request answered ``answer`` without being read whole: queued, and closing."""
+        return cls(refusal=answer, phase=QUEUED, keep_alive=False)
 
     def to(self, phase: Phase) -> None:
         """Move to ``phase``; a move the table does not list raises :class:`PhaseError`."""
@@ -417,7 +418,7 @@ class HttpConnection(asyncio.Protocol):
         linger; a parser callback raises what this returns, to stop parsing."""
         self.arriving = None
         self.flow.end()
-        self.pipeline.append(RequestCycle(refusal=error_answer(status, code, message)))
+        self.pipeline.append(RequestCycle.refused(error_answer(status, code, message)))
         if len(self.pipeline) == 1:
             self.advance()
         else:

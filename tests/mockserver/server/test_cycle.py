@@ -44,7 +44,7 @@ def test_a_move_out_of_turn_is_refused(path: list[Phase], wrong: Phase) -> None:
 
 
 def test_a_refusal_is_queued_and_closes() -> None:
-    cycle = RequestCycle(refusal=error_answer(413, "request_entity_too_large", "too large"))
+    cycle = RequestCycle.refused(error_answer(413, "request_entity_too_large", "too large"))
     assert (cycle.phase, cycle.keep_alive) == (Phase.QUEUED, False)
 
 
