@@ -1,9 +1,9 @@
 """What the rules ask of a store: a few storage primitives, and the store that keeps them in memory.
 
-A request asks for what it needs one round trip at a time (an :class:`Ask` of primitives, its
-answers filled in by the store); :class:`MemoryStore` (here) and :class:`.redisstate.RedisStore` answer
-alike. Each primitive is atomic on its own, as Redis runs one command or script at a time, and
-nothing needs two of them to happen together.
+A request asks for what it needs one round trip at a time: an :class:`Ask` of primitives, its
+answers filled in by the store. :class:`MemoryStore` (here) and :class:`.redisstate.RedisStore`
+answer alike. Each primitive is atomic on its own, as Redis runs one command or script at a
+time, and nothing needs two of them to happen together.
 """
 
 from __future__ import annotations

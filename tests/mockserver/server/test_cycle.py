@@ -53,7 +53,7 @@ def test_a_completed_request_holds_its_body_and_method() -> None:
     cycle.body += b"ab"
     cycle.body += b"cd"
     cycle.complete("POST", keep_alive=True)
-    assert (cycle.body, cycle.method, cycle.phase) == (b"abcd", "POST", Phase.QUEUED)
+    assert (bytes(cycle.body), cycle.method, cycle.phase) == (b"abcd", "POST", Phase.QUEUED)
     assert cycle.busy is False
     cycle.to(Phase.DELAYED)
     assert cycle.busy is True
