@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import hashlib
 import heapq
-import hmac
 import json
 import logging
 import math
@@ -245,7 +244,9 @@ class RedisStore:
         self.label = url.label
         self._url = str(url)
         self.prefix = key_prefix(secret, name)
-        self._secret = secret.encode()
+        # Keyed once, each digest from a copy: OpenSSL's HMAC keyed anew per request (hmac.digest)
+        # cost about 5% of the mock's instructions on a GET /e over Redis (callgrind)
+        self._keyed = hashlib.blake2b(key=hashlib.sha256(secret.encode()).digest(), digest_size=16)
         self.keys = Keys(*(self.prefix + field for field in Keys._fields))
         self._steps_prefix = self.prefix + "steps:"
         self._reporter = self.prefix + "reporter"  # not a Key: renewals would stretch its lease
@@ -306,8 +307,10 @@ class RedisStore:
         return commands
 
     def _digest(self, key: str) -> str:
-        """How Redis names an API key (its window's field): a digest under the secret."""
-        return hmac.digest(self._secret, key.encode(), "sha256").hex()[:32]
+        """How Redis names an API key (its window's field): a digest keyed with the secret."""
+        digest = self._keyed.copy()
+        digest.update(key.encode())
+        return digest.hexdigest()
 
     @staticmethod
     def _reply(trip: Trip, replies: list[Any]) -> Ask | bool:
