@@ -91,16 +91,13 @@ def _retry_after(seconds: int) -> Answer:
     )
 
 
-def _find(state: MockState, pairs: list[tuple[str, str]] | None) -> Answer | tuple[Session, bytes]:
-    """The session ``n`` names and its body, or the answer if there is none (400, 404)."""
+def _find(state: MockState, pairs: list[tuple[str, str]] | None) -> Answer | Session:
+    """The session ``n`` names, or the answer if there is none (400, 404)."""
     values = None if pairs is None else [v for name, v in pairs if name == SESSION_PARAM]
     problem = _bad_session_id(values)
     if problem is not None or not values:
         return error_answer(400, "bad_request", problem or "")
-    session = state.lookup(values[0])
-    if session is None:
-        return _UNKNOWN
-    return session, state.body(session)
+    return state.lookup(values[0]) or _UNKNOWN
 
 
 def _answer(session: Session, body: bytes, step: Step | None, expired: bool) -> Answer:
@@ -169,7 +166,7 @@ def decide(
                         None, started, headers)  # fmt: skip
     pairs = parse_query(query_string)
     found = _find(state, pairs)  # decided here, but the key is counted first
-    session = None if isinstance(found, Answer) else found[0]
+    session = None if isinstance(found, Answer) else found
     limit, sid = state.limit, None if session is None else session.id
     # with no limit, nothing can refuse the request: its step comes in the same round trip
     take = sid if session is not None and session.scripted and not limit.budget else None
@@ -187,14 +184,13 @@ def decide(
     elif isinstance(found, Answer):
         answer = found
     else:
-        session, body = found
         step = ask.step
-        if limit.budget and session.scripted:
-            taken = Ask(take=session.id)
+        if limit.budget and found.scripted:
+            taken = Ask(take=found.id)
             yield taken
             step = taken.step
-        expired = ask.expired or session.expired(now, state.settings.session_lifetime)
-        answer = _answer(session, body, step, expired)
+        expired = ask.expired or found.expired(now, state.settings.session_lifetime)
+        answer = _answer(found, state.body(found), step, expired)
     return Decision(
         method, query_string, pairs, authorization, answer, ask.generation, started, headers
     )

@@ -392,4 +392,4 @@ def bearer_token(header: str | None) -> str | None:
 def authorized(state: MockState, authorization: str | None) -> str | None:
     """The request's key if the mock accepts it (compared in constant time), else None."""
     key = bearer_token(authorization)
-    return key if key is not None and state.key_ok(key) else None
+    return key if key is not None and key_in(state.key_bytes, key) else None
