@@ -84,8 +84,9 @@ class Store(Protocol):
         ...
 
     def submit(self, trip: Trip, done: Callable[[Ask | bool | Exception], None]) -> None:
-        """:meth:`run` or :meth:`append` on the event loop: ``done`` is told the reply, or the
-        StateUnavailable that stands for it (on the loop, never raising)."""
+        """:meth:`run` or :meth:`append` on the event loop: ``done`` is told the answered
+        :class:`Ask` (or whether the entry was kept), or the StateUnavailable that stands for it
+        (on the loop, never raising)."""
 
     def offset(self) -> float: ...
 
@@ -141,7 +142,8 @@ class MemoryStore:
                     started, hits = self._windows.get(key, (ask.now, 0))
                     if ask.now - started >= ask.window:
                         started, hits = ask.now, 0
-                    self._windows[key] = ask.started, ask.hits = started, hits + 1
+                    ask.started, ask.hits = started, hits + 1
+                    self._windows[key] = started, hits + 1
         if ask.clock:
             ask.offset, ask.generation = self.skew, self.journal.generation
         if ask.marked is not None:
