@@ -188,7 +188,7 @@ class EarlyHangups:
     a hangup is noted instead of ending the process, and asked of the watcher once it runs."""
 
     def __init__(self) -> None:
-        self.seen = False
+        self.hung_up = False
         # a signal handler is the main thread's to set (main() may run elsewhere: tests)
         self.handled = (
             hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread()
@@ -197,7 +197,7 @@ class EarlyHangups:
             signal.signal(signal.SIGHUP, self._note)
 
     def _note(self, *_: object) -> None:
-        self.seen = True
+        self.hung_up = True
 
 
 def watch_files(state: MockState, early: EarlyHangups | None = None) -> list[FileWatcher[Any]]:
@@ -222,7 +222,7 @@ def watch_files(state: MockState, early: EarlyHangups | None = None) -> list[Fil
     if not watchers:  # SIGHUP does what it does to any process (ends it)
         if early is not None and early.handled:
             signal.signal(signal.SIGHUP, signal.SIG_DFL)
-            if early.seen:
+            if early.hung_up:
                 os.kill(os.getpid(), signal.SIGHUP)
         return watchers
     for watcher in watchers:
@@ -234,7 +234,7 @@ def watch_files(state: MockState, early: EarlyHangups | None = None) -> list[Fil
 
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, reload_all)
-    if early is not None and early.seen:
+    if early is not None and early.hung_up:
         reload_all()
     return watchers
 

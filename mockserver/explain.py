@@ -171,11 +171,11 @@ def decide(
     # with no limit, nothing can refuse the request: its step comes in the same round trip
     take = sid if session is not None and session.scripted and not limit.budget else None
     while True:
-        seen = state.offset_seen
+        offset = state.offset_read
         counted = key if limit.budget else None
-        ask = Ask(True, counted, wall + seen, limit.window, seen, sid, take)
+        ask = Ask(True, counted, wall + offset, limit.window, offset, sid, take)
         yield ask
-        state.offset_seen = ask.offset
+        state.offset_read = ask.offset
         if counted is None or ask.hits:
             break  # else the clock moved since it was read: counted again on the new one
     now = wall + ask.offset

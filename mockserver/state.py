@@ -95,7 +95,7 @@ class MockState:
     """The per-call state in this process (unused with a shared store)."""
     shared: RedisStore | None = field(default=None, init=False)
     """A store shared with other processes (``--state``); None: this process's memory."""
-    offset_seen: float = field(default=0.0, init=False)
+    offset_read: float = field(default=0.0, init=False)
     """The store's clock offset as last read: a hit is counted on it (primitives.Ask.key)."""
     _read: Callable[[str], Session | None] = field(init=False)
     traffic: Traffic = field(default_factory=Traffic, init=False)

@@ -41,11 +41,11 @@ class Ask:
     key: str | None = None
     """Count a hit of this API key (a store may keep a digest of it) in its fixed window:
     ``window`` seconds from its first hit, ``now`` on the mock's clock; a hit at or past the
-    window's end starts a new one. ``seen`` is the clock offset ``now`` was read with: if the
-    store's clock moved since, nothing is counted (count again on the new clock)."""
+    window's end starts a new one. ``now_offset`` is the clock offset ``now`` was read with: if
+    the store's clock moved since, nothing is counted (count again on the new clock)."""
     now: float = 0.0
     window: float = 0.0
-    seen: float = 0.0
+    now_offset: float = 0.0
     marked: str | None = None
     """Whether this session was expired by hand (``expire``)."""
     take: str | None = None
@@ -138,7 +138,7 @@ class MemoryStore:
     def run(self, ask: Ask) -> Ask:
         if (key := ask.key) is not None:
             with self._lock:
-                if ask.seen == self.skew:  # else the clock moved: nothing counted
+                if ask.now_offset == self.skew:  # else the clock moved: nothing counted
                     started, hits = self._windows.get(key, (ask.now, 0))
                     if ask.now - started >= ask.window:
                         started, hits = ask.now, 0

@@ -296,7 +296,7 @@ class RedisStore:
             commands.append(("MGET", keys.clock, keys.generation))
         if ask.key is not None:
             counted = self._digest(ask.key)  # Redis never holds a key itself
-            args = (counted, repr(ask.now), repr(ask.window), repr(ask.seen), self.ttl_ms)
+            args = (counted, repr(ask.now), repr(ask.window), repr(ask.now_offset), self.ttl_ms)
             commands.append(("EVALSHA", _SHA[COUNT], 2, keys.limits, keys.clock, *args))
         if ask.marked is not None:
             commands.append(("SISMEMBER", keys.expired, ask.marked))

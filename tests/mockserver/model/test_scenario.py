@@ -541,7 +541,7 @@ def test_a_sighup_while_the_mock_starts_is_kept_for_the_watcher(scenario_file: P
     early = EarlyHangups()
     try:
         os.kill(os.getpid(), signal.SIGHUP)  # a real signal to this process: it lives on
-        assert early.seen
+        assert early.hung_up
         app = create_app(Settings(scenario=scenario_file))  # the "long" first load
         _write(scenario_file, "sessions:\n  beta: {verdict: refused}\n")
         (watcher,) = watch_files(state_of(app), early)
