@@ -342,6 +342,7 @@ class _Replies(asyncio.Protocol):
         )
         self._parser = BoundedReader(reader, reply_bytes)
         self._transport: asyncio.Transport | None = None
+        self._loop = asyncio.get_running_loop()  # made on the loop it serves
         self._waiting: deque[_Exchange] = deque()  # in the order sent
         self._unsent: list[bytes] = []  # packed this turn of the loop, written at its end
         self._watch: asyncio.TimerHandle | None = None
@@ -360,7 +361,7 @@ class _Replies(asyncio.Protocol):
         if self._broken is not None or self._transport is None:
             done(self._broken or ConnectionError("not connected"))
             return
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         self._waiting.append(_Exchange(done, loop.time() + TIMEOUT, len(commands), []))
         if self._watch is None:
             self._watch = loop.call_later(TIMEOUT, self._watched)
@@ -370,7 +371,7 @@ class _Replies(asyncio.Protocol):
 
     def replies_of(self, commands: list[Command]) -> asyncio.Future[list[Any]]:
         """:meth:`exchange` as a future (connecting)."""
-        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[list[Any]] = self._loop.create_future()
 
         def done(replies: list[Any] | Exception) -> None:
             if future.done():
@@ -389,12 +390,11 @@ class _Replies(asyncio.Protocol):
         self._watch = None
         if not self._waiting:
             return
-        loop = asyncio.get_running_loop()
-        late = self._waiting[0].deadline - loop.time()
+        late = self._waiting[0].deadline - self._loop.time()
         if late <= 0:
             self._fail(TimeoutError())
         else:
-            self._watch = loop.call_later(late, self._watched)
+            self._watch = self._loop.call_later(late, self._watched)
 
     def _flush(self) -> None:
         unsent, self._unsent = self._unsent, []

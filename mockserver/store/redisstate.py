@@ -4,7 +4,7 @@ any number of hosts behave as one mock.
 Each primitive is one Redis command or one short Lua script, so each is atomic across processes.
 A mock's keys share one hash tag (one Redis Cluster slot, as a script needs) made of its name and
 a slow digest of its secret, and live ``--state-ttl`` seconds past its last use
-(docs/servers.md); API keys are kept as HMAC digests. On the event loop a round trip goes
+(docs/servers.md); API keys are kept as keyed BLAKE2b digests. On the event loop a round trip goes
 through the loop's own connection (:class:`.redisclients.Line`) or redis-py's async pipeline (a
 cluster, Sentinel, TLS).
 """
@@ -64,21 +64,23 @@ class Keys(NamedTuple):
     answering: str  # the settings that change answers, as the first process gave them
 
 
-# Counting a hit (Ask.key): its window as "start count" in a hash; none if the clock moved.
+# Counting a hit (Ask.key): its window as "start count" in a hash, the start as the mock sent
+# it (Python's repr of a float reads back exactly); nothing counted if the clock moved.
 COUNT: Final = """
 if tonumber(redis.call('GET', KEYS[2]) or '0') ~= tonumber(ARGV[4]) then return false end
-local now, start, count = tonumber(ARGV[2]), nil, 0
+local start, count = ARGV[2], 0
 local held = redis.call('HGET', KEYS[1], ARGV[1])
 if held then
   local s, c = string.match(held, '^(%S+) (%d+)$')
-  start, count = tonumber(s), tonumber(c)
+  if s and tonumber(ARGV[2]) - tonumber(s) < tonumber(ARGV[3]) then
+    start, count = s, tonumber(c)  -- within the window: counted in it
+  end
 end
-if start == nil or now - start >= tonumber(ARGV[3]) then start, count = now, 0 end
 count = count + 1
-if redis.call('HSET', KEYS[1], ARGV[1], string.format('%.17g %d', start, count)) == 1 then
+if redis.call('HSET', KEYS[1], ARGV[1], start .. ' ' .. count) == 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[5])  -- a key's first count, made between renewals
 end
-return {string.format('%.17g', start), count}
+return {start, count}
 """
 
 # TakeStep: a step is kept as "<bytes it frees> <step as JSON>" (KEYS: its list, the bytes held,
@@ -261,8 +263,7 @@ class RedisStore:
             self._calls = Calls(self.label)  # counted; its going down and back logged
             with self._guard():  # a cluster is found from the server: it must answer now
                 self._clients = Clients(url, self.reply_bytes)
-                for script in _SHA:
-                    self._clients.sync.script_load(script)
+                self._load_scripts()
         else:
             self._calls, self._clients = connections._calls, connections._clients
         self.sync = self._clients.sync
@@ -281,7 +282,7 @@ class RedisStore:
     # -- the primitives ------------------------------------------------------------------------
     def _commands(self, trip: Trip) -> list[Command]:
         """The round trip's commands, in the order of :class:`.primitives.Ask`'s fields."""
-        keys, commands = self.keys, list[Command]()
+        keys = self.keys
         if type(trip) is Append:
             untrusted = trip.entry.untrusted
             into = keys.ring if untrusted else keys.journal
@@ -292,6 +293,7 @@ class RedisStore:
             text = encode_entry(trip.entry)
             return [("EVALSHA", _SHA[APPEND], len(listed), *listed, text, *bounds)]
         ask: Ask = trip  # type: ignore[assignment]
+        commands: list[Command] = []
         if ask.clock:
             commands.append(("MGET", keys.clock, keys.generation))
         if ask.key is not None:
@@ -345,10 +347,11 @@ class RedisStore:
 
     def _trip(self, trip: Trip) -> Ask | bool:
         with self._guard():
-            replies = self._send(trip)
-            if self._scripts_lost(replies):
-                replies = self._send(trip)
-            return self._reply(trip, replies)
+            try:
+                return self._reply(trip, self._send(trip))
+            except NoScriptError:  # Redis forgot the scripts (a restart, SCRIPT FLUSH): no
+                self._load_scripts()  # script of the round trip ran, the rest only reads
+                return self._reply(trip, self._send(trip))
 
     def _send(self, trip: Trip) -> list[Any]:
         pipe = self.sync.pipeline(transaction=False)
@@ -357,14 +360,9 @@ class RedisStore:
         replies: list[Any] = pipe.execute(raise_on_error=False)
         return replies
 
-    def _scripts_lost(self, replies: list[Any]) -> bool:
-        """Whether Redis forgot the scripts (a restart, ``SCRIPT FLUSH``): loaded again, so the
-        round trip can be sent again (no script of it ran; the rest of it only reads)."""
-        if not any(isinstance(reply, NoScriptError) for reply in replies):
-            return False
+    def _load_scripts(self) -> None:
         for script in _SHA:
-            self.sync.script_load(script)
-        return True
+            self._clients.sync.script_load(script)
 
     def submit(
         self, trip: Trip, done: Callable[[Ask | bool | Exception], None], again: bool = True
@@ -395,10 +393,14 @@ class RedisStore:
         try:
             if isinstance(replies, BaseException):
                 raise replies
-            if again and self._scripts_lost(replies):  # loaded again (blocking, once)
+            try:
+                result: Ask | bool | Exception = self._reply(trip, replies)
+            except NoScriptError:
+                if not again:
+                    raise
+                self._load_scripts()  # as _trip does (blocking, once), then sent again
                 self.submit(trip, done, again=False)
                 return
-            result: Ask | bool | Exception = self._reply(trip, replies)
             self._calls.count(None)
         except Exception as exc:  # a failed, late or garbled round trip: a 503 for its requests
             self._calls.count(result := self._unavailable(exc))
