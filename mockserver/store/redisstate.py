@@ -98,34 +98,53 @@ end
 return text
 """
 
-# Every key of the mock given its TTL again (KEYS from ``first``: the Keys; ARGV: the TTL, the
-# step lists' prefix): a mock in use keeps its state, an idle one's goes away by itself.
-_SCRIPTED: Final = Keys._fields.index("scripted")
+# Every key of the mock given its TTL again (KEYS: the Keys; ARGV: the TTL, the step lists'
+# prefix): a mock in use keeps its state, an idle one's goes away by itself.
+_KEY: Final = {field: index + 1 for index, field in enumerate(Keys._fields)}  # KEYS[i], by name
 _RENEW: Final = f"""
-local function renew(first, ttl, steps)
-  for i = first, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
-  for _, session in ipairs(redis.call('SMEMBERS', KEYS[first + {_SCRIPTED}])) do
+local function renew(ttl, steps)
+  for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
+  for _, session in ipairs(redis.call('SMEMBERS', KEYS[{_KEY["scripted"]}])) do
     redis.call('PEXPIRE', steps .. session, ttl)
   end
 end
 """
-RENEW: Final = _RENEW + "renew(1, ARGV[1], ARGV[2])\nreturn 1\n"
+RENEW: Final = _RENEW + "renew(ARGV[1], ARGV[2])\nreturn 1\n"
 
-# Append: KEYS: the list, the generation, then the Keys, renewed when the list's was renewed
-# over a tenth of the TTL (at most 1 s) ago; ARGV: entry, generation ('': now), most, TTL, steps
-# prefix.
+# Append: the entries of one turn of the loop in one call (KEYS: the Keys; ARGV: the journal's
+# bound, the ring's, the TTL, the step lists' prefix, then per entry: its list, 'j' or 'r', the
+# generation it was decided in ('': now) and the entry). An entry of an earlier generation is
+# not kept; every key is renewed when a list written was renewed over a tenth of the TTL (at
+# most 1 s) ago. Returns, per entry, 1 if it was kept, else 0.
 APPEND: Final = (
     _RENEW
     + f"""
-if ARGV[2] ~= '' and (redis.call('GET', KEYS[2]) or '0') ~= ARGV[2] then return 0 end
-local most, seq = tonumber(ARGV[3]), redis.call('INCR', KEYS[3 + {Keys._fields.index("seq")}])
-local entry = seq .. ' ' .. ARGV[1]
-if redis.call('RPUSH', KEYS[1], entry) > most then redis.call('LTRIM', KEYS[1], -most, -1) end
-local ttl = tonumber(ARGV[4])
-if redis.call('PTTL', KEYS[1]) < ttl - math.min(1000, ttl / 10) then renew(3, ttl, ARGV[5]) end
-return 1
+local generation = redis.call('GET', KEYS[{_KEY["generation"]}]) or '0'
+local ttl, kept, written = tonumber(ARGV[3]), {{}}, {{}}
+for i = 5, #ARGV, 3 do
+  if ARGV[i + 1] ~= '' and ARGV[i + 1] ~= generation then
+    kept[#kept + 1] = 0
+  else
+    local ring = ARGV[i] == 'r'
+    local list = ring and KEYS[{_KEY["ring"]}] or KEYS[{_KEY["journal"]}]
+    local most = tonumber(ring and ARGV[2] or ARGV[1])
+    local entry = redis.call('INCR', KEYS[{_KEY["seq"]}]) .. ' ' .. ARGV[i + 2]
+    if redis.call('RPUSH', list, entry) > most then redis.call('LTRIM', list, -most, -1) end
+    written[list] = true
+    kept[#kept + 1] = 1
+  end
+end
+for _, list in ipairs({{KEYS[{_KEY["journal"]}], KEYS[{_KEY["ring"]}]}}) do
+  if written[list] and redis.call('PTTL', list) < ttl - math.min(1000, ttl / 10) then
+    renew(ttl, ARGV[4])
+    break
+  end
+end
+return kept
 """
 )
+MOST_APPENDED: Final = 64
+"""Entries one call of APPEND takes at most (a turn of the loop with more makes more calls)."""
 
 # Scripts replaced whole (KEYS: named, script_bytes, scripted, then one list per session; ARGV:
 # the fingerprint ('' for a mint), bytes counted already, the TTL, then per session its id,
@@ -270,6 +289,7 @@ class RedisStore:
         self._async: AsyncClient | None = None
         self._line: Line | None = None  # the loop's own connection (not on a cluster)
         self._async_loop: asyncio.AbstractEventLoop | None = None
+        self._appending: list[tuple[Append, Callable[[Ask | bool | Exception], None]]] = []
 
     @property
     def cluster(self) -> bool:
@@ -280,18 +300,17 @@ class RedisStore:
         return f"RedisStore({self.label!r})"
 
     # -- the primitives ------------------------------------------------------------------------
-    def _commands(self, trip: Trip) -> list[Command]:
-        """The round trip's commands, in the order of :class:`.primitives.Ask`'s fields."""
+    def _commands(self, trip: Ask | list[Append]) -> list[Command]:
+        """The round trip's commands: an Ask's in the order of its fields, or one APPEND."""
         keys = self.keys
-        if type(trip) is Append:
-            untrusted = trip.entry.untrusted
-            into = keys.ring if untrusted else keys.journal
-            most = UNTRUSTED_KEPT if untrusted else self._journal_size
-            listed = (into, keys.generation, *keys)
-            generation = "" if trip.generation is None else trip.generation
-            bounds = (generation, most, self.ttl_ms, self._steps_prefix)
-            text = encode_entry(trip.entry)
-            return [("EVALSHA", _SHA[APPEND], len(listed), *listed, text, *bounds)]
+        if type(trip) is list:
+            bounds = (self._journal_size, UNTRUSTED_KEPT, self.ttl_ms, self._steps_prefix)
+            entries: list[str | int] = []
+            for append in trip:
+                generation = "" if append.generation is None else append.generation
+                entries += ("r" if append.entry.untrusted else "j", generation)
+                entries.append(encode_entry(append.entry))
+            return [("EVALSHA", _SHA[APPEND], len(keys), *keys, *bounds, *entries)]
         ask: Ask = trip  # type: ignore[assignment]
         commands: list[Command] = []
         if ask.clock:
@@ -315,14 +334,17 @@ class RedisStore:
         return digest.hexdigest()
 
     @staticmethod
-    def _reply(trip: Trip, replies: list[Any]) -> Ask | bool:
-        """The round trip answered: an Ask with its answers filled in, or whether an entry was
-        kept."""
+    def _reply(trip: Ask | list[Append], replies: list[Any]) -> Ask | list[bool]:
+        """The round trip answered: an Ask with its answers filled in, or whether each entry
+        was kept."""
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        if type(trip) is Append:
-            return bool(replies[0])
+        if type(trip) is list:
+            (kept,) = replies
+            if len(kept) != len(trip):
+                raise ValueError(f"{len(kept)} answers to an append of {len(trip)} entries")
+            return [bool(each) for each in kept]
         ask: Ask = trip  # type: ignore[assignment]
         each = iter(replies)
         if ask.clock:
@@ -343,9 +365,10 @@ class RedisStore:
         return ask
 
     def append(self, append: Append) -> bool:
-        return bool(self._trip(append))
+        (kept,) = self._trip([append])  # type: ignore[misc]
+        return kept
 
-    def _trip(self, trip: Trip) -> Ask | bool:
+    def _trip(self, trip: Ask | list[Append]) -> Ask | list[bool]:
         with self._guard():
             try:
                 return self._reply(trip, self._send(trip))
@@ -353,7 +376,7 @@ class RedisStore:
                 self._load_scripts()  # script of the round trip ran, the rest only reads
                 return self._reply(trip, self._send(trip))
 
-    def _send(self, trip: Trip) -> list[Any]:
+    def _send(self, trip: Ask | list[Append]) -> list[Any]:
         pipe = self.sync.pipeline(transaction=False)
         for command in self._commands(trip):
             pipe.execute_command(*command)
@@ -364,10 +387,26 @@ class RedisStore:
         for script in _SHA:
             self._clients.sync.script_load(script)
 
-    def submit(
-        self, trip: Trip, done: Callable[[Ask | bool | Exception], None], again: bool = True
+    def submit(self, trip: Trip, done: Callable[[Ask | bool | Exception], None]) -> None:
+        """One round trip on the running loop, within :data:`TIMEOUT`; ``done`` is told. The
+        entries appended in one turn of the loop go to Redis in one call (:data:`APPEND`)."""
+        if type(trip) is not Append:
+            self._submit(trip, done)  # type: ignore[arg-type]  # an Ask: told the Ask, or why not
+            return
+        if not self._appending:
+            asyncio.get_running_loop().call_soon(self._append_all)
+        self._appending.append((trip, done))
+
+    def _append_all(self) -> None:
+        """Send the entries appended in this turn of the loop, :data:`MOST_APPENDED` a call."""
+        appending, self._appending = self._appending, []
+        for first in range(0, len(appending), MOST_APPENDED):
+            batch = appending[first : first + MOST_APPENDED]
+            self._submit([append for append, _ in batch], partial(_tell_each, batch))
+
+    def _submit(
+        self, trip: Ask | list[Append], done: Callable[[Answered], None], again: bool = True
     ) -> None:
-        """One round trip on the running loop, within :data:`TIMEOUT`; ``done`` is told."""
         commands = self._commands(trip)
         line = self._line_of(asyncio.get_running_loop())
         arrived = partial(self._arrived, trip=trip, done=done, again=again)
@@ -386,20 +425,20 @@ class RedisStore:
     def _arrived(
         self,
         replies: list[Any] | BaseException,
-        trip: Trip,
-        done: Callable[[Ask | bool | Exception], None],
+        trip: Ask | list[Append],
+        done: Callable[[Answered], None],
         again: bool,
     ) -> None:
         try:
             if isinstance(replies, BaseException):
                 raise replies
             try:
-                result: Ask | bool | Exception = self._reply(trip, replies)
+                result: Answered = self._reply(trip, replies)
             except NoScriptError:
                 if not again:
                     raise
                 self._load_scripts()  # as _trip does (blocking, once), then sent again
-                self.submit(trip, done, again=False)
+                self._submit(trip, done, again=False)
                 return
             self._calls.count(None)
         except Exception as exc:  # a failed, late or garbled round trip: a 503 for its requests
@@ -619,6 +658,19 @@ _REFUSALS: Final[dict[type[BaseException], tuple[str, str]]] = {
     ReadOnlyError: ("state_read_only", "Redis is a read-only replica"),
 }
 """Redis's refusals to be written, each with the 503's code and its reason."""
+
+
+Answered = Ask | list[bool] | Exception
+"""A round trip on the loop answered: an Ask, whether each entry appended was kept, or why not."""
+
+
+def _tell_each(
+    batch: list[tuple[Append, Callable[[Ask | bool | Exception], None]]], answered: Answered
+) -> None:
+    """Tell each append of one call whether its entry was kept (or why none was)."""
+    kept = answered if isinstance(answered, list) else [answered] * len(batch)
+    for (_, done), each in zip(batch, kept, strict=True):
+        done(each)
 
 
 def _done(reply: object) -> None:

@@ -15,9 +15,11 @@ are pinned by ``tests/mockserver/store/test_store_contract.py``.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Iterator
+from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
@@ -39,12 +41,14 @@ from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
 from verdict_contract.mockserver import Settings, explain, state
 from verdict_contract.mockserver.model import scripts, sessions
+from verdict_contract.mockserver.model.answer import Outcome
 from verdict_contract.mockserver.model.scenario import Scenario, named_sessions
 from verdict_contract.mockserver.model.scripts import ScriptStoreFull
 from verdict_contract.mockserver.model.sessions import parse_spec
 from verdict_contract.mockserver.store import journal, redisstate
 from verdict_contract.mockserver.store.backend import StateURL
-from verdict_contract.mockserver.store.primitives import Ask
+from verdict_contract.mockserver.store.primitives import Append, Ask
+from verdict_contract.mockserver.store.redisstate import MOST_APPENDED, RedisStore
 
 LIFETIME = float(SESSION_LIFETIME_SECONDS)
 BUDGET, WINDOW = 3, 60.0
@@ -273,3 +277,51 @@ def test_a_window_passes_at_its_end_exactly(one_store: state.MockState) -> None:
     assert (status, dict(headers)["Retry-After"]) == (429, "1")  # type: ignore[call-overload]
     one_store.advance(0.5)
     assert _answer(one_store, b"n=demo-refused", KEY)[0] == 200
+
+
+def _entry(n: str, untrusted: bool = False) -> journal.JournalEntry:
+    """An entry of ``/e?n=...``; ``untrusted``: of a wrong path (kept in the ring)."""
+    path = "/elsewhere" if untrusted else "/e"
+    outcome = Outcome(404 if untrusted else 200, "unknown" if untrusted else "verdict", None)
+    return journal.make_entry(
+        method="GET", path=path, authorization=None, result=outcome, args=[("n", n)]
+    )
+
+
+def test_the_entries_of_one_turn_of_the_loop_are_each_told_and_kept_in_order(
+    one_store: state.MockState,
+) -> None:
+    """On the event loop, the entries appended in one turn are journaled in the order given,
+    and each request is told whether its own was kept (one decided before a clear is not); on
+    Redis they go in one call per MOST_APPENDED entries."""
+    store = one_store.store
+    before = store.run(Ask(clock=True)).generation
+    store.clear_journal()
+    now = store.run(Ask(clock=True)).generation
+    count = MOST_APPENDED + 2  # with the stale one: two calls on Redis
+    fresh = [Append(_entry(f"s{i}", i % 5 == 0), now if i % 2 else None) for i in range(count)]
+    stale = Append(_entry("decided-before-the-clear"), before)
+    told: dict[str, object] = {}  # per entry's n: what its request was told
+
+    async def append_in_one_turn() -> None:
+        finished = asyncio.get_running_loop().create_future()
+
+        def done(n: str | None, kept: object) -> None:
+            told[str(n)] = kept
+            if len(told) == count + 1:
+                finished.set_result(None)
+
+        for append in [fresh[0], stale, *fresh[1:]]:
+            store.submit(append, partial(done, append.entry.n))
+        await asyncio.wait_for(finished, 10)
+        if isinstance(store, RedisStore):
+            trips.append(store.calls()[0])
+            await store.close_async()
+
+    trips = [store.calls()[0]] if isinstance(store, RedisStore) else []
+    asyncio.run(append_in_one_turn())
+    assert told == {"decided-before-the-clear": False, **{f"s{i}": True for i in range(count)}}
+    assert [entry.n for entry in store.entries()] == [f"s{i}" for i in range(count)]
+    assert [entry.untrusted for entry in store.entries()] == [i % 5 == 0 for i in range(count)]
+    if isinstance(store, RedisStore):
+        assert trips[1] - trips[0] == 2
