@@ -268,22 +268,22 @@ class Line:
         """Connected, and not broken since: :meth:`exchange` may be called."""
         return self._replies is not None and self._replies.usable
 
-    def exchange(self, commands: list[Command], done: Done) -> None:
-        """Send ``commands``; ``done`` is told their replies, or why there are none (the line
+    def exchange(self, command: Command, done: Done) -> None:
+        """Send ``command``; ``done`` is told its reply, or why there is none (the line
         :attr:`usable`)."""
         assert self._replies is not None
-        self._replies.exchange(commands, done)
+        self._replies.exchange(command, done)
 
-    async def send(self, commands: list[Command]) -> list[Any]:
-        """Each command's reply, in order (an error reply as redis-py's exception, not raised);
-        connects first if it must. The caller bounds the time it takes."""
+    async def send(self, command: Command) -> Any:
+        """The command's reply (an error reply as redis-py's exception, not raised); connects
+        first if it must. The caller bounds the time it takes."""
         try:
             replies = self._replies
             if replies is None or not replies.usable:  # never made, or broken since
                 if self._connecting is None:  # one attempt, whoever comes meanwhile waits on it
                     self._connecting = asyncio.ensure_future(self._connect())
                 replies = await asyncio.shield(self._connecting)
-            return await replies.replies_of(commands)
+            return await replies.reply_of(command)
         except BaseException:  # the line is out of step: dropped
             self.close()
             raise
@@ -305,8 +305,8 @@ class Line:
                 hello.append(("AUTH", *([user] if user else []), options["password"]))
             if options.get("db", 0):
                 hello.append(("SELECT", int(options["db"])))
-            for reply in await replies.replies_of(hello) if hello else ():
-                if isinstance(reply, ResponseError):
+            for command in hello:
+                if isinstance(reply := await replies.reply_of(command), ResponseError):
                     raise reply
             return replies
         finally:
@@ -318,18 +318,16 @@ class Line:
             replies.close()
 
 
-Done = Callable[[list[Any] | Exception], None]
-"""Told a round trip's replies, in order (an error reply as redis-py's exception, not raised),
-or why there are none (the line broke, or the round trip outlasted its time)."""
+Done = Callable[[Any], None]
+"""Told a round trip's reply (an error reply as redis-py's exception, not raised), or why there
+is none (the line broke, or the round trip outlasted its time: an exception too)."""
 
 
 class _Exchange(NamedTuple):
-    """A round trip under way: whom to tell, by when, how many replies it waits for, those come."""
+    """A round trip under way: whom to tell, and by when (the loop's time)."""
 
     done: Done
-    deadline: float  # the loop's time
-    expected: int
-    replies: list[Any]
+    deadline: float
 
 
 class _Replies(asyncio.Protocol):
@@ -355,33 +353,34 @@ class _Replies(asyncio.Protocol):
     def usable(self) -> bool:
         return self._transport is not None and self._broken is None
 
-    def exchange(self, commands: list[Command], done: Done) -> None:
-        """Write ``commands`` (at the end of this turn of the loop, with the others of the
-        turn); ``done`` is told their replies, or why there are none, within :data:`TIMEOUT`."""
+    def exchange(self, command: Command, done: Done) -> None:
+        """Write ``command`` (at the end of this turn of the loop, with the others of the
+        turn); ``done`` is told its reply, or why there is none, within :data:`TIMEOUT`."""
         if self._broken is not None or self._transport is None:
             done(self._broken or ConnectionError("not connected"))
             return
         loop = self._loop
-        self._waiting.append(_Exchange(done, loop.time() + TIMEOUT, len(commands), []))
+        self._waiting.append(_Exchange(done, loop.time() + TIMEOUT))
         if self._watch is None:
             self._watch = loop.call_later(TIMEOUT, self._watched)
         if not self._unsent:  # the round trips of this turn of the loop go in one write
             loop.call_soon(self._flush)
-        self._unsent += [hiredis.pack_command(c) for c in commands]  # type: ignore[arg-type]
+        self._unsent.append(hiredis.pack_command(command))  # type: ignore[arg-type]
 
-    def replies_of(self, commands: list[Command]) -> asyncio.Future[list[Any]]:
-        """:meth:`exchange` as a future (connecting)."""
-        future: asyncio.Future[list[Any]] = self._loop.create_future()
+    def reply_of(self, command: Command) -> asyncio.Future[Any]:
+        """:meth:`exchange` as a future (connecting); a failure raises, an error reply is the
+        result."""
+        future: asyncio.Future[Any] = self._loop.create_future()
 
-        def done(replies: list[Any] | Exception) -> None:
+        def done(reply: Any) -> None:
             if future.done():
                 return
-            if isinstance(replies, Exception):
-                future.set_exception(replies)
+            if isinstance(reply, Exception) and not isinstance(reply, ResponseError):
+                future.set_exception(reply)
             else:
-                future.set_result(replies)
+                future.set_result(reply)
 
-        self.exchange(commands, done)
+        self.exchange(command, done)
         return future
 
     def _watched(self) -> None:
@@ -407,11 +406,7 @@ class _Replies(asyncio.Protocol):
             while (reply := self._parser.gets()) is not NOT_ENOUGH_DATA:
                 if not self._waiting:
                     raise ConnectionError("a reply to no command")  # out of step
-                head = self._waiting[0]
-                head.replies.append(reply)
-                if len(head.replies) == head.expected:
-                    self._waiting.popleft()
-                    head.done(head.replies)
+                self._waiting.popleft().done(reply)
         except Exception as exc:  # garbage, a reply too long, out of step: the line is broken
             self._fail(exc)
 

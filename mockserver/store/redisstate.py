@@ -21,7 +21,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from operator import attrgetter
 from typing import Any, Final, NamedTuple, TypeVar
@@ -64,43 +64,61 @@ class Keys(NamedTuple):
     answering: str  # the settings that change answers, as the first process gave them
 
 
-# Counting a hit (Ask.key): its window as "start count" in a hash, the start as the mock sent
-# it (Python's repr of a float reads back exactly); nothing counted if the clock moved.
-COUNT: Final = """
-if tonumber(redis.call('GET', KEYS[2]) or '0') ~= tonumber(ARGV[4]) then return false end
-local start, count = ARGV[2], 0
-local held = redis.call('HGET', KEYS[1], ARGV[1])
-if held then
-  local s, c = string.match(held, '^(%S+) (%d+)$')
-  if s and tonumber(ARGV[2]) - tonumber(s) < tonumber(ARGV[3]) then
-    start, count = s, tonumber(c)  -- within the window: counted in it
-  end
-end
-count = count + 1
-if redis.call('HSET', KEYS[1], ARGV[1], start .. ' ' .. count) == 1 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[5])  -- a key's first count, made between renewals
-end
-return {start, count}
-"""
+_KEY: Final = {field: index + 1 for index, field in enumerate(Keys._fields)}  # KEYS[i], by name
 
-# TakeStep: a step is kept as "<bytes it frees> <step as JSON>" (KEYS: its list, the bytes held,
-# the scripted set; ARGV: the session, the TTL).
-TAKE: Final = """
-local step = redis.call('LPOP', KEYS[1])
-if not step then return false end
-local cost, text = string.match(step, '^(%d+) (.*)$')
-redis.call('DECRBY', KEYS[2], cost)
-if redis.call('LLEN', KEYS[1]) == 0 then
-  redis.call('SREM', KEYS[3], ARGV[1])
-else
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+# The asks of one turn of the loop, in one call (KEYS: the Keys, then the step list of each ask
+# that takes a step; ARGV: the TTL, then per ask: the API key's digest to count or '', now, the
+# window, the clock offset now was read with, then '=' and the session whose mark is read, and
+# '=' and the session whose step is taken, each '' if not asked). Per ask: the clock's offset,
+# the journal's generation, the hit counted as {start, count} (false: none, or the clock moved
+# since it was read), 1 if the session was expired by hand, the step taken (false: none left).
+# A window is "start count" in a hash, the start as the mock sent it (Python's repr of a float
+# reads back exactly); a step is "<bytes it frees> <step as JSON>".
+ASK: Final = f"""
+local clock, generation = unpack(redis.call('MGET', KEYS[1], KEYS[{_KEY["generation"]}]))
+local ttl, limits, steps, answers = ARGV[1], KEYS[{_KEY["limits"]}], {len(Keys._fields)}, {{}}
+for i = 2, #ARGV, 6 do
+  local digest, now, marked, session = ARGV[i], ARGV[i + 1], ARGV[i + 4], ARGV[i + 5]
+  local counted, expired, step = false, 0, false
+  if digest ~= '' and tonumber(clock or '0') == tonumber(ARGV[i + 3]) then
+    local start, count = now, 0
+    local held = redis.call('HGET', limits, digest)
+    if held then
+      local s, c = string.match(held, '^(%S+) (%d+)$')
+      if s and tonumber(now) - tonumber(s) < tonumber(ARGV[i + 2]) then
+        start, count = s, tonumber(c)  -- within the window: counted in it
+      end
+    end
+    count = count + 1
+    if redis.call('HSET', limits, digest, start .. ' ' .. count) == 1 then
+      redis.call('PEXPIRE', limits, ttl)  -- a key's first count, made between renewals
+    end
+    counted = {{start, count}}
+  end
+  if marked ~= '' then
+    expired = redis.call('SISMEMBER', KEYS[{_KEY["expired"]}], string.sub(marked, 2))
+  end
+  if session ~= '' then
+    steps = steps + 1
+    local held = redis.call('LPOP', KEYS[steps])
+    if held then
+      local cost, text = string.match(held, '^(%d+) (.*)$')
+      redis.call('DECRBY', KEYS[{_KEY["script_bytes"]}], cost)
+      if redis.call('LLEN', KEYS[steps]) == 0 then
+        redis.call('SREM', KEYS[{_KEY["scripted"]}], string.sub(session, 2))
+      else
+        redis.call('PEXPIRE', KEYS[steps], ttl)
+      end
+      step = text
+    end
+  end
+  answers[#answers + 1] = {{clock or '0', generation or '0', counted, expired, step}}
 end
-return text
+return answers
 """
 
 # Every key of the mock given its TTL again (KEYS: the Keys; ARGV: the TTL, the step lists'
 # prefix): a mock in use keeps its state, an idle one's goes away by itself.
-_KEY: Final = {field: index + 1 for index, field in enumerate(Keys._fields)}  # KEYS[i], by name
 _RENEW: Final = f"""
 local function renew(ttl, steps)
   for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end
@@ -143,8 +161,8 @@ end
 return kept
 """
 )
-MOST_APPENDED: Final = 64
-"""Entries one call of APPEND takes at most (a turn of the loop with more makes more calls)."""
+MOST_BATCHED: Final = 64
+"""Asks or entries one call of ASK or APPEND takes at most (a turn with more makes more calls)."""
 
 # Scripts replaced whole (KEYS: named, script_bytes, scripted, then one list per session; ARGV:
 # the fingerprint ('' for a mint), bytes counted already, the TTL, then per session its id,
@@ -191,7 +209,7 @@ return 1
 
 _SHA: Final = {
     script: hashlib.sha1(script.encode()).hexdigest()  # noqa: S324 - Redis names scripts so
-    for script in (COUNT, TAKE, APPEND)
+    for script in (ASK, APPEND)
 }
 """The scripts of ``/e`` by the name EVALSHA gives them (loaded at start, and again if lost)."""
 
@@ -208,6 +226,13 @@ def _stored(steps: tuple[Step, ...]) -> list[str]:
     return [
         f"{cost} {encode_step(step)}" for step, cost in zip(steps, step_costs(steps), strict=True)
     ]
+
+
+class Call(NamedTuple):
+    """One call of a round trip: asks (:data:`ASK`) or entries to append (:data:`APPEND`)."""
+
+    asks: list[Ask]
+    appends: list[Append]
 
 
 class Calls:
@@ -289,7 +314,7 @@ class RedisStore:
         self._async: AsyncClient | None = None
         self._line: Line | None = None  # the loop's own connection (not on a cluster)
         self._async_loop: asyncio.AbstractEventLoop | None = None
-        self._appending: list[tuple[Append, Callable[[Ask | bool | Exception], None]]] = []
+        self._turn: list[tuple[Trip, Callable[[Ask | bool | Exception], None]]] = []
 
     @property
     def cluster(self) -> bool:
@@ -300,32 +325,29 @@ class RedisStore:
         return f"RedisStore({self.label!r})"
 
     # -- the primitives ------------------------------------------------------------------------
-    def _commands(self, trip: Ask | list[Append]) -> list[Command]:
-        """The round trip's commands: an Ask's in the order of its fields, or one APPEND."""
+    def _command(self, call: Call) -> Command:
+        """The round trip's one command: a call of :data:`ASK` or of :data:`APPEND`."""
         keys = self.keys
-        if type(trip) is list:
+        if call.appends:
             bounds = (self._journal_size, UNTRUSTED_KEPT, self.ttl_ms, self._steps_prefix)
             entries: list[str | int] = []
-            for append in trip:
+            for append in call.appends:
                 generation = "" if append.generation is None else append.generation
                 entries += ("r" if append.entry.untrusted else "j", generation)
                 entries.append(encode_entry(append.entry))
-            return [("EVALSHA", _SHA[APPEND], len(keys), *keys, *bounds, *entries)]
-        ask: Ask = trip  # type: ignore[assignment]
-        commands: list[Command] = []
-        if ask.clock:
-            commands.append(("MGET", keys.clock, keys.generation))
-        if ask.key is not None:
-            counted = self._digest(ask.key)  # Redis never holds a key itself
-            args = (counted, repr(ask.now), repr(ask.window), repr(ask.now_offset), self.ttl_ms)
-            commands.append(("EVALSHA", _SHA[COUNT], 2, keys.limits, keys.clock, *args))
-        if ask.marked is not None:
-            commands.append(("SISMEMBER", keys.expired, ask.marked))
-        if (session := ask.take) is not None:
-            steps = self._steps_prefix + session
-            where = (steps, keys.script_bytes, keys.scripted)
-            commands.append(("EVALSHA", _SHA[TAKE], 3, *where, session, self.ttl_ms))
-        return commands
+            return ("EVALSHA", _SHA[APPEND], len(keys), *keys, *bounds, *entries)
+        steps, args = list[str](), list[str | int]([self.ttl_ms])
+        for ask in call.asks:
+            if ask.key is None:
+                args += ("", "", "", "")
+            else:  # Redis never holds a key itself, only its digest
+                args += (self._digest(ask.key), repr(ask.now), repr(ask.window))
+                args.append(repr(ask.now_offset))
+            args.append("" if ask.marked is None else f"={ask.marked}")
+            args.append("" if ask.take is None else f"={ask.take}")
+            if ask.take is not None:
+                steps.append(self._steps_prefix + ask.take)
+        return ("EVALSHA", _SHA[ASK], len(keys) + len(steps), *keys, *steps, *args)
 
     def _digest(self, key: str) -> str:
         """How Redis names an API key (its window's field): a digest keyed with the secret."""
@@ -334,54 +356,44 @@ class RedisStore:
         return digest.hexdigest()
 
     @staticmethod
-    def _reply(trip: Ask | list[Append], replies: list[Any]) -> Ask | list[bool]:
-        """The round trip answered: an Ask with its answers filled in, or whether each entry
-        was kept."""
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-        if type(trip) is list:
-            (kept,) = replies
-            if len(kept) != len(trip):
-                raise ValueError(f"{len(kept)} answers to an append of {len(trip)} entries")
-            return [bool(each) for each in kept]
-        ask: Ask = trip  # type: ignore[assignment]
-        each = iter(replies)
-        if ask.clock:
-            offset, generation = next(each)
-            ask.offset, ask.generation = float(offset or 0.0), int(generation or 0)
-        if ask.key is not None and (counted := next(each)) is not None:
-            start, count = counted
-            ask.started, ask.hits = float(start), int(count)
-        if ask.marked is not None:
-            ask.expired = bool(next(each))
-        if ask.take is not None and (taken := next(each)) is not None:
-            ask.step = decode_step(taken)
-        return ask
+    def _reply(call: Call, answered: Any) -> Sequence[Ask | bool]:
+        """The call answered: each Ask with its answers filled in, or whether each entry was
+        kept (an error Redis answered is raised)."""
+        if isinstance(answered, Exception):
+            raise answered
+        if len(answered) != len(asked := call.asks or call.appends):
+            raise ValueError(f"{len(answered)} answers to a call of {len(asked)}")
+        if call.appends:
+            return [bool(each) for each in answered]
+        asks = call.asks
+        for ask, (offset, generation, counted, expired, step) in zip(asks, answered, strict=True):
+            if ask.clock:
+                ask.offset, ask.generation = float(offset), int(generation)
+            if ask.key is not None and counted is not None:
+                start, count = counted
+                ask.started, ask.hits = float(start), int(count)
+            if ask.marked is not None:
+                ask.expired = bool(expired)
+            if ask.take is not None and step is not None:
+                ask.step = decode_step(step)
+        return asks
 
     def run(self, ask: Ask) -> Ask:
-        answered = self._trip(ask)
-        assert answered is ask
+        self._trip(Call([ask], []))
         return ask
 
     def append(self, append: Append) -> bool:
-        (kept,) = self._trip([append])  # type: ignore[misc]
-        return kept
+        (kept,) = self._trip(Call([], [append]))
+        return bool(kept)
 
-    def _trip(self, trip: Ask | list[Append]) -> Ask | list[bool]:
+    def _trip(self, call: Call) -> Sequence[Ask | bool]:
+        execute = partial(self.sync.execute_command, *self._command(call))
         with self._guard():
             try:
-                return self._reply(trip, self._send(trip))
-            except NoScriptError:  # Redis forgot the scripts (a restart, SCRIPT FLUSH): no
-                self._load_scripts()  # script of the round trip ran, the rest only reads
-                return self._reply(trip, self._send(trip))
-
-    def _send(self, trip: Ask | list[Append]) -> list[Any]:
-        pipe = self.sync.pipeline(transaction=False)
-        for command in self._commands(trip):
-            pipe.execute_command(*command)
-        replies: list[Any] = pipe.execute(raise_on_error=False)
-        return replies
+                return self._reply(call, execute())
+            except NoScriptError:  # Redis forgot the scripts (a restart, SCRIPT FLUSH): none
+                self._load_scripts()  # of the call ran
+                return self._reply(call, execute())
 
     def _load_scripts(self) -> None:
         for script in _SHA:
@@ -389,33 +401,33 @@ class RedisStore:
 
     def submit(self, trip: Trip, done: Callable[[Ask | bool | Exception], None]) -> None:
         """One round trip on the running loop, within :data:`TIMEOUT`; ``done`` is told. The
-        entries appended in one turn of the loop go to Redis in one call (:data:`APPEND`)."""
-        if type(trip) is not Append:
-            self._submit(trip, done)  # type: ignore[arg-type]  # an Ask: told the Ask, or why not
-            return
-        if not self._appending:  # one call a turn, not one an entry: 16% of the CPU of a
-            asyncio.get_running_loop().call_soon(self._append_all)  # GET /e (bench_serve --cpu)
-        self._appending.append((trip, done))
+        asks of one turn of the loop go to Redis in one call (:data:`ASK`), and so do the
+        entries appended (:data:`APPEND`)."""
+        if not self._turn:  # one call a turn, not one a request: about a third of the CPU of a
+            asyncio.get_running_loop().call_soon(self._send_turn)  # GET /e (bench_serve --cpu)
+        self._turn.append((trip, done))
 
-    def _append_all(self) -> None:
-        """Send the entries appended in this turn of the loop, :data:`MOST_APPENDED` a call."""
-        appending, self._appending = self._appending, []
-        for first in range(0, len(appending), MOST_APPENDED):
-            batch = appending[first : first + MOST_APPENDED]
-            self._submit([append for append, _ in batch], partial(_tell_each, batch))
+    def _send_turn(self) -> None:
+        """Send the round trips of this turn of the loop, :data:`MOST_BATCHED` a call."""
+        turn, self._turn = self._turn, []
+        for kind in (Ask, Append):
+            trips = [each for each in turn if type(each[0]) is kind]
+            for first in range(0, len(trips), MOST_BATCHED):
+                batch = trips[first : first + MOST_BATCHED]
+                each = [trip for trip, _ in batch]
+                call = Call(each, []) if kind is Ask else Call([], each)  # type: ignore[arg-type]
+                self._submit(call, partial(_tell_each, batch))
 
-    def _submit(
-        self, trip: Ask | list[Append], done: Callable[[Answered], None], again: bool = True
-    ) -> None:
-        commands = self._commands(trip)
+    def _submit(self, call: Call, done: Callable[[Answered], None], again: bool = True) -> None:
+        command = self._command(call)
         line = self._line_of(asyncio.get_running_loop())
-        arrived = partial(self._arrived, trip=trip, done=done, again=again)
+        arrived = partial(self._arrived, call=call, done=done, again=again)
         if line is not None and line.usable:  # the usual way: no future, no task
-            line.exchange(commands, arrived)
+            line.exchange(command, arrived)
             return
-        # connecting first (the line), or redis-py's pipeline (a cluster, Sentinel, TLS)
-        send = self._pipeline if line is None else line.send
-        task = asyncio.ensure_future(asyncio.wait_for(send(commands), TIMEOUT))
+        # connecting first (the line), or redis-py's client (a cluster, Sentinel, TLS)
+        send = self._execute if line is None else line.send
+        task = asyncio.ensure_future(asyncio.wait_for(send(command), TIMEOUT))
         task.add_done_callback(
             lambda sent: arrived(
                 TimeoutError() if sent.cancelled() else sent.exception() or sent.result()
@@ -423,22 +435,19 @@ class RedisStore:
         )
 
     def _arrived(
-        self,
-        replies: list[Any] | BaseException,
-        trip: Ask | list[Append],
-        done: Callable[[Answered], None],
-        again: bool,
+        self, reply: Any, call: Call, done: Callable[[Answered], None], again: bool
     ) -> None:
+        """The call answered (a reply, an error Redis answered, or why there is none)."""
         try:
-            if isinstance(replies, BaseException):
-                raise replies
             try:
-                result: Answered = self._reply(trip, replies)
+                if isinstance(reply, BaseException):
+                    raise reply
+                result: Answered = self._reply(call, reply)
             except NoScriptError:
                 if not again:
                     raise
                 self._load_scripts()  # as _trip does (blocking, once), then sent again
-                self._submit(trip, done, again=False)
+                self._submit(call, done, again=False)
                 return
             self._calls.count(None)
         except Exception as exc:  # a failed, late or garbled round trip: a 503 for its requests
@@ -462,14 +471,10 @@ class RedisStore:
             self._async_loop = loop
         return self._line
 
-    async def _pipeline(self, commands: list[Command]) -> list[Any]:
+    async def _execute(self, command: Command) -> Any:
         """A round trip through redis-py (a cluster, Sentinel, TLS)."""
         assert self._async is not None
-        pipe = self._async.pipeline(transaction=False)
-        for command in commands:
-            pipe.execute_command(*command)
-        replies: list[Any] = await pipe.execute(raise_on_error=False)
-        return replies
+        return await self._async.execute_command(*command)
 
     async def close_async(self) -> None:
         """Close the running loop's connections (before the loop closes)."""
@@ -660,17 +665,19 @@ _REFUSALS: Final[dict[type[BaseException], tuple[str, str]]] = {
 """Redis's refusals to be written, each with the 503's code and its reason."""
 
 
-Answered = Ask | list[bool] | Exception
-"""A round trip on the loop answered: an Ask, whether each entry appended was kept, or why not."""
+Answered = Sequence[Ask | bool] | Exception
+"""A call on the loop answered: its asks, answered, whether each entry was kept, or why not."""
 
 
 def _tell_each(
-    batch: list[tuple[Append, Callable[[Ask | bool | Exception], None]]], answered: Answered
+    batch: list[tuple[Trip, Callable[[Ask | bool | Exception], None]]], answered: Answered
 ) -> None:
-    """Tell each append of one call whether its entry was kept (or why none was)."""
-    kept = answered if isinstance(answered, list) else [answered] * len(batch)
-    for (_, done), each in zip(batch, kept, strict=True):
-        done(each)
+    """Tell each round trip of one call its answer: its Ask, whether its entry was kept, or
+    why neither came."""
+    each: Sequence[Ask | bool | Exception]
+    each = [answered] * len(batch) if isinstance(answered, Exception) else answered
+    for (_, done), answer in zip(batch, each, strict=True):
+        done(answer)
 
 
 def _done(reply: object) -> None:

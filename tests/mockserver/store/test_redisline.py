@@ -89,14 +89,14 @@ def test_a_reply_to_no_command_breaks_the_line_and_the_next_round_trip_connects_
             writer.close()
             ended.append(1)
 
-    async def run() -> list[list[object]]:
+    async def run() -> list[object]:
         server = await asyncio.start_server(serve, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         line = Line.of(f"redis://127.0.0.1:{port}", 1 << 20)
         assert line is not None
-        first = await line.send([("ECHO", "first")])
+        first = await line.send(("ECHO", "first"))
         await asyncio.sleep(0.1)  # the extra reply comes
-        second = await line.send([("ECHO", "second")])
+        second = await line.send(("ECHO", "second"))
         line.close()
         for _ in range(100):  # both connections closed on both sides
             if len(ended) == 2:
@@ -106,7 +106,7 @@ def test_a_reply_to_no_command_breaks_the_line_and_the_next_round_trip_connects_
         await server.wait_closed()
         return [first, second]
 
-    assert asyncio.run(run()) == [["first"], ["second"]]
+    assert asyncio.run(run()) == ["first", "second"]
     assert len(connections) == 2
 
 
@@ -121,13 +121,13 @@ def test_round_trips_sent_together_before_it_connects_share_one_connection(
     line = Line.of(f"redis://:{PASSWORD}@127.0.0.1:{port}/0", 1 << 20)
     assert line is not None
 
-    async def together() -> tuple[list[list[object]], int]:
-        replies = await asyncio.gather(*(line.send([("PING",)]) for _ in range(10)))
+    async def together() -> tuple[list[object], int]:
+        replies = await asyncio.gather(*(line.send(("PING",)) for _ in range(10)))
         opened = _accepted(raw) - before
         line.close()
         return replies, opened
 
     replies, opened = asyncio.run(together())
     raw.close()
-    assert replies == [["PONG"]] * 10
+    assert replies == ["PONG"] * 10
     assert opened == 1

@@ -48,7 +48,7 @@ from verdict_contract.mockserver.model.sessions import parse_spec
 from verdict_contract.mockserver.store import journal, redisstate
 from verdict_contract.mockserver.store.backend import StateURL
 from verdict_contract.mockserver.store.primitives import Append, Ask
-from verdict_contract.mockserver.store.redisstate import MOST_APPENDED, RedisStore
+from verdict_contract.mockserver.store.redisstate import MOST_BATCHED, RedisStore
 
 LIFETIME = float(SESSION_LIFETIME_SECONDS)
 BUDGET, WINDOW = 3, 60.0
@@ -181,6 +181,13 @@ class StoresAlike(RuleBasedStateMachine):
         for each, session_id in zip(self.both, minted, strict=True):
             each.expire(session_id)
 
+    @rule(minted=sessions)
+    def read_mark(self, minted: tuple[str, str]) -> None:
+        """Whether a session was expired by hand, as a request's round trip asks it (its answer
+        may be a scripted step's, or a 429, that does not show it)."""
+        pairs = zip(self.both, minted, strict=True)
+        self.alike(*[each.store.run(Ask(marked=session_id)).expired for each, session_id in pairs])
+
     @rule(minted=consumes(sessions))
     def reset(self, minted: tuple[str, str]) -> None:
         for each in self.both:
@@ -293,12 +300,12 @@ def test_the_entries_of_one_turn_of_the_loop_are_each_told_and_kept_in_order(
 ) -> None:
     """On the event loop, the entries appended in one turn are journaled in the order given,
     and each request is told whether its own was kept (one decided before a clear is not); on
-    Redis they go in one call per MOST_APPENDED entries."""
+    Redis they go in one call per MOST_BATCHED entries."""
     store = one_store.store
     before = store.run(Ask(clock=True)).generation
     store.clear_journal()
     now = store.run(Ask(clock=True)).generation
-    count = MOST_APPENDED + 2  # with the stale one: two calls on Redis
+    count = MOST_BATCHED + 2  # with the stale one: two calls on Redis
     fresh = [Append(_entry(f"s{i}", i % 5 == 0), now if i % 2 else None) for i in range(count)]
     stale = Append(_entry("decided-before-the-clear"), before)
     told: dict[str, object] = {}  # per entry's n: what its request was told
@@ -325,3 +332,49 @@ def test_the_entries_of_one_turn_of_the_loop_are_each_told_and_kept_in_order(
     assert [entry.untrusted for entry in store.entries()] == [i % 5 == 0 for i in range(count)]
     if isinstance(store, RedisStore):
         assert trips[1] - trips[0] == 2
+
+
+def test_the_asks_of_one_turn_of_the_loop_are_each_answered_in_order(
+    one_store: state.MockState,
+) -> None:
+    """On the event loop, the asks of one turn are answered as if one by one, in the order
+    given: a key's hits counted 1, 2, 3..., a script's steps taken in order, each ask told its
+    own answers; on Redis they go in one call per MOST_BATCHED asks."""
+    store = one_store.store
+    n = one_store.mint(parse_spec({"script": [503, 500]})).id
+    store.expire(n)
+    counts = [
+        Ask(True, "a-key", 1000 + i / 100, WINDOW, store.offset()) for i in range(MOST_BATCHED)
+    ]
+    takes = [Ask(take=n) for _ in range(3)]
+    marked = Ask(marked=n)
+    asks = [*counts[:3], *takes, marked, *counts[3:]]
+    told: list[tuple[int, object]] = []
+    trips: list[int] = []
+
+    async def ask_in_one_turn() -> None:
+        finished = asyncio.get_running_loop().create_future()
+
+        def done(index: int, answered: object) -> None:
+            told.append((index, answered))
+            if len(told) == len(asks):
+                finished.set_result(None)
+
+        for index, ask in enumerate(asks):
+            store.submit(ask, partial(done, index))
+        await asyncio.wait_for(finished, 10)
+        if isinstance(store, RedisStore):
+            trips.append(store.calls()[0])
+            await store.close_async()
+
+    if isinstance(store, RedisStore):
+        trips.append(store.calls()[0])
+    asyncio.run(ask_in_one_turn())
+    assert sorted(told, key=lambda each: each[0]) == list(enumerate(asks))  # each its own Ask
+    assert [(ask.started, ask.hits) for ask in counts] == [
+        (1000.0, i + 1) for i in range(MOST_BATCHED)
+    ]
+    assert [step and step.status for ask in takes for step in [ask.step]] == [503, 500, None]
+    assert marked.expired
+    if isinstance(store, RedisStore):
+        assert trips[1] - trips[0] == 2  # MOST_BATCHED + 4 asks
