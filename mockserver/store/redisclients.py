@@ -235,7 +235,7 @@ def _cluster_enabled(client: redis.Redis) -> bool:
 # Through redis-py's async pipeline a round trip cost the mock about 50 µs of CPU more than
 # through a Line (68 µs against 15, measured on one machine): its pipeline and pool objects, a
 # timeout and a parser call per reply. So the event loop keeps one connection of its own, for
-# one server over TCP or a unix socket (TLS and a cluster keep redis-py's pipeline): hiredis
+# one server over TCP or a unix socket (TLS and a cluster keep redis-py's client): hiredis
 # packs the commands and parses the replies in the connection's protocol (:class:`_Replies`),
 # error replies as redis-py's exceptions. A failure, a timeout or a cancellation drops the
 # connection (its replies would be out of step); the next round trip connects again.
@@ -256,7 +256,7 @@ class Line:
 
     @classmethod
     def of(cls, url: str, reply_bytes: int) -> Line | None:
-        """A line to the Redis of ``url``, or None where redis-py's pipeline must go (TLS)."""
+        """A line to the Redis of ``url``, or None where redis-py's client must go (TLS)."""
         options: dict[str, Any] = parse_url(url)  # type: ignore[no-untyped-call]
         kind = options.get("connection_class")
         if kind is not None and kind is not UnixDomainSocketConnection:

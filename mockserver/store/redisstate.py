@@ -1,11 +1,11 @@
 """``RedisStore`` (``--state``): the primitives of :mod:`.primitives` in Redis, so processes on
 any number of hosts behave as one mock.
 
-Each primitive is one Redis command or one short Lua script, so each is atomic across processes.
+The primitives of a round trip are one short Lua script, so they are atomic across processes.
 A mock's keys share one hash tag (one Redis Cluster slot, as a script needs) made of its name and
 a slow digest of its secret, and live ``--state-ttl`` seconds past its last use
 (docs/servers.md); API keys are kept as keyed BLAKE2b digests. On the event loop a round trip goes
-through the loop's own connection (:class:`.redisclients.Line`) or redis-py's async pipeline (a
+through the loop's own connection (:class:`.redisclients.Line`) or redis-py's async client (a
 cluster, Sentinel, TLS).
 """
 
@@ -455,7 +455,7 @@ class RedisStore:
         done(result)
 
     def _line_of(self, loop: asyncio.AbstractEventLoop) -> Line | None:
-        """The running loop's line (None: redis-py's pipeline), made on its first round trip."""
+        """The running loop's line (None: redis-py's client), made on its first round trip."""
         if self._owner is not None:  # the owner's connections
             line = self._owner._line_of(loop)
             self._async = self._owner._async
