@@ -478,6 +478,7 @@ class RedisStore:
 
     async def close_async(self) -> None:
         """Close the running loop's connections (before the loop closes)."""
+        self._turn.clear()  # what its aborted connections left unsent: no one waits for it
         if self._owner is not None:
             return  # its connections are the owner's, closed with it
         with contextlib.suppress(StateUnavailable), self._guard():  # another process reports
