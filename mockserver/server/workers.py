@@ -129,7 +129,8 @@ def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int],
     def interrupted(*_: object) -> None:
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, interrupted)
+    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too where it started ignored (a
+        signal.signal(signum, interrupted)  # shell's background job), as one process stops
     try:
         for _ in range(settings.workers):
             worker = subprocess.Popen(command, env=environ, stdout=subprocess.PIPE)  # noqa: S603

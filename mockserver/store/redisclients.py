@@ -368,8 +368,7 @@ class _Replies(asyncio.Protocol):
         self._unsent.append(hiredis.pack_command(command))  # type: ignore[arg-type]
 
     def reply_of(self, command: Command) -> asyncio.Future[Any]:
-        """:meth:`exchange` as a future (connecting); a failure raises, an error reply is the
-        result."""
+        """:meth:`exchange` as a future: a failure raises, an error reply is its result."""
         future: asyncio.Future[Any] = self._loop.create_future()
 
         def done(reply: Any) -> None:

@@ -673,8 +673,7 @@ Answered = Sequence[Ask | bool] | Exception
 def _tell_each(
     batch: list[tuple[Trip, Callable[[Ask | bool | Exception], None]]], answered: Answered
 ) -> None:
-    """Tell each round trip of one call its answer: its Ask, whether its entry was kept, or
-    why neither came."""
+    """Tell each round trip of one call its answer (its Ask, or its entry kept), or why none."""
     each: Sequence[Ask | bool | Exception]
     each = [answered] * len(batch) if isinstance(answered, Exception) else answered
     for (_, done), answer in zip(batch, each, strict=True):

@@ -160,9 +160,14 @@ GRACE = 10.0  # generous: the process must exit well within it, and the test wai
 
 
 @contextmanager
-def started(argv: list[str], tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``verdict-mock ARGV`` (a single process or a ``--workers`` parent) and its base URL."""
+def started(
+    argv: list[str], tmp_path: Path, sigint_ignored: bool = False
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``verdict-mock ARGV`` (a single process or a ``--workers`` parent) and its base URL;
+    ``sigint_ignored``: started as a shell starts a background job (SIGINT ignored)."""
     command = [sys.executable, "-m", "verdict_contract.mockserver", "--api-key", KEY, *argv]
+    if sigint_ignored:  # as sh does for `command &`; exec keeps the signal ignored
+        command = ["sh", "-c", 'trap "" INT; exec "$0" "$@"', *command]
     with (tmp_path / "started.err").open("w") as err:
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=err, text=True, env=clean_environ()
@@ -230,6 +235,25 @@ def test_sigterm_lets_a_delayed_answer_finish_then_exits(
     assert said.count("stopping gracefully (SIGTERM): ") == workers, said
     assert "with requests under way" in said
     assert said.count("stopped gracefully: every request under way answered in ") == workers
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["one process", "workers 2"])
+def test_sigint_ends_every_process_of_a_mock_started_in_the_background(
+    workers: int, store: RedisServer, tmp_path: Path
+) -> None:
+    """A shell starts a background job with SIGINT ignored; ``kill -INT`` still ends the mock
+    and every worker it started, as it does a mock in the foreground."""
+    argv = ["--port", "0", "--state", store.url, "--workers", str(workers)]
+    with started([*argv, "--secret", f"sigint-{workers}"], tmp_path, sigint_ignored=True) as (
+        process,
+        base,
+    ):
+        port = int(base.rpartition(":")[2])
+        with httpx.Client(base_url=base, timeout=10) as client:
+            assert wait_until(lambda: client.get("/_mock/readyz").status_code == 200, timeout=20)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=GRACE + 10) == 0
+        assert _refuses_connections(port)  # no worker left serving the port
 
 
 # --- 3. one port, one mock ---------------------------------------------------------------------
