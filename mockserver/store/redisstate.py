@@ -387,8 +387,8 @@ class RedisStore:
         return bool(kept)
 
     def _trip(self, call: Call) -> Sequence[Ask | bool]:
-        execute = partial(self.sync.execute_command, *self._command(call))
         with self._guard():
+            execute = partial(self.sync.execute_command, *self._command(call))
             try:
                 return self._reply(call, execute())
             except NoScriptError:  # Redis forgot the scripts (a restart, SCRIPT FLUSH): none
