@@ -23,8 +23,9 @@ alone costs.
 
 The last rows keep the state in Redis (``--state``; a ``redis-server`` of its own on a free
 port, skipped where none is installed): one process, then ``--workers 2`` on one port. Each
-request to ``/e`` is then one round trip to Redis (count, step, journal); the report says what
-that costs per request against the one process in memory.
+request to ``/e`` then makes two round trips to Redis (its reads and count, then its journal
+entry), each shared with the requests of the same turn of the loop; the report says what that
+costs per request against the one process in memory.
 Then CPU per ``GET /e``: the CPU time (user and system, from ``/proc``) the mock's processes
 and ``redis-server`` spent over one more wrk run of each ``/e`` row of the memory mock and the
 Redis ones, divided by the requests answered; a ratio to memory that the load of the machine

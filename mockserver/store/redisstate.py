@@ -235,6 +235,20 @@ class Call(NamedTuple):
     appends: list[Append]
 
 
+Answered = Sequence[Ask | bool] | Exception
+"""A call on the loop answered: its asks, answered, whether each entry was kept, or why not."""
+
+
+def _tell_each(
+    batch: list[tuple[Trip, Callable[[Ask | bool | Exception], None]]], answered: Answered
+) -> None:
+    """Tell each round trip of one call its answer (its Ask, or its entry kept), or why none."""
+    each: Sequence[Ask | bool | Exception]
+    each = [answered] * len(batch) if isinstance(answered, Exception) else answered
+    for (_, done), answer in zip(batch, each, strict=True):
+        done(answer)
+
+
 class Calls:
     """The store's round trips and failures (metrics), and one log line when it goes down, one
     when it is back: not one per request."""
@@ -664,20 +678,6 @@ _REFUSALS: Final[dict[type[BaseException], tuple[str, str]]] = {
     ReadOnlyError: ("state_read_only", "Redis is a read-only replica"),
 }
 """Redis's refusals to be written, each with the 503's code and its reason."""
-
-
-Answered = Sequence[Ask | bool] | Exception
-"""A call on the loop answered: its asks, answered, whether each entry was kept, or why not."""
-
-
-def _tell_each(
-    batch: list[tuple[Trip, Callable[[Ask | bool | Exception], None]]], answered: Answered
-) -> None:
-    """Tell each round trip of one call its answer (its Ask, or its entry kept), or why none."""
-    each: Sequence[Ask | bool | Exception]
-    each = [answered] * len(batch) if isinstance(answered, Exception) else answered
-    for (_, done), answer in zip(batch, each, strict=True):
-        done(answer)
 
 
 def _done(reply: object) -> None:
