@@ -12,7 +12,6 @@ import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Final
 
 from verdict_contract.core.spec import (
@@ -163,6 +162,9 @@ def headline_context(rng: random.Random) -> dict[str, str]:
     }
 
 
+RENDERED_KEPT: Final = 4096  # then forgotten all at once
+
+
 @dataclass
 class VerdictGenerator:
     """Builds verdict bodies and their JSON bytes for a seed."""
@@ -170,16 +172,25 @@ class VerdictGenerator:
     seed: str = DEFAULT_SEED
 
     def __post_init__(self) -> None:
-        # Rendered once a session (bench_instructions --row demo: 121k a GET /e, 394k without)
-        self.render = lru_cache(maxsize=4096)(self._render)
+        # Rendered once a session (bench_instructions --row demo: 110k a GET /e, 394k without),
+        # found by its id: hashing its spec cost 2% (a named session's is the same object)
+        self._rendered: dict[str, tuple[SessionSpec, bytes]] = {}
 
     def _rng(self, session_id: str) -> random.Random:
         digest = hashlib.blake2b(f"{self.seed}\0{session_id}".encode(), digest_size=8).digest()
         return random.Random(int.from_bytes(digest, "big"))
 
-    def _render(self, session_id: str, spec: SessionSpec) -> bytes:
-        body = self.verdict(session_id, spec)
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    def render(self, session_id: str, spec: SessionSpec) -> bytes:
+        """The verdict body of ``session_id`` as JSON (the last :data:`RENDERED_KEPT` are kept)."""
+        kept, body = self._rendered.get(session_id, (None, b""))
+        if kept is not spec and kept != spec:
+            body = json.dumps(
+                self.verdict(session_id, spec), ensure_ascii=False, separators=(",", ":")
+            ).encode()
+            if len(self._rendered) >= RENDERED_KEPT:
+                self._rendered.clear()
+            self._rendered[session_id] = spec, body
+        return body
 
     def verdict(self, session_id: str, spec: SessionSpec | None = None) -> dict[str, Any]:
         """Return the verdict body for ``session_id``; raises SpecError for an impossible spec."""

@@ -17,6 +17,7 @@ from verdict_contract.mockserver.model.generate import (
     CATALOGUE,
     DEFAULT_CONCLUSIVE,
     FAMILY_PREFIX,
+    RENDERED_KEPT,
     VerdictGenerator,
     templates,
 )
@@ -60,6 +61,26 @@ def test_render_is_the_compact_json_of_verdict() -> None:
     body = generator.verdict("id-1")
     assert raw == json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
     assert raw.startswith(b'{"schema":7,')
+
+
+def test_a_body_kept_for_an_id_is_rendered_anew_for_another_spec() -> None:
+    generator = VerdictGenerator("seed-a")
+    refused = generator.render("id-1", SessionSpec(verdict="refused"))
+    assert json.loads(refused)["verdict"] == "refused"
+    disputed = generator.render("id-1", SessionSpec(verdict="disputed"))
+    assert json.loads(disputed)["verdict"] == "disputed"
+    # an equal spec, another object: the kept body
+    assert generator.render("id-1", SessionSpec(verdict="disputed")) is disputed
+
+
+def test_rendered_bodies_are_bounded() -> None:
+    generator = VerdictGenerator("seed-a")
+    first = generator.render("id-0", SessionSpec())
+    for i in range(1, RENDERED_KEPT + 1):
+        generator.render(f"id-{i}", SessionSpec())
+    again = generator.render("id-0", SessionSpec())
+    assert again is not first  # forgotten once the generator kept its most
+    assert again == first  # rendered alike
 
 
 def test_different_seed_gives_different_bytes() -> None:
