@@ -44,7 +44,8 @@ from ..settings import Settings
 from ..state import MockState
 from ..store.backend import StateUnavailable
 from ..store.primitives import Ask
-from ..web.accesslog import Served, log_request
+from ..web.accesslog import Served, log_line, tenant_label
+from ..web.accesslog import log as access_log
 from ..web.app import parts_of
 from ..web.middleware import MAX_HEADER_BYTES
 from ..web.proxy import ValidatingProxy
@@ -674,17 +675,17 @@ class HttpConnection(asyncio.Protocol):
         if not self.server.access_log or state is None:
             return
         peer = self.flow.transport.get_extra_info("peername")
-        served = Served(status, size, seconds=took)
-        log_request(
-            state,
-            cycle.method,
-            cycle.url,
-            cycle.version,
-            peer,
-            cycle.headers,
-            cycle.authorization,
-            served,
-        )
+        try:
+            environ = environ_for(cycle, self.server.address, peer)
+        except httptools.HttpParserInvalidURLError:  # its 400: the target logged as sent
+            environ = {
+                "REQUEST_METHOD": cycle.method,
+                "PATH_INFO": cycle.url.decode("latin-1"),
+                "SERVER_PROTOCOL": f"HTTP/{cycle.version}",
+                "REMOTE_ADDR": peer[0] if peer else "",
+            }
+        served = Served(status, size, tenant_label(state, cycle.authorization), took)
+        access_log.info("%s", log_line(environ, served, state))
 
     # -- the connection ---------------------------------------------------------------------
     def _answer_ready(self) -> None:

@@ -16,7 +16,7 @@ from werkzeug.wsgi import ClosingIterator
 
 from ..model.answer import NO_STATUS
 from ..state import MockState, authorized
-from ..store.journal import RawHeaders, as_text, masked_param, masked_path
+from ..store.journal import masked_param, masked_path
 from .guard import TOKEN_PARAM, holder_of, holders
 
 if TYPE_CHECKING:
@@ -68,33 +68,6 @@ def log_line(environ: WSGIEnvironment, served: Served, state: MockState) -> str:
     status = served.status.split(" ")[0]
     line = f'{remote} - {served.user} [{stamp}] "{request}" {status} {served.size or "-"} {took}'
     return printable(line)
-
-
-def log_request(
-    state: MockState,
-    method: str,
-    url: bytes,
-    version: str,
-    peer: tuple[str, int] | None,
-    headers: RawHeaders,
-    authorization: str | None,
-    served: Served,
-) -> None:
-    """Log a request to ``/e`` the server parsed itself (no WSGI environ was built for it)."""
-    path, _, query = url.partition(b"?")
-    environ = {
-        "REQUEST_METHOD": method,
-        "PATH_INFO": path.decode("latin-1"),
-        "QUERY_STRING": query.decode("latin-1"),
-        "SERVER_PROTOCOL": f"HTTP/{version}",
-        "REMOTE_ADDR": peer[0] if peer else "-",
-    }
-    if state.settings.forwarded_allow_ips:  # every X-Forwarded-For, joined as WSGI's environ
-        sent = [as_text(v) for k, v in headers if as_text(k).lower() == "x-forwarded-for"]
-        if sent:
-            environ["HTTP_X_FORWARDED_FOR"] = ",".join(sent)
-    user = tenant_label(state, authorization)
-    log.info("%s", log_line(environ, served._replace(user=user), state))
 
 
 MAX_HOP_CHARS: Final = 64

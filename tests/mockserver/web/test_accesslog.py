@@ -121,6 +121,19 @@ def test_a_huge_query_gives_a_short_line(caplog: pytest.LogCaptureFixture) -> No
     assert len(_lines(caplog)[0]) < 1200
 
 
+def test_a_target_that_does_not_parse_is_logged_as_sent(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mockserver.access")
+    with running(create_app(Settings(access_log=True)), server="async") as server:
+        port = int(server.base_url.rsplit(":", 1)[1])
+        answer = raw_request(port, b"GET http://h:x/e HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 400 ")
+        assert wait_until(lambda: len(_lines(caplog)) == 1)
+    (line,) = _lines(caplog)
+    parsed = CLF.match(line)
+    assert parsed, line
+    assert parsed.group(1, 2, 3) == ("127.0.0.1", "GET http://h:x/e HTTP/1.1", "400")
+
+
 def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "mockserver.access"]
 
