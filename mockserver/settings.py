@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import Field, dataclass, field, fields, replace
 from functools import cache
@@ -25,7 +26,7 @@ from verdict_contract.core.suggest import scheme_hint
 
 from .model.generate import DEFAULT_SEED
 from .model.scenariofile import MAX_SCENARIO_BYTES
-from .store.backend import DEFAULT_STATE_TTL, StateURL, state_problem
+from .store.backend import DEFAULT_STATE_TTL, STATE_NAME, StateURL
 
 DEFAULT_API_KEY: Final = "verdict-mock-local-key"
 """The key the mock accepts when none is configured; for local use only, so printed in full."""
@@ -402,3 +403,41 @@ def markdown_table() -> str:
         what = option.help + ("; repeatable" if option.repeatable else "")
         rows.append(f"| `{flag}` | {variable} | `{documented_default(option, default)}` | {what} |")
     return "\n".join(rows)
+
+
+def state_problem(settings: Settings) -> str | None:
+    """What is wrong with --state and the settings that go with it, if anything (never a
+    secret): what several processes can share exactly (README: Which server)."""
+    workers = settings.workers
+    if workers < 1:
+        return "workers must be at least 1"
+    if workers > 1 and settings.state.is_memory:
+        return (
+            f"--workers {workers} needs --state redis://HOST:PORT/DB: in memory, each process "
+            "would keep its own rate limit, scripts and journal (a 10/60 limit would let up to "
+            f"{10 * workers} through)"
+        )
+    if workers > 1 and not hasattr(socket, "SO_REUSEPORT"):
+        return "--workers needs SO_REUSEPORT, which this OS does not have"
+    if workers > 1 and settings.server != "async":
+        return "--workers needs the async server (it shares the port)"
+    if not settings.state.is_memory and settings.proxy_to is not None:
+        return "--proxy-to journals in its own process: it does not take --state"
+    if not settings.state_ttl > 0:
+        return (
+            f"Settings(state_ttl=...): received {settings.state_ttl!r}; documented: a positive "
+            "number of seconds"
+        )
+    name = settings.state_name
+    if name is not None and not STATE_NAME.fullmatch(name):
+        return (
+            f"Settings(state_name=...): received {name[:70]!r}; documented: 1 to 64 letters, "
+            "digits, '.', '_' or '-'"
+        )
+    secrets = (settings.signing_secret, *settings.api_keys)
+    if name is not None and any(len(secret) >= 4 and secret in name for secret in secrets):
+        return (  # the name is in every key: anyone who lists the Redis's keys reads it
+            "Settings(state_name=...): the name holds the secret or an API key; documented: a "
+            "name that anyone who lists the Redis's keys may read"
+        )
+    return None

@@ -9,8 +9,7 @@ The URL's credentials never print: every message shows :attr:`StateURL.label`.
 from __future__ import annotations
 
 import re
-import socket
-from typing import Final, NamedTuple, Protocol
+from typing import Final, NamedTuple
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from verdict_contract.core.errors import StateUnavailable as StateUnavailable
@@ -141,62 +140,3 @@ def secrets_of(url: str) -> list[str]:
 
 
 _SECRET_WORDS: Final = ("pass", "secret", "token", "key", "auth", "credential")
-
-
-class StateSettings(Protocol):
-    """The settings that say where the state lives and how (``Settings`` has them)."""
-
-    @property
-    def workers(self) -> int: ...
-    @property
-    def state(self) -> StateURL: ...
-    @property
-    def server(self) -> str: ...
-    @property
-    def proxy_to(self) -> str | None: ...
-    @property
-    def state_ttl(self) -> float: ...
-    @property
-    def state_name(self) -> str | None: ...
-    @property
-    def signing_secret(self) -> str: ...
-    @property
-    def api_keys(self) -> tuple[str, ...]: ...
-
-
-def state_problem(settings: StateSettings) -> str | None:
-    """What is wrong with --state and the settings that go with it, if anything (never a
-    secret): what several processes can share exactly (README: Which server)."""
-    workers = settings.workers
-    if workers < 1:
-        return "workers must be at least 1"
-    if workers > 1 and settings.state.is_memory:
-        return (
-            f"--workers {workers} needs --state redis://HOST:PORT/DB: in memory, each process "
-            "would keep its own rate limit, scripts and journal (a 10/60 limit would let up to "
-            f"{10 * workers} through)"
-        )
-    if workers > 1 and not hasattr(socket, "SO_REUSEPORT"):
-        return "--workers needs SO_REUSEPORT, which this OS does not have"
-    if workers > 1 and settings.server != "async":
-        return "--workers needs the async server (it shares the port)"
-    if not settings.state.is_memory and settings.proxy_to is not None:
-        return "--proxy-to journals in its own process: it does not take --state"
-    if not settings.state_ttl > 0:
-        return (
-            f"Settings(state_ttl=...): received {settings.state_ttl!r}; documented: a positive "
-            "number of seconds"
-        )
-    name = settings.state_name
-    if name is not None and not STATE_NAME.fullmatch(name):
-        return (
-            f"Settings(state_name=...): received {name[:70]!r}; documented: 1 to 64 letters, "
-            "digits, '.', '_' or '-'"
-        )
-    secrets = (settings.signing_secret, *settings.api_keys)
-    if name is not None and any(len(secret) >= 4 and secret in name for secret in secrets):
-        return (  # the name is in every key: anyone who lists the Redis's keys reads it
-            "Settings(state_name=...): the name holds the secret or an API key; documented: a "
-            "name that anyone who lists the Redis's keys may read"
-        )
-    return None
