@@ -364,8 +364,8 @@ class ExplainClient:
                 if authorization is KEY and method == "GET":
                     self._remember(params, response)
                 return response
-            said = response.headers.get("retry-after")
-            if said is None:
+            retry_after = response.headers.get("retry-after")
+            if retry_after is None:
                 self.advise("a 429 came without Retry-After (spec §7 asks for none; clients guess)")
             if announced is not None and self.workers == 1:  # else a sibling took the slot
                 self.advise(
@@ -375,29 +375,29 @@ class ExplainClient:
             if not honour_429:
                 return response
             self.answered_429 += 1
-            unreadable = unreadable_retry_after(said)
+            unreadable = unreadable_retry_after(retry_after)
             if unreadable is not None:  # a breach: the call that met it fails, with its replay
                 raise BrokenAnswer(unreadable)
-            wait = retry_after_seconds(said, attempt, date=response.headers.get("date"))
+            wait = retry_after_seconds(retry_after, attempt, date=response.headers.get("date"))
             remaining = self.wait_budget - self.waited
             if attempt >= MAX_RETRIES:
                 raise Throttled(
                     f"throttled: the retry cap ran out: still 429 after {attempt} retries of one "
-                    f"call (Retry-After: {said!r}); {self.waited:.1f} s of the "
+                    f"call (Retry-After: {retry_after!r}); {self.waited:.1f} s of the "
                     f"{self.wait_budget:g} s wait budget spent (run later, or pace the run "
                     "with --verdict-max-rate N/SECONDS)"
                 )
             if wait > remaining:
                 raise Throttled(
                     f"throttled: the wait budget ran out: the target answered 429 (Retry-After: "
-                    f"{said!r}, a wait of {wait:.1f} s) and the run's wait budget of "
+                    f"{retry_after!r}, a wait of {wait:.1f} s) and the run's wait budget of "
                     f"{self.wait_budget:g} s has {max(remaining, 0):.1f} s left after {attempt} "
                     "retries (raise --verdict-wait-budget, pace with --verdict-max-rate, or run "
                     "later)"
                 )
             clock.CLOCK.sleep(wait)
             self.waited += wait
-            announced = said  # None, or readable: an unreadable one failed the call above
+            announced = retry_after  # None, or readable: an unreadable one failed the call above
             attempt += 1
 
     def _remember(

@@ -63,10 +63,10 @@ def test_rate_limit_answers_429_then_recovers(
     # Past the 429 nothing is a breach: §7 promises the 429 and no header, no recovery time.
     # How the service recovers is for the advisories.
     headers = refusal.headers
-    said = headers.get("retry-after")
-    unreadable = unreadable_retry_after(said)
+    retry_after = headers.get("retry-after")
+    unreadable = unreadable_retry_after(retry_after)
     assert unreadable is None, f"the probe's refusal: {unreadable}"
-    wait = retry_after_seconds(said, 0, date=headers.get("date")) if said else 0.0
+    wait = retry_after_seconds(retry_after, 0, date=headers.get("date")) if retry_after else 0.0
     if contract_target.bundled:
         client.advance_mock_clock(wait)  # the mock's clock: no sleeping, however loaded the machine
     elif wait > MAX_WAIT:
@@ -84,13 +84,13 @@ def test_rate_limit_answers_429_then_recovers(
         status = client.request(params=[("n", n)], honour_429=False).status_code
     late = clock.CLOCK.monotonic() - started
     advisories = []
-    if said and status == 429:
+    if retry_after and status == 429:
         advisories.append(
-            f"Retry-After lied: still 429 {late:.0f} s after the {said!r} it announced"
+            f"Retry-After lied: still 429 {late:.0f} s after the {retry_after!r} it announced"
         )
-    elif said and late > GRACE:
+    elif retry_after and late > GRACE:
         advisories.append(
-            f"Retry-After lied: announced {said!r}, the service recovered {late:.1f} s later"
+            f"Retry-After lied: announced {retry_after!r}, the service recovered {late:.1f} s later"
         )
     elif status == 429:
         advisories.append(f"the rate limit did not lift within {MAX_WAIT:.0f} s (no Retry-After)")

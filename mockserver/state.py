@@ -22,7 +22,7 @@ from verdict_contract.core.spec import VERDICTS, VerdictKind
 
 from .model.generate import VerdictGenerator
 from .model.scenario import Scenario, ScenarioError, demo_sessions, load_scenario
-from .model.scripts import ScriptBook, script_bytes
+from .model.scripts import ScriptBook, admits, script_bytes
 from .model.sessions import Session, SessionCodec, SessionSpec, SpecError
 from .model.tenants import OPERATOR, Tenant, load_tenants
 from .model.traffic import Traffic
@@ -280,7 +280,7 @@ class MockState:
             except SpecError as exc:
                 raise ScenarioError(f"sessions.{session.id}: {exc}") from None
         named_bytes = sum(script_bytes(s.spec.script) for s in named.values())
-        if named_bytes > self.scripts.capacity:
+        if not admits(0, 0, named_bytes, self.scripts.capacity):  # the rule of every script
             raise ScenarioError(
                 f"the scenario's scripts take {named_bytes} bytes; the mock holds at most "
                 f"{self.scripts.capacity} bytes of scripts: shorten them"

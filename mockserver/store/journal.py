@@ -395,11 +395,12 @@ def make_entry(
     violations: tuple[str, ...] = (),
     sent: SentRequest | None = None,
 ) -> JournalEntry:
-    """A request's :class:`JournalEntry`, the one way one is made: its query ``args`` shown
-    masked and bounded (:func:`journaled_query`; ``is_key`` tells a configured API key wherever it
-    was sent), or ``journaled`` if the caller has it already (a load test sends one query again and
-    again: the entries share it, read-only); the Authorization header masked; headers and
-    parameters kept as digests only; ``result``: the answer's (:func:`.steps.outcome`)."""
+    """A request's :class:`JournalEntry`, the one way one is made (:func:`decode_entry` reads
+    back one a shared store kept): its query ``args`` shown masked and bounded
+    (:func:`journaled_query`; ``is_key`` tells a configured API key wherever it was sent), or
+    ``journaled`` if the caller has it already (a load test sends one query again and again: the
+    entries share it, read-only); the Authorization header masked; headers and parameters kept
+    as digests only; ``result``: the answer's (:func:`.steps.outcome`)."""
     n, query, params = journaled_query(args, is_key) if journaled is None else journaled
     # The rule of :attr:`JournalEntry.untrusted`, its one place: a no-cors fetch or a form
     # reaches any path with any method, but carries no Authorization (a 401 the mock decided).

@@ -39,7 +39,7 @@ _ERROR_STATUSES = {
     "unavailable": 503,
     "state_unavailable": 503,
 }
-_SAID_CHARS = 200
+_ERROR_CHARS = 200
 
 
 def _error_answer(body: object) -> str | None:
@@ -53,12 +53,12 @@ def _error_answer(body: object) -> str | None:
     error = body.get("error")
     if not isinstance(error, dict) or not isinstance(error.get("code"), str):
         return None
-    code: str = error["code"][:_SAID_CHARS]
+    code: str = error["code"][:_ERROR_CHARS]
     status = _ERROR_STATUSES.get(code)
     named = code if status is None else f"{status} {code}"
     message = error.get("message")
-    said = repr(message[:_SAID_CHARS]) if isinstance(message, str) else "no message"
-    return f"this is an error answer ({named}), not a verdict; the service said: {said}"
+    quoted = repr(message[:_ERROR_CHARS]) if isinstance(message, str) else "no message"
+    return f"this is an error answer ({named}), not a verdict; the service said: {quoted}"
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -57,7 +57,8 @@ def _rule_tag(error: ValidationError) -> str | None:
 
 
 def _schema_violations(body: object, reported: set[str]) -> list[Violation]:
-    # jsonschema explains errors well but is slow; a valid body never needs the explanation.
+    # jsonschema explains errors well but is slow; a valid body never needs the explanation
+    # (bench_validator: validate_verdict 5.6x jsonschema alone, with the rules; below 1x without)
     if _conforms(body):
         return []
     violations = []
