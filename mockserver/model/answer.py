@@ -9,7 +9,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from http import HTTPStatus
 from typing import Final, Literal, NamedTuple
 
@@ -80,7 +80,7 @@ class Answer:
     fault: str | None = None  # the connection fault it carries (steps.fault_answer)
     delay: float = 0.0  # seconds to wait before answering (a scripted delay step)
 
-    @cached_property
+    @cached_property  # its body read once (bench_instructions demo: 110k a GET /e, 231k without)
     def result(self) -> Outcome:
         """The journal's reading of this answer, once per answer object (a session's are kept)."""
         fault = self.fault
@@ -126,7 +126,6 @@ def explain_headers(answer: Answer, vary: bool = True) -> list[tuple[str, str]]:
     return with_defaults(own, answer.headers)
 
 
-@lru_cache(maxsize=64)  # one answer per method: a flood of POSTs builds nothing
 def not_allowed(method: str, allowed: str) -> Answer:
     """405 for a method the path does not take (``allowed``: ``"GET, HEAD"``)."""
     message = f"{method} is not allowed here; use {allowed}"

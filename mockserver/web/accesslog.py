@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from urllib.parse import parse_qsl
@@ -84,7 +83,6 @@ def client_of(environ: Mapping[str, Any], trusted: tuple[str, ...]) -> str:
     return next((hop for hop in reversed(hops) if not _trusted(hop, trusted)), hops[0]) or "-"
 
 
-@lru_cache(maxsize=8)  # the settings' one tuple: read once, not per line
 def _networks(trusted: tuple[str, ...]) -> tuple[IPv4Network | IPv6Network, ...]:
     return tuple(ip_network(allowed, strict=False) for allowed in trusted if allowed != "*")
 
