@@ -76,7 +76,7 @@ def fault_answer(kind: str, body: bytes) -> Answer:
     return Answer(200, sent, headers, "scripted", fault=kind)
 
 
-def outcome(answer: Answer | str) -> Outcome:
+def outcome_of(answer: Answer | str) -> Outcome:
     """The journal's reading of an answer, or of a fault named by a string (``"timeout"``)."""
     if isinstance(answer, str):  # met before any answer: a scripted delay outlasting a timeout
         return Outcome(None, "scripted", answer, "script")

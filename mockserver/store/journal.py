@@ -400,7 +400,7 @@ def make_entry(
     (:func:`journaled_query`; ``is_key`` tells a configured API key wherever it was sent), or
     ``journaled`` if the caller has it already (a load test sends one query again and again: the
     entries share it, read-only); the Authorization header masked; headers and parameters kept
-    as digests only; ``result``: the answer's (:func:`.steps.outcome`)."""
+    as digests only; ``result``: the answer's (:func:`.steps.outcome_of`)."""
     n, query, params = journaled_query(args, is_key) if journaled is None else journaled
     # The rule of :attr:`JournalEntry.untrusted`, its one place: a no-cors fetch or a form
     # reaches any path with any method, but carries no Authorization (a 401 the mock decided).
