@@ -5,7 +5,8 @@ primitives they use (``store/primitives.py``), in this process or in Redis (some
 Hypothesis state machine sends every operation to two mocks, one per store (a real
 ``redis-server``), and compares every answer, as fakeredis checks itself against a real Redis:
 mints with scripts and ages (a full script store included), ``/e`` with good and bad keys and
-odd queries, clock moves that land exactly on a session's lifetime or a window's edge, expiry
+odd queries (one at a time, and several arriving together at the async server, whose round trips
+a shared store answers in one call), clock moves that land exactly on a session's lifetime or a window's edge, expiry
 by hand, resets, journal reads and clears (both journals small enough to fill).
 
 The host's wall clock is stopped where the mock reads it: time moves by the mock's clock alone,
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -36,6 +38,7 @@ from hypothesis.stateful import (
 )
 
 from tests.helpers import KEY, OTHER_KEY
+from tests.mockserver.fakes import FakeServer, connect
 from tests.redisserver import RedisServer, redis_server
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
@@ -57,6 +60,7 @@ JOURNAL_SIZE, RING_SIZE = 4, 3
 SCRIPTS_HELD = 3 * (scripts.STEP_BYTES + scripts.SCRIPT_BYTES)
 """The script store's bound: three one-step scripts, so a few mints fill it."""
 BAD_KEY = "not-a-key-of-this-mock-0000"
+DATE = re.compile(rb"Date: [^\r]*\r\n")
 WALL = 1_800_000_000.0
 """Where the host's wall clock stands, stopped: a whole number, so every sum is exact."""
 
@@ -88,6 +92,32 @@ def _journal(state_: state.MockState, ids: dict[str, str]) -> list[dict[str, Any
         fields["n"] = ids.get(fields["n"], fields["n"])
         shown.append(fields)
     return shown
+
+
+def _one_turn(state_: state.MockState, requests: list[tuple[bytes, str | None]]) -> list[bytes]:
+    """``GET /e?<query>`` with a key (or none) per request, each on a connection of its own to
+    the async server, all read in one turn of the event loop (a shared store answers their
+    round trips together); each answer as written, its Date left out."""
+
+    async def serve() -> list[bytes]:
+        server = FakeServer(state=state_)
+        transports = []
+        for query, key in requests:
+            connection, transport = connect(server)
+            authorization = "" if key is None else f"Authorization: Bearer {key}\r\n"
+            head = f"GET /e?{query.decode()} HTTP/1.1\r\nHost: mock\r\n{authorization}\r\n"
+            connection.data_received(head.encode())
+            transports.append(transport)
+        for _ in range(1000):  # the store's round trips; a scripted delay on the fake loop's clock
+            if all(transport.written for transport in transports):
+                break
+            server.loop.run_later(1.0)
+            await asyncio.sleep(0.001)
+        if isinstance(state_.store, RedisStore):
+            await state_.store.close_async()
+        return [DATE.sub(b"", transport.take()) for transport in transports]
+
+    return asyncio.run(serve())
 
 
 class StoresAlike(RuleBasedStateMachine):
@@ -154,6 +184,31 @@ class StoresAlike(RuleBasedStateMachine):
     @rule(name=st.sampled_from([*NAMED, "demo-refused"]), key=st.sampled_from([KEY, OTHER_KEY]))
     def get_named(self, name: str, key: str) -> None:
         self.alike(*[_answer(each, f"n={name}".encode(), key) for each in self.both])
+
+    @rule(
+        minted=sessions,
+        requests=st.lists(
+            st.tuples(st.sampled_from(["minted", *NAMED]), st.sampled_from([KEY, BAD_KEY, None])),
+            min_size=2,
+            max_size=6,
+        ),
+    )
+    def get_in_one_turn(self, minted: tuple[str, str], requests: list[tuple[str, str]]) -> None:
+        """Requests that arrive together, through the async server: each answered as if one by
+        one, in the order they arrived; their entries compared as a set (which of them is
+        journaled first is the order they were decided in, which the stores may differ in)."""
+        answers, journals = [], []
+        for each, session_id, ids in zip(self.both, minted, self.ids, strict=True):
+            each.clear_journal()
+            turn = [
+                (f"n={session_id if name == 'minted' else name}", key) for name, key in requests
+            ]
+            answers.append(_one_turn(each, [(query.encode(), key) for query, key in turn]))
+            entries = [{**entry, "seq": None} for entry in _journal(each, ids)]  # numbered as kept
+            journals.append(sorted(map(repr, entries)))
+            each.clear_journal()
+        self.alike(*answers)
+        self.alike(*journals)
 
     @rule(query=ODD_QUERIES, key=st.sampled_from([KEY, BAD_KEY]))
     def get_odd(self, query: bytes, key: str) -> None:
