@@ -5,9 +5,10 @@ primitives they use (``store/primitives.py``), in this process or in Redis (some
 Hypothesis state machine sends every operation to two mocks, one per store (a real
 ``redis-server``), and compares every answer, as fakeredis checks itself against a real Redis:
 mints with scripts and ages (a full script store included), ``/e`` with good and bad keys and
-odd queries (one at a time, and several arriving together at the async server, whose round trips
-a shared store answers in one call), clock moves that land exactly on a session's lifetime or a window's edge, expiry
-by hand, resets, journal reads and clears (both journals small enough to fill).
+odd queries (one at a time, and several arriving together at the async server, whose round
+trips a shared store answers in one call), clock moves that land exactly on a session's
+lifetime or a window's edge, expiry by hand, resets, journal reads and clears (both journals
+small enough to fill).
 
 The host's wall clock is stopped where the mock reads it: time moves by the mock's clock alone,
 so an edge is landed on exactly in both stores. The rules themselves (the same code for both)
