@@ -341,7 +341,7 @@ def test_an_in_process_entry_holds_the_request_as_the_client_sent_it(transport: 
 
 
 def test_an_entry_over_http_holds_no_request() -> None:
-    with _live(Settings(api_keys=(KEY,))) as mock:
+    with _live(Settings(api_keys=(KEY,), port=0)) as mock:
         n = mock.mint(verdict="refused")
         httpx.get(mock.url(n), headers={"Authorization": f"Bearer {KEY}"}, timeout=5)
         (entry,) = mock.journal
