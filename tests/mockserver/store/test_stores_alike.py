@@ -95,7 +95,7 @@ def _journal(state_: state.MockState, ids: dict[str, str]) -> list[dict[str, Any
     return shown
 
 
-def _one_turn(state_: state.MockState, requests: list[tuple[bytes, str | None]]) -> list[bytes]:
+def _one_turn(state_: state.MockState, requests: list[tuple[str, str | None]]) -> list[bytes]:
     """``GET /e?<query>`` with a key (or none) per request, each on a connection of its own to
     the async server, all read in one turn of the event loop (a shared store answers their
     round trips together); each answer as written, its Date left out."""
@@ -106,7 +106,7 @@ def _one_turn(state_: state.MockState, requests: list[tuple[bytes, str | None]])
         for query, key in requests:
             connection, transport = connect(server)
             authorization = "" if key is None else f"Authorization: Bearer {key}\r\n"
-            head = f"GET /e?{query.decode()} HTTP/1.1\r\nHost: mock\r\n{authorization}\r\n"
+            head = f"GET /e?{query} HTTP/1.1\r\nHost: mock\r\n{authorization}\r\n"
             connection.data_received(head.encode())
             transports.append(transport)
         for _ in range(1000):  # the store's round trips; a scripted delay on the fake loop's clock
@@ -114,6 +114,9 @@ def _one_turn(state_: state.MockState, requests: list[tuple[bytes, str | None]])
                 break
             server.loop.run_later(1.0)
             await asyncio.sleep(0.001)
+        else:
+            unanswered = sum(not transport.written for transport in transports)
+            raise AssertionError(f"{unanswered} of {len(requests)} requests were never answered")
         if isinstance(state_.store, RedisStore):
             await state_.store.close_async()
         return [DATE.sub(b"", transport.take()) for transport in transports]
@@ -194,7 +197,9 @@ class StoresAlike(RuleBasedStateMachine):
             max_size=6,
         ),
     )
-    def get_in_one_turn(self, minted: tuple[str, str], requests: list[tuple[str, str]]) -> None:
+    def get_in_one_turn(
+        self, minted: tuple[str, str], requests: list[tuple[str, str | None]]
+    ) -> None:
         """Requests that arrive together, through the async server: each answered as if one by
         one, in the order they arrived; their entries compared as a set (which of them is
         journaled first is the order they were decided in, which the stores may differ in)."""
@@ -204,7 +209,7 @@ class StoresAlike(RuleBasedStateMachine):
             turn = [
                 (f"n={session_id if name == 'minted' else name}", key) for name, key in requests
             ]
-            answers.append(_one_turn(each, [(query.encode(), key) for query, key in turn]))
+            answers.append(_one_turn(each, turn))
             entries = [{**entry, "seq": None} for entry in _journal(each, ids)]  # numbered as kept
             journals.append(sorted(map(repr, entries)))
             each.clear_journal()
