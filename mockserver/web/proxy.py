@@ -272,7 +272,7 @@ class ValidatingProxy(ExplainMiddleware):
         return upstream or self.state.key_ok(value)
 
     def respond(self, method: str, query: bytes, environ: WSGIEnvironment) -> Answer:
-        started = time.perf_counter()
+        started, generation = time.perf_counter(), self.state.journal.generation
         pairs = parse_query(query)
         authorization = environ.get("HTTP_AUTHORIZATION")
         try:
@@ -290,7 +290,7 @@ class ValidatingProxy(ExplainMiddleware):
             latency_ms=(time.perf_counter() - started) * 1000,
             violations=tuple(one_line(v) for v in served.violations) + served.notes,
         )
-        self.state.journal.add(entry, self.state.journal.generation)
+        self.state.journal.add(entry, generation)  # not kept if the journal was cleared since
         return answer
 
     def headers(self, answer: Answer) -> list[tuple[str, str]]:

@@ -113,6 +113,25 @@ def test_answers_pass_through_unchanged(upstream: BackgroundServer, proxy_to: An
     assert proxy.counters()["breaching_answers"] == 0
 
 
+def test_a_request_in_flight_when_the_journal_is_cleared_is_not_journaled(proxy_to: Any) -> None:
+    # As the mock does for a delay from an earlier test: the request arrived before the clear.
+    mock = create_app(Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("off")))
+    clear_urls: list[str] = []
+
+    def upstream(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        for url in clear_urls:  # the proxy's journal cleared while it waits on this answer
+            assert httpx.delete(url, timeout=5).status_code == 204
+        return mock(environ, start_response)
+
+    with running(upstream) as server:  # type: ignore[arg-type]
+        proxy = proxy_to(server.base_url)
+        assert proxy.get("demo-refused").status_code == 200
+        assert [e["n"] for e in proxy.journal()] == ["demo-refused"]
+        clear_urls.append(f"{proxy.server.base_url}/_mock/requests")
+        assert proxy.get("demo-contradicted").status_code == 200
+        assert proxy.journal() == []
+
+
 def test_head_passes_through(upstream: BackgroundServer, proxy_to: Any) -> None:
     proxy = proxy_to(upstream.base_url)
     response = proxy.http.head("/e", params={"n": "demo-refused"}, headers=bearer())
