@@ -225,16 +225,24 @@ def test_fails_with_locals(verdict_mock, verdict_responses, verdict_mock_setting
     state = verdict_mock.state
     settings = state.settings
     n = verdict_mock.mint()
-    httpx.get(verdict_mock.url(n), headers=verdict_mock.headers)
+    headers = verdict_mock.headers
+    httpx.get(verdict_mock.url(n), headers=headers)
     verdict_mock.assert_not_called(n)
+
+@pytest.mark.verdict_mock(api_keys=[os.environ["INTEGRATOR_KEY"]])
+def test_fails_on_a_call_made_with_the_headers(verdict_respx):
+    n = verdict_respx.mint(script=[429])
+    assert httpx.get(verdict_respx.url(n), headers=verdict_respx.headers).status_code == 200
 """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-l", "-vv")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=2)
     output = result.stdout.str() + result.stderr.str()
     assert "expected exactly 0 request(s)" in output
     assert re.search(r"settings +=  ?Settings\(", output)  # -l printed the locals...
+    assert re.search(r"headers +=  ?\{'Authorization': 'Bearer …6789'\}", output)
+    # the assert's explanation (which escapes the ellipsis)
+    assert re.search(r"headers=\{'Authorization': 'Bearer (…|\\u2026)6789'\}", output)
     assert key not in output  # ...with the key masked
-    assert "…6789" in output
 
 
 def test_the_seed_option_reproduces_the_bodies(pytester: pytest.Pytester) -> None:

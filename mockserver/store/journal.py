@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any, Final, NamedTuple, cast
 from urllib.parse import unquote
 
-from verdict_contract.core.redact import mask
+from verdict_contract.core.redact import mask, mask_credentials
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, VerdictKind
 
 from ..model.answer import Served
@@ -28,7 +28,6 @@ from ..model.steps import Outcome
 
 MAX_PARAMS: Final = 20
 """Query parameters kept per entry; the rest are counted under :data:`CUT`."""
-MAX_SCHEME_CHARS: Final = 20
 MAX_HEADERS: Final = 64
 """Request headers fingerprinted per entry (for :meth:`~.verify.JournalChecks.calls` matchers)."""
 MAX_PATH_CHARS: Final = 200
@@ -44,13 +43,8 @@ def cut(text: str, limit: int) -> str:
 
 @lru_cache(maxsize=64)  # a load test sends one header again and again (6%: bench_instructions)
 def mask_authorization(header: str | None) -> str | None:
-    """Keep the scheme of an Authorization header and mask its credentials."""
-    if header is None:
-        return None
-    scheme, _, credentials = header.strip().partition(" ")
-    if not credentials:
-        return mask(scheme) if scheme else ""
-    return f"{cut(scheme, MAX_SCHEME_CHARS)} {mask(credentials.strip())}"
+    """An Authorization header as the journal shows it (:func:`~.redact.mask_credentials`)."""
+    return None if header is None else mask_credentials(header)
 
 
 _PLAIN_NAME = re.compile(r"[a-z_]{1,20}")

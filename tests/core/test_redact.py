@@ -7,7 +7,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from verdict_contract.core.redact import Redactor, Secret, mask
+from verdict_contract.core.redact import KeyHeaders, Redactor, Secret, mask
 
 KEY = "abc+def/ghi=jkl&SECRET mid:9876"
 
@@ -15,6 +15,16 @@ KEY = "abc+def/ghi=jkl&SECRET mid:9876"
 def test_mask_shows_at_most_the_last_four_characters() -> None:
     assert mask("verdict-mock-local-key") == "…-key"
     assert mask("short-key") == "…"
+
+
+def test_key_headers_are_sent_whole_and_print_masked() -> None:
+    headers = KeyHeaders({"Authorization": f"Bearer {KEY}", "X-Trace": "t-1"})
+    assert headers == {"Authorization": f"Bearer {KEY}", "X-Trace": "t-1"}  # sent as they are
+    for shown in (repr(headers), str(headers), f"{headers}", repr([headers])):
+        assert shown.count(KEY[-4:]) == 1, shown
+        assert KEY[:8] not in shown
+    assert repr(headers) == f"{{'Authorization': 'Bearer …{KEY[-4:]}', 'X-Trace': 't-1'}}"
+    assert repr(KeyHeaders(authorization=KEY)) == f"{{'authorization': '…{KEY[-4:]}'}}"
 
 
 def test_secret_never_prints_itself() -> None:

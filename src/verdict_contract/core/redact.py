@@ -41,6 +41,30 @@ class Secret:
         return hash(self._value)
 
 
+def mask_credentials(value: str) -> str:
+    """An ``Authorization`` value as output shows it: its scheme (``Bearer``, ``Basic``: letters
+    only) and the last 4 characters of its credentials; anything else, a bare key included,
+    masked whole."""
+    scheme, _, credentials = value.strip().partition(" ")
+    credentials = credentials.strip()
+    if credentials and scheme.isalpha() and len(scheme) <= 20:
+        return f"{scheme} {mask(credentials)}"
+    return mask(value.strip()) if value.strip() else ""
+
+
+class KeyHeaders(dict[str, str]):
+    """Request headers that carry a key (``Authorization: Bearer <key>``), sent as any dict is;
+    their ``repr`` masks the credentials (:func:`mask_credentials`), so that a failing assert
+    on a call made with them, or ``pytest -l``, prints no key."""
+
+    def __repr__(self) -> str:
+        shown = {
+            name: mask_credentials(value) if name.lower() == "authorization" else value
+            for name, value in self.items()
+        }
+        return repr(shown)
+
+
 SHORT = 4
 """Secrets shorter than this are masked only where they stand alone."""
 FRAGMENT = 8

@@ -21,6 +21,7 @@ import httpx
 
 from verdict_contract.core.errors import SettingsError, SpecError
 from verdict_contract.core.hosts import is_loopback
+from verdict_contract.core.redact import KeyHeaders
 from verdict_contract.core.spec import VerdictKind, VerdictRow, split_row
 from verdict_contract.mockserver.model.answer import DOCUMENTED_FIELDS
 from verdict_contract.mockserver.model.sessions import ScriptStep as ScriptStep
@@ -95,9 +96,9 @@ class VerdictMock(JournalChecks):
         return self.state.api_keys[0]
 
     @property
-    def headers(self) -> dict[str, str]:
-        """``Authorization: Bearer <key>`` for the mock's first key."""
-        return {"Authorization": f"Bearer {self.api_key}"}
+    def headers(self) -> KeyHeaders:
+        """``Authorization: Bearer <key>`` for the mock's first key (a dict whose repr masks it)."""
+        return KeyHeaders(Authorization=f"Bearer {self.api_key}")
 
     # A list of steps first, so that pyright infers ``["reset"] * 4`` against it (not against a
     # Sequence, nor a union of both); a misspelt step or field is an error unless allow_invalid.

@@ -65,6 +65,7 @@ def test_mask_never_shows_more_than_the_last_4_characters(secret: str) -> None:
         (f"bearer   {SECRET}  ", "bearer …cdef"),
         (f"Basic {SECRET}", "Basic …cdef"),
         (SECRET, "…cdef"),  # no scheme: the whole value is the secret
+        (f"{SECRET} {SECRET}", "…cdef"),  # nor a first word that is not a scheme's letters
         ("Bearer short", "Bearer …"),
     ],
 )
@@ -269,9 +270,10 @@ def test_parameters_past_the_limit_are_counted_under_the_marker() -> None:
     assert sum(len(values) for name, values in query.items() if name != CUT) == MAX_PARAMS
 
 
-def test_a_long_scheme_is_cut() -> None:
-    shown = mask_authorization("S" * 1000 + " credentials-0123456789")
-    assert shown == "S" * 20 + CUT + " …6789"
+def test_a_long_scheme_is_masked_with_its_credentials() -> None:
+    shown = mask_authorization("S" * 21 + " credentials-0123456789")
+    assert shown == "…6789"
+    assert mask_authorization("S" * 20 + " credentials-0123456789") == "S" * 20 + " …6789"
 
 
 def test_the_journal_of_a_flood_of_huge_queries_is_bounded_in_bytes() -> None:
