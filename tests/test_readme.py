@@ -54,6 +54,16 @@ def test_python_examples_pass(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=len(blocks))
 
 
+def test_the_readmes_integrator_example_shows_no_client_habit(pytester: pytest.Pytester) -> None:
+    (example,) = [b for b in _blocks("python") if "def test_" in b and "verdict_respx" in b]
+    pytester.makepyfile(test_example=example)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--verdict-coverage")
+    result.assert_outcomes(passed=1)
+    output = result.stdout.str()
+    assert "verdict coverage" in output
+    assert "client habits" not in output  # e.g. early_retry: a retry before Retry-After ran out
+
+
 def test_ci_runs_the_readme_test_command() -> None:
     commands = [b.strip() for b in _blocks("bash") if "pytest" in b and "pip install" in b]
     assert len(commands) == 1
