@@ -269,6 +269,16 @@ def _one_usage_line(done: subprocess.CompletedProcess[str]) -> str:
     return line.removeprefix("ERROR: ")
 
 
+@pytest.mark.parametrize("kind", ["auto", "mock"])
+def test_a_wrong_key_for_a_mock_says_the_key_is_rejected(tmp_path: Path, kind: str) -> None:
+    """A staging key left exported, run against a verdict-mock: a mistake too, not breaches."""
+    with serve(CONTROLLED) as running:
+        args = (*running.session_args(), "--verdict-target-kind", kind)
+        done = check(running.base_url, *args, cwd=tmp_path, VERDICT_API_KEY="a-staging-key-0000")
+    line = _one_usage_line(done)
+    assert line == ("the target refused the API key (401 on every call): check VERDICT_API_KEY")
+
+
 def test_a_wrong_key_says_the_key_is_rejected(tmp_path: Path) -> None:
     """Every session answering 401 is the key, not ten breaches of the contract."""
     wrong = "not-the-service-key-0000"
