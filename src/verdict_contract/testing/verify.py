@@ -55,7 +55,7 @@ def _listing(entries: Sequence[JournalEntry]) -> str:
         return "received no request at all"
     lines = "\n".join(f"  {describe(e)}" for e in entries[-_LISTED:])
     more = f"\n  ... and {len(entries) - _LISTED} earlier" if len(entries) > _LISTED else ""
-    return f"received {len(entries)} request(s) in this test:\n{lines}{more}"
+    return f"the test sent {len(entries)} request(s) in all:\n{lines}{more}"
 
 
 def _masked_header(name: str, value: str, is_key: Callable[[str], bool]) -> str:
