@@ -23,7 +23,7 @@ from verdict_contract.core.spec import VERDICTS, VerdictKind
 from .model.generate import VerdictGenerator
 from .model.scenario import Scenario, ScenarioError, demo_sessions, load_scenario
 from .model.scripts import ScriptBook, admits, script_bytes
-from .model.sessions import Session, SessionCodec, SessionSpec, SpecError
+from .model.sessions import Session, SessionCodec, SessionSpec, SpecError, Step
 from .model.tenants import OPERATOR, Tenant, load_tenants
 from .model.traffic import Traffic
 from .settings import Settings, env_var
@@ -343,6 +343,11 @@ class MockState:
     def scripts(self) -> ScriptBook:
         """This process's scripts (a shared store keeps its own)."""
         return self.memory.scripts
+
+    def minted_scripts_left(self) -> dict[str, tuple[Step, ...]]:
+        """The steps still unused of every minted session's script (every process's, with a
+        shared state)."""
+        return {i: left for i, left in self.store.scripts_left().items() if i not in self.named}
 
     def entries(self) -> list[JournalEntry]:
         """The journal, oldest first (every process's, with a shared state)."""

@@ -63,11 +63,8 @@ class ScriptBook:
     _scripts: dict[str, deque[tuple[Step, int]]] = field(default_factory=dict, init=False)
     size: int = field(default=0, init=False)  # bytes held, as script_bytes counts them
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _minted: set[str] = field(default_factory=set, init=False, repr=False)  # not a scenario's
 
-    def load(
-        self, session_id: str, steps: tuple[Step, ...], force: bool = False, minted: bool = False
-    ) -> None:
+    def load(self, session_id: str, steps: tuple[Step, ...], force: bool = False) -> None:
         """Give the id a script (an empty one removes what it had); :class:`ScriptStoreFull` if
         it would pass the bound, unless ``force`` (a scenario's, its total checked when read)."""
         needed = script_bytes(steps)
@@ -79,21 +76,14 @@ class ScriptBook:
                     self._scripts[session_id] = old
                 raise store_full(self.size, needed, self.capacity)
             self.size -= freed
-            self._minted.discard(session_id)
             if steps:
                 self._scripts[session_id] = deque(zip(steps, step_costs(steps), strict=True))
                 self.size += needed
-                if minted:
-                    self._minted.add(session_id)
 
-    def minted_left(self) -> dict[str, tuple[Step, ...]]:
-        """The steps still unused of every minted session's script, oldest session first."""
+    def left(self) -> dict[str, tuple[Step, ...]]:
+        """The steps still unused of every session's script."""
         with self._lock:
-            return {
-                i: tuple(step for step, _ in left)
-                for i, left in self._scripts.items()
-                if i in self._minted
-            }
+            return {i: tuple(step for step, _ in left) for i, left in self._scripts.items()}
 
     def next_step(self, session_id: str) -> Step | None:
         """Consume and return the next scripted step for the id, if any is left."""
@@ -107,11 +97,9 @@ class ScriptBook:
             self.size -= cost
             if not steps:
                 del self._scripts[session_id]
-                self._minted.discard(session_id)
             return step
 
     def clear(self) -> None:
         with self._lock:
             self._scripts.clear()
-            self._minted.clear()
             self.size = 0

@@ -106,6 +106,10 @@ class Store(Protocol):
 
     def script_bytes(self) -> int: ...
 
+    def scripts_left(self) -> dict[str, tuple[Step, ...]]:
+        """The steps still unused of every session's script (named ones too)."""
+        ...
+
     def entries(self) -> list[JournalEntry]: ...
 
     def clear_journal(self) -> None: ...
@@ -174,7 +178,7 @@ class MemoryStore:
             return self._minted
 
     def load_script(self, session_id: str, steps: tuple[Step, ...]) -> None:
-        self.scripts.load(session_id, steps, minted=True)
+        self.scripts.load(session_id, steps)
 
     def load_named(self, scripts: Mapping[str, tuple[Step, ...]]) -> None:
         for session_id, steps in scripts.items():  # the scenario's total was checked when read
@@ -182,6 +186,9 @@ class MemoryStore:
 
     def script_bytes(self) -> int:
         return self.scripts.size
+
+    def scripts_left(self) -> dict[str, tuple[Step, ...]]:
+        return self.scripts.left()
 
     def entries(self) -> list[JournalEntry]:
         return self.journal.entries()

@@ -626,6 +626,20 @@ class RedisStore:
     def script_bytes(self) -> int:
         return self._renewing(lambda replies: int(replies[0] or 0), ("GET", self.keys.script_bytes))
 
+    def scripts_left(self) -> dict[str, tuple[Step, ...]]:
+        """Every step list, read after the set of sessions that have one (a step taken in
+        between is not listed)."""
+        scripted = self._renewing(
+            lambda replies: sorted(replies[0]), ("SMEMBERS", self.keys.scripted)
+        )
+        lists = (("LRANGE", self._steps_prefix + session, 0, -1) for session in scripted)
+        held = self._renewing(list, *lists) if scripted else []
+        return {
+            session: tuple(decode_step(kept.partition(" ")[2]) for kept in steps)
+            for session, steps in zip(scripted, held, strict=True)
+            if steps
+        }
+
     def entries(self) -> list[JournalEntry]:
         """The journal and the ring, merged in time order (read in one transaction)."""
 

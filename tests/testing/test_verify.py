@@ -131,7 +131,9 @@ def test_no_requests_passes_on_silence_and_fails_on_any_request() -> None:
         mock.mint(verdict="refused")
         mock.assert_no_requests()
         httpx.delete(f"{mock.base_url}/somewhere")
-        with pytest.raises(VerificationError, match="expected no request at all; the test sent 1 request"):
+        with pytest.raises(
+            VerificationError, match="expected no request at all; the test sent 1 request"
+        ):
             mock.assert_no_requests()
 
 

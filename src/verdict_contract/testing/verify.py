@@ -154,7 +154,7 @@ class JournalChecks:
         """Every step of every script minted in this test was answered (as respx's
         ``assert_all_called``)."""
         __tracebackhide__ = True
-        left = self.state.scripts.minted_left()
+        left = self.state.minted_scripts_left()
         if not left:
             return
         lines = "\n".join(

@@ -15,12 +15,13 @@ import httpx
 import pytest
 
 from tests.redisserver import redis_server
+from verdict_contract.core.errors import VerificationError
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.model import scripts
 from verdict_contract.mockserver.store import journal
 from verdict_contract.mockserver.store.backend import StateURL
-from verdict_contract.testing.mocks import live_mock
+from verdict_contract.testing.mocks import VerdictMock, live_mock
 
 KEY = "store-contract-key-0001"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -37,7 +38,7 @@ class StoreContract:
         raise NotImplementedError("a store's test class names its state")
 
     @pytest.fixture
-    def http(self, state_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[httpx.Client]:
+    def mock(self, state_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[VerdictMock]:
         # a small script bound, read when the mock is made: a full store in a few mints
         one = scripts.STEP_BYTES + scripts.SCRIPT_BYTES
         monkeypatch.setattr(scripts, "MAX_SCRIPT_BYTES", STEPS_KEPT * one)
@@ -49,10 +50,12 @@ class StoreContract:
             rate_limit=RateLimit(3, 60.0),
             journal_size=5,
         )
-        with (
-            live_mock(settings) as mock,
-            httpx.Client(base_url=mock.base_url, timeout=30) as client,
-        ):
+        with live_mock(settings) as mock:
+            yield mock
+
+    @pytest.fixture
+    def http(self, mock: VerdictMock) -> Iterator[httpx.Client]:
+        with httpx.Client(base_url=mock.base_url, timeout=30) as client:
             assert client.post("/_mock/reset").status_code == 204
             yield client
 
@@ -197,6 +200,18 @@ class StoreContract:
         assert http.post("/_mock/clock", json={"advance": 0}).json()["skew"] == 0
         assert self.explain(http, n) == 200  # its script went with the reset
         assert [self.explain(http, "demo-contradicted") for _ in range(2)] == [200, 200]
+
+    # -- scripts left --------------------------------------------------------------------------
+    def test_every_minted_scripts_unused_steps_are_told(
+        self, mock: VerdictMock, http: httpx.Client
+    ) -> None:
+        first, second = (self.mint(http, script=[status]).json()["n"] for status in (503, 429))
+        assert self.explain(http, first) == 503
+        with pytest.raises(VerificationError, match=r"1 session\(s\) have steps left") as left:
+            mock.assert_all_scripts_used()
+        assert "1 step(s) left: 429\n" in str(left.value)
+        assert self.explain(http, second) == 429
+        mock.assert_all_scripts_used()  # the demo sessions' scripts are not minted ones
 
 
 class TestMemoryStore(StoreContract):

@@ -95,6 +95,11 @@ def _journal(state_: state.MockState, ids: dict[str, str]) -> list[dict[str, Any
     return shown
 
 
+def _scripts_left(state_: state.MockState, ids: dict[str, str]) -> dict[str, object]:
+    """Every script's steps left, named and minted ones (by label)."""
+    return {ids.get(n, n): steps for n, steps in state_.store.scripts_left().items()}
+
+
 def _one_turn(state_: state.MockState, requests: list[tuple[str, str | None]]) -> list[bytes]:
     """``GET /e?<query>`` with a key (or none) per request, each on a connection of its own to
     the async server, all read in one turn of the event loop (a shared store answers their
@@ -277,6 +282,9 @@ class StoresAlike(RuleBasedStateMachine):
     def read(self) -> None:
         self.alike(*[_journal(each, ids) for each, ids in zip(self.both, self.ids, strict=True)])
         self.alike(self.memory.store.script_bytes(), self.shared.store.script_bytes())
+        self.alike(
+            *[_scripts_left(each, ids) for each, ids in zip(self.both, self.ids, strict=True)]
+        )
         self.alike(self.memory.store.journal_length(), self.shared.store.journal_length())
 
     def teardown(self) -> None:
