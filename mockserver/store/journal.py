@@ -41,12 +41,6 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + CUT
 
 
-@lru_cache(maxsize=64)  # a load test sends one header again and again (6%: bench_instructions)
-def mask_authorization(header: str | None) -> str | None:
-    """An Authorization header as the journal shows it (:func:`~.redact.mask_credentials`)."""
-    return None if header is None else mask_credentials(header)
-
-
 _PLAIN_NAME = re.compile(r"[a-z_]{1,20}")
 """Query parameter names shown as they are; anything else might be a secret."""
 
@@ -93,7 +87,7 @@ def as_text(value: str | bytes) -> str:
     return value if isinstance(value, str) else value.decode("latin-1")
 
 
-@lru_cache(maxsize=64)  # a load test sends the same headers again and again (26%)
+@lru_cache(maxsize=64)  # one load test sends the same headers each time (26%: bench_instructions)
 def header_prints(
     headers: tuple[tuple[str, str] | tuple[bytes, bytes], ...], authorization: str | None
 ) -> frozenset[bytes]:
@@ -165,7 +159,7 @@ class SentRequest(NamedTuple):
 
     def __repr__(self) -> str:
         headers = tuple(
-            (k, mask_authorization(v) if k.lower() == "authorization" else v)
+            (k, mask_credentials(v) if k.lower() == "authorization" else v)
             for k, v in self.headers
         )
         body = f"<{len(self.body)} bytes>"
@@ -409,7 +403,7 @@ def make_entry(
         path if len(path) <= MAX_PATH_CHARS else cut(path, MAX_PATH_CHARS),
         n,
         query,
-        mask_authorization(authorization),
+        None if authorization is None else mask_credentials(authorization),
         result,
         latency_ms,  # rounded when read (JournalEntry.latency_ms)
         violations,

@@ -7,7 +7,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from verdict_contract.core.redact import KeyHeaders, Redactor, Secret, mask
+from verdict_contract.core.redact import KeyHeaders, Redactor, Secret, mask, mask_credentials
 
 KEY = "abc+def/ghi=jkl&SECRET mid:9876"
 
@@ -15,6 +15,27 @@ KEY = "abc+def/ghi=jkl&SECRET mid:9876"
 def test_mask_shows_at_most_the_last_four_characters() -> None:
     assert mask("verdict-mock-local-key") == "…-key"
     assert mask("short-key") == "…"
+
+
+SK = "sk-live-0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    ("header", "shown"),
+    [
+        ("", ""),
+        (f"Bearer {SK}", "Bearer …cdef"),
+        (f"bearer   {SK}  ", "bearer …cdef"),
+        (f"Basic {SK}", "Basic …cdef"),
+        (SK, "…cdef"),  # no scheme: the whole value is the secret
+        (f"{SK} {SK}", "…cdef"),  # nor a first word that is not a scheme's letters
+        ("Bearer short", "Bearer …"),
+        ("S" * 20 + f" {SK}", "S" * 20 + " …cdef"),
+        ("S" * 21 + f" {SK}", "…cdef"),  # too long for a scheme: masked with the rest
+    ],
+)
+def test_mask_credentials(header: str, shown: str) -> None:
+    assert mask_credentials(header) == shown
 
 
 def test_key_headers_are_sent_whole_and_print_masked() -> None:

@@ -12,13 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from verdict_contract.core.errors import VerificationError
-from verdict_contract.core.redact import mask
+from verdict_contract.core.redact import mask, mask_credentials
 from verdict_contract.core.spec import is_api_call
 from verdict_contract.mockserver.state import MockState
 from verdict_contract.mockserver.store.journal import (
     JournalEntry,
     cut,
-    mask_authorization,
     masked_param,
 )
 
@@ -62,7 +61,7 @@ def _masked_header(name: str, value: str, is_key: Callable[[str], bool]) -> str:
     """An expected header as a message shows it: credentials-like values masked."""
     lowered = name.lower()
     if lowered in ("authorization", "proxy-authorization"):
-        return f"{name}: {mask_authorization(value)}"
+        return f"{name}: {mask_credentials(value)}"
     if is_key(value) or any(word in lowered for word in _SECRET_WORDS):
         return f"{name}: {mask(value)}"
     return f"{name}: {cut(value, 60)}"
