@@ -159,8 +159,7 @@ class SentRequest(NamedTuple):
 
     def __repr__(self) -> str:
         headers = tuple(
-            (k, mask_credentials(v) if k.lower() == "authorization" else v)
-            for k, v in self.headers
+            (k, mask_credentials(v) if k.lower() == "authorization" else v) for k, v in self.headers
         )
         body = f"<{len(self.body)} bytes>"
         fields = f"method={self.method!r}, url={self.url!r}, headers={headers!r}, body={body}"

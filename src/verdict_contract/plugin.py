@@ -212,7 +212,8 @@ _Context = AbstractContextManager["VerdictMock"]
 
 
 class _LiveServers:
-    """Live mocks by settings, started on first use and stopped at the session's end."""
+    """Live mocks by settings, started on first use and stopped at the session's end (as
+    pytest-httpserver keeps one server a session, cleared for each test)."""
 
     def __init__(self) -> None:
         self._running: OrderedDict[Settings, tuple[_Context, VerdictMock]] = OrderedDict()
@@ -249,7 +250,8 @@ def verdict_mock_servers() -> Iterator[_LiveServers]:
 
 
 class _InProcessMocks:
-    """In-process mocks by settings: built on first use, reset for each test that takes one."""
+    """In-process mocks by settings: built on first use, reset for each test that takes one
+    (bench_inprocess: a test costs 4.0 ms so, 4.2-4.4 ms building its own mock)."""
 
     def __init__(self) -> None:
         self._built: OrderedDict[Settings, InProcessApp] = OrderedDict()
