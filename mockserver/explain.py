@@ -24,7 +24,7 @@ from .model.answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer, una
 from .model.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from .model.steps import outcome_of
 from .model.steps import scripted as scripted_answer
-from .state import MockState, authorized, key_in
+from .state import MockState, authorized, key_in, mock_time
 from .state import bearer_token as bearer_token
 from .store.backend import StateUnavailable
 from .store.journal import (
@@ -173,12 +173,12 @@ def decide(
     while True:
         offset = state.offset_read
         counted = key if limit.budget else None
-        ask = Ask(True, counted, wall + offset, limit.window, offset, sid, take)
+        ask = Ask(True, counted, mock_time(wall, offset), limit.window, offset, sid, take)
         yield ask
         state.offset_read = ask.offset
         if counted is None or ask.hits:
             break  # else the clock moved since it was read: counted again on the new one
-    now = wall + ask.offset
+    now = mock_time(wall, ask.offset)
     if counted is not None and _over_budget(ask.hits, limit.budget):
         answer = _retry_after(max(1, math.ceil(ask.started + limit.window - now)))
     elif isinstance(found, Answer):

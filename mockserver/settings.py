@@ -409,8 +409,6 @@ def state_problem(settings: Settings) -> str | None:
     """What is wrong with --state and the settings that go with it, if anything (never a
     secret): what several processes can share exactly (README: Which server)."""
     workers = settings.workers
-    if workers < 1:
-        return "workers must be at least 1"
     if workers > 1 and settings.state.is_memory:
         return (
             f"--workers {workers} needs --state redis://HOST:PORT/DB: in memory, each process "
@@ -419,15 +417,8 @@ def state_problem(settings: Settings) -> str | None:
         )
     if workers > 1 and not hasattr(socket, "SO_REUSEPORT"):
         return "--workers needs SO_REUSEPORT, which this OS does not have"
-    if workers > 1 and settings.server != "async":
-        return "--workers needs the async server (it shares the port)"
     if not settings.state.is_memory and settings.proxy_to is not None:
         return "--proxy-to journals in its own process: it does not take --state"
-    if not settings.state_ttl > 0:
-        return (
-            f"Settings(state_ttl=...): received {settings.state_ttl!r}; documented: a positive "
-            "number of seconds"
-        )
     name = settings.state_name
     if name is not None and not STATE_NAME.fullmatch(name):
         return (

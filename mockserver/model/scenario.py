@@ -66,7 +66,7 @@ def named_sessions(specs: Mapping[str, SessionSpec], loaded_at: float) -> dict[s
     }
 
 
-@cache  # parsed once: a reset per in-process test re-parsed them, a third of its cost
+@cache  # parsed once: a reset per in-process test re-parsed them, 33% of it (bench_inprocess)
 def _demo_specs() -> dict[str, SessionSpec]:
     return {name: parse_spec(raw, name) for name, raw in DEMO_SESSIONS.items()}
 
