@@ -1,4 +1,4 @@
-"""Recording through the proxy: 100 sessions of about 1 MiB each (issue 38's upstream).
+"""Recording through the proxy: 100 sessions of about 1 MiB each.
 
 An upstream answers every id with a ~1 MiB JSON 404; 16 new ids are fetched at a time through
 a proxy recording to a temporary file, while an already-recorded id and ``/_mock/health`` are

@@ -92,7 +92,7 @@ class MockState:
     named: dict[str, Session] = field(default_factory=dict, init=False)
     """The named sessions: the demo ones and the scenario's."""
     delay: Callable[[float], None] = field(default_factory=lambda: _sleep, init=False)
-    """How a scripted delay waits; in-process transports replace it (see testing.py)."""
+    """How a scripted delay waits; in-process transports replace it (testing/inprocess.py)."""
     _apply_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     store: Store = field(init=False)
     """Where the per-call state lives: :attr:`memory`, or :attr:`shared`."""

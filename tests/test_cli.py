@@ -129,7 +129,7 @@ def test_help_after_a_double_dash_goes_to_pytest(monkeypatch: pytest.MonkeyPatch
     assert seen == [["--base-url", "https://x.example", "--", "--help"]]
 
 
-# --- messages that say what to do (issue 32, item 3), through the real command ----------------
+# --- messages that say what to do, through the real command ---------------------------------
 
 
 def _command(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

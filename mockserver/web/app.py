@@ -118,7 +118,7 @@ def create_app(settings: Settings | None = None, state: MockState | None = None)
     ``state`` if given (the in-process transports build their state first)."""
     settings = state.settings if state is not None else settings or Settings()
     # Named after this module, not the working directory, and with no static route: nothing of
-    # the disk is served (issue 27); dashboard.py reads its assets from the package.
+    # the disk is served; dashboard.py reads its assets from the package.
     app = Flask(__name__, static_folder=None)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body  # a chunked body, cut as it is read

@@ -1,4 +1,4 @@
-"""CI-native output beside JUnit (issue 30.8): GitHub Actions annotations under Actions, and a
+"""CI-native output beside JUnit: GitHub Actions annotations under Actions, and a
 self-contained HTML report for a pipeline's artifacts.
 
 The annotations are read from ``verdict-contract check`` run as a pipeline runs it.

@@ -38,7 +38,7 @@ def _one_line_usage_error(result: pytest.RunResult, expected: str) -> None:
             ["--base-url", "http://10.0.0.1", "--verdict-api-key", KEY],
             "refusing to send the API key",
         ),
-        # decided by the address: a *.localhost name may be looked up in the DNS (issue 38)
+        # decided by the address: a *.localhost name may be looked up in the DNS
         (
             ["--base-url", "http://staging.localhost:9", "--verdict-api-key", KEY],
             "refusing to send the API key over plain http to staging.localhost (a name is "

@@ -1,4 +1,4 @@
-"""Checks a release gate owes (issue 30.9): a verdict never changes during a run, not only back to
+"""Checks a release gate owes: a verdict never changes during a run, not only back to
 back; the key's header is read in any case, as HTTP reads field names; a ``Retry-After`` RFC 9110
 cannot parse is a failure, not an advisory.
 

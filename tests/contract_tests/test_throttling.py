@@ -1,4 +1,4 @@
-"""Throttling on every run (issue 30.5): the probe is never paced, and the summary, the report and
+"""Throttling on every run: the probe is never paced, and the summary, the report and
 JUnit say how many 429s the run met, how long it waited on them and of what budget.
 
 Every run is the real suite against a local service that counts what it answered.

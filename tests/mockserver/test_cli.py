@@ -652,7 +652,7 @@ def test_a_fifo_as_the_scenario_is_a_one_line_usage_error_at_once(
     )
 
 
-# --- a port in use (issue 32, item 3) ---------------------------------------------------------
+# --- a port in use ------------------------------------------------------------------------------
 
 
 def _run_on_taken_port(port: int, tmp_path: Path) -> subprocess.CompletedProcess[str]:

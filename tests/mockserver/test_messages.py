@@ -155,7 +155,7 @@ def test_a_reload_keeps_the_scripts_of_unchanged_sessions(tmp_path: Path) -> Non
         assert [status("same"), status("same"), status("same")] == [503, 503, 200]
 
 
-# --- GET / says where things are (issue 32, item 3) -------------------------------------------
+# --- GET / says where things are --------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -294,7 +294,7 @@ def test_a_scripted_content_type_replaces_the_default_one(
     transport: Callable[[], AbstractContextManager[VerdictMock]],
     content_types: Callable[[VerdictMock, str], Seen],
 ) -> None:
-    """Exactly one Content-Type, the script's, whatever the case of its name (issue 27.9).
+    """Exactly one Content-Type, the script's, whatever the case of its name.
 
     The same for Cache-Control: a scripted header replaces the default of that name.
     """

@@ -1,4 +1,4 @@
-"""mockserver.connection against h11: random pipelined streams, every answer well framed.
+"""mockserver.server.asyncserver against h11: random pipelined streams, every answer well framed.
 
 h11 is a strict HTTP/1.1 state machine; as a client it reads what the server wrote and rejects
 anything badly framed (a length that lies, a body where none may be, an answer out of turn).

@@ -430,7 +430,7 @@ def test_stop_right_after_start_is_clean(monkeypatch: pytest.MonkeyPatch) -> Non
     assert errors == []
 
 
-# --- nothing of the disk (issue 27, point 1) --------------------------------------------------
+# --- nothing of the disk -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("server_name", SERVERS)

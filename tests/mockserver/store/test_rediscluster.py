@@ -1,4 +1,4 @@
-"""The shared state on a real 3-node Redis Cluster (issue 31.2).
+"""The shared state on a real 3-node Redis Cluster.
 
 A mock's keys share one hash tag, so one slot, but which node holds that slot depends on the
 secret: with a plain client, 5 secrets of 6 met a ``MOVED``. The test starts three

@@ -1,4 +1,4 @@
-"""A mock's keys in Redis expire when it is idle, and say whose they are (issue 31).
+"""A mock's keys in Redis expire when it is idle, and say whose they are.
 
 Every key a mock writes carries a TTL of ``--state-ttl`` that each request and control call
 renews in the same round trip; an operator reads the mock's name (``--state-name``) in the key,

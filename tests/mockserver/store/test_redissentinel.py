@@ -1,4 +1,4 @@
-"""The shared state through Redis Sentinel (issue 31.7): the primary the sentinels name.
+"""The shared state through Redis Sentinel: the primary the sentinels name.
 
 A real ``redis-server`` as the primary and a real ``redis-server --sentinel`` that monitors it;
 the mock, given only the sentinel's address and the service's name, keeps its state on the

@@ -1,4 +1,4 @@
-"""A shared state's credentials never leave the mock: probes, health, answers, logs (issue 38).
+"""A shared state's credentials never leave the mock: probes, health, answers, logs.
 
 A real ``redis-server`` asks for a password; the mock is given it in each form redis-py takes
 (``user:pw@``, ``?password=``, ``?ssl_password=`` beside it), and everything anyone who can reach

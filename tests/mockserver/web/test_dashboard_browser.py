@@ -436,7 +436,7 @@ def test_a_rejected_scenario_edit_shows_on_the_dashboard(browser: Any, tmp_path:
             watcher.stop()
 
 
-# --- a page of another origin against the journal (issue 27, point 5) --------------------------
+# --- a page of another origin against the journal ----------------------------------------------
 
 ATTACK_PAGE = """<!doctype html><title>attack</title><script>
 const mock = new URL(location.href).searchParams.get("mock");

@@ -192,7 +192,7 @@ def test_a_mint_with_a_lone_surrogate_is_a_422(http: httpx.Client, text: str) ->
     assert served.json()["summary"] == "été"
 
 
-# --- one header bound for every path (issue 27.9) -----------------------------------------------
+# --- one header bound for every path ----------------------------------------------------------
 
 
 def _many_headers(count: int) -> bytes:

@@ -456,7 +456,7 @@ def test_a_mock_that_proxies_nothing_starts_and_answers_without_httpx() -> None:
     assert (done.returncode, done.stdout.strip()) == (0, "200"), done.stderr
 
 
-# --- an upstream that attacks the mock's origin or leaks its key (issue 38) ---------------------
+# --- an upstream that attacks the mock's origin or leaks its key --------------------------------
 
 UPSTREAM_KEY = "REAL/staging+key=0123456789abcdef"
 """A key whose URL-encoded form differs from it: each form is looked for."""
