@@ -270,9 +270,9 @@ class JournalEntry(NamedTuple):
         """This entry with shown fields changed, by the names :meth:`to_json` shows: a
         request's (``path``...), its answer's (``status``...) or its served body's
         (``verdict``...), as :func:`dataclasses.replace` changes a dataclass; a name it does
-        not show or keep is a :class:`TypeError`, on every Python (3.13's ``_replace`` raises
-        one where 3.11's raised a ValueError)."""
-        unknown = set(changes) - {*Served._fields, *_RESULT_FIELDS, "latency_ms", *self._fields}
+        not show (the journal's bookkeeping, ``untrusted``...) is a :class:`TypeError`, on every
+        Python (3.13's ``_replace`` raises one where 3.11's raised a ValueError)."""
+        unknown = set(changes) - set(JSON_FIELDS)
         if unknown:
             raise TypeError(f"JournalEntry.replace() got unexpected field names: {sorted(unknown)}")
         served = {name: changes.pop(name) for name in Served._fields if name in changes}

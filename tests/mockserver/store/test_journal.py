@@ -382,3 +382,5 @@ def test_an_entry_replaced_by_shown_names_changes_only_those() -> None:
     }
     with pytest.raises(TypeError, match=r"unexpected field names: \['verdit'\]"):
         ENTRY.replace(verdit="refused")
+    with pytest.raises(TypeError, match=r"unexpected field names: \['untrusted'\]"):
+        ENTRY.replace(untrusted=True)  # which ring an entry goes to is make_entry's rule
