@@ -279,7 +279,7 @@ def read_bounded(response: httpx.Response, limit: int) -> bytes:
     return bytes(body)
 
 
-def kept(response: httpx.Response, body: bytes) -> httpx.Response:
+def with_decoded_body(response: httpx.Response, body: bytes) -> httpx.Response:
     """``response`` with its decoded ``body``: headers, status and reason phrase kept."""
     headers = [(n, v) for n, v in response.headers.multi_items() if n.lower() not in WIRE_HEADERS]
     extensions: dict[str, Any] = {
@@ -307,6 +307,6 @@ def fetch(
             body = read_bounded(response, limit)
         finally:
             response.close()  # a cut-off answer closes its connection, never back to the pool
-        return kept(response, body)
+        return with_decoded_body(response, body)
     finally:
         deadline.stop()

@@ -259,7 +259,7 @@ def handle(
 
 
 def _journal(state: MockState, append: Append) -> None:
-    with suppress(StateUnavailable):  # the store's own calls log its outage (redisstate.Calls)
+    with suppress(StateUnavailable):  # the store's own calls log its outage (redisstate.TripHealth)
         state.store.append(append)
 
 

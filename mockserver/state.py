@@ -155,7 +155,7 @@ class MockState:
             self.scenario = load_scenario(self.settings.scenario)
         self.apply(self.scenario)
         if self.shared is not None:
-            self._say_drift(self.shared)
+            self._warn_of_drift(self.shared)
         if self.tenant is None and self.settings.tenants is not None:
             if self.settings.proxy_to is not None:
                 raise SettingsError(
@@ -231,7 +231,7 @@ class MockState:
         """Whether ``key`` is any tenant's key (what logs and journals mask)."""
         return key_in(tuple(k for k, _ in self._key_owners) or self.key_bytes, key)
 
-    def _say_drift(self, shared: RedisStore) -> None:
+    def _warn_of_drift(self, shared: RedisStore) -> None:
         """Say loudly if the processes sharing this state answer otherwise than this one would:
         another rate limit, lifetime, journal size or set of keys (never the keys themselves)."""
         keys = hashlib.sha256(b"\n".join(sorted(self.key_bytes)) + self.codec.secret.encode())

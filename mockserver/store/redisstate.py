@@ -239,7 +239,7 @@ Answered = Sequence[Ask | bool] | Exception
 """A call on the loop answered: its asks, answered, whether each entry was kept, or why not."""
 
 
-def _tell_each(
+def _answer_each(
     batch: list[tuple[Trip, Callable[[Ask | bool | Exception], None]]], answered: Answered
 ) -> None:
     """Tell each round trip of one call its answer (its Ask, or its entry kept), or why none."""
@@ -249,7 +249,7 @@ def _tell_each(
         done(answer)
 
 
-class Calls:
+class TripHealth:
     """The store's round trips and failures (metrics), and one log line when it goes down, one
     when it is back: not one per request."""
 
@@ -318,7 +318,7 @@ class RedisStore:
         self.reply_bytes = (journal_size + UNTRUSTED_KEPT) * ENTRY_BYTES + REPLY_SLACK
         self._owner = connections
         if connections is None:
-            self._calls = Calls(self.label)  # counted; its going down and back logged
+            self._calls = TripHealth(self.label)  # counted; its going down and back logged
             with self._guard():  # a cluster is found from the server: it must answer now
                 self._clients = Clients(url, self.reply_bytes)
                 self._load_scripts()
@@ -430,7 +430,7 @@ class RedisStore:
                 batch = trips[first : first + MOST_BATCHED]
                 each = [trip for trip, _ in batch]
                 call = Call(each, []) if kind is Ask else Call([], each)  # type: ignore[arg-type]
-                self._submit(call, partial(_tell_each, batch))
+                self._submit(call, partial(_answer_each, batch))
 
     def _submit(self, call: Call, done: Callable[[Answered], None], again: bool = True) -> None:
         command = self._command(call)
@@ -568,7 +568,8 @@ class RedisStore:
             keys.append(self._steps_prefix + session_id)
             args += [session_id, len(steps), *_stored(steps)]
         with self._guard():
-            _done(self.sync.eval(LOAD, len(keys), *keys, fingerprint, counted, self.ttl_ms, *args))
+            reply = self.sync.eval(LOAD, len(keys), *keys, fingerprint, counted, self.ttl_ms, *args)
+            _expect_ok(reply)
 
     def offset(self) -> float:
         return self._renewing(lambda replies: float(replies[0] or 0.0), ("GET", self.keys.clock))
@@ -601,7 +602,7 @@ class RedisStore:
         kept = (keys.scripted, keys.generation, keys.seq, keys.answering)
         rest = [key for key in keys if key not in kept]
         with self._guard():
-            _done(self.sync.eval(CLEAR, 2 + len(rest), *kept[:2], *rest, self._steps_prefix))
+            _expect_ok(self.sync.eval(CLEAR, 2 + len(rest), *kept[:2], *rest, self._steps_prefix))
         self._load(scripts, _fingerprint(scripts))
 
     def drift(self, answering: Mapping[str, str]) -> dict[str, str]:
@@ -694,7 +695,7 @@ _REFUSALS: Final[dict[type[BaseException], tuple[str, str]]] = {
 """Redis's refusals to be written, each with the 503's code and its reason."""
 
 
-def _done(reply: object) -> None:
+def _expect_ok(reply: object) -> None:
     """A script's reply of success (1); anything else is a Redis speaking garbage."""
     if reply != 1:
         raise ValueError(f"a script answered {str(reply)[:40]!r}, not 1")
