@@ -9,7 +9,7 @@ import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Final, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
 import pytest
@@ -22,28 +22,6 @@ from verdict_contract.core.suggest import scheme_hint
 
 from .transport import DEFAULT_CALL_TIMEOUT
 
-ENV = {
-    "api_key": "VERDICT_API_KEY",
-    "session_id": "VERDICT_SESSION_IDS",
-    "expired_session_id": "VERDICT_EXPIRED_SESSION_ID",
-    "session_factory": "VERDICT_SESSION_FACTORY",
-    "probe_rate_limit": "VERDICT_PROBE_RATE_LIMIT",
-    "request_timeout": "VERDICT_REQUEST_TIMEOUT",
-    "call_timeout": "VERDICT_CALL_TIMEOUT",
-    "allow_insecure_http": "VERDICT_ALLOW_INSECURE_HTTP",
-    "check_key_in_url": "VERDICT_CHECK_KEY_IN_URL",
-    "wait_budget": "VERDICT_WAIT_BUDGET",
-    "report": "VERDICT_REPORT",
-    "html_report": "VERDICT_HTML_REPORT",
-    "allow_partial": "VERDICT_ALLOW_PARTIAL",
-    "require_every_kind": "VERDICT_REQUIRE_EVERY_KIND",
-    "fail_on_advisory": "VERDICT_FAIL_ON_ADVISORY",
-    "target_kind": "VERDICT_TARGET_KIND",
-    "ca_bundle": "VERDICT_CA_BUNDLE",
-    "max_rate": "VERDICT_MAX_RATE",
-}
-"""Each option's environment variable; the option itself is ``--verdict-`` and the key's name."""
-
 NO_INI = frozenset({"api_key"})
 """A key does not belong in a file that is checked in: the flag or the variable only."""
 
@@ -52,6 +30,117 @@ TARGET_KINDS = ("auto", "mock", "live")
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_WAIT_BUDGET = 60.0
+
+
+class Option(NamedTuple):
+    """One option of the suite: its name (its flag is ``--verdict-`` and the name, its ini key
+    ``verdict_`` and the name), its help, how pytest reads it, and its variable if it is not
+    ``VERDICT_`` and the name."""
+
+    name: str
+    help: str
+    metavar: str | None = None
+    action: str | None = None
+    default: object = None
+    choices: tuple[str, ...] | None = None
+    variable: str | None = None
+
+    @property
+    def env(self) -> str:
+        return self.variable or f"VERDICT_{self.name.upper()}"
+
+
+OPTIONS: Final = (
+    Option(
+        "api_key",
+        "API key for the target; sent only in the Authorization header, never printed",
+        metavar="KEY",
+    ),
+    Option(
+        "session_id",
+        "a fresh session id (collected < 15 min ago), repeatable; the variable is comma-separated",
+        metavar="ID",
+        action="append",
+        default=[],  # argparse appends to a copy
+        variable="VERDICT_SESSION_IDS",
+    ),
+    Option("expired_session_id", "a session id collected 15 minutes ago or more", metavar="ID"),
+    Option("session_factory", "called to obtain a fresh session id", metavar="MODULE:CALLABLE"),
+    Option(
+        "probe_rate_limit",
+        "opt-in: send at most N requests expecting a 429 (the only check provoking one)",
+        metavar="N",
+    ),
+    Option(
+        "request_timeout",
+        f"timeout of each request, default {DEFAULT_TIMEOUT:g}",
+        metavar="SECONDS",
+    ),
+    Option(
+        "call_timeout",
+        f"the most one call may take in all, default {DEFAULT_CALL_TIMEOUT:g} (or the request "
+        "timeout if longer)",
+        metavar="SECONDS",
+    ),
+    Option(
+        "wait_budget",
+        "the most time the whole run waits on 429 answers (Retry-After or "
+        f"backoff), default {DEFAULT_WAIT_BUDGET:g}; past it checks end as throttled",
+        metavar="SECONDS",
+    ),
+    Option(
+        "allow_insecure_http",
+        "allow sending the key over plain http to a non-loopback host (variable: 1)",
+        action="store_true",
+    ),
+    Option(
+        "check_key_in_url",
+        "also check a live target refuses the key in a URL: sends the key there, so use a "
+        "throwaway key (variable: 1)",
+        action="store_true",
+    ),
+    Option("report", "write a Markdown report, one row per spec clause, to PATH", metavar="PATH"),
+    Option("html_report", "the report as one HTML page", metavar="PATH"),
+    Option(
+        "allow_partial",
+        "let a run that could not check every session it was given pass (exit 0) instead of "
+        "ending as incomplete (exit 10) (variable: 1)",
+        action="store_true",
+    ),
+    Option(
+        "require_every_kind",
+        "fail the run as incomplete (exit 10) when a verdict kind was never seen (variable: 1)",
+        action="store_true",
+    ),
+    Option(
+        "fail_on_advisory",
+        "fail the run (exit 1) on advisories: a 429 without Retry-After, a Retry-After that "
+        "lies, a stack trace or internal address in an error body (variable: 1)",
+        action="store_true",
+    ),
+    Option(
+        "target_kind",
+        "auto (default): the mock told by its signature; mock or live: say which",
+        metavar="auto|mock|live",
+        choices=TARGET_KINDS,
+    ),
+    Option(
+        "ca_bundle",
+        "a PEM file of CA certificates to trust for https (a private CA); SSL_CERT_FILE also "
+        "works, REQUESTS_CA_BUNDLE is not read",
+        metavar="PATH",
+    ),
+    Option(
+        "max_rate",
+        "send at most N requests per SECONDS, shared by all xdist workers (a known staging "
+        "limit, kept instead of discovered through 429s)",
+        metavar="N/SECONDS",
+    ),
+)
+"""Every option of the suite, declared once: its flag, variable and ini key derive from it."""
+
+ENV: Final = {option.name: option.env for option in OPTIONS}
+"""Each option's environment variable, by name."""
 
 
 T = TypeVar("T")
@@ -92,104 +181,16 @@ def add_options(parser: pytest.Parser, own_base_url: bool = True) -> None:
         )
         parser.addini("base_url", help="the Explain API under test (--base-url wins)")
 
-    def add(name: str, help: str, **kwargs: object) -> None:
-        group.addoption(flag(name), dest=f"verdict_{name}", help=f"{help} [{ENV[name]}]", **kwargs)
+    for option in OPTIONS:
+        name, help = option.name, option.help
+        kwargs = {"metavar": option.metavar, "action": option.action, "choices": option.choices}
+        read = {key: value for key, value in kwargs.items() if value is not None}
+        dest = f"verdict_{name}"
+        group.addoption(
+            flag(name), dest=dest, default=option.default, help=f"{help} [{option.env}]", **read
+        )
         if name not in NO_INI:
-            parser.addini(f"verdict_{name}", help=f"{help} (ini; {flag(name)} wins)")
-
-    add(
-        "api_key",
-        "API key for the target; sent only in the Authorization header, never printed",
-        metavar="KEY",
-    )
-    add(
-        "session_id",
-        "a fresh session id (collected < 15 min ago), repeatable; the variable is comma-separated",
-        action="append",
-        default=[],
-        metavar="ID",
-    )
-    add("expired_session_id", "a session id collected 15 minutes ago or more", metavar="ID")
-    add("session_factory", "called to obtain a fresh session id", metavar="MODULE:CALLABLE")
-    add(
-        "probe_rate_limit",
-        "opt-in: send at most N requests expecting a 429 (the only check provoking one)",
-        metavar="N",
-    )
-    add(
-        "request_timeout",
-        f"timeout of each request, default {DEFAULT_TIMEOUT:g}",
-        metavar="SECONDS",
-    )
-    add(
-        "call_timeout",
-        f"the most one call may take in all, default {DEFAULT_CALL_TIMEOUT:g} (or the request "
-        "timeout if longer)",
-        metavar="SECONDS",
-    )
-    add(
-        "wait_budget",
-        "the most time the whole run waits on 429 answers (Retry-After or "
-        f"backoff), default {DEFAULT_WAIT_BUDGET:g}; past it checks end as throttled",
-        metavar="SECONDS",
-    )
-    add(
-        "allow_insecure_http",
-        "allow sending the key over plain http to a non-loopback host (variable: 1)",
-        action="store_true",
-        default=None,
-    )
-    add(
-        "check_key_in_url",
-        "also check a live target refuses the key in a URL: sends the key there, so use a "
-        "throwaway key (variable: 1)",
-        action="store_true",
-        default=None,
-    )
-    add("report", "write a Markdown report, one row per spec clause, to PATH", metavar="PATH")
-    add(
-        "html_report",
-        "the report as one HTML page",
-        metavar="PATH",
-    )
-    add(
-        "allow_partial",
-        "let a run that could not check every session it was given pass (exit 0) instead of "
-        "ending as incomplete (exit 10) (variable: 1)",
-        action="store_true",
-        default=None,
-    )
-    add(
-        "require_every_kind",
-        "fail the run as incomplete (exit 10) when a verdict kind was never seen (variable: 1)",
-        action="store_true",
-        default=None,
-    )
-    add(
-        "fail_on_advisory",
-        "fail the run (exit 1) on advisories: a 429 without Retry-After, a Retry-After that "
-        "lies, a stack trace or internal address in an error body (variable: 1)",
-        action="store_true",
-        default=None,
-    )
-    add(
-        "target_kind",
-        "auto (default): the mock told by its signature; mock or live: say which",
-        choices=TARGET_KINDS,
-        metavar="auto|mock|live",
-    )
-    add(
-        "ca_bundle",
-        "a PEM file of CA certificates to trust for https (a private CA); SSL_CERT_FILE also "
-        "works, REQUESTS_CA_BUNDLE is not read",
-        metavar="PATH",
-    )
-    add(
-        "max_rate",
-        "send at most N requests per SECONDS, shared by all xdist workers (a known staging "
-        "limit, kept instead of discovered through 429s)",
-        metavar="N/SECONDS",
-    )
+            parser.addini(dest, help=f"{help} (ini; {flag(name)} wins)")
 
 
 @dataclass(frozen=True)
