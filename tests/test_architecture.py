@@ -186,6 +186,17 @@ def test_the_mocks_top_is_a_few_named_parts() -> None:
     assert len(entries) <= MAX_TOP_MODULES, sorted(p.name for p in entries)
 
 
+MOCK_LINES = 9_000
+"""The mock's size, in lines of Python as ``ruff format`` writes them: one endpoint's mock."""
+
+
+def test_the_mock_stays_within_its_size() -> None:
+    lines = sum(
+        len(p.read_text(encoding="utf-8").splitlines()) for p in (ROOT / "mockserver").rglob("*.py")
+    )
+    assert lines <= MOCK_LINES, f"mockserver/ holds {lines} lines of Python; at most {MOCK_LINES}"
+
+
 def test_every_module_is_on_the_map_and_the_map_names_no_missing_module() -> None:
     text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"^\| `([\w/]+\.py)` \|", text, flags=re.MULTILINE))
