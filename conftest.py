@@ -107,19 +107,6 @@ started (a pytest run, the mock, pip, a browser, redis-server), and a second wor
 core meanwhile."""
 
 
-# tryfirst, as xdist's own (which turns an unset --dist into "load"): among hooks of one kind the
-# last registered runs first, and a conftest registers after the plugins installed
-# (tests/test_test_run.py runs it through xdist).
-@pytest.hookimpl(tryfirst=True)
-def pytest_cmdline_main(config: pytest.Config) -> None:
-    """``-n`` without ``--dist`` schedules by work stealing: a worker out of tests takes half of
-    what another has left, so no worker runs the last long tests alone while the others idle
-    (xdist's default, ``load``, let that happen). An explicit ``--dist`` wins."""
-    option = config.option
-    if getattr(option, "numprocesses", None) and getattr(option, "dist", None) == "no":
-        option.dist = "worksteal"
-
-
 @pytest.hookimpl(optionalhook=True)  # xdist's hooks: a run with `-p no:xdist` has none
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto``: :data:`WORKERS_PER_CORE` per core this process may run on; ``-n logical``

@@ -10,13 +10,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
-from typing import cast
 
 import pytest
 
 import conftest as root
-from tests.installs import ROOT
 
 
 def test_this_run_keeps_every_plugin(pytestconfig: pytest.Config) -> None:
@@ -55,35 +52,6 @@ def test_auto_starts_two_workers_per_core(
     monkeypatch.setattr(pytestconfig.option, "numprocesses", "auto")
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "3")
     assert root.pytest_xdist_auto_num_workers(pytestconfig) is None
-
-
-@pytest.mark.parametrize(
-    ("numprocesses", "given", "used"),
-    [
-        ("auto", "no", "worksteal"),  # `-n auto`, no --dist: xdist would make it "load"
-        (4, "no", "worksteal"),
-        ("auto", "load", "load"),  # an explicit --dist wins
-        ("auto", "loadscope", "loadscope"),
-        (None, "no", "no"),  # no -n: no distribution
-        (0, "no", "no"),
-    ],
-)
-def test_workers_steal_work_unless_told_otherwise(
-    numprocesses: int | str | None, given: str, used: str
-) -> None:
-    config = SimpleNamespace(option=SimpleNamespace(numprocesses=numprocesses, dist=given))
-    root.pytest_cmdline_main(cast(pytest.Config, config))
-    assert config.option.dist == used
-
-
-def test_the_run_steals_work_where_xdist_would_load(pytester: pytest.Pytester) -> None:
-    """Through xdist itself: its own hook comes after the conftest's, and keeps the choice."""
-    pytester.makeconftest("from conftest_under_test import pytest_cmdline_main  # noqa: F401\n")
-    (pytester.path / "conftest_under_test.py").write_text((ROOT / "conftest.py").read_text())
-    pytester.makepyfile("def test_one():\n    pass\n\ndef test_two():\n    pass\n")
-    result = pytester.runpytest_subprocess("-n", "2", "-v", "-p", "no:cacheprovider")
-    result.stdout.fnmatch_lines(["*scheduling tests via WorkStealingScheduling*"])
-    result.assert_outcomes(passed=2)
 
 
 def test_the_processes_a_test_starts_write_their_bytecode() -> None:
