@@ -38,7 +38,7 @@ from .store.journal import (
     make_entry,
     masked_path,
 )
-from .store.primitives import Append, Ask
+from .store.primitives import Ask
 
 VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
@@ -211,16 +211,19 @@ def unavailable(exc: StateUnavailable) -> Answer:
     return unavailable_answer(exc, "; the mock keeps running")
 
 
-def record(state: MockState, decision: Decision, fault: str | None = None) -> tuple[Append, float]:
-    """What journals a decided request, and its latency in seconds, a scripted delay included;
+def record(
+    state: MockState, decision: Decision, fault: str | None = None
+) -> tuple[JournalEntry, float]:
+    """The entry of a decided request, and its latency in seconds, a scripted delay included;
     ``fault``: what the client got instead (``disconnected``: it left during a delay)."""
     d = decision
     latency = time.perf_counter() - d.started
     got = d.answer if fault is None else fault
     entry = entry_for(
-        state, d.method, d.pairs, d.query, d.authorization, got, latency * 1000, d.headers, d.sent
-    )
-    return Append(entry, d.generation), latency
+        state, d.method, d.pairs, d.query, d.authorization, got, latency * 1000, d.headers, d.sent,
+        generation=d.generation,
+    )  # fmt: skip
+    return entry, latency
 
 
 class ClientLeft(BaseException):
@@ -258,9 +261,9 @@ def handle(
     return decision.answer
 
 
-def _journal(state: MockState, append: Append) -> None:
+def _journal(state: MockState, entry: JournalEntry) -> None:
     with suppress(StateUnavailable):  # the store's own calls log its outage (redisstate.TripHealth)
-        state.store.append(append)
+        state.store.append(entry)
 
 
 # --- how a request is journaled: the entry of an answered one, or of one the API does not take
@@ -303,9 +306,11 @@ def entry_for(
     sent: SentRequest | None = None,
     *,
     path: str = ENDPOINT_PATH,
+    generation: int | None = None,
 ) -> JournalEntry:
     """The entry of what the client got: an answer, or a fault (reset, timeout...) by name;
-    ``path``: a wrong one, journaled so that a check can say what was sent instead."""
+    ``path``: a wrong one, journaled so that a check can say what was sent instead;
+    ``generation``: the journal's when the request arrived (None: kept in the journal of now)."""
     journaled = None
     if pairs is not None and len(query_string) <= _CACHED_QUERY:
         journaled = _cached_query(query_string, state.key_bytes)
@@ -321,6 +326,7 @@ def entry_for(
         headers=headers,
         latency_ms=latency_ms,
         sent=sent,
+        generation=generation,
     )
 
 
@@ -359,4 +365,4 @@ def journal_elsewhere(
     entry = entry_for(
         state, method, pairs, query_string, authorization, answer, headers=headers, path=masked
     )
-    _journal(state, Append(entry, None))  # answered at once: kept in the journal of now
+    _journal(state, entry)  # answered at once: kept in the journal of now

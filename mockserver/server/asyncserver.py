@@ -471,8 +471,8 @@ class HttpConnection(asyncio.Protocol):
         for cycle in self.pipeline:
             if cycle.phase is DELAYED and cycle.decision is not None:
                 state = self._state(cycle)  # a delay is the hot path's
-                append, _ = record(state, cycle.decision, fault="disconnected")
-                state.store.submit(append, lambda _: None)  # its failure is logged by the store
+                entry, _ = record(state, cycle.decision, fault="disconnected")
+                state.store.submit(entry, lambda _: None)  # its failure is logged by the store
             if cycle.phase is not DONE:
                 cycle.to(DONE)
         self.pipeline.clear()
@@ -516,8 +516,8 @@ class HttpConnection(asyncio.Protocol):
             if decision.answer.delay:
                 self._hold(cycle, decision)
                 return
-            append, latency = record(state, decision)
-            state.store.append(append)
+            entry, latency = record(state, decision)
+            state.store.append(entry)
             self._send(cycle, decision.answer, latency)
             return
         cycle.to(DECIDING)
@@ -591,9 +591,9 @@ class HttpConnection(asyncio.Protocol):
         ask the journal about it). A store that fails to journal it logs so; the answer, its
         steps taken, is sent all the same."""
         state = self._state(cycle)
-        append, latency = record(state, decision, fault)
+        entry, latency = record(state, decision, fault)
         answer = decision.answer
-        state.store.submit(append, lambda _: self._answered(cycle, answer, latency))
+        state.store.submit(entry, lambda _: self._answered(cycle, answer, latency))
 
     def _answered(self, cycle: RequestCycle, answer: Answer, latency: float) -> None:
         if cycle.phase not in BUSY or not self.flow.writes:

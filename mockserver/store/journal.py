@@ -211,6 +211,10 @@ class JournalEntry(NamedTuple):
     """Its place in the journal, given as it is kept: the order requests were journaled in,
     across every process of a shared state (:attr:`time` is the deciding process's clock, which
     another process's may disagree with). The journal is read in this order."""
+    generation: int | None = None
+    """The journal's generation when the request arrived (each clear moves it): a journal keeps
+    the entry only if it was not cleared since. None: kept in the journal of now (a request
+    answered at once), and in every entry read back."""
 
     @property
     def status(self) -> int | None:
@@ -349,10 +353,11 @@ class Journal:
         self._refused: deque[tuple[int, JournalEntry]] = deque(maxlen=UNTRUSTED_KEPT)
         self._lock = threading.Lock()
 
-    def add(self, entry: JournalEntry, generation: int | None) -> bool:
+    def add(self, entry: JournalEntry) -> bool:
         """Keep an entry, numbered (:attr:`JournalEntry.seq`), unless its request arrived before
-        a ``clear()`` (``generation``, read then, is no longer :attr:`generation`: a delay from
-        an earlier test; None: a request answered at once, kept now)."""
+        a ``clear()`` (its :attr:`~JournalEntry.generation` is no longer :attr:`generation`: a
+        delay from an earlier test)."""
+        generation = entry.generation
         with self._lock:
             if generation is not None and generation != self.generation:
                 return False
@@ -365,7 +370,7 @@ class Journal:
         with self._lock:
             kept, refused = list(self._entries), list(self._refused)
         numbered = heapq.merge(kept, refused) if refused else kept  # by number: each its own
-        return [entry._replace(seq=seq) for seq, entry in numbered]
+        return [entry._replace(seq=seq, generation=None) for seq, entry in numbered]
 
     def clear(self) -> None:
         with self._lock:
@@ -391,13 +396,15 @@ def make_entry(
     latency_ms: float | None = None,
     violations: tuple[str, ...] = (),
     sent: SentRequest | None = None,
+    generation: int | None = None,
 ) -> JournalEntry:
     """A request's :class:`JournalEntry`, the one way one is made (:func:`decode_entry` reads
     back one a shared store kept): its query ``args`` shown masked and bounded
     (:func:`journaled_query`; ``is_key`` tells a configured API key wherever it was sent), or
     ``journaled`` if the caller has it already (a load test sends one query again and again: the
     entries share it, read-only); the Authorization header masked; headers and parameters kept
-    as digests only; ``result``: the answer's (:func:`.steps.outcome_of`)."""
+    as digests only; ``result``: the answer's (:func:`.steps.outcome_of`); ``generation``: the
+    journal's when the request arrived."""
     n, query, params = journaled_query(args, is_key) if journaled is None else journaled
     # The rule of :attr:`JournalEntry.untrusted`, its one place: a no-cors fetch or a form
     # reaches any path with any method, but carries no Authorization (a 401 the mock decided).
@@ -421,6 +428,8 @@ def make_entry(
         params,
         untrusted,
         sent,
+        0,
+        generation,
     )
 
 

@@ -22,16 +22,6 @@ from .journal import Journal, JournalEntry
 
 
 @dataclass(slots=True)
-class Append:
-    """Journal an entry, unless the journal was cleared since ``generation`` (None: kept in the
-    journal of now, for a request answered at once): to the journal, or to the ring of what any
-    web page can send (``entry.untrusted``); each keeps its newest entries, the oldest go."""
-
-    entry: JournalEntry
-    generation: int | None
-
-
-@dataclass(slots=True)
 class Ask:
     """One round trip's primitives, and their answers, filled in by the store that runs it
     (:meth:`Store.run`); what is None is not asked. Each primitive is atomic on its own."""
@@ -66,8 +56,8 @@ class Ask:
     """The step taken."""
 
 
-Trip = Ask | Append
-"""A round trip: an :class:`Ask`, or journaling an entry (:class:`Append`: whether it was kept)."""
+Trip = Ask | JournalEntry
+"""A round trip: an :class:`Ask`, or journaling an entry (:meth:`Store.append`)."""
 
 
 class Store(Protocol):
@@ -79,8 +69,11 @@ class Store(Protocol):
         """One round trip: ``ask`` with its answers filled in; raises StateUnavailable."""
         ...
 
-    def append(self, append: Append) -> bool:
-        """Journal an entry in one round trip: whether it was kept; raises StateUnavailable."""
+    def append(self, entry: JournalEntry) -> bool:
+        """Journal an entry in one round trip, unless the journal was cleared since its
+        :attr:`~.journal.JournalEntry.generation`: to the journal, or to the ring of what any web
+        page can send (``entry.untrusted``), each keeping its newest entries (the oldest go).
+        Whether it was kept; raises StateUnavailable."""
         ...
 
     def submit(self, trip: Trip, done: Callable[[Ask | bool | Exception], None]) -> None:
@@ -156,8 +149,8 @@ class MemoryStore:
             ask.step = self.scripts.next_step(ask.take)
         return ask
 
-    def append(self, append: Append) -> bool:
-        return self.journal.add(append.entry, append.generation)
+    def append(self, entry: JournalEntry) -> bool:
+        return self.journal.add(entry)
 
     def submit(self, trip: Trip, done: Callable[[Ask | bool | Exception], None]) -> None:
         done(self.run(trip) if type(trip) is Ask else self.append(trip))  # type: ignore[arg-type]

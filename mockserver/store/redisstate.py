@@ -34,7 +34,7 @@ from ..model.sessions import Step
 from ..model.steps import decode_step, encode_step
 from .backend import DEFAULT_STATE_TTL, StateUnavailable, StateURL, secrets_of
 from .journal import UNTRUSTED_KEPT, JournalEntry, decode_entry, encode_entry
-from .primitives import Append, Ask, Trip
+from .primitives import Ask, Trip
 from .redisclients import TIMEOUT, AsyncClient, Clients, ClusterURLError, Command, Line
 
 ENTRY_BYTES: Final = 64 * 1024
@@ -232,7 +232,7 @@ class Call(NamedTuple):
     """One call of a round trip: asks (:data:`ASK`) or entries to append (:data:`APPEND`)."""
 
     asks: list[Ask]
-    appends: list[Append]
+    appends: list[JournalEntry]
 
 
 Answered = Sequence[Ask | bool] | Exception
@@ -345,10 +345,10 @@ class RedisStore:
         if call.appends:
             bounds = (self._journal_size, UNTRUSTED_KEPT, self.ttl_ms, self._steps_prefix)
             entries: list[str | int] = []
-            for append in call.appends:
-                generation = "" if append.generation is None else append.generation
-                entries += ("r" if append.entry.untrusted else "j", generation)
-                entries.append(encode_entry(append.entry))
+            for entry in call.appends:
+                generation = "" if entry.generation is None else entry.generation
+                entries += ("r" if entry.untrusted else "j", generation)
+                entries.append(encode_entry(entry))
             return ("EVALSHA", _SHA[APPEND], len(keys), *keys, *bounds, *entries)
         steps, args = list[str](), list[str | int]([self.ttl_ms])
         for ask in call.asks:
@@ -396,8 +396,8 @@ class RedisStore:
         self._trip(Call([ask], []))
         return ask
 
-    def append(self, append: Append) -> bool:
-        (kept,) = self._trip(Call([], [append]))
+    def append(self, entry: JournalEntry) -> bool:
+        (kept,) = self._trip(Call([], [entry]))
         return bool(kept)
 
     def _trip(self, call: Call) -> Sequence[Ask | bool]:
@@ -424,7 +424,7 @@ class RedisStore:
     def _send_turn(self) -> None:
         """Send the round trips of this turn of the loop, :data:`MOST_BATCHED` a call."""
         turn, self._turn = self._turn, []
-        for kind in (Ask, Append):
+        for kind in (Ask, JournalEntry):
             trips = [each for each in turn if type(each[0]) is kind]
             for first in range(0, len(trips), MOST_BATCHED):
                 batch = trips[first : first + MOST_BATCHED]

@@ -289,8 +289,9 @@ class ValidatingProxy(ExplainMiddleware):
             is_key=self.is_key,
             latency_ms=(time.perf_counter() - started) * 1000,
             violations=tuple(one_line(v) for v in served.violations) + served.notes,
+            generation=generation,  # not kept if the journal was cleared since
         )
-        self.state.journal.add(entry, generation)  # not kept if the journal was cleared since
+        self.state.journal.add(entry)
         return answer
 
     def headers(self, answer: Answer) -> list[tuple[str, str]]:

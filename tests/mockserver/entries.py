@@ -51,4 +51,6 @@ def entry(
 
 def record(journal: Journal, generation: int | None = None, **fields: Any) -> None:
     """Journal an :func:`entry` as a request arriving at ``generation`` (default: now)."""
-    journal.add(entry(**fields), journal.generation if generation is None else generation)
+    journal.add(
+        entry(generation=journal.generation if generation is None else generation, **fields)
+    )

@@ -51,7 +51,7 @@ from verdict_contract.mockserver.model.scripts import ScriptStoreFull
 from verdict_contract.mockserver.model.sessions import parse_spec
 from verdict_contract.mockserver.store import journal, redisstate
 from verdict_contract.mockserver.store.backend import StateURL
-from verdict_contract.mockserver.store.primitives import Append, Ask
+from verdict_contract.mockserver.store.primitives import Ask
 from verdict_contract.mockserver.store.redisstate import MOST_BATCHED, RedisStore
 
 LIFETIME = float(SESSION_LIFETIME_SECONDS)
@@ -358,13 +358,15 @@ def test_a_window_passes_at_its_end_exactly(one_store: state.MockState) -> None:
     assert _answer(one_store, b"n=demo-refused", KEY)[0] == 200
 
 
-def _entry(n: str, untrusted: bool = False) -> journal.JournalEntry:
-    """An entry of ``/e?n=...``; ``untrusted``: of a wrong path (kept in the ring)."""
+def _entry(n: str, untrusted: bool = False, generation: int | None = None) -> journal.JournalEntry:
+    """An entry of ``/e?n=...``; ``untrusted``: of a wrong path (kept in the ring); its request
+    arrived at ``generation`` (None: kept in the journal of now)."""
     path = "/elsewhere" if untrusted else "/e"
     outcome = Outcome(404 if untrusted else 200, "unknown" if untrusted else "verdict", None)
     return journal.make_entry(
-        method="GET", path=path, authorization=None, result=outcome, args=[("n", n)]
-    )
+        method="GET", path=path, authorization=None, result=outcome, args=[("n", n)],
+        generation=generation,
+    )  # fmt: skip
 
 
 def test_the_entries_of_one_turn_of_the_loop_are_each_told_and_kept_in_order(
@@ -378,8 +380,8 @@ def test_the_entries_of_one_turn_of_the_loop_are_each_told_and_kept_in_order(
     store.clear_journal()
     now = store.run(Ask(clock=True)).generation
     count = MOST_BATCHED + 2  # with the stale one: two calls on Redis
-    fresh = [Append(_entry(f"s{i}", i % 5 == 0), now if i % 2 else None) for i in range(count)]
-    stale = Append(_entry("decided-before-the-clear"), before)
+    fresh = [_entry(f"s{i}", i % 5 == 0, now if i % 2 else None) for i in range(count)]
+    stale = _entry("decided-before-the-clear", generation=before)
     told: dict[str, object] = {}  # per entry's n: what its request was told
 
     async def append_in_one_turn() -> None:
@@ -390,8 +392,8 @@ def test_the_entries_of_one_turn_of_the_loop_are_each_told_and_kept_in_order(
             if len(told) == count + 1:
                 finished.set_result(None)
 
-        for append in [fresh[0], stale, *fresh[1:]]:
-            store.submit(append, partial(done, append.entry.n))
+        for entry in [fresh[0], stale, *fresh[1:]]:
+            store.submit(entry, partial(done, entry.n))
         await asyncio.wait_for(finished, 10)
         if isinstance(store, RedisStore):
             trips.append(store.calls()[0])
