@@ -428,7 +428,7 @@ def make_entry(
         params,
         untrusted,
         sent,
-        0,
+        0,  # seq: given as the entry is kept (Journal.add; on Redis, the append script)
         generation,
     )
 
