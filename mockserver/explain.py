@@ -313,10 +313,10 @@ def entry_for(
     ``generation``: the journal's when the request arrived (None: kept in the journal of now)."""
     journaled = None
     if pairs is not None and len(query_string) <= _CACHED_QUERY:
-        journaled = _cached_query(query_string, state.key_bytes)
+        journaled = _cached_query(query_string, state.masked_keys)
     if journaled is None:  # a query that is not UTF-8 is journaled whole, as Latin-1
         args = pairs if pairs is not None else [("?", query_string.decode("latin-1"))]
-        journaled = journaled_query(args, state.key_ok)
+        journaled = journaled_query(args, state.any_key)
     return make_entry(
         method=method,
         path=path,
@@ -361,7 +361,7 @@ def journal_elsewhere(
     # Anyone can send these, with any method: without a key, only the query's start is read.
     keyed = authorized(state, authorization) is not None
     pairs = parse_query(query_string) if keyed else query_start(query_string)
-    masked = masked_path(path, state.key_ok)
+    masked = masked_path(path, state.any_key)
     entry = entry_for(
         state, method, pairs, query_string, authorization, answer, headers=headers, path=masked
     )

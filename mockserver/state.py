@@ -80,8 +80,9 @@ class MockState:
     settings: Settings
     tenant: Tenant | None = None
     """The team this state is of (``--tenants``); None: the operator's, the mock's own."""
-    connections: RedisStore | None = None
-    """A tenant's: the operator's store, whose connections to Redis its own store uses."""
+    operator: MockState | None = None
+    """A tenant's: the operator's state (whose Redis connections its store uses, whose list of
+    every tenant's keys its journal masks)."""
     codec: SessionCodec = field(init=False)
     generator: VerdictGenerator = field(init=False)
     limit: RateLimit = field(init=False)
@@ -116,6 +117,7 @@ class MockState:
     """The operator's state only: every tenant's state by name, its own first (``--tenants``);
     empty without tenants."""
     _key_owners: tuple[tuple[bytes, MockState], ...] = field(default=(), init=False)
+    _every_key: tuple[bytes, ...] = field(default=(), init=False)
 
     def __post_init__(self) -> None:
         self.codec = SessionCodec(self.signing_secret)
@@ -149,7 +151,7 @@ class MockState:
                 self.settings.journal_size,
                 ttl=self.settings.state_ttl,
                 name=name,
-                connections=self.connections,
+                connections=None if self.operator is None else self.operator.shared,
             )
         if self.settings.scenario is not None:
             self.scenario = load_scenario(self.settings.scenario)
@@ -191,7 +193,7 @@ class MockState:
             for name, tenant in tenants.items():
                 state = self.tenants.get(name)
                 if state is None:
-                    state = MockState(self.settings, tenant, self.shared)
+                    state = MockState(self.settings, tenant, self)
                 else:
                     state.tenant = tenant
                     state.apply(state.scenario)
@@ -208,6 +210,7 @@ class MockState:
         its scenario, a tenant's with the tenants file)."""
         states = self.tenants.values()
         self._key_owners = tuple((key, state) for state in states for key in state.key_bytes)
+        self._every_key = tuple(key for key, _ in self._key_owners)
 
     def writable(self) -> StateUnavailable | None:
         """Whether every store this mock answers from would take a write now (readiness): each
@@ -227,9 +230,14 @@ class MockState:
         ]
         return owners[0] if owners else self
 
+    @property
+    def masked_keys(self) -> tuple[bytes, ...]:
+        """The keys journals and logs mask: every tenant's (``--tenants``), else this state's."""
+        return (self.operator or self)._every_key or self.key_bytes
+
     def any_key(self, key: str) -> bool:
         """Whether ``key`` is any tenant's key (what logs and journals mask)."""
-        return key_in(tuple(k for k, _ in self._key_owners) or self.key_bytes, key)
+        return key_in(self.masked_keys, key)
 
     def _warn_of_drift(self, shared: RedisStore) -> None:
         """Say loudly if the processes sharing this state answer otherwise than this one would:

@@ -30,13 +30,12 @@ from ..model.answer import (
     JSON,
     NO_STORE,
     Answer,
-    Outcome,
     error_answer,
     explain_headers,
     failure_answer,
 )
 from ..model.sessions import MAX_SESSION_ID_LENGTH
-from ..state import MockState
+from ..state import MockState, authorized
 from ..store.journal import make_entry
 from .accesslog import printable
 from .middleware import ExplainMiddleware
@@ -269,7 +268,7 @@ class ValidatingProxy(ExplainMiddleware):
         """Whether ``value`` is a key this proxy knows (its own, or the upstream's)."""
         key = self.settings.upstream_key
         upstream = key is not None and hmac.compare_digest(value.encode(), key.reveal().encode())
-        return upstream or self.state.key_ok(value)
+        return upstream or self.state.any_key(value)
 
     def respond(self, method: str, query: bytes, environ: WSGIEnvironment) -> Answer:
         started, generation = time.perf_counter(), self.state.journal.generation
@@ -285,7 +284,7 @@ class ValidatingProxy(ExplainMiddleware):
             path=ENDPOINT_PATH,
             args=pairs if pairs is not None else [("?", query.decode("latin-1"))],
             authorization=authorization,
-            result=Outcome(answer.status, answer.outcome, None),
+            result=answer.result,
             is_key=self.is_key,
             latency_ms=(time.perf_counter() - started) * 1000,
             violations=tuple(one_line(v) for v in served.violations) + served.notes,
@@ -308,8 +307,7 @@ class ValidatingProxy(ExplainMiddleware):
         authorization = environ.get("HTTP_AUTHORIZATION")
         upstream_key = self.settings.upstream_key
         if upstream_key is not None:
-            key = bearer_token(authorization)
-            if key is None or not self.state.key_ok(key):
+            if authorized(self.state, authorization) is None:
                 return Served(
                     error_answer(
                         401,

@@ -168,6 +168,21 @@ def test_the_operator_acts_for_any_tenant_and_a_tenant_for_itself_only(teams: Te
     assert "pay, risk" in unknown.json()["error"]["message"]
 
 
+def test_every_tenants_key_is_masked_in_every_journal(teams: Teams) -> None:
+    # A key sent where none belongs is masked in whichever journal keeps the request.
+    teams.explain("risk", key("pay"))
+    with httpx.Client(base_url=teams.base_url, timeout=10) as stranger:
+        stranger.get("/e", params={"n": key("risk")})  # no key: the operator's journal
+        stranger.get(f"/x/{key('pay')}")
+    kept = teams.journal("risk") + teams.journal("operator")
+    assert [(e["path"], e["n"]) for e in kept] == [
+        ("/e", "…0001"),
+        ("/e", "…0001"),
+        ("/x/…0001", None),
+    ]
+    assert "key-" not in json.dumps(kept)
+
+
 def test_an_unknown_token_is_refused(teams: Teams) -> None:
     with httpx.Client(base_url=teams.base_url, timeout=10) as stranger:
         for sent in ("not-a-token-of-anyone", token("pay")[:-1], ""):

@@ -170,9 +170,9 @@ class JournalChecks:
         target = "any request" if n is None else f"session n={short_id(n)}"
         headers, params = match.get("headers"), match.get("params")
         if headers:
-            masked = ", ".join(_masked_header(k, v, self.state.key_ok) for k, v in headers.items())
+            masked = ", ".join(_masked_header(k, v, self.state.any_key) for k, v in headers.items())
             target += f" with headers {{{masked}}}"
         if params:
-            pairs = (masked_param(k, v, self.state.key_ok) for k, v in params.items())
+            pairs = (masked_param(k, v, self.state.any_key) for k, v in params.items())
             target += " with params {" + ", ".join(f"{k}={v}" for k, v in pairs) + "}"
         return target

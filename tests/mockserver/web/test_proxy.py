@@ -132,6 +132,18 @@ def test_a_request_in_flight_when_the_journal_is_cleared_is_not_journaled(proxy_
         assert proxy.journal() == []
 
 
+def test_the_journal_reads_a_proxied_answer_as_the_mocks_own(proxy_to: Any) -> None:
+    # The verdict served and the Retry-After, which coverage counts (docs/plugin.md).
+    limited = create_app(Settings(api_keys=(KEY,), rate_limit=RateLimit.parse("1/60")))
+    with running(limited) as server:
+        proxy = proxy_to(server.base_url)
+        assert [proxy.get("demo-contradicted").status_code for _ in range(2)] == [200, 429]
+    served, refused = proxy.journal()
+    assert (served["verdict"], served["conclusive"], served["schema"]) == ("contradicted", True, 7)
+    assert (refused["status"], refused["verdict"]) == (429, None)
+    assert 0 < int(refused["retry_after"]) <= 60
+
+
 def test_head_passes_through(upstream: BackgroundServer, proxy_to: Any) -> None:
     proxy = proxy_to(upstream.base_url)
     response = proxy.http.head("/e", params={"n": "demo-refused"}, headers=bearer())
