@@ -133,16 +133,15 @@ class MemoryStore:
         self._lock = threading.Lock()
 
     def run(self, ask: Ask) -> Ask:
-        if (key := ask.key) is not None:
-            with self._lock:
-                if ask.now_offset == self.skew:  # else the clock moved: nothing counted
-                    started, hits = self._windows.get(key, (ask.now, 0))
-                    if ask.now - started >= ask.window:
-                        started, hits = ask.now, 0
-                    ask.started, ask.hits = started, hits + 1
-                    self._windows[key] = started, hits + 1
-        if ask.clock:
-            ask.offset, ask.generation = self.skew, self.journal.generation
+        with self._lock:  # the clock read as the hit is counted on it, as Redis runs ASK
+            if ask.clock:
+                ask.offset, ask.generation = self.skew, self.journal.generation
+            if (key := ask.key) is not None and ask.now_offset == self.skew:  # else it moved
+                started, hits = self._windows.get(key, (ask.now, 0))
+                if ask.now - started >= ask.window:
+                    started, hits = ask.now, 0
+                ask.started, ask.hits = started, hits + 1
+                self._windows[key] = started, hits + 1
         if ask.marked is not None:
             ask.expired = ask.marked in self._expired
         if ask.take is not None:

@@ -69,7 +69,7 @@ STEPS = st.sampled_from(
     [429, 500, 503, {"status": 502, "headers": {"Retry-After": "7"}}, {"delay_ms": 1}]
 )
 AGES = st.sampled_from([None, 0.0, 0.5, LIFETIME - 1, LIFETIME - 0.5])
-MOVES = st.sampled_from([0.5, 1.0, WINDOW - 0.5, WINDOW, WINDOW, LIFETIME - 1, LIFETIME])
+MOVES = st.sampled_from([0.1, 0.5, 1.0, WINDOW - 0.5, WINDOW, WINDOW, LIFETIME - 1, LIFETIME])
 ODD_QUERIES = st.sampled_from([b"", b"n=", b"n=a&n=b", b"n=never-minted", b"x=1", b"n=%FF"])
 NAMED = {  # a scenario's sessions: restored scripts at each reset, a standing step, no age
     "named-scripted": parse_spec({"script": [503, 429]}),
@@ -332,6 +332,13 @@ def one_store(request: pytest.FixtureRequest, redis: RedisServer) -> Iterator[st
     made.reset()
     yield made
     made.store.close()
+
+
+def test_clock_moves_add_up_as_floats_do(one_store: state.MockState) -> None:
+    """Moves that are no binary fraction sum alike in both stores: as Python sums them."""
+    for _ in range(3):
+        one_store.advance(0.1)
+    assert one_store.skew == 0.1 + 0.1 + 0.1 == 0.30000000000000004
 
 
 @pytest.mark.usefixtures("stopped_wall_clock")
