@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
@@ -40,13 +40,20 @@ READ_CACHE_SIZE = 4096
 """Decoded session ids remembered (ids are at most 256 characters: a few MB at most)."""
 
 
+def secret_index(sent: str, known: Sequence[bytes]) -> int | None:
+    """Which of ``known`` (keys, tokens) was ``sent``: every one is compared, in constant time,
+    so the time taken tells nothing of a secret, nor of which one matched."""
+    candidate = sent.encode("utf-8", "surrogateescape")
+    found = None
+    for index, expected in enumerate(known):
+        if hmac.compare_digest(candidate, expected) and found is None:
+            found = index
+    return found
+
+
 def key_in(keys: tuple[bytes, ...], key: str) -> bool:
-    """Whether ``key`` is one of ``keys``, compared in constant time (no early exit on a match)."""
-    candidate = key.encode("utf-8", "surrogateescape")
-    matched = False
-    for known in keys:
-        matched |= hmac.compare_digest(candidate, known)
-    return matched
+    """Whether ``key`` is one of ``keys`` (:func:`secret_index`)."""
+    return secret_index(key, keys) is not None
 
 
 def mock_time(real: float, offset: float) -> float:
@@ -116,8 +123,8 @@ class MockState:
     tenants: dict[str, MockState] = field(default_factory=dict, init=False)
     """The operator's state only: every tenant's state by name, its own first (``--tenants``);
     empty without tenants."""
-    _key_owners: tuple[tuple[bytes, MockState], ...] = field(default=(), init=False)
     _every_key: tuple[bytes, ...] = field(default=(), init=False)
+    _key_owners: tuple[MockState, ...] = field(default=(), init=False)  # each key's, in order
 
     def __post_init__(self) -> None:
         self.codec = SessionCodec(self.signing_secret)
@@ -209,8 +216,8 @@ class MockState:
         """Note whose each key is, for :meth:`tenant_of` (the operator's keys may change with
         its scenario, a tenant's with the tenants file)."""
         states = self.tenants.values()
-        self._key_owners = tuple((key, state) for state in states for key in state.key_bytes)
-        self._every_key = tuple(key for key, _ in self._key_owners)
+        self._every_key = tuple(key for state in states for key in state.key_bytes)
+        self._key_owners = tuple(state for state in states for _ in state.key_bytes)
 
     def writable(self) -> StateUnavailable | None:
         """Whether every store this mock answers from would take a write now (readiness): each
@@ -222,13 +229,8 @@ class MockState:
         """The state a ``/e`` call belongs to: its key's tenant's, else this one (compared in
         constant time with every key of every tenant)."""
         key = bearer_token(authorization) if self._key_owners else None
-        if key is None:
-            return self
-        candidate = key.encode("utf-8", "surrogateescape")
-        owners = [
-            state for known, state in self._key_owners if hmac.compare_digest(candidate, known)
-        ]
-        return owners[0] if owners else self
+        index = None if key is None else secret_index(key, self._every_key)
+        return self if index is None else self._key_owners[index]
 
     @property
     def masked_keys(self) -> tuple[bytes, ...]:

@@ -17,7 +17,7 @@ from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.redact import Secret
 
 from ..settings import Settings, env_var
-from ..state import MockState
+from ..state import MockState, secret_index
 from .answers import SCOPE, error_response, state_of
 from .dashboard import token_page
 
@@ -86,13 +86,9 @@ def holders(state: MockState) -> list[Holder]:
 
 def holder_of(sent: str | None, known: list[Holder], *, cookie: bool = False) -> Holder | None:
     """The holder whose token (or dashboard cookie) was sent; each compared in constant time."""
-    found = None
-    given = (sent or "").encode("utf-8", "surrogateescape")
-    for holder in known:  # every one compared: the time taken tells nothing
-        expected = cookie_value(holder.token) if cookie else holder.token.reveal()
-        if hmac.compare_digest(given, expected.encode()):
-            found = holder
-    return found
+    tokens = [(cookie_value(h.token) if cookie else h.token.reveal()).encode() for h in known]
+    index = secret_index(sent or "", tokens)
+    return None if index is None else known[index]
 
 
 def _open_dashboard(token: Secret) -> Response:
