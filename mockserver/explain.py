@@ -22,7 +22,7 @@ from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
 from .model.answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer, unavailable_answer
 from .model.sessions import MAX_SESSION_ID_LENGTH, Session, Step
-from .model.steps import outcome_of
+from .model.steps import result_of
 from .model.steps import scripted as scripted_answer
 from .state import MockState, authorized, key_in, mock_time
 from .state import bearer_token as bearer_token
@@ -321,7 +321,7 @@ def entry_for(
         method=method,
         path=path,
         authorization=authorization,
-        result=outcome_of(answer),
+        result=result_of(answer),
         journaled=journaled,
         headers=headers,
         latency_ms=latency_ms,

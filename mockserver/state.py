@@ -295,10 +295,10 @@ class MockState:
             except SpecError as exc:
                 raise ScenarioError(f"sessions.{session.id}: {exc}") from None
         named_bytes = sum(script_bytes(s.spec.script) for s in named.values())
-        if not admits(0, 0, named_bytes, self.scripts.capacity):  # the rule of every script
+        if not admits(0, 0, named_bytes, self.store.capacity):  # the rule of every script
             raise ScenarioError(
                 f"the scenario's scripts take {named_bytes} bytes; the mock holds at most "
-                f"{self.scripts.capacity} bytes of scripts: shorten them"
+                f"{self.store.capacity} bytes of scripts: shorten them"
             )
         keys = self.tenant.api_keys if self.tenant else scenario.api_keys or self.settings.api_keys
         previous = self.named

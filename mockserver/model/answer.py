@@ -59,7 +59,7 @@ def served(body: bytes) -> Served | None:
     )
 
 
-class Outcome(NamedTuple):
+class Result(NamedTuple):
     """How the journal reads an answer: what the client got, and who decided it."""
 
     status: int | None  # None: the client got no status line
@@ -81,11 +81,11 @@ class Answer:
     delay: float = 0.0  # seconds to wait before answering (a scripted delay step)
 
     @cached_property  # its body read once (bench_instructions demo: 110k a GET /e, 231k without)
-    def result(self) -> Outcome:
+    def result(self) -> Result:
         """The journal's reading of this answer, once per answer object (a session's are kept)."""
         fault = self.fault
         status = None if fault == "reset" else self.status
-        return Outcome(
+        return Result(
             status,
             "scripted" if fault else self.outcome,
             fault,

@@ -14,7 +14,7 @@ from http import HTTPStatus
 from typing import Final
 
 from .answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer, with_defaults
-from .answer import Outcome as Outcome
+from .answer import Result as Result
 from .sessions import Step, parse_step
 
 FAULT_HEADER: Final = "X-Verdict-Mock-Fault"
@@ -76,10 +76,10 @@ def fault_answer(kind: str, body: bytes) -> Answer:
     return Answer(200, sent, headers, "scripted", fault=kind)
 
 
-def outcome_of(answer: Answer | str) -> Outcome:
+def result_of(answer: Answer | str) -> Result:
     """The journal's reading of an answer, or of a fault named by a string (``"timeout"``)."""
     if isinstance(answer, str):  # met before any answer: a scripted delay outlasting a timeout
-        return Outcome(None, "scripted", answer, "script")
+        return Result(None, "scripted", answer, "script")
     return answer.result  # built once per answer object
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Final
 
-from .answer import Outcome
+from .answer import Result
 
 LATENCY_BOUNDS: Final = (
     0.0005,
@@ -44,7 +44,7 @@ class Traffic:
         self.buckets = [0] * (len(LATENCY_BOUNDS) + 1)  # per bound, then past the last (+Inf)
         self.latency_sum = 0.0
 
-    def count(self, result: Outcome, seconds: float) -> None:
+    def count(self, result: Result, seconds: float) -> None:
         """One answer sent: its :attr:`.answer.Answer.result` (call it on the event loop only)."""
         key = (result.status, result.outcome)
         self.answers[key] = self.answers.get(key, 0) + 1

@@ -44,7 +44,7 @@ from ..settings import Settings
 from ..state import MockState
 from ..store.backend import StateUnavailable
 from ..store.primitives import Ask
-from ..web.accesslog import Served, log_line, tenant_label
+from ..web.accesslog import LoggedAnswer, log_line, tenant_label
 from ..web.accesslog import log as access_log
 from ..web.app import parts_of
 from ..web.middleware import MAX_HEADER_BYTES
@@ -682,7 +682,7 @@ class HttpConnection(asyncio.Protocol):
                 "SERVER_PROTOCOL": f"HTTP/{cycle.version}",
                 "REMOTE_ADDR": peer[0] if peer else "",
             }
-        served = Served(status, size, tenant_label(state, cycle.authorization), took)
+        served = LoggedAnswer(status, size, tenant_label(state, cycle.authorization), took)
         access_log.info("%s", log_line(environ, served, state))
 
     # -- the connection ---------------------------------------------------------------------

@@ -22,7 +22,7 @@ from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, VerdictKind
 
 from ..model.answer import Served
 from ..model.sessions import MAX_SESSION_ID_LENGTH
-from ..model.steps import Outcome
+from ..model.steps import Result
 
 # --- how a request is shown ------------------------------------------------------------------
 
@@ -190,7 +190,7 @@ class JournalEntry(NamedTuple):
     n: str | None
     query: dict[str, list[str]]
     authorization: str | None
-    result: Outcome
+    result: Result
     """What the client got, read through :attr:`status`, :attr:`verdict`..."""
     elapsed_ms: float | None = None
     """Time to answer as the mock or the proxy measured it (:attr:`latency_ms` rounds it:
@@ -330,7 +330,7 @@ JSON_FIELDS: Final = (
     "violations",
 )
 """An entry's fields as :meth:`JournalEntry.to_json` shows them, in this order."""
-_RESULT_FIELDS: Final = frozenset(Outcome._fields) - {"served"}
+_RESULT_FIELDS: Final = frozenset(Result._fields) - {"served"}
 
 
 _API_METHODS: Final = frozenset({"GET", "HEAD"})
@@ -388,7 +388,7 @@ def make_entry(
     method: str,
     path: str,
     authorization: str | None,
-    result: Outcome,
+    result: Result,
     args: Iterable[tuple[str, str]] = (),
     is_key: Callable[[str], bool] = lambda _: False,
     journaled: JournaledQuery | None = None,
@@ -403,7 +403,7 @@ def make_entry(
     (:func:`journaled_query`; ``is_key`` tells a configured API key wherever it was sent), or
     ``journaled`` if the caller has it already (a load test sends one query again and again: the
     entries share it, read-only); the Authorization header masked; headers and parameters kept
-    as digests only; ``result``: the answer's (:func:`.steps.outcome_of`); ``generation``: the
+    as digests only; ``result``: the answer's (:func:`.steps.result_of`); ``generation``: the
     journal's when the request arrived."""
     n, query, params = journaled_query(args, is_key) if journaled is None else journaled
     # The rule of :attr:`JournalEntry.untrusted`, its one place: a no-cors fetch or a form
@@ -435,7 +435,7 @@ def make_entry(
 
 def encode_entry(entry: JournalEntry) -> str:
     """An entry as a shared store keeps it: a JSON array of its first six fields, its answer's
-    (:class:`~.answer.Outcome`'s, in order) and the rest shown; its digests and the in-process
+    (:class:`~.answer.Result`'s, in order) and the rest shown; its digests and the in-process
     request left out (:func:`decode_entry` reads it back)."""
     *answer, served = entry.result
     return _ENCODE([*entry[:6], answer, served, entry.elapsed_ms, entry.violations])
@@ -454,6 +454,6 @@ def decode_entry(kept: str, untrusted: bool = False) -> JournalEntry:
     )
     facts = None if served is None else Served._make([*served[:3], tuple(served[3])])
     return JournalEntry(
-        at, method, path, n, query, authorization, Outcome._make([*answer, facts]), elapsed,
+        at, method, path, n, query, authorization, Result._make([*answer, facts]), elapsed,
         tuple(violations), untrusted=untrusted, seq=int(seq),
     )  # fmt: skip

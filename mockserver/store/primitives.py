@@ -64,6 +64,8 @@ class Store(Protocol):
     """Where the per-call state lives: the primitives of ``/e`` and what the control API does."""
 
     label: str
+    capacity: int
+    """Bytes of scripts the store holds at most (:func:`.scripts.admits`)."""
 
     def run(self, ask: Ask) -> Ask:
         """One round trip: ``ask`` with its answers filled in; raises StateUnavailable."""
@@ -126,6 +128,7 @@ class MemoryStore:
     def __init__(self, journal_size: int) -> None:
         self.journal = Journal(journal_size)
         self.scripts = ScriptBook()
+        self.capacity = self.scripts.capacity
         self.skew = 0.0
         self._windows: dict[str, tuple[float, int]] = {}  # per key (accepted ones only: bounded)
         self._expired: set[str] = set()

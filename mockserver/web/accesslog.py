@@ -46,7 +46,7 @@ def request_target(environ: WSGIEnvironment, is_key: Callable[[str], bool]) -> s
     return path if len(path) <= MAX_TARGET_CHARS else path[:MAX_TARGET_CHARS] + CUT
 
 
-class Served(NamedTuple):
+class LoggedAnswer(NamedTuple):
     """What a line says of an answer: ``seconds`` None when none was sent, ``user`` a tenant."""
 
     status: str
@@ -55,7 +55,7 @@ class Served(NamedTuple):
     seconds: float | None = None
 
 
-def log_line(environ: WSGIEnvironment, served: Served, state: MockState) -> str:
+def log_line(environ: WSGIEnvironment, served: LoggedAnswer, state: MockState) -> str:
     """``client - user [time] "request" status bytes seconds``, every key of ``state`` masked."""
     stamp = time.strftime("%d/%b/%Y:%H:%M:%S %z")
     request = (
@@ -129,7 +129,7 @@ class AccessLog:
         try:
             body = self.app(environ, start)
         except BaseException:  # e.g. a scripted reset: the client got no answer
-            log.info("%s", log_line(environ, Served(NO_STATUS, 0, user), self.state))
+            log.info("%s", log_line(environ, LoggedAnswer(NO_STATUS, 0, user), self.state))
             raise
 
         size = 0
@@ -144,7 +144,7 @@ class AccessLog:
             try:
                 getattr(body, "close", lambda: None)()
             finally:
-                served = Served(status[0], size, user, time.perf_counter() - started)
+                served = LoggedAnswer(status[0], size, user, time.perf_counter() - started)
                 log.info("%s", log_line(environ, served, self.state))
 
         return ClosingIterator(counted(), close)

@@ -105,7 +105,7 @@ class Upstream:
 
 
 @dataclass(frozen=True)
-class Served:
+class ProxiedAnswer:
     """The proxy's answer, the upstream answer's breaches, and the journal's notes on it."""
 
     answer: Answer
@@ -277,7 +277,7 @@ class ValidatingProxy(ExplainMiddleware):
         try:
             served = self.answer(method, query, pairs, environ)
         except Exception as exc:  # never a 5xx of our own for a request, however it fails
-            served = Served(failure_answer(exc, f"proxying {method} {ENDPOINT_PATH}"))
+            served = ProxiedAnswer(failure_answer(exc, f"proxying {method} {ENDPOINT_PATH}"))
         answer = served.answer
         entry = make_entry(
             method=method,
@@ -302,13 +302,13 @@ class ValidatingProxy(ExplainMiddleware):
         query: bytes,
         pairs: list[tuple[str, str]] | None,
         environ: WSGIEnvironment,
-    ) -> Served:
+    ) -> ProxiedAnswer:
         """The answer for one call, the breaches of the upstream's answer and notes on it."""
         authorization = environ.get("HTTP_AUTHORIZATION")
         upstream_key = self.settings.upstream_key
         if upstream_key is not None:
             if authorized(self.state, authorization) is None:
-                return Served(
+                return ProxiedAnswer(
                     error_answer(
                         401,
                         "unauthorized",
@@ -326,9 +326,11 @@ class ValidatingProxy(ExplainMiddleware):
         try:
             url = httpx.URL(self.url + ("?" + query.decode("latin-1") if query else ""))
         except httpx.InvalidURL:
-            return Served(error_answer(400, "bad_request", "the query string cannot be sent on"))
+            return ProxiedAnswer(
+                error_answer(400, "bad_request", "the query string cannot be sent on")
+            )
         if self._stopping.done():
-            return Served(error_answer(503, *_STOPPING))
+            return ProxiedAnswer(error_answer(503, *_STOPPING))
         future: Future[Upstream] = Future()
         arguments = (future, method, url, headers)
         threading.Thread(target=self._call, args=arguments, daemon=True).start()
@@ -337,9 +339,9 @@ class ValidatingProxy(ExplainMiddleware):
             upstream = future.result(timeout=0)
         except TimeoutError:  # stopping, or no answer in time
             error = UpstreamError(503, *_STOPPING) if self._stopping.done() else self._timed_out()
-            return Served(self._failed(error))
+            return ProxiedAnswer(self._failed(error))
         except UpstreamError as exc:
-            return Served(self._failed(exc))
+            return ProxiedAnswer(self._failed(exc))
         return self._checked(method, pairs, upstream, bearer_token(authorization))
 
     def _call(
@@ -402,7 +404,7 @@ class ValidatingProxy(ExplainMiddleware):
         pairs: list[tuple[str, str]] | None,
         upstream: Upstream,
         sent_key: str | None,
-    ) -> Served:
+    ) -> ProxiedAnswer:
         places: list[str] = []
         if sent_key is not None and len(sent_key) >= MIN_LOOKED_FOR:
             places, upstream = _reflection(upstream, _key_masker(sent_key))
@@ -454,7 +456,7 @@ class ValidatingProxy(ExplainMiddleware):
             headers = [(k, v) for k, v in upstream.headers if k.lower() in FORWARDED]
             outcome = "breach" if violations else "proxied"
             answer = Answer(upstream.status, upstream.body, headers, outcome)
-        return Served(answer, violations, tuple(notes))
+        return ProxiedAnswer(answer, violations, tuple(notes))
 
 
 def _is_json(body: bytes) -> bool:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from verdict_contract.mockserver.model.answer import Outcome, Served
+from verdict_contract.mockserver.model.answer import Result, Served
 from verdict_contract.mockserver.store.journal import Journal, JournalEntry, make_entry
 
 SERVED = Served("refused", True, 8, ("extra",))
-RESULT = Outcome(
+RESULT = Result(
     status=218,
     outcome="the-outcome",
     fault=None,
@@ -46,7 +46,7 @@ def entry(
     status: int | None, outcome: str, fault: str | None = None, **fields: Any
 ) -> JournalEntry:
     """:func:`make_entry` with its reading made of a status, an outcome and a fault."""
-    return make_entry(result=Outcome(status, outcome, fault), **fields)
+    return make_entry(result=Result(status, outcome, fault), **fields)
 
 
 def record(journal: Journal, generation: int | None = None, **fields: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from verdict_contract.mockserver.coverage import BEHAVIOURS, behaviours
-from verdict_contract.mockserver.model.answer import Outcome, Served
+from verdict_contract.mockserver.model.answer import Result, Served
 from verdict_contract.mockserver.store.journal import JournalEntry
 
 BASE = JournalEntry(
@@ -20,7 +20,7 @@ BASE = JournalEntry(
     n="session-0001",
     query={},
     authorization="Bearer …1234",
-    result=Outcome(200, "verdict", None, served=Served("disputed", False, 7, ())),
+    result=Result(200, "verdict", None, served=Served("disputed", False, 7, ())),
 )
 NO_VERDICT: dict[str, Any] = {"verdict": None, "conclusive": None, "schema": None}
 

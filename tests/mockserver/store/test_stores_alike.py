@@ -45,7 +45,7 @@ from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
 from verdict_contract.mockserver import Settings, explain, state
 from verdict_contract.mockserver.model import scripts, sessions
-from verdict_contract.mockserver.model.answer import Outcome
+from verdict_contract.mockserver.model.answer import Result
 from verdict_contract.mockserver.model.scenario import Scenario, named_sessions
 from verdict_contract.mockserver.model.scripts import ScriptStoreFull
 from verdict_contract.mockserver.model.sessions import parse_spec
@@ -369,7 +369,7 @@ def _entry(n: str, untrusted: bool = False, generation: int | None = None) -> jo
     """An entry of ``/e?n=...``; ``untrusted``: of a wrong path (kept in the ring); its request
     arrived at ``generation`` (None: kept in the journal of now)."""
     path = "/elsewhere" if untrusted else "/e"
-    outcome = Outcome(404 if untrusted else 200, "unknown" if untrusted else "verdict", None)
+    outcome = Result(404 if untrusted else 200, "unknown" if untrusted else "verdict", None)
     return journal.make_entry(
         method="GET", path=path, authorization=None, result=outcome, args=[("n", n)],
         generation=generation,
