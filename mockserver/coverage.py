@@ -8,7 +8,7 @@ from email.utils import parsedate_to_datetime
 from typing import Final, NamedTuple
 
 from verdict_contract.core.redact import mask
-from verdict_contract.core.spec import ENDPOINT_PATH, SCHEMA_VERSION, VERDICT_OUTCOMES
+from verdict_contract.core.spec import ENDPOINT_PATH, SCHEMA_VERSION, VERDICT_OUTCOMES, is_api_call
 
 from .state import ClockMove
 from .store.journal import JournalEntry
@@ -51,7 +51,7 @@ _BY_VERDICT: Final[dict[tuple[str, bool], str]] = {
 def behaviours(entry: JournalEntry) -> tuple[str, ...]:
     """The behaviour ids a journal entry is: what the client met, by the spec's answer space;
     only ``GET``/``HEAD /e`` count (a wrong path or method is not an answer of the API)."""
-    if entry.path != ENDPOINT_PATH or entry.method not in ("GET", "HEAD"):
+    if not is_api_call(entry.method, entry.path):
         return ()
     met: list[str] = []
     if entry.fault is not None:  # one BEHAVIOURS does not name is left out below

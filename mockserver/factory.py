@@ -10,7 +10,12 @@ from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
 from verdict_contract.core.errors import InvalidVerdictError as InvalidVerdictError
-from verdict_contract.core.spec import NEVER_CONCLUSIVE, VerdictKind, VerdictRow, split_row
+from verdict_contract.core.spec import (
+    VerdictKind,
+    VerdictRow,
+    never_conclusive,
+    split_row,
+)
 from verdict_contract.core.types import Verdict
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import format_violations
@@ -61,11 +66,8 @@ def make_verdict(
         verdict, conclusive = split_row(verdict, conclusive)
     except ValueError as exc:
         raise InvalidVerdictError(f"make_verdict(): {exc}") from None
-    if conclusive and verdict in NEVER_CONCLUSIVE and valid:
-        raise InvalidVerdictError(
-            f"a {verdict!r} verdict is never conclusive (spec §2.4); "
-            "pass valid=False to build one anyway"
-        )
+    if valid and (problem := never_conclusive(verdict, conclusive)) is not None:
+        raise InvalidVerdictError(f"{problem}; pass valid=False to build one anyway")
     key = session_id or f"make_verdict:{verdict}:{conclusive}"
     spec = SessionSpec(verdict=verdict, conclusive=conclusive if valid else None)
     body = copy.deepcopy(VerdictGenerator(seed).verdict(key, spec))

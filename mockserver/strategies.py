@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from verdict_contract.core.errors import InvalidVerdictError
-from verdict_contract.core.spec import NEVER_CONCLUSIVE, VERDICTS, VerdictKind
+from verdict_contract.core.spec import NEVER_CONCLUSIVE, VERDICTS, VerdictKind, never_conclusive
 from verdict_contract.core.types import Verdict
 
 from .factory import make_verdict
@@ -27,6 +27,6 @@ def verdicts(
     verdict: VerdictKind | None = None, conclusive: bool | None = None, seed: str = DEFAULT_SEED
 ) -> st.SearchStrategy[Verdict]:
     """Verdict bodies that keep the contract, optionally of one kind or conclusiveness."""
-    if conclusive and verdict in NEVER_CONCLUSIVE:
-        raise InvalidVerdictError(f"a {verdict!r} verdict is never conclusive (spec §2.4)")
+    if (problem := never_conclusive(verdict, conclusive)) is not None:
+        raise InvalidVerdictError(problem)
     return _verdict(verdict, conclusive, seed)

@@ -17,13 +17,13 @@ from typing import Any, Final
 from verdict_contract.core.spec import (
     FAMILIES,
     MAY_BE_CONCLUSIVE,
-    NEVER_CONCLUSIVE,
     PREFIX_OF_FAMILY,
     SCHEMA_VERSION,
     TIERS,
     VERDICTS,
     Tier,
     VerdictKind,
+    never_conclusive,
 )
 from verdict_contract.core.validator import validate_verdict
 
@@ -208,8 +208,8 @@ class VerdictGenerator:
         if conclusive is None:
             chance = {"contradicted": 0.6, "refused": 0.3}.get(verdict, 0.0)
             conclusive = rng.random() < chance
-        if conclusive and verdict in NEVER_CONCLUSIVE:
-            raise SpecError(f"a {verdict!r} verdict is never conclusive (spec §2.4)")
+        if (problem := never_conclusive(verdict, conclusive)) is not None:
+            raise SpecError(problem)
         measured, reporting = _counts(rng, verdict, conclusive)
         chosen = _signals(rng, verdict, conclusive, rng.sample(FAMILIES, measured)[:reporting])
         context = headline_context(rng)

@@ -17,7 +17,12 @@ from urllib.parse import urlencode
 from itsdangerous import BadData, URLSafeSerializer
 
 from verdict_contract.core.errors import SpecError as SpecError
-from verdict_contract.core.spec import ENDPOINT_PATH, NEVER_CONCLUSIVE, SESSION_PARAM, VerdictKind
+from verdict_contract.core.spec import (
+    ENDPOINT_PATH,
+    SESSION_PARAM,
+    VerdictKind,
+    never_conclusive,
+)
 from verdict_contract.core.suggest import closest
 
 from .answer import DOCUMENTED_FIELDS
@@ -174,8 +179,8 @@ def parse_spec(raw: object, where: str = "session") -> SessionSpec:
     raw = cast(Mapping[str, Any], raw)  # an object: the schema said so
     verdict = raw.get("verdict")
     conclusive = raw.get("conclusive")
-    if conclusive is True and verdict in NEVER_CONCLUSIVE:
-        raise SpecError(f"{where}: a {verdict!r} verdict is never conclusive (spec §2.4)")
+    if (wrong := never_conclusive(verdict, conclusive is True)) is not None:
+        raise SpecError(f"{where}: {wrong}")
     age = raw.get("age_seconds")
     if age is not None and math.isnan(age):  # YAML's .nan: a number, but in no range
         raise SpecError(

@@ -18,7 +18,7 @@ from typing import Any, Final, NamedTuple, cast
 from urllib.parse import unquote
 
 from verdict_contract.core.redact import mask, mask_credentials
-from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, VerdictKind
+from verdict_contract.core.spec import SESSION_PARAM, VerdictKind, is_api_call
 
 from ..model.answer import Served
 from ..model.sessions import MAX_SESSION_ID_LENGTH
@@ -333,9 +333,6 @@ JSON_FIELDS: Final = (
 _RESULT_FIELDS: Final = frozenset(Result._fields) - {"served"}
 
 
-_API_METHODS: Final = frozenset({"GET", "HEAD"})
-
-
 class Journal:
     """This process's journal: the newest ``size`` entries, and the newest
     :data:`UNTRUSTED_KEPT` of what any web page can send (:attr:`JournalEntry.untrusted`) in a
@@ -408,10 +405,8 @@ def make_entry(
     n, query, params = journaled_query(args, is_key) if journaled is None else journaled
     # The rule of :attr:`JournalEntry.untrusted`, its one place: a no-cors fetch or a form
     # reaches any path with any method, but carries no Authorization (a 401 the mock decided).
-    untrusted = (
-        path != ENDPOINT_PATH
-        or method not in _API_METHODS
-        or (result.status == 401 and result.outcome != "scripted")
+    untrusted = not is_api_call(method, path) or (
+        result.status == 401 and result.outcome != "scripted"
     )
     kept = kept_headers(tuple(headers), authorization)
     return JournalEntry(

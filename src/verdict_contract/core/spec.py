@@ -26,6 +26,14 @@ VERDICTS: Final[tuple[VerdictKind, ...]] = (
 NEVER_CONCLUSIVE: Final[frozenset[str]] = frozenset({"disputed", "uncontradicted", "insufficient"})
 """§2.4: verdicts whose ``conclusive`` is always false (``refused`` varies)."""
 
+
+def never_conclusive(verdict: str | None, conclusive: bool | None) -> str | None:
+    """What is wrong with asking for a conclusive ``verdict`` that never is (§2.4), or None."""
+    if conclusive and verdict in NEVER_CONCLUSIVE:
+        return f"a {verdict!r} verdict is never conclusive (spec §2.4)"
+    return None
+
+
 MAY_BE_CONCLUSIVE: Final[tuple[VerdictKind, ...]] = tuple(
     v for v in VERDICTS if v not in NEVER_CONCLUSIVE
 )
