@@ -173,7 +173,8 @@ def decide(
     while True:
         offset = state.offset_read
         counted = key if limit.budget else None
-        ask = Ask(True, counted, mock_time(wall, offset), limit.window, offset, sid, take)
+        now = mock_time(wall, offset)
+        ask = Ask(True, counted, now, limit.window, now_offset=offset, marked=sid, take=take)
         yield ask
         state.offset_read = ask.offset
         if counted is None or ask.hits:

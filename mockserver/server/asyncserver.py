@@ -258,7 +258,7 @@ class HttpConnection(asyncio.Protocol):
                 "(--max-connections); retry, or reuse a connection",
                 headers=[("Retry-After", "1")],
             )
-            data = server.heads.answer(answer, False, True, False)[0]
+            data = server.heads.closing(answer)
             self.flow.linger(data, server.drain_seconds)
             return
         server.open += 1
@@ -483,7 +483,7 @@ class HttpConnection(asyncio.Protocol):
         """Begin answering the request at the head of the pipeline."""
         if cycle.refusal is not None:
             cycle.to(DONE)
-            data = self.server.heads.answer(cycle.refusal, False, True, False)[0]
+            data = self.server.heads.closing(cycle.refusal)
             self.flow.linger(data, self.server.drain_seconds)
             return
         url = cycle.url
@@ -659,7 +659,7 @@ class HttpConnection(asyncio.Protocol):
         except Exception as exc:  # never a 5xx: the app's own handlers answered what they could
             cycle.keep_alive = False
             answer = failure_answer(exc, f"answering {cycle.method}")
-            self.flow.transport.write(self.server.heads.answer(answer, False, True, False)[0])
+            self.flow.transport.write(self.server.heads.closing(answer))
             self.close()
             return
         data, close = self.server.heads.reply(reply, cycle.method, cycle.keep_alive)

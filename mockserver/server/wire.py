@@ -81,6 +81,10 @@ class Heads:
         end = _CLOSING if close else _KEEPING
         return b"".join((start, self._date, end, body)), len(body)
 
+    def closing(self, answer: Answer) -> bytes:
+        """An answer the connection closes after (a refusal, a failure), head and body."""
+        return self.answer(answer, head_only=False, close=True, vary=False)[0]
+
     def _start(self, answer: Answer, vary: bool) -> bytes:
         key = (answer.status, tuple(answer.headers), len(answer.body), vary)
         start = self._kept.get(key)
