@@ -375,9 +375,6 @@ class MockState:
     def api_keys(self) -> tuple[str, ...]:
         return tuple(k.decode() for k in self.key_bytes)
 
-    def key_ok(self, key: str) -> bool:
-        return key_in(self.key_bytes, key)
-
     def lookup(self, session_id: str) -> Session | None:
         """Find a session: named, then minted, then (if enabled) any id at all."""
         session = self.named.get(session_id) or self._read(session_id)

@@ -9,7 +9,7 @@ from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.explain import handle
 from verdict_contract.mockserver.model.scenario import Scenario, named_sessions
 from verdict_contract.mockserver.model.sessions import parse_spec
-from verdict_contract.mockserver.state import MockState
+from verdict_contract.mockserver.state import MockState, authorized
 
 
 def test_reload_keeps_the_scripts_of_minted_sessions() -> None:
@@ -39,9 +39,10 @@ def test_a_reload_without_a_script_drops_the_old_one() -> None:
 
 def test_key_check() -> None:
     state = MockState(Settings(api_keys=("first-key-0001", "second-key-0002")))
-    assert state.key_ok("second-key-0002")
-    assert not state.key_ok("second-key-000")
-    assert not state.key_ok("")
+    assert authorized(state, "Bearer second-key-0002") == "second-key-0002"
+    assert authorized(state, "bearer  second-key-0002 ") == "second-key-0002"
+    for refused in ("Bearer second-key-000", "Bearer ", "Basic second-key-0002", None):
+        assert authorized(state, refused) is None
 
 
 def _status(state: MockState) -> int:
