@@ -2,8 +2,8 @@
 
 A request asks for what it needs one round trip at a time: an :class:`Ask` of primitives, its
 answers filled in by the store. :class:`MemoryStore` (here) and :class:`.redisstate.RedisStore`
-answer alike. Each primitive is atomic on its own, as Redis runs one command or script at a
-time, and nothing needs two of them to happen together.
+answer alike. Each primitive is atomic, as Redis runs one script at a time, and the clock a hit
+is counted on is the clock its request reads (one step).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from .journal import Journal, JournalEntry
 @dataclass(slots=True)
 class Ask:
     """One round trip's primitives, and their answers, filled in by the store that runs it
-    (:meth:`Store.run`); what is None is not asked. Each primitive is atomic on its own."""
+    (:meth:`Store.run`); what is None or False is not asked. The clock read and the hit counted
+    are one atomic step."""
 
     clock: bool = False
     """Read the store's clock: its :attr:`offset` and the journal's :attr:`generation`."""
