@@ -429,11 +429,12 @@ def make_entry(
 
 
 def encode_entry(entry: JournalEntry) -> str:
-    """An entry as a shared store keeps it: a JSON array of its first six fields, its answer's
-    (:class:`~.answer.Result`'s, in order) and the rest shown; its digests and the in-process
-    request left out (:func:`decode_entry` reads it back)."""
-    *answer, served = entry.result
-    return _ENCODE([*entry[:6], answer, served, entry.elapsed_ms, entry.violations])
+    """An entry as a shared store keeps it: a JSON array of the fields shown, its answer's
+    (:class:`~.answer.Result`'s, in order); its digests and the in-process request left out
+    (:func:`decode_entry` reads it back in the same order)."""
+    e, (*answer, served) = entry, entry.result
+    shown = [e.time, e.method, e.path, e.n, e.query, e.authorization, answer, served]
+    return _ENCODE([*shown, e.elapsed_ms, e.violations])
 
 
 # One encoder: json.dumps with options builds a JSONEncoder per call (a fifth of encode_entry)
