@@ -397,6 +397,15 @@ def load_config(config: pytest.Config) -> SuiteConfig:
             wrong = mistake(base_url, key, given, timeout, ca_bundle, call_timeout)
             if wrong is not None:
                 raise pytest.UsageError(wrong)
+        if probe is not None and mock_target:
+            from .preflight import probe_short_of_the_limit
+
+            option = f"{flag('probe_rate_limit')} {probe}"
+            short = probe_short_of_the_limit(
+                base_url, probe, option, timeout, ca_bundle, call_timeout
+            )
+            if short is not None:
+                raise pytest.UsageError(short)
     return SuiteConfig(
         base_url=base_url,
         api_key=Secret(key) if key is not None else None,

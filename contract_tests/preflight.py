@@ -14,6 +14,7 @@ import uuid
 
 import httpx
 
+from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
 from .transport import MAX_ANSWER_BYTES, CallFailed, Deadline, bounded_client, fetch
@@ -90,3 +91,31 @@ def mistake(
     except (httpx.HTTPError, CallFailed):
         return None
     return None
+
+
+def probe_short_of_the_limit(
+    base_url: str,
+    probe: int,
+    option: str,
+    timeout: float,
+    ca_bundle: str | None,
+    call_timeout: float,
+) -> str | None:
+    """A verdict-mock target whose rate limit (its health answer's) lets more calls through than
+    the ``probe`` sends (``option``, as the user gave it): it cannot meet the 429, and that is
+    the option's mistake, not a breach. None if it can, or the health answer says nothing."""
+    deadline = Deadline(call_timeout)
+    try:
+        with bounded_client(base_url, timeout, ca_bundle, deadline) as http:
+            request = http.build_request("GET", "/_mock/health")
+            stated = str(fetch(http, request, deadline, MAX_ANSWER_BYTES).json()["rate_limit"])
+        limit = RateLimit.parse(stated)
+    except (httpx.HTTPError, CallFailed, ValueError, KeyError, TypeError):
+        return None
+    if limit.budget and probe > limit.budget:
+        return None
+    more = f"more than {limit.budget}, or " if limit.budget else ""
+    return (
+        f"{option} cannot meet a 429 from this verdict-mock, whose rate limit is {stated}: "
+        f"pass {more}start the mock with a smaller --rate-limit (such as 10/60)"
+    )

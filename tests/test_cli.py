@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import re
@@ -55,6 +56,7 @@ def test_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     ("content", "message"),
     [
         (b"{not json", "is not JSON"),
+        (b'{"a": "unterminated', "is not JSON: Unterminated string starting at line 1 column 7"),
         (b"\xff\xfe\x00", "is not UTF-8"),
     ],
 )
@@ -66,6 +68,7 @@ def test_unreadable_input_exits_2(
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert message in err
+    assert " at at " not in err
     assert len(err.strip().splitlines()) == 1
 
 
@@ -127,6 +130,38 @@ def test_help_after_a_double_dash_goes_to_pytest(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr("verdict_contract.cli.run_suite", record)
     assert main(["check", "https://x.example", "--", "--help"]) == 0
     assert seen == [["--base-url", "https://x.example", "--", "--help"]]
+
+
+@pytest.mark.parametrize("workers", [["-n", "2"], ["-n2"], ["-nauto"], ["--numprocesses=2"]])
+def test_workers_without_xdist_are_one_line_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], workers: list[str]
+) -> None:
+    """``-n`` is pytest-xdist's: without it pytest's own refusal named no package to install."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        "importlib.util.find_spec",
+        lambda name, *a: None if name == "xdist" else find_spec(name, *a),
+    )
+    monkeypatch.setattr("verdict_contract.cli.supervise", lambda *a, **k: pytest.fail("ran"))
+    assert main(["check", "https://x.example", *workers]) == pytest.ExitCode.USAGE_ERROR
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        "ERROR: -n needs the pytest-xdist package, which is not installed: install "
+        "verdict-contract[parallel] (from a checkout: pip install '.[parallel]')"
+    )
+
+
+def test_a_reader_that_stops_early_gets_no_traceback() -> None:
+    """``verdict-contract rules | head -1``: the reader gone before the listing is written."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "verdict_contract.cli", "rules"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    child.stdout.close()  # before the child has imported anything, let alone written
+    _, err = child.communicate(timeout=60)
+    assert err == b""
 
 
 # --- messages that say what to do, through the real command ---------------------------------

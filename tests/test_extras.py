@@ -45,7 +45,7 @@ def test_a_plain_install_leaves_each_extras_packages_out() -> None:
         assert package in _names(extras[extra]), f"the [{extra}] extra lacks {package}"
     (own,) = [Requirement(r) for r in extras["test"] if "verdict-contract" in r]
     # the tests run every store, uvloop and faker's provider
-    assert own.extras == {"server", "redis", "hypothesis", "faker"}
+    assert own.extras == {"server", "redis", "hypothesis", "faker", "parallel"}
 
 
 def _refusal(extra: str, module: str, needed_by: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, cast
 
+from .core.extras import install_hint
 from .core.rules import RULES
 from .core.validator import validate_verdict
 
@@ -75,8 +77,9 @@ def _validate(args: argparse.Namespace) -> int:
         return 2
     except json.JSONDecodeError as exc:
         where = "stdin" if args.file == "-" else args.file
+        problem = exc.msg.removesuffix(" at")  # "Unterminated string starting at": its own "at"
         print(
-            f"verdict-contract: {where} is not JSON: {exc.msg} at line {exc.lineno} "
+            f"verdict-contract: {where} is not JSON: {problem} at line {exc.lineno} "
             f"column {exc.colno}",
             file=sys.stderr,
         )
@@ -203,8 +206,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+USAGE_ERROR = 4
+"""pytest's exit code for a usage error, which the suite gives every configuration mistake."""
+
+
+def _asks_for_workers(pytest_args: Sequence[str]) -> bool:
+    """Whether pytest is asked for xdist's workers (``-n 2``, ``-nauto``, ``--numprocesses``)."""
+    return any(
+        arg in ("-n", "--numprocesses", "--dist") or arg.startswith(("--numprocesses=", "--dist="))
+        or (arg.startswith("-n") and arg[2:].isalnum())
+        for arg in pytest_args
+    )  # fmt: skip
+
+
 def run_suite(pytest_args: Sequence[str]) -> int:
     """Run the installed contract suite with pytest; arguments go to pytest unchanged."""
+    if _asks_for_workers(pytest_args) and importlib.util.find_spec("xdist") is None:
+        hint = install_hint("parallel")
+        print(
+            f"ERROR: -n needs the pytest-xdist package, which is not installed: {hint}",
+            file=sys.stderr,
+        )
+        return USAGE_ERROR
     # A fresh interpreter: here contract_tests is already imported, which would keep pytest
     # from rewriting the asserts of the suite's modules. No conftest.py is loaded but the
     # suite's own, as a plugin: with --pyargs pytest would load those of the directory it runs
@@ -314,7 +337,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             rest = ["--base-url", rest[0], *rest[1:]]
         return run_suite(rest)
     args = build_parser().parse_args(argv)
-    status: int = args.handler(args)
+    try:
+        status: int = args.handler(args)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `verdict-contract rules | head`: the reader has had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's docs' way
+        return 1
     return status
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ssl
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -277,6 +278,34 @@ def test_a_wrong_key_for_a_mock_says_the_key_is_rejected(tmp_path: Path, kind: s
         done = check(running.base_url, *args, cwd=tmp_path, VERDICT_API_KEY="a-staging-key-0000")
     line = _one_usage_line(done)
     assert line == ("the target refused the API key (401 on every call): check VERDICT_API_KEY")
+
+
+@pytest.mark.parametrize(
+    ("limit", "probe", "fix"),
+    [("20/60", "20", "pass more than 20, or start"), ("off", "50", "pass start")],
+)
+def test_a_probe_that_cannot_meet_the_mocks_429_is_one_line(
+    tmp_path: Path, limit: str, probe: str, fix: str
+) -> None:
+    """A mock allowing as many calls as the probe sends, or more: the option's mistake."""
+    with serve(replace(CONTROLLED, rate_limit=limit)) as running:
+        args = (*running.session_args(), "--verdict-probe-rate-limit", probe)
+        done = check(running.base_url, *args, cwd=tmp_path, VERDICT_API_KEY=KEY)
+    line = _one_usage_line(done)
+    assert line == (
+        f"--verdict-probe-rate-limit {probe} cannot meet a 429 from this verdict-mock, whose "
+        f"rate limit is {limit}: {fix} the mock with a smaller --rate-limit (such as 10/60)"
+    )
+
+
+def test_a_probe_that_can_meet_the_mocks_429_runs(tmp_path: Path) -> None:
+    """One call more than the mock's budget: the probe runs and meets the 429 (an hour's window:
+    the recovery is not awaited)."""
+    with serve(replace(CONTROLLED, rate_limit="20/3600")) as running:
+        args = (*running.session_args(), "--verdict-probe-rate-limit", "21", "-k", "rate_limit")
+        done = check(running.base_url, *args, "-rs", cwd=tmp_path, VERDICT_API_KEY=KEY)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the service asks to wait 3600 s" in done.stdout
 
 
 def test_a_wrong_key_says_the_key_is_rejected(tmp_path: Path) -> None:
