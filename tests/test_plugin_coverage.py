@@ -94,6 +94,8 @@ def test_the_table_and_the_json_name_what_the_tests_met(
     assert report["modules"]["test_consumer.py"]["requests"]["served"] == ["auth.missing"]
     assert "auth.missing" not in report["modules"]["test_consumer.py"]["requests"]["never"]
     assert "notfound.unknown" in report["modules"]["test_consumer.py"]["httpx"]["never"]
+    assert "fault.timeout" in report["modules"]["test_consumer.py"]["httpx"]["never"]
+    assert "fault.timeout" not in report["modules"]["test_consumer.py"]["http"]["never"]
     assert report["modules"]["test_consumer.py"]["http"]["served"] == [
         "notfound.unknown",
         "ratelimit.retry_after",
@@ -105,7 +107,7 @@ def test_the_table_and_the_json_name_what_the_tests_met(
             r"verdict\.contradicted\.conclusive +2 +test_consumer\.py::test_caches_nothing$",
             r"auth\.wrong +0 +-$",
             r"never served \(16\): verdict\.contradicted\.inconclusive, .*fields\.extra$",
-            r"  test_consumer\.py \(http\): 18: verdict\.contradicted\.conclusive, .*$",
+            r"  test_consumer\.py \(http\): 17: verdict\.contradicted\.conclusive, .*$",
             r"  refetch +test_consumer\.py::test_caches_nothing +session …\S+: fetched again .*$",
         ],
         consecutive=False,
@@ -179,11 +181,60 @@ def test_all_is_every_answer_a_correct_client_can_meet(
     result.assert_outcomes(passed=8)
     if "truncated" in script:
         assert result.ret == 0, result.stdout.str()
+        result.stdout.fnmatch_lines(
+            [
+                "*= verdict coverage =*",
+                "every behaviour --verdict-require-coverage requires was served (20)",
+            ]
+        )
         return
     assert result.ret == 1
     assert result.stdout.lines[-1].startswith(
         "FAILED (exit 1): verdict coverage: required behaviour(s) never served: fault.truncated"
     )
+
+
+OVER_HTTP = """
+import httpx
+
+def test_over_http(verdict_mock):
+    assert httpx.get(verdict_mock.url("x"), headers=verdict_mock.headers).status_code == 404
+"""
+IN_PROCESS = """
+import httpx
+
+def test_in_process(verdict_respx):
+    assert httpx.get(verdict_respx.url("x"), headers=verdict_respx.headers).status_code == 404
+"""
+
+
+@pytest.mark.parametrize(
+    ("modules", "require", "timeout_required"),
+    [
+        ({"test_http": OVER_HTTP}, "all", False),
+        ({"test_http": OVER_HTTP}, "all,fault.timeout", True),
+        ({"test_http": OVER_HTTP, "test_inprocess": IN_PROCESS}, "all", True),
+    ],
+)
+def test_all_asks_no_timeout_of_a_run_over_http_only(
+    pytester: pytest.Pytester, modules: dict[str, str], require: str, timeout_required: bool
+) -> None:
+    """Over real HTTP the mock cannot know a client gave up: ``all`` does not require
+    ``fault.timeout`` of a run whose tests all used ``verdict_mock``, nor lists it for them."""
+    pytester.makepyfile(**modules)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--verdict-require-coverage={require}"
+    )
+    assert result.ret == 1
+    last = result.stdout.lines[-1]
+    assert "notfound.expired" in last  # the gate fails on what was never served
+    assert ("fault.timeout" in last) is timeout_required
+    per_module = {
+        line.split(":")[0].strip(): line for line in result.stdout.lines if ".py (" in line
+    }
+    if len(modules) > 1:  # listed per module and client: what each could meet and did not
+        assert "fault.timeout" not in per_module["test_http.py (http)"]
+        assert "fault.timeout" in per_module["test_inprocess.py (httpx)"]
 
 
 def test_an_unknown_behaviour_id_is_a_usage_error(pytester: pytest.Pytester) -> None:

@@ -27,9 +27,15 @@ CORRECT_CLIENT_IDS: Final = [b for b in BEHAVIOURS if b not in BROKEN_CLIENT_ONL
 """What ``all`` requires: every answer the spec lets a service give a correct client."""
 
 
-def _never_in(served: set[str]) -> list[str]:
-    """What a correct client could meet and was not ``served``."""
-    return [b for b in CORRECT_CLIENT_IDS if b not in served]
+IN_PROCESS_ONLY: Final = frozenset({"fault.timeout"})
+"""What the mock over real HTTP cannot know it served (a client that gives up only closes its
+connection): not asked of ``verdict_mock``'s client, nor by ``all`` of a run that used no other."""
+
+
+def _never_in(served: set[str], client: str) -> list[str]:
+    """What a correct ``client`` could meet and was not ``served``."""
+    unservable = IN_PROCESS_ONLY if client == VerdictMock.client else frozenset()
+    return [b for b in CORRECT_CLIENT_IDS if b not in served and b not in unservable]
 
 
 def required(value: str | None) -> list[str]:
@@ -61,6 +67,7 @@ class CoveragePlugin:
         self.show = show
         self.json_path = json_path
         self.required = required(require)
+        self.named = {part.strip() for part in (require or "").split(",")} - {"all"}
         self.missing: list[str] = []
         self.counts: dict[str, int] = dict.fromkeys(BEHAVIOURS, 0)
         self.tests: dict[str, set[str]] = {behaviour: set() for behaviour in BEHAVIOURS}
@@ -96,7 +103,7 @@ class CoveragePlugin:
             "never": self.never(),
             "modules": {
                 module: {
-                    client: {"served": sorted(served), "never": _never_in(served)}
+                    client: {"served": sorted(served), "never": _never_in(served, client)}
                     for client, served in sorted(clients.items())
                 }
                 for module, clients in sorted(self.modules.items())
@@ -138,7 +145,7 @@ class CoveragePlugin:
             out.append("never served, per test module and client (what a correct client meets):")
             for module, clients in sorted(self.modules.items()):
                 for client, served in sorted(clients.items()):
-                    missing = _never_in(served)
+                    missing = _never_in(served, client)
                     listed = f"{len(missing)}: {', '.join(missing)}" if missing else "none"
                     out.append(f"  {module} ({client}): {listed}")
         if self.habits:
@@ -163,6 +170,9 @@ class CoveragePlugin:
             output[WORKER_KEY] = json.dumps(self.to_json())
             return
         never = set(self.never())
+        clients = {client for served in self.modules.values() for client in served}
+        if clients <= {VerdictMock.client}:  # only over HTTP: unservable unless named
+            never -= IN_PROCESS_ONLY - self.named
         self.missing = [behaviour for behaviour in self.required if behaviour in never]
         if self.missing and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -176,6 +186,11 @@ class CoveragePlugin:
         terminalreporter.write_sep("=", "verdict coverage")
         for line in self.lines() if self.show or self.missing else ():
             terminalreporter.write_line(line)
+        if self.required and not self.missing:  # the gate passed: said, not left to a blank
+            count = len(self.required)
+            terminalreporter.write_line(
+                f"every behaviour --verdict-require-coverage requires was served ({count})"
+            )
         if self.json_path:
             terminalreporter.write_line(f"verdict coverage JSON written to {self.json_path}")
 
