@@ -65,6 +65,10 @@ class StateURL(str):
         if text.lower() == MEMORY:
             return cls(MEMORY)
         parts = urlsplit(text)
+        if "@" in text.partition("?")[0].partition("#")[0] and "@" not in parts.netloc:
+            raise ValueError(
+                f"{_masked(text)!r}: the user or password holds a '/'; write it as %2F"
+            )
         if parts.scheme == SENTINEL:
             _sentinel(text)
             return cls(text)
@@ -122,10 +126,12 @@ def _masked(url: str) -> str:
     scheme, separator, rest = url.partition("://")
     if not separator:  # not a URL at all (an error message quotes it): up to a query, no user
         return url.partition("?")[0].rpartition("@")[2]
-    where, slash, path = rest.partition("/")
-    path, _, query = path.partition("#")[0].partition("?")
+    rest, _, query = rest.partition("#")[0].partition("?")
+    # Up to the last "@": a user or password goes even where it holds a "/" (not a valid URL,
+    # refused by StateURL.parse, but quoted by its message).
+    where, slash, path = rest.rpartition("@")[2].partition("/")
     db = parse_qs(query).get("db", [])
-    return f"{scheme}://{where.rpartition('@')[2]}{slash}{path}" + (f"?db={db[0]}" if db else "")
+    return f"{scheme}://{where}{slash}{path}" + (f"?db={db[0]}" if db else "")
 
 
 def secrets_of(url: str) -> list[str]:

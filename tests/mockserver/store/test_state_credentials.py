@@ -104,6 +104,21 @@ def test_a_url_refused_at_start_is_quoted_without_its_credentials() -> None:
     assert "hunter2" not in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("raw", "label"),
+    [
+        ("redis://:Zq9/Pw0rdSecretXYZ@127.0.0.1:6391/0", "redis://127.0.0.1:6391/0"),
+        ("redis://:1234/Pw0rdSecretXYZ@127.0.0.1/0", "redis://127.0.0.1/0"),
+    ],
+)
+def test_a_password_holding_a_slash_is_refused_without_showing_it(raw: str, label: str) -> None:
+    """A generated password often holds a "/", which ends a URL's host: said, not leaked."""
+    with pytest.raises(ValueError) as refused:
+        StateURL.parse(raw)
+    assert str(refused.value) == f"{label!r}: the user or password holds a '/'; write it as %2F"
+    assert StateURL.parse(raw.replace("/Pw0rd", "%2FPw0rd")).label == label
+
+
 def test_a_shared_state_on_the_default_secret_is_warned_with_the_line_to_fix_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
