@@ -91,7 +91,7 @@ class KeptHeaders(NamedTuple):
     """What an entry keeps of a request's headers: its Authorization masked, digests of all."""
 
     authorization: str | None  # as :func:`~verdict_contract.core.redact.mask_credentials` shows it
-    prints: frozenset[bytes]  # :func:`fingerprint` of each header (the first MAX_HEADERS)
+    prints: frozenset[bytes]  # :func:`fingerprint` of each header given (the first MAX_HEADERS)
 
 
 # One load test sends the same headers each time (bench_instructions: 110k a GET /e, 146k without)
@@ -99,7 +99,7 @@ class KeptHeaders(NamedTuple):
 def kept_headers(
     headers: tuple[tuple[str, str] | tuple[bytes, bytes], ...], authorization: str | None
 ) -> KeptHeaders:
-    prints = {fingerprint("h", as_text(k).lower(), as_text(v)) for k, v in headers[:MAX_HEADERS]}
+    prints = {fingerprint("h", as_text(k).lower(), as_text(v)) for k, v in headers}
     if authorization is None:
         return KeptHeaders(None, frozenset(prints))
     # the Authorization header, given apart by servers that read it apart (asyncserver.py)
@@ -408,7 +408,7 @@ def make_entry(
     untrusted = not is_api_call(method, path) or (
         result.status == 401 and result.outcome != "scripted"
     )
-    kept = kept_headers(tuple(headers), authorization)
+    kept = kept_headers(tuple(headers[:MAX_HEADERS]), authorization)  # what the cache holds too
     return JournalEntry(
         time.time(),
         method,

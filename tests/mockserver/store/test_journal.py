@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import tracemalloc
 import types
 
 import pytest
@@ -19,6 +20,7 @@ from verdict_contract.mockserver.store.journal import (
     MAX_HEADERS,
     MAX_PARAMS,
     Journal,
+    kept_headers,
 )
 
 SECRET = "sk-live-0123456789abcdef"
@@ -294,6 +296,26 @@ def test_headers_and_parameters_are_kept_as_bounded_salted_fingerprints() -> Non
     shown = json.dumps(entry.to_json()) + repr(entry)
     assert "fingerprints" not in shown
     assert "sk-live" not in shown
+
+
+def test_requests_with_many_headers_leave_no_more_held_than_the_headers_kept() -> None:
+    """The headers a journal keeps digests of are the first MAX_HEADERS: what is remembered of
+    a request (an unauthenticated one too) is bounded by them, not by what it sent."""
+    kept_headers.cache_clear()
+    journal = Journal(size=1)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(64):  # the cache's size: each request a new set of headers
+            headers = [(f"x-h{j}".encode(), f"{i}.{j}".encode()) for j in range(2000)]
+            record(journal, method="GET", path="/e", authorization=None, status=401,
+                   outcome="unauthorized", headers=headers)  # fmt: skip
+        del headers
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 64 * MAX_HEADERS * 1_000, f"{held} bytes held after 64 requests"
 
 
 _CODE = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
