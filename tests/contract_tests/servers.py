@@ -951,6 +951,22 @@ KEY_ESCAPED_IN_A_200 = Variant(
 """Answers a valid key with its own key, JSON-escaped, padded to end past a quote's cut."""
 
 
+def _key_base64_as_the_verdict(request: Request, response: Response) -> None:
+    """A 200 whose ``verdict`` is the credential it was sent, base64-encoded: a check that
+    quotes what it received quotes it."""
+    token = request.headers.get("Authorization", "").partition(" ")[2]
+    if response.status_code == 200 and token:
+        encoded = base64.b64encode(token.encode()).decode()
+        response.set_data(json.dumps({**json.loads(response.get_data()), "verdict": encoded}))
+
+
+KEY_BASE64_AS_THE_VERDICT = Variant(
+    alter=_key_base64_as_the_verdict,
+    fails=("test_credential_is_never_reflected", "test_verdicts_keep_the_contract"),
+)
+"""Answers a valid key with its own key, base64-encoded, where the verdict belongs."""
+
+
 @contextmanager
 def dead_port() -> Iterator[int]:
     """A port on 127.0.0.1 where nothing listens (connections are refused)."""

@@ -19,6 +19,7 @@ from tests.contract_tests.servers import (
     CONFORMING,
     CONTROLLED,
     KEY,
+    KEY_BASE64_AS_THE_VERDICT,
     KEY_ESCAPED_IN_A_200,
     STAGING_KEY,
     SUITE,
@@ -27,6 +28,7 @@ from tests.contract_tests.servers import (
     serve,
 )
 from verdict_contract.contract_tests.body import QUOTED, BodyError, strict_json
+from verdict_contract.core.keyforms import base64_forms
 from verdict_contract.core.redact import CUT, Redactor
 
 REAL_KEY = "sk-live-verdict-9f8e7d6c5b4a3210"
@@ -89,6 +91,7 @@ def test_a_credential_shown_anywhere_is_a_breach(
     result.stdout.fnmatch_lines([f"*reflects the caller's credential (*{where}*"])
     for start in range(len(KEY) - 7):  # the report names the place, never 8 characters of it
         assert KEY[start : start + 8] not in output
+    assert [form for form in base64_forms(KEY) if form in output] == []  # nor the key encoded
 
 
 @pytest.mark.parametrize(
@@ -142,6 +145,28 @@ def test_a_key_reflected_json_escaped_is_caught_and_shown_in_no_output(tmp_path:
     assert all(reflected in html.unescape(text) for text in written.values())
     # The body is still quoted, masked before its cut: the padding, then the mask.
     assert '"debug": "' + "A" * 27 + "…" + STAGING_KEY[-4:] in terminal
+
+
+def test_a_key_reflected_base64_is_caught_and_shown_in_no_output(tmp_path: Path) -> None:
+    """The key base64-encoded where a check quotes what it received: every output masks it."""
+    outputs = {name: tmp_path / name for name in ("junit.xml", "report.md", "report.html")}
+    with serve(KEY_BASE64_AS_THE_VERDICT, key=STAGING_KEY) as running:
+        done = check(
+            running.base_url,
+            *running.session_args(),
+            f"--junitxml={outputs['junit.xml']}",
+            f"--verdict-report={outputs['report.md']}",
+            f"--verdict-html-report={outputs['report.html']}",
+            "-rf",
+            cwd=tmp_path,
+            VERDICT_API_KEY=STAGING_KEY,
+        )
+    terminal = done.stdout + done.stderr
+    assert done.returncode == 1, terminal
+    assert "holds the key base64" in terminal
+    for text in (terminal, *(path.read_text(encoding="utf-8") for path in outputs.values())):
+        assert "test_verdicts_keep_the_contract" in text
+        assert [form for form in base64_forms(STAGING_KEY) if form in text] == []
 
 
 @pytest.mark.parametrize("quoted", [7, 4], ids=["7 characters", "4 characters"])

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import quote, quote_plus
 
+from .keyforms import base64_forms
+
 
 def mask(secret: str) -> str:
     """Show at most the last 4 characters of a secret (none of a short one)."""
@@ -158,8 +160,9 @@ def _at_a_cut(text: str, secret: str) -> list[Span]:
 @dataclass
 class Redactor:
     """Replaces known secrets in text with their masked form: any run of 8 of a secret's
-    characters or more, as they are, percent-encoded or JSON-escaped, and shorter runs beside
-    a cut. Every output of the suite is written through :meth:`text`."""
+    characters or more, as they are, percent-encoded or JSON-escaped, shorter runs beside a
+    cut, and the secret base64-encoded (whatever text was encoded around it). Every output of
+    the suite is written through :meth:`text`."""
 
     secrets: set[str] = field(default_factory=set)
     """Each secret as given and in the forms it takes once URL-encoded, masked where whole."""
@@ -188,6 +191,7 @@ class Redactor:
         if len(secret) >= FRAGMENT:
             grams = {secret[i : i + FRAGMENT] for i in range(len(secret) - FRAGMENT + 1)}
             self.runs[secret] = re.compile("|".join(map(re.escape, sorted(grams))))
+            self.secrets.update(base64_forms(secret))  # a key echoed encoded (Basic, a trace)
 
     @property
     def active(self) -> bool:
