@@ -18,13 +18,20 @@ from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from urllib.parse import parse_qsl
 
-from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
+from verdict_contract.core.spec import API_METHODS, ENDPOINT_PATH, SESSION_PARAM
 
-from .model.answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer, unavailable_answer
+from .model.answer import (
+    CACHED_BODY_BYTES,
+    NO_STORE,
+    Answer,
+    error_answer,
+    not_allowed,
+    unavailable_answer,
+)
 from .model.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from .model.steps import result_of
 from .model.steps import scripted as scripted_answer
-from .state import MockState, authorized, key_in, mock_time
+from .state import MockState, authorized, holds_key, mock_time
 from .state import bearer_token as bearer_token
 from .store.backend import StateUnavailable
 from .store.journal import (
@@ -292,7 +299,7 @@ _CACHED_QUERY = 512  # longer queries are shown afresh: the cache stays small in
 @lru_cache(maxsize=1024)  # a load test sends one query again and again (10%: bench_instructions)
 def _cached_query(query_string: bytes, keys: tuple[bytes, ...]) -> JournaledQuery | None:
     pairs = parse_query(query_string)
-    return None if pairs is None else journaled_query(pairs, partial(key_in, keys))
+    return None if pairs is None else journaled_query(pairs, partial(holds_key, keys))
 
 
 def entry_for(
@@ -312,12 +319,12 @@ def entry_for(
     """The entry of what the client got: an answer, or a fault (reset, timeout...) by name;
     ``path``: a wrong one, journaled so that a check can say what was sent instead;
     ``generation``: the journal's when the request arrived (None: kept in the journal of now)."""
-    journaled = None
+    journaled, keys = None, state.secrets_of(authorization)
     if pairs is not None and len(query_string) <= _CACHED_QUERY:
-        journaled = _cached_query(query_string, state.masked_keys)
+        journaled = _cached_query(query_string, keys)
     if journaled is None:  # a query that is not UTF-8 is journaled whole, as Latin-1
         args = pairs if pairs is not None else [("?", query_string.decode("latin-1"))]
-        journaled = journaled_query(args, state.any_key)
+        journaled = journaled_query(args, partial(holds_key, keys))
     return make_entry(
         method=method,
         path=path,
@@ -344,6 +351,13 @@ def query_start(query_string: bytes) -> list[tuple[str, str]] | None:
     return pairs
 
 
+def wrong_method(state: MockState, method: str, query_string: bytes, headers: RawHeaders) -> Answer:
+    """The 405 of ``/e`` asked with a method the API does not take, journaled."""
+    answer = not_allowed(method, ", ".join(API_METHODS))
+    journal_elsewhere(state, method, ENDPOINT_PATH, query_string, headers, answer)
+    return answer
+
+
 def journal_elsewhere(
     state: MockState,
     method: str,
@@ -362,7 +376,7 @@ def journal_elsewhere(
     # Anyone can send these, with any method: without a key, only the query's start is read.
     keyed = authorized(state, authorization) is not None
     pairs = parse_query(query_string) if keyed else query_start(query_string)
-    masked = masked_path(path, state.any_key)
+    masked = masked_path(path, partial(holds_key, state.secrets_of(authorization)))
     entry = entry_for(
         state, method, pairs, query_string, authorization, answer, headers=headers, path=masked
     )

@@ -22,13 +22,12 @@ from verdict_contract.core.spec import VERDICTS, VerdictKind
 
 from .model.generate import VerdictGenerator
 from .model.scenario import Scenario, ScenarioError, demo_sessions, load_scenario
-from .model.scripts import ScriptBook, admits, script_bytes
+from .model.scripts import admits, script_bytes
 from .model.sessions import Session, SessionCodec, SessionSpec, SpecError, Step
 from .model.tenants import OPERATOR, Tenant, load_tenants
 from .model.traffic import Traffic
 from .settings import Settings, env_var
 from .store.backend import StateUnavailable
-from .store.journal import Journal, JournalEntry
 from .store.primitives import MemoryStore, Store
 
 if TYPE_CHECKING:
@@ -51,9 +50,19 @@ def secret_index(sent: str, known: Sequence[bytes]) -> int | None:
     return found
 
 
-def key_in(keys: tuple[bytes, ...], key: str) -> bool:
-    """Whether ``key`` is one of ``keys`` (:func:`secret_index`)."""
-    return secret_index(key, keys) is not None
+def holds_key(keys: Sequence[bytes], text: str) -> bool:
+    """Whether ``text`` holds one of ``keys`` whole (a key as a value, or in one: ``n=Bearer
+    <key>``, ``/e/<key>.json``): what journals and logs mask. Not constant time: nothing is
+    decided on it but what a record shows."""
+    sent = text.encode("utf-8", "surrogateescape")
+    return any(key in sent for key in keys)
+
+
+def sent_credential(authorization: str | None) -> str | None:
+    """The credential of an ``Authorization`` value, whatever its scheme (``Bearer <key>``,
+    ``Token <key>``, a bare ``<key>``), if it is long enough to be a secret."""
+    credential = (authorization or "").strip().rpartition(" ")[2]
+    return credential if len(credential) >= 8 else None  # a shorter one would mask plain words
 
 
 def mock_time(real: float, offset: float) -> float:
@@ -96,7 +105,7 @@ class MockState:
     """The rate limit in force (the scenario's, else the settings')."""
     scenario: Scenario = field(default_factory=Scenario, init=False)
     key_bytes: tuple[bytes, ...] = field(default=(), init=False)
-    """The API keys, as :func:`key_in` takes them (a cache may be keyed on this tuple)."""
+    """The API keys, as :func:`secret_index` takes them."""
     named: dict[str, Session] = field(default_factory=dict, init=False)
     """The named sessions: the demo ones and the scenario's."""
     delay: Callable[[float], None] = field(default_factory=lambda: _sleep, init=False)
@@ -234,12 +243,18 @@ class MockState:
 
     @property
     def masked_keys(self) -> tuple[bytes, ...]:
-        """The keys journals and logs mask: every tenant's (``--tenants``), else this state's."""
-        return (self.operator or self)._every_key or self.key_bytes
+        """The keys journals and logs mask: every tenant's (``--tenants``), else this state's;
+        the upstream's too (``--upstream-key``)."""
+        keys = (self.operator or self)._every_key or self.key_bytes
+        upstream = self.settings.upstream_key
+        return keys if upstream is None else (*keys, upstream.reveal().encode())
 
-    def any_key(self, key: str) -> bool:
-        """Whether ``key`` is any tenant's key (what logs and journals mask)."""
-        return key_in(self.masked_keys, key)
+    def secrets_of(self, authorization: str | None) -> tuple[bytes, ...]:
+        """What a request's entry and log line mask: :attr:`masked_keys`, and the credential it
+        sent (a key of this mock or not: a client's secret all the same)."""
+        sent = sent_credential(authorization)
+        keys = self.masked_keys
+        return keys if sent is None else (*keys, sent.encode("utf-8", "surrogateescape"))
 
     def _warn_of_drift(self, shared: RedisStore) -> None:
         """Say loudly if the processes sharing this state answer otherwise than this one would:
@@ -345,31 +360,10 @@ class MockState:
         self.store.advance(seconds)
         self.clock_moves.append(ClockMove(time.time(), seconds))
 
-    def expire(self, session_id: str) -> None:
-        """Make one session answer 404 as expired from now on (until reset)."""
-        self.store.expire(session_id)
-
-    @property
-    def journal(self) -> Journal:
-        """This process's journal (a shared store keeps its own: :meth:`entries`)."""
-        return self.memory.journal
-
-    @property
-    def scripts(self) -> ScriptBook:
-        """This process's scripts (a shared store keeps its own)."""
-        return self.memory.scripts
-
     def minted_scripts_left(self) -> dict[str, tuple[Step, ...]]:
         """The steps still unused of every minted session's script (every process's, with a
         shared state)."""
         return {i: left for i, left in self.store.scripts_left().items() if i not in self.named}
-
-    def entries(self) -> list[JournalEntry]:
-        """The journal, oldest first (every process's, with a shared state)."""
-        return self.store.entries()
-
-    def clear_journal(self) -> None:
-        self.store.clear_journal()
 
     @property
     def api_keys(self) -> tuple[str, ...]:
@@ -409,4 +403,4 @@ def bearer_token(header: str | None) -> str | None:
 def authorized(state: MockState, authorization: str | None) -> str | None:
     """The request's key if the mock accepts it (compared in constant time), else None."""
     key = bearer_token(authorization)
-    return key if key is not None and key_in(state.key_bytes, key) else None
+    return key if key is not None and secret_index(key, state.key_bytes) is not None else None

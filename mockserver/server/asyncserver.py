@@ -31,13 +31,12 @@ import httptools
 
 from verdict_contract.core.spec import API_METHODS, ENDPOINT_PATH, is_api_call
 
-from ..explain import Decider, Decision, decide, journal_elsewhere, record, run, unavailable
+from ..explain import Decider, Decision, decide, record, run, unavailable, wrong_method
 from ..model.answer import (
     NO_STATUS,
     Answer,
     error_answer,
     failure_answer,
-    not_allowed,
     status_line,
 )
 from ..settings import Settings
@@ -492,14 +491,10 @@ class HttpConnection(asyncio.Protocol):
                 # a fragment is not part of the query (a client sends none)
                 query = url[len(_HOT_PREFIX) :].partition(b"#")[0]
                 self._explain(cycle, query)
-            else:  # the app's 405 (not_allowed), here: the app's URL parser takes 64 KiB at most
-                started = time.perf_counter()
-                answer = not_allowed(cycle.method, ", ".join(API_METHODS))
-                if (state := self.server.state) is not None:  # journaled as the app does
-                    query = url.partition(b"?")[2].partition(b"#")[0]
-                    journal_elsewhere(
-                        state, cycle.method, ENDPOINT_PATH, query, cycle.headers, answer
-                    )
+            else:  # here, not in the app: its URL parser takes 64 KiB at most
+                started, state = time.perf_counter(), self._state(cycle)
+                query = url.partition(b"?")[2].partition(b"#")[0]
+                answer = wrong_method(state, cycle.method, query, cycle.headers)
                 self._send(cycle, answer, time.perf_counter() - started, vary=False)
         else:
             self._app(cycle)
@@ -681,6 +676,7 @@ class HttpConnection(asyncio.Protocol):
                 "PATH_INFO": cycle.url.decode("latin-1"),
                 "SERVER_PROTOCOL": f"HTTP/{cycle.version}",
                 "REMOTE_ADDR": peer[0] if peer else "",
+                "HTTP_AUTHORIZATION": cycle.authorization or "",
             }
         served = LoggedAnswer(status, size, tenant_label(state, cycle.authorization), took)
         access_log.info("%s", log_line(environ, served, state))

@@ -96,12 +96,6 @@ def _unexpected_error(error: Exception) -> Response:
     return to_response(failure_answer(error, doing))
 
 
-def _answered_below() -> Response:
-    """Never called: ``GET``/``HEAD /e`` is answered below Flask (``ExplainMiddleware`` or the
-    proxy); the route is there so that every other method gets its 405 from Flask."""
-    raise AssertionError("GET /e reached Flask")
-
-
 def _finished(response: Response) -> Response:
     """The standard reason phrase, as in every answer the mock frames itself (werkzeug's are upper
     case: ``"409 CONFLICT"``); under ``/_mock``, never cached (mutable state); a 204, no type."""
@@ -124,10 +118,6 @@ def create_app(settings: Settings | None = None, state: MockState | None = None)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body  # a chunked body, cut as it is read
     state = state or MockState(settings)
     app.extensions[EXTENSION] = state
-    # GET and HEAD are answered by ExplainMiddleware; the route gives other methods their 405.
-    app.add_url_rule(
-        ENDPOINT_PATH, "explain", _answered_below, methods=["GET"], provide_automatic_options=False
-    )
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected_error)
     app.after_request(_finished)

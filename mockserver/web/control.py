@@ -95,7 +95,7 @@ def named() -> Response:
 
 @control.get("/requests")
 def journal() -> Response:
-    return jsonify([entry.to_json() for entry in state_of().entries()])
+    return jsonify([entry.to_json() for entry in state_of().store.entries()])
 
 
 @control.get("/coverage")
@@ -103,7 +103,7 @@ def coverage() -> Response:
     """The spec's answer space as this mock's journal met it (``pytest --verdict-coverage``'s
     ids), and the client habits it shows: for trying an app by hand against the mock."""
     state = state_of()
-    entries = state.entries()
+    entries = state.store.entries()
     counts = tally(entries)
     found = habits(entries, state.api_keys, list(state.clock_moves))
     return jsonify(
@@ -120,7 +120,7 @@ def coverage() -> Response:
 
 @control.delete("/requests")
 def clear_journal() -> tuple[str, int]:
-    state_of().clear_journal()
+    state_of().store.clear_journal()
     return "", 204
 
 

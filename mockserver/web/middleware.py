@@ -10,11 +10,12 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
-from verdict_contract.core.spec import ENDPOINT_PATH, is_api_call
+from verdict_contract.core.spec import API_METHODS, ENDPOINT_PATH
 
-from ..explain import handle
+from ..explain import handle, wrong_method
 from ..model.answer import JSON, Answer, error_answer, explain_headers, failure_answer, status_line
 from ..model.steps import FAULT_HEADER
 from ..state import MockState
@@ -111,6 +112,13 @@ class FaultMiddleware:
         return self.app(environ, start)
 
 
+def _headers(environ: WSGIEnvironment) -> list[tuple[str, str]]:
+    """A request's headers for the journal, named as sent: ``user-agent``."""
+    return [
+        (k[5:].replace("_", "-").lower(), v) for k, v in environ.items() if k.startswith("HTTP_")
+    ]
+
+
 class ExplainMiddleware:
     """Serve ``GET``/``HEAD /e`` from the environ; pass every other request to ``app``."""
 
@@ -120,22 +128,23 @@ class ExplainMiddleware:
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method = environ["REQUEST_METHOD"]
-        if not is_api_call(method, environ.get("PATH_INFO", "")):
+        if environ.get("PATH_INFO", "") != ENDPOINT_PATH:
             return self.app(environ, start_response)
         # PEP 3333 hands the raw query over as latin-1 text; this restores its bytes.
-        answer = self.respond(method, environ.get("QUERY_STRING", "").encode("latin-1"), environ)
-        start_response(status_line(answer.status), self.headers(answer))
+        query = environ.get("QUERY_STRING", "").encode("latin-1")
+        if method in API_METHODS:
+            answer, headers = self.respond(method, query, environ), self.headers
+        else:
+            answer = wrong_method(self.state, method, query, _headers(environ))
+            headers = partial(explain_headers, vary=False)
+        start_response(status_line(answer.status), headers(answer))
         return [b"" if method == "HEAD" else answer.body]
 
     def respond(self, method: str, query: bytes, environ: WSGIEnvironment) -> Answer:
         """The answer to one call (journaled): never a 5xx of the mock's own."""
-        headers = [  # for the journal, named as sent: ``user-agent``
-            (name[5:].replace("_", "-").lower(), value)
-            for name, value in environ.items()
-            if name.startswith("HTTP_")
-        ]
+        authorization, headers = environ.get("HTTP_AUTHORIZATION"), _headers(environ)
         try:
-            return handle(self.state, method, query, environ.get("HTTP_AUTHORIZATION"), headers)
+            return handle(self.state, method, query, authorization, headers)
         except Exception as exc:
             return failure_answer(exc, f"answering {method} {ENDPOINT_PATH}")
 

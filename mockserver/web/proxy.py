@@ -8,7 +8,6 @@ bounded (:data:`MAX_UPSTREAM_BODY`) and a client never waits past ``--proxy-time
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import logging
 import threading
@@ -16,16 +15,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, wait
 from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
-from verdict_contract.core.keyforms import base64_forms
 from verdict_contract.core.redact import Redactor, mask
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, STATUSES
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import Violation, describe
 
-from ..explain import bearer_token, parse_query
+from ..explain import parse_query
 from ..model.answer import (
     JSON,
     NO_STORE,
@@ -35,7 +34,7 @@ from ..model.answer import (
     failure_answer,
 )
 from ..model.sessions import MAX_SESSION_ID_LENGTH
-from ..state import MockState, authorized
+from ..state import MockState, authorized, holds_key, sent_credential
 from ..store.journal import make_entry
 from .accesslog import printable
 from .middleware import ExplainMiddleware
@@ -67,8 +66,6 @@ INERT: Final = (
 )
 """On every proxied answer: a browser opening it runs nothing, on no origin."""
 
-MIN_LOOKED_FOR = 6
-"""A key shorter than this cannot be told from ordinary text: it is not looked for in answers."""
 
 _UPSTREAMS: set[str] = set()
 _STOPPING: Final = ("mock_stopping", "the mock is stopping")
@@ -119,15 +116,7 @@ def _key_masker(key: str) -> Callable[[str], str]:
     # of the public default one that begins with it
     redactor = Redactor(known="verdict-mock")
     redactor.add(key)
-    encoded = base64_forms(key)
-
-    def masked(text: str) -> str:
-        text = redactor.text(text)
-        for form in encoded:
-            text = text.replace(form, "…")  # no characters of a key's encoding shown
-        return text
-
-    return masked
+    return redactor.text
 
 
 def _masked_json(value: object, mask_key: Callable[[str], str]) -> object:
@@ -264,14 +253,8 @@ class ValidatingProxy(ExplainMiddleware):
         # httpx's own timeout), and stop() ends every wait at once (nothing joins them at exit).
         self._stopping: Future[Upstream] = Future()  # never an answer: stop() ends every wait
 
-    def is_key(self, value: str) -> bool:
-        """Whether ``value`` is a key this proxy knows (its own, or the upstream's)."""
-        key = self.settings.upstream_key
-        upstream = key is not None and hmac.compare_digest(value.encode(), key.reveal().encode())
-        return upstream or self.state.any_key(value)
-
     def respond(self, method: str, query: bytes, environ: WSGIEnvironment) -> Answer:
-        started, generation = time.perf_counter(), self.state.journal.generation
+        started, generation = time.perf_counter(), self.state.memory.journal.generation
         pairs = parse_query(query)
         authorization = environ.get("HTTP_AUTHORIZATION")
         try:
@@ -285,12 +268,12 @@ class ValidatingProxy(ExplainMiddleware):
             args=pairs if pairs is not None else [("?", query.decode("latin-1"))],
             authorization=authorization,
             result=answer.result,
-            is_key=self.is_key,
+            is_key=partial(holds_key, self.state.secrets_of(authorization)),
             latency_ms=(time.perf_counter() - started) * 1000,
             violations=tuple(one_line(v) for v in served.violations) + served.notes,
             generation=generation,  # not kept if the journal was cleared since
         )
-        self.state.journal.add(entry)
+        self.state.memory.journal.add(entry)
         return answer
 
     def headers(self, answer: Answer) -> list[tuple[str, str]]:
@@ -342,7 +325,7 @@ class ValidatingProxy(ExplainMiddleware):
             return ProxiedAnswer(self._failed(error))
         except UpstreamError as exc:
             return ProxiedAnswer(self._failed(exc))
-        return self._checked(method, pairs, upstream, bearer_token(authorization))
+        return self._checked(method, pairs, upstream, authorization)
 
     def _call(
         self, future: Future[Upstream], method: str, url: httpx.URL, headers: dict[str, str]
@@ -403,10 +386,11 @@ class ValidatingProxy(ExplainMiddleware):
         method: str,
         pairs: list[tuple[str, str]] | None,
         upstream: Upstream,
-        sent_key: str | None,
+        authorization: str | None,
     ) -> ProxiedAnswer:
+        """``authorization``: as sent upstream (its credential looked for in the answer)."""
         places: list[str] = []
-        if sent_key is not None and len(sent_key) >= MIN_LOOKED_FOR:
+        if (sent_key := sent_credential(authorization)) is not None:
             places, upstream = _reflection(upstream, _key_masker(sent_key))
         has_body = method == "GET"
         violations = check_answer(upstream.status, upstream.body, has_body=has_body)
@@ -425,9 +409,10 @@ class ValidatingProxy(ExplainMiddleware):
         self.stats.count(len(violations))
         session_id = _session_id(pairs)
         # the client's id, masked if it is a key, escaped: no terminal escapes reach the log
-        printed_id = session_id and printable(
-            mask(session_id) if self.is_key(session_id) else session_id
+        holds_a_key = session_id is not None and holds_key(
+            self.state.secrets_of(authorization), session_id
         )
+        printed_id = session_id and printable(mask(session_id) if holds_a_key else session_id)
         for violation in violations:
             log.warning("upstream breach (n=%s): %s", printed_id, printable(one_line(violation)))
         is_json = _is_json(upstream.body)
@@ -441,6 +426,8 @@ class ValidatingProxy(ExplainMiddleware):
         if self.recorder is not None and session_id is not None and has_body:
             if places:
                 notes.append("not recorded: the answer holds the key sent upstream")
+            elif holds_a_key:
+                notes.append("not recorded: the session id holds a key")
             elif not is_json:  # a cut or malformed body is not the session's answer
                 log.warning("not recorded (n=%s): the upstream's body is not JSON", printed_id)
                 notes.append("not recorded: the body is not JSON")

@@ -16,7 +16,7 @@ def test_reload_keeps_the_scripts_of_minted_sessions() -> None:
     state = MockState(Settings())
     minted = state.mint(parse_spec({"script": [429, 503]}))
     state.apply(state.scenario)  # what a scenario reload does
-    assert state.scripts.next_step(minted.id) is not None
+    assert state.memory.scripts.next_step(minted.id) is not None
 
 
 def test_reset_forgets_minted_scripts_and_restores_named_ones() -> None:
@@ -24,17 +24,17 @@ def test_reset_forgets_minted_scripts_and_restores_named_ones() -> None:
     spec = parse_spec({"script": [503]})
     state.apply(Scenario(named_sessions({"flaky": spec}, 0.0)))
     minted = state.mint(parse_spec({"script": [429]}))
-    assert state.scripts.next_step("flaky") is not None
+    assert state.memory.scripts.next_step("flaky") is not None
     state.reset()
-    assert state.scripts.next_step(minted.id) is None
-    assert state.scripts.next_step("flaky") is not None
+    assert state.memory.scripts.next_step(minted.id) is None
+    assert state.memory.scripts.next_step("flaky") is not None
 
 
 def test_a_reload_without_a_script_drops_the_old_one() -> None:
     state = MockState(Settings())
     state.apply(Scenario(named_sessions({"flaky": parse_spec({"script": [503]})}, 0.0)))
     state.apply(Scenario(named_sessions({"flaky": parse_spec({})}, 0.0)))
-    assert state.scripts.next_step("flaky") is None
+    assert state.memory.scripts.next_step("flaky") is None
 
 
 def test_key_check() -> None:
@@ -85,5 +85,5 @@ def test_the_script_bound_counts_what_a_script_costs_in_memory(script: list[obje
         taken = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    counted = state.scripts.size
+    counted = state.memory.scripts.size
     assert 0.75 * counted < taken < 1.33 * counted, (taken, counted)

@@ -28,6 +28,7 @@ from verdict_contract.mockserver.cli import banner, watch_files
 from verdict_contract.mockserver.model.scenario import parse_scenario
 from verdict_contract.mockserver.model.tenants import load_tenants, parse_tenants
 from verdict_contract.mockserver.server.serve import BackgroundServer
+from verdict_contract.mockserver.state import holds_key
 from verdict_contract.mockserver.web.answers import state_of
 
 OPERATOR_TOKEN = "operator-token-0123456789"
@@ -168,19 +169,32 @@ def test_the_operator_acts_for_any_tenant_and_a_tenant_for_itself_only(teams: Te
     assert "pay, risk" in unknown.json()["error"]["message"]
 
 
-def test_every_tenants_key_is_masked_in_every_journal(teams: Teams) -> None:
-    # A key sent where none belongs is masked in whichever journal keeps the request.
-    teams.explain("risk", key("pay"))
-    with httpx.Client(base_url=teams.base_url, timeout=10) as stranger:
-        stranger.get("/e", params={"n": key("risk")})  # no key: the operator's journal
-        stranger.get(f"/x/{key('pay')}")
-    kept = teams.journal("risk") + teams.journal("operator")
-    assert [(e["path"], e["n"]) for e in kept] == [
+def test_every_tenants_key_is_masked_in_every_journal_and_log_line(
+    teams: Teams, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A key sent where none belongs, alone or inside a value, is masked in whichever journal
+    # keeps the request, and in the access log.
+    with caplog.at_level(logging.INFO, logger="mockserver.access"):
+        teams.explain("risk", key("pay"))
+        teams.explain("risk", f"Bearer {key('risk')}")
+        with httpx.Client(base_url=teams.base_url, timeout=10) as stranger:
+            stranger.get("/e", params={"n": key("risk")})  # no key: the operator's journal
+            stranger.get(f"/e/{key('pay')}.json")
+            secret = {"Authorization": "Token some-other-secret"}  # no key of the mock's
+            stranger.get("/e", params={"n": "some-other-secret"}, headers=secret)
+        kept = teams.journal("risk") + teams.journal("operator")
+        assert wait_until(lambda: sum('"GET /' in r.getMessage() for r in caplog.records) >= 7)
+    masked = [
         ("/e", "…0001"),
         ("/e", "…0001"),
-        ("/x/…0001", None),
+        ("/e", "…0001"),
+        ("/e/…json", None),
+        ("/e", "…cret"),
     ]
-    assert "key-" not in json.dumps(kept)
+    assert [(e["path"], e["n"]) for e in kept] == masked
+    shown = json.dumps(kept) + "\n".join(r.getMessage() for r in caplog.records)
+    assert "key-0001" not in shown
+    assert "some-other-secret" not in shown
 
 
 def test_an_unknown_token_is_refused(teams: Teams) -> None:
@@ -328,8 +342,10 @@ def test_a_scenario_reload_keeps_whose_each_key_is(tenants_file: Path) -> None:
     )
     state = state_of(create_app(settings))
     state.apply(parse_scenario({"api_keys": ["operator-key-0002"]}, 0.0))
-    assert state.any_key("operator-key-0002")  # masked in logs as the operator's key now
-    assert not state.any_key(OPERATOR_KEY)
+    assert holds_key(
+        state.masked_keys, "operator-key-0002"
+    )  # masked in logs as the operator's key now
+    assert not holds_key(state.masked_keys, OPERATOR_KEY)
     assert state.tenant_of(f"Bearer {key('pay')}").tenant_name == "pay"  # its own keys kept
     assert state.tenants["pay"].key_bytes == (key("pay").encode(),)
 

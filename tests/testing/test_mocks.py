@@ -102,13 +102,13 @@ def test_in_process_timeouts_are_journaled_as_timeouts(
 def test_a_request_in_flight_at_reset_never_reaches_the_next_tests_journal() -> None:
     with live_mock() as mock:
         n = mock.mint(script=[{"delay_ms": 400}])
-        arrived, next_step = threading.Event(), mock.state.scripts.next_step
+        arrived, next_step = threading.Event(), mock.state.memory.scripts.next_step
 
         def step(session_id: str) -> Step | None:
             arrived.set()  # the request took its delay step: it is answering now
             return next_step(session_id)
 
-        mock.state.scripts.next_step = step  # type: ignore[method-assign]
+        mock.state.memory.scripts.next_step = step  # type: ignore[method-assign]
         thread = threading.Thread(target=_get_httpx, args=(mock, n))
         thread.start()
         assert arrived.wait(timeout=5)

@@ -196,7 +196,7 @@ class VerdictMock(JournalChecks):
 
     def expire(self, n: str) -> None:
         """Session ``n`` answers 404 (expired) from now on, until the next test."""
-        self.state.expire(n)
+        self.state.store.expire(n)
 
     def reset(self) -> None:
         """Forget the journal, counters, unconsumed scripts and clock changes."""

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from verdict_contract.core.errors import VerificationError
 from verdict_contract.core.redact import mask, mask_credentials
 from verdict_contract.core.spec import is_api_call
-from verdict_contract.mockserver.state import MockState
+from verdict_contract.mockserver.state import MockState, holds_key
 from verdict_contract.mockserver.store.journal import (
     JournalEntry,
     cut,
@@ -82,7 +83,7 @@ class JournalChecks:
     @property
     def journal(self) -> list[JournalEntry]:
         """This test's requests (keys masked), oldest first; wrong paths and methods too."""
-        return self.state.entries()
+        return self.state.store.entries()
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -169,10 +170,11 @@ class JournalChecks:
     def _target(self, n: str | None, match: Matchers) -> str:
         target = "any request" if n is None else f"session n={short_id(n)}"
         headers, params = match.get("headers"), match.get("params")
+        masks = partial(holds_key, self.state.masked_keys)
         if headers:
-            masked = ", ".join(_masked_header(k, v, self.state.any_key) for k, v in headers.items())
+            masked = ", ".join(_masked_header(k, v, masks) for k, v in headers.items())
             target += f" with headers {{{masked}}}"
         if params:
-            pairs = (masked_param(k, v, self.state.any_key) for k, v in params.items())
+            pairs = (masked_param(k, v, masks) for k, v in params.items())
             target += " with params {" + ", ".join(f"{k}={v}" for k, v in pairs) + "}"
         return target

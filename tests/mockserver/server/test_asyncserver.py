@@ -146,7 +146,7 @@ def test_16_requests_waiting_on_a_delay_block_no_one(
     server: BackgroundServer, http: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     n = mint(http, verdict="refused", script=[{"delay_ms": 3000}] * 16)
-    scripts = state_of(server.app).scripts
+    scripts = state_of(server.app).memory.scripts
     taken, next_step = threading.Semaphore(0), scripts.next_step
 
     def step(session_id: str) -> Step | None:

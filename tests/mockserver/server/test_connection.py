@@ -49,7 +49,7 @@ def test_a_request_is_answered_and_journaled(server: FakeServer) -> None:
     ((status, body),) = answers(transport.take())
     assert status == 200
     assert json.loads(body)["verdict"] == "refused"
-    assert [e.status for e in server.state.journal.entries()] == [200]
+    assert [e.status for e in server.state.memory.journal.entries()] == [200]
     assert not transport.is_closing()
     assert connection.pipeline == type(connection.pipeline)()  # nothing left waiting
 

@@ -182,6 +182,6 @@ def test_the_journal_keeps_the_answers_reading_not_a_copy() -> None:
     with _respx() as (mock, get):
         n = mock.mint(verdict="refused")
         get(mock.url(n), mock.headers)
-        kept = mock.state.journal.entries()
+        kept = mock.state.memory.journal.entries()
     assert isinstance(kept[0].result.served, tuple)
     assert kept[0].decided_by == "logic"

@@ -87,7 +87,7 @@ def _answer(state_: state.MockState, query: bytes, key: str | None) -> tuple[obj
 def _journal(state_: state.MockState, ids: dict[str, str]) -> list[dict[str, Any]]:
     """The journal as compared: every field shown but its time and latency; ids by label."""
     shown = []
-    for entry in state_.entries():
+    for entry in state_.store.entries():
         fields = entry.to_json()
         del fields["time"], fields["latency_ms"]
         fields["n"] = ids.get(fields["n"], fields["n"])
@@ -211,7 +211,7 @@ class StoresAlike(RuleBasedStateMachine):
         if more than a journal holds, their count."""
         answers, journals = [], []
         for each, session_id, ids in zip(self.both, minted, self.ids, strict=True):
-            each.clear_journal()
+            each.store.clear_journal()
             turn = [
                 (f"n={session_id if name == 'minted' else name}", key) for name, key in requests
             ]
@@ -220,7 +220,7 @@ class StoresAlike(RuleBasedStateMachine):
             if len(requests) > min(JOURNAL_SIZE, RING_SIZE):  # which fell off is the order's
                 entries = [{"kept": len(entries)}]
             journals.append(sorted(map(repr, entries)))
-            each.clear_journal()
+            each.store.clear_journal()
         self.alike(*answers)
         self.alike(*journals)
 
@@ -248,7 +248,7 @@ class StoresAlike(RuleBasedStateMachine):
     @rule(minted=sessions)
     def expire(self, minted: tuple[str, str]) -> None:
         for each, session_id in zip(self.both, minted, strict=True):
-            each.expire(session_id)
+            each.store.expire(session_id)
 
     @rule(minted=sessions)
     def read_mark(self, minted: tuple[str, str]) -> None:
@@ -270,13 +270,13 @@ class StoresAlike(RuleBasedStateMachine):
             decision = explain.run(
                 each, explain.decide(each, "GET", f"n={name}".encode(), f"Bearer {KEY}")
             )
-            each.clear_journal()
+            each.store.clear_journal()
             each.store.append(explain.record(each, decision)[0])
 
     @rule()
     def clear_journal(self) -> None:
         for each in self.both:
-            each.clear_journal()
+            each.store.clear_journal()
 
     @rule()
     def read(self) -> None:

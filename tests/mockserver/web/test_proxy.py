@@ -473,6 +473,9 @@ def test_a_mock_that_proxies_nothing_starts_and_answers_without_httpx() -> None:
 UPSTREAM_KEY = "REAL/staging+key=0123456789abcdef"
 """A key whose URL-encoded form differs from it: each form is looked for."""
 
+CLIENT_KEY = "client-secret-key-0123456789"
+"""A client's own key, which a proxy without --upstream-key sends up as it came."""
+
 PAGE = '<script>fetch("/_mock/reset",{method:"POST"})</script>'
 
 
@@ -598,6 +601,51 @@ def test_an_upstream_that_reflects_its_key_is_flagged_masked_and_not_recorded(
     recorded = record.read_text(encoding="utf-8") if record.exists() else ""
     assert [f for f in _key_forms(UPSTREAM_KEY) if f in recorded] == []
     assert form not in recorded
+
+
+@pytest.mark.parametrize("scheme", ["Token ", ""], ids=["Token", "bare"])
+def test_a_key_reflected_whatever_its_scheme_is_flagged_and_not_recorded(
+    hostile: BackgroundServer, proxy_to: Any, tmp_path: Path, scheme: str
+) -> None:
+    """Without --upstream-key the client's own credential goes up, in whatever form it sent."""
+    record = tmp_path / "recorded.yaml"
+    proxy = proxy_to(hostile.base_url, record=record)
+    answer = proxy.get("raw", {"Authorization": f"{scheme}{CLIENT_KEY}"})
+    assert _shows_key(answer, CLIENT_KEY) == []
+    (violation, note) = proxy.journal()[-1]["violations"]
+    assert violation.startswith("§5 key_reflected at /: the answer holds the key it was sent")
+    assert note == "not recorded: the answer holds the key sent upstream"
+    proxy.written()
+    assert not record.exists() or CLIENT_KEY[-12:] not in record.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("given", ["upstream key", "client's key"])
+def test_a_session_id_holding_a_key_is_masked_everywhere_and_not_recorded(
+    upstream: BackgroundServer,
+    proxy_to: Any,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    given: str,
+) -> None:
+    record = tmp_path / "recorded.yaml"
+    settings: dict[str, Any] = {"record": record, "access_log": True}
+    secret, headers = KEY, bearer(KEY)  # without --upstream-key the client sends the upstream's
+    if given == "upstream key":
+        headers, settings["upstream_key"] = LOCAL, Secret(KEY)
+    proxy = proxy_to(upstream.base_url, **settings)
+    with caplog.at_level(logging.INFO):
+        assert proxy.get(f"a-{secret}", headers).status_code == 404
+    proxy.written()
+    (entry,) = proxy.journal()
+    assert entry["n"] == f"…{secret[-4:]}"
+    assert "not recorded: the session id holds a key" in entry["violations"]
+    recorded = record.read_text(encoding="utf-8") if record.exists() else ""
+    # the test's own client logs its call to the proxy; the proxy's lines are the others
+    logged = [r.getMessage() for r in caplog.records if proxy.server.base_url not in r.getMessage()]
+    assert any('"GET /e?n=…' in line for line in logged)  # the access log's line
+    outputs = {"journal": json.dumps(entry), "log": "\n".join(logged), "recording": recorded}
+    for name, shown in outputs.items():
+        assert [form for form in _key_forms(secret) if form in shown] == [], name
 
 
 def test_strict_answers_a_reflected_key_with_502(hostile: BackgroundServer, proxy_to: Any) -> None:
