@@ -349,6 +349,12 @@ class ValidatingProxy(ExplainMiddleware):
         deadline = time.monotonic() + self.timeout
         try:
             with self.client.stream(method, url, headers=headers) as response:
+                encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
+                if encoding != "identity":  # asked for none: never decoded (a bomb's thousandfold)
+                    message = (
+                        f"the upstream's answer is {encoding[:20]!r}-encoded, asked for identity"
+                    )
+                    raise UpstreamError(502, "upstream_encoded", message)
                 chunks, size = [], 0
                 for chunk in response.iter_bytes():
                     if time.monotonic() > deadline:  # the client has had its 504: stop reading

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import gzip
 import json
 import logging
 import subprocess
@@ -344,6 +345,27 @@ def test_a_dripping_upstream_is_cut_at_the_timeout(
     started = time.monotonic()
     response = proxy.http.get("/e", params={"n": "drip"}, headers=bearer(), timeout=3)
     assert response.status_code == 504, f"after {time.monotonic() - started:.1f} s"
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "br"])
+def test_an_encoded_answer_is_502_never_decoded(proxy_to: Any, encoding: str) -> None:
+    """Asked for identity, an upstream sends gzip anyway: 1 GiB of zeros is 1 MiB of it."""
+    bomb = gzip.compress(b"0" * (64 * 1024 * 1024))
+
+    def upstream(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        assert environ["HTTP_ACCEPT_ENCODING"] == "identity"
+        start_response(
+            "200 OK", [("Content-Type", "application/json"), ("Content-Encoding", encoding)]
+        )
+        return [bomb]
+
+    with running(upstream) as server:  # type: ignore[arg-type]
+        answer = proxy_to(server.base_url).get("demo-refused")
+    assert answer.status_code == 502
+    assert answer.json()["error"] == {
+        "code": "upstream_encoded",
+        "message": f"the upstream's answer is {encoding!r}-encoded, asked for identity",
+    }
 
 
 def test_a_huge_answer_is_502(
