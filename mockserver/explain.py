@@ -32,7 +32,6 @@ from .model.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from .model.steps import result_of
 from .model.steps import scripted as scripted_answer
 from .state import MockState, authorized, holds_key, mock_time
-from .state import bearer_token as bearer_token
 from .store.backend import StateUnavailable
 from .store.journal import (
     CUT,
@@ -214,11 +213,6 @@ def run(state: MockState, decider: Decider) -> Decision:
         state.store.run(ask)
 
 
-def unavailable(exc: StateUnavailable) -> Answer:
-    """The 503 of a request the store could not decide or journal."""
-    return unavailable_answer(exc, "; the mock keeps running")
-
-
 def record(
     state: MockState, decision: Decision, fault: str | None = None
 ) -> tuple[JournalEntry, float]:
@@ -257,7 +251,7 @@ def handle(
     try:
         decision = run(state, decide(state, method, query_string, authorization, headers))
     except StateUnavailable as exc:
-        return unavailable(exc)
+        return unavailable_answer(exc)
     decision.sent = sent
     if decision.answer.delay:
         try:

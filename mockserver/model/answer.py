@@ -152,11 +152,9 @@ def failure_answer(exc: Exception, doing: str) -> Answer:
     return error_answer(400, "bad_request", "the request could not be processed")
 
 
-def unavailable_answer(exc: StateUnavailable, during: str = "") -> Answer:
+def unavailable_answer(exc: StateUnavailable) -> Answer:
     """503 for a shared state that failed: ``Retry-After`` only where retrying soon can help (a
-    store that refuses writes stays so until someone acts). ``during``: what the message adds."""
-    if exc.retry:
-        message = f"{exc}{during}; retry later"
-        return error_answer(503, exc.code, message, headers=[("Retry-After", "1")])
-    message = f"{exc}{during}; retrying will not help until the store takes writes again"
-    return error_answer(503, exc.code, message)
+    store that refuses writes stays so until someone acts)."""
+    later = "retry later" if exc.retry else "retrying will not help until it takes writes again"
+    retry = [("Retry-After", "1")] if exc.retry else []
+    return error_answer(503, exc.code, f"{exc}; the mock keeps running; {later}", headers=retry)

@@ -13,8 +13,7 @@ from functools import lru_cache
 from http import HTTPStatus
 from typing import Final
 
-from .answer import CACHED_BODY_BYTES, NO_STORE, Answer, error_answer, with_defaults
-from .answer import Result as Result
+from .answer import CACHED_BODY_BYTES, NO_STORE, Answer, Result, error_answer, with_defaults
 from .sessions import Step, parse_step
 
 FAULT_HEADER: Final = "X-Verdict-Mock-Fault"

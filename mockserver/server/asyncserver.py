@@ -31,13 +31,14 @@ import httptools
 
 from verdict_contract.core.spec import API_METHODS, ENDPOINT_PATH, is_api_call
 
-from ..explain import Decider, Decision, decide, record, run, unavailable, wrong_method
+from ..explain import Decider, Decision, decide, record, run, wrong_method
 from ..model.answer import (
     NO_STATUS,
     Answer,
     error_answer,
     failure_answer,
     status_line,
+    unavailable_answer,
 )
 from ..settings import Settings
 from ..state import MockState
@@ -543,7 +544,7 @@ class HttpConnection(asyncio.Protocol):
                 self._journal(cycle, decision, None)
             return
         except StateUnavailable as exc:  # a store's 503
-            self._answered(cycle, unavailable(exc), 0.0)
+            self._answered(cycle, unavailable_answer(exc), 0.0)
             return
         except Exception as exc:  # never a 5xx for a request, however it fails
             self._answered(cycle, failure_answer(exc, _FAILED), 0.0)
@@ -639,7 +640,8 @@ class HttpConnection(asyncio.Protocol):
             with contextlib.suppress(RuntimeError):  # the server stopped meanwhile
                 server.loop.call_soon_threadsafe(self._app_answered, cycle, done)
 
-        server.pool.submit(call_app, server.app, environ).add_done_callback(answered)
+        pool = server.upstream_pool if environ["PATH_INFO"] == ENDPOINT_PATH else server.pool
+        pool.submit(call_app, server.app, environ).add_done_callback(answered)
 
     def _app_answered(self, cycle: RequestCycle, done: Future[Reply]) -> None:
         if cycle.phase is not DECIDING or not self.flow.writes:
@@ -766,8 +768,10 @@ class AsyncServer:
         self.open = 0  # connections counted against --max-connections
         self.sock = bound_socket(host, port, reuse_port=settings.workers > 1, listen=True)
         self.address: tuple[str, int] = self.sock.getsockname()[:2]
-        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="verdict-mock-app")
         self._proxy: ValidatingProxy | None = parts.proxy if parts else None
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="verdict-mock-app")
+        # a proxied /e waits on the upstream: on threads of its own, so the probes never do
+        self.upstream_pool = ThreadPoolExecutor(threads) if self._proxy else self.pool
         try:  # uvloop where it is installed (the [server] extra, not on Windows)
             import uvloop
 
@@ -797,7 +801,8 @@ class AsyncServer:
             for number in signals:
                 self.loop.remove_signal_handler(number)
             # The worker threads end with their call; a proxied call was ended by proxy.stop().
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            for pool in {self.pool, self.upstream_pool}:
+                pool.shutdown(wait=True, cancel_futures=True)
             self.loop.close()
 
     async def _serve(self) -> None:
@@ -875,7 +880,8 @@ class AsyncServer:
     def close(self) -> None:
         """Release a server that was never run (its socket, loop and pool)."""
         self.sock.close()
-        self.pool.shutdown(wait=False)
+        for pool in {self.pool, self.upstream_pool}:
+            pool.shutdown(wait=False)
         if not self.loop.is_closed():
             self.loop.close()
 

@@ -20,9 +20,8 @@ from urllib.parse import unquote
 from verdict_contract.core.redact import mask, mask_credentials
 from verdict_contract.core.spec import SESSION_PARAM, VerdictKind, is_api_call
 
-from ..model.answer import Served
+from ..model.answer import Result, Served
 from ..model.sessions import MAX_SESSION_ID_LENGTH
-from ..model.steps import Result
 
 # --- how a request is shown ------------------------------------------------------------------
 

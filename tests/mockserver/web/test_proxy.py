@@ -145,6 +145,41 @@ def test_the_journal_reads_a_proxied_answer_as_the_mocks_own(proxy_to: Any) -> N
     assert 0 < int(refused["retry_after"]) <= 60
 
 
+def test_calls_held_by_a_slow_upstream_leave_the_probes_and_control_api_answering() -> None:
+    """Every worker thread of the proxy's app waits on the upstream: a probe still answers."""
+    release, arrived = threading.Event(), threading.Semaphore(0)
+
+    def held(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        arrived.release()
+        release.wait(30)
+        start_response("404 Not Found", [("Content-Type", "application/json")])
+        return [b'{"error": {"code": "session_not_found", "message": "no"}}']
+
+    with (
+        running(held) as upstream,  # type: ignore[arg-type]
+        running(create_app(Settings(proxy_to=upstream.base_url)), threads=2) as proxy,
+    ):
+        calls = [
+            threading.Thread(
+                target=httpx.get,
+                args=(f"{proxy.base_url}/e?n=x{i}",),
+                kwargs={"headers": bearer(), "timeout": 30},
+            )
+            for i in range(2)  # as many as the app's threads
+        ]
+        for call in calls:
+            call.start()
+        try:
+            for _ in calls:  # every call waits on the upstream
+                assert arrived.acquire(timeout=10)
+            assert httpx.get(f"{proxy.base_url}/_mock/livez", timeout=5).status_code == 200
+            assert httpx.get(f"{proxy.base_url}/_mock/requests", timeout=5).status_code == 200
+        finally:
+            release.set()
+            for call in calls:
+                call.join(30)
+
+
 def test_head_passes_through(upstream: BackgroundServer, proxy_to: Any) -> None:
     proxy = proxy_to(upstream.base_url)
     response = proxy.http.head("/e", params={"n": "demo-refused"}, headers=bearer())
