@@ -15,7 +15,7 @@ import time
 from collections.abc import Generator
 from contextlib import suppress
 from dataclasses import dataclass, replace
-from functools import lru_cache, partial
+from functools import lru_cache
 from urllib.parse import parse_qsl
 
 from verdict_contract.core.spec import API_METHODS, ENDPOINT_PATH, SESSION_PARAM
@@ -31,7 +31,7 @@ from .model.answer import (
 from .model.sessions import MAX_SESSION_ID_LENGTH, Session, Step
 from .model.steps import result_of
 from .model.steps import scripted as scripted_answer
-from .state import MockState, authorized, holds_key, mock_time
+from .state import MockState, authorized, masks_for, mock_time
 from .store.backend import StateUnavailable
 from .store.journal import (
     CUT,
@@ -287,13 +287,13 @@ def parse_query(query_string: bytes) -> list[tuple[str, str]] | None:
         return None
 
 
-_CACHED_QUERY = 512  # longer queries are shown afresh: the cache stays small in bytes
+_CACHED_QUERY = 512  # longer (with the Authorization) are shown afresh: the cache stays small
 
 
 @lru_cache(maxsize=1024)  # a load test sends one query again and again (10%: bench_instructions)
-def _cached_query(query_string: bytes, keys: tuple[bytes, ...]) -> JournaledQuery | None:
-    pairs = parse_query(query_string)
-    return None if pairs is None else journaled_query(pairs, partial(holds_key, keys))
+def _cached_query(query: bytes, keys: tuple[bytes, ...], sent: str | None) -> JournaledQuery | None:
+    pairs = parse_query(query)
+    return None if pairs is None else journaled_query(pairs, masks_for(keys, sent))
 
 
 def entry_for(
@@ -313,12 +313,12 @@ def entry_for(
     """The entry of what the client got: an answer, or a fault (reset, timeout...) by name;
     ``path``: a wrong one, journaled so that a check can say what was sent instead;
     ``generation``: the journal's when the request arrived (None: kept in the journal of now)."""
-    journaled, keys = None, state.secrets_of(authorization)
-    if pairs is not None and len(query_string) <= _CACHED_QUERY:
-        journaled = _cached_query(query_string, keys)
+    journaled = None
+    if pairs is not None and len(query_string) + len(authorization or "") <= _CACHED_QUERY:
+        journaled = _cached_query(query_string, state.masked_keys, authorization)
     if journaled is None:  # a query that is not UTF-8 is journaled whole, as Latin-1
         args = pairs if pairs is not None else [("?", query_string.decode("latin-1"))]
-        journaled = journaled_query(args, partial(holds_key, keys))
+        journaled = journaled_query(args, state.masks(authorization))
     return make_entry(
         method=method,
         path=path,
@@ -370,7 +370,7 @@ def journal_elsewhere(
     # Anyone can send these, with any method: without a key, only the query's start is read.
     keyed = authorized(state, authorization) is not None
     pairs = parse_query(query_string) if keyed else query_start(query_string)
-    masked = masked_path(path, partial(holds_key, state.secrets_of(authorization)))
+    masked = masked_path(path, state.masks(authorization))
     entry = entry_for(
         state, method, pairs, query_string, authorization, answer, headers=headers, path=masked
     )

@@ -12,7 +12,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, NamedTuple
 
 from verdict_contract.core.errors import SettingsError
@@ -63,6 +63,14 @@ def sent_credential(authorization: str | None) -> str | None:
     ``Token <key>``, a bare ``<key>``), if it is long enough to be a secret."""
     credential = (authorization or "").strip().rpartition(" ")[2]
     return credential if len(credential) >= 8 else None  # a shorter one would mask plain words
+
+
+def masks_for(keys: tuple[bytes, ...], authorization: str | None) -> Callable[[str], bool]:
+    """What a request's entry and log line mask: a text holding one of ``keys``, or the
+    credential it sent (a key of this mock or not: a client's secret all the same)."""
+    sent = sent_credential(authorization)
+    masked = keys if sent is None else (*keys, sent.encode("utf-8", "surrogateescape"))
+    return partial(holds_key, masked)
 
 
 def mock_time(real: float, offset: float) -> float:
@@ -249,12 +257,8 @@ class MockState:
         upstream = self.settings.upstream_key
         return keys if upstream is None else (*keys, upstream.reveal().encode())
 
-    def secrets_of(self, authorization: str | None) -> tuple[bytes, ...]:
-        """What a request's entry and log line mask: :attr:`masked_keys`, and the credential it
-        sent (a key of this mock or not: a client's secret all the same)."""
-        sent = sent_credential(authorization)
-        keys = self.masked_keys
-        return keys if sent is None else (*keys, sent.encode("utf-8", "surrogateescape"))
+    def masks(self, authorization: str | None) -> Callable[[str], bool]:
+        return masks_for(self.masked_keys, authorization)  # every tenant's keys: the operator's
 
     def _warn_of_drift(self, shared: RedisStore) -> None:
         """Say loudly if the processes sharing this state answer otherwise than this one would:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from functools import partial
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from urllib.parse import parse_qsl
@@ -15,7 +14,7 @@ from urllib.parse import parse_qsl
 from werkzeug.wsgi import ClosingIterator
 
 from ..model.answer import NO_STATUS
-from ..state import MockState, authorized, holds_key
+from ..state import MockState, authorized
 from ..store.journal import masked_param, masked_path
 from .guard import TOKEN_PARAM, holder_of, holders
 
@@ -59,7 +58,7 @@ class LoggedAnswer(NamedTuple):
 def log_line(environ: WSGIEnvironment, served: LoggedAnswer, state: MockState) -> str:
     """``client - user [time] "request" status bytes seconds``, every key of ``state`` masked."""
     stamp = time.strftime("%d/%b/%Y:%H:%M:%S %z")
-    masks = partial(holds_key, state.secrets_of(environ.get("HTTP_AUTHORIZATION")))
+    masks = state.masks(environ.get("HTTP_AUTHORIZATION"))
     request = (
         f"{environ.get('REQUEST_METHOD', '-')} {request_target(environ, masks)} "
         f"{environ.get('SERVER_PROTOCOL', '-')}"

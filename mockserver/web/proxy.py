@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, wait
 from dataclasses import dataclass, field, fields
-from functools import partial
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
@@ -34,7 +33,7 @@ from ..model.answer import (
     failure_answer,
 )
 from ..model.sessions import MAX_SESSION_ID_LENGTH
-from ..state import MockState, authorized, holds_key, sent_credential
+from ..state import MockState, authorized, sent_credential
 from ..store.journal import make_entry
 from .accesslog import printable
 from .middleware import ExplainMiddleware
@@ -268,7 +267,7 @@ class ValidatingProxy(ExplainMiddleware):
             args=pairs if pairs is not None else [("?", query.decode("latin-1"))],
             authorization=authorization,
             result=answer.result,
-            is_key=partial(holds_key, self.state.secrets_of(authorization)),
+            is_key=self.state.masks(authorization),
             latency_ms=(time.perf_counter() - started) * 1000,
             violations=tuple(one_line(v) for v in served.violations) + served.notes,
             generation=generation,  # not kept if the journal was cleared since
@@ -415,9 +414,7 @@ class ValidatingProxy(ExplainMiddleware):
         self.stats.count(len(violations))
         session_id = _session_id(pairs)
         # the client's id, masked if it is a key, escaped: no terminal escapes reach the log
-        holds_a_key = session_id is not None and holds_key(
-            self.state.secrets_of(authorization), session_id
-        )
+        holds_a_key = session_id is not None and self.state.masks(authorization)(session_id)
         printed_id = session_id and printable(mask(session_id) if holds_a_key else session_id)
         for violation in violations:
             log.warning("upstream breach (n=%s): %s", printed_id, printable(one_line(violation)))
