@@ -180,7 +180,7 @@ def decide(
         offset = state.offset_read
         counted = key if limit.budget else None
         now = mock_time(wall, offset)
-        ask = Ask(True, counted, now, limit.window, now_offset=offset, marked=sid, take=take)
+        ask = Ask(True, counted, now, limit.window, offset, sid, take)
         yield ask
         state.offset_read = ask.offset
         if counted is None or ask.hits:

@@ -407,7 +407,8 @@ def make_entry(
     untrusted = not is_api_call(method, path) or (
         result.status == 401 and result.outcome != "scripted"
     )
-    kept = kept_headers(tuple(headers[:MAX_HEADERS]), authorization)  # what the cache holds too
+    bounded = headers if len(headers) <= MAX_HEADERS else headers[:MAX_HEADERS]  # the cache too
+    kept = kept_headers(tuple(bounded), authorization)
     return JournalEntry(
         time.time(),
         method,
