@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, NamedTuple
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from verdict_contract.core.errors import SettingsError
 from verdict_contract.core.extras import require_extra
 from verdict_contract.core.rates import RateLimit
+from verdict_contract.core.redact import holds_key, secret_index, sent_credential
 from verdict_contract.core.spec import VERDICTS, VerdictKind
 
 from .model.generate import VerdictGenerator
@@ -37,32 +38,6 @@ log = logging.getLogger("mockserver.state")
 
 READ_CACHE_SIZE = 4096
 """Decoded session ids remembered (ids are at most 256 characters: a few MB at most)."""
-
-
-def secret_index(sent: str, known: Sequence[bytes]) -> int | None:
-    """Which of ``known`` (keys, tokens) was ``sent``: every one is compared, in constant time,
-    so the time taken tells nothing of a secret, nor of which one matched."""
-    candidate = sent.encode("utf-8", "surrogateescape")
-    found = None
-    for index, expected in enumerate(known):
-        if hmac.compare_digest(candidate, expected) and found is None:
-            found = index
-    return found
-
-
-def holds_key(keys: Sequence[bytes], text: str) -> bool:
-    """Whether ``text`` holds one of ``keys`` whole (a key as a value, or in one: ``n=Bearer
-    <key>``, ``/e/<key>.json``): what journals and logs mask. Not constant time: nothing is
-    decided on it but what a record shows."""
-    sent = text.encode("utf-8", "surrogateescape")
-    return any(key in sent for key in keys)
-
-
-def sent_credential(authorization: str | None) -> str | None:
-    """The credential of an ``Authorization`` value, whatever its scheme (``Bearer <key>``,
-    ``Token <key>``, a bare ``<key>``), if it is long enough to be a secret."""
-    credential = (authorization or "").strip().rpartition(" ")[2]
-    return credential if len(credential) >= 8 else None  # a shorter one would mask plain words
 
 
 def masks_for(keys: tuple[bytes, ...], authorization: str | None) -> Callable[[str], bool]:

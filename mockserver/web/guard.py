@@ -14,10 +14,10 @@ from typing import Final, NamedTuple
 from flask import Response, g, request
 
 from verdict_contract.core.hosts import is_loopback
-from verdict_contract.core.redact import Secret
+from verdict_contract.core.redact import Secret, secret_index
 
 from ..settings import Settings, env_var
-from ..state import MockState, secret_index
+from ..state import MockState
 from .answers import SCOPE, error_response, state_of
 from .dashboard import token_page
 

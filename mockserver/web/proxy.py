@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
-from verdict_contract.core.redact import Redactor, mask
+from verdict_contract.core.redact import Redactor, mask, sent_credential
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, STATUSES
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import Violation, describe
@@ -33,7 +33,7 @@ from ..model.answer import (
     failure_answer,
 )
 from ..model.sessions import MAX_SESSION_ID_LENGTH
-from ..state import MockState, authorized, sent_credential
+from ..state import MockState, authorized
 from ..store.journal import make_entry
 from .accesslog import printable
 from .middleware import ExplainMiddleware

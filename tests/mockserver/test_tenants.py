@@ -22,13 +22,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import running, wait_until
 from verdict_contract.core.errors import ScenarioError, SettingsError
-from verdict_contract.core.redact import Secret
+from verdict_contract.core.redact import Secret, holds_key
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.cli import banner, watch_files
 from verdict_contract.mockserver.model.scenario import parse_scenario
 from verdict_contract.mockserver.model.tenants import load_tenants, parse_tenants
 from verdict_contract.mockserver.server.serve import BackgroundServer
-from verdict_contract.mockserver.state import holds_key
 from verdict_contract.mockserver.web.answers import state_of
 
 OPERATOR_TOKEN = "operator-token-0123456789"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import quote, quote_plus
@@ -52,6 +52,32 @@ def mask_credentials(value: str) -> str:
     if credentials and scheme.isalpha() and len(scheme) <= 20:
         return f"{scheme} {mask(credentials)}"
     return mask(value.strip()) if value.strip() else ""
+
+
+def secret_index(sent: str, known: Sequence[bytes]) -> int | None:
+    """Which of ``known`` (keys, tokens) was ``sent``: every one is compared, in constant time,
+    so the time taken tells nothing of a secret, nor of which one matched."""
+    candidate = sent.encode("utf-8", "surrogateescape")
+    found = None
+    for index, expected in enumerate(known):
+        if hmac.compare_digest(candidate, expected) and found is None:
+            found = index
+    return found
+
+
+def holds_key(keys: Sequence[bytes], text: str) -> bool:
+    """Whether ``text`` holds one of ``keys`` whole (a key as a value, or in one: ``n=Bearer
+    <key>``, ``/e/<key>.json``): what journals and logs mask. Not constant time: nothing is
+    decided on it but what a record shows."""
+    sent = text.encode("utf-8", "surrogateescape")
+    return any(key in sent for key in keys)
+
+
+def sent_credential(authorization: str | None) -> str | None:
+    """The credential of an ``Authorization`` value, whatever its scheme (``Bearer <key>``,
+    ``Token <key>``, a bare ``<key>``), if it is long enough to be a secret."""
+    credential = (authorization or "").strip().rpartition(" ")[2]
+    return credential if len(credential) >= 8 else None  # a shorter one would mask plain words
 
 
 class KeyHeaders(dict[str, str]):

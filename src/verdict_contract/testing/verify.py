@@ -13,9 +13,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from verdict_contract.core.errors import VerificationError
-from verdict_contract.core.redact import mask, mask_credentials
+from verdict_contract.core.redact import holds_key, mask, mask_credentials
 from verdict_contract.core.spec import is_api_call
-from verdict_contract.mockserver.state import MockState, holds_key
+from verdict_contract.mockserver.state import MockState
 from verdict_contract.mockserver.store.journal import (
     JournalEntry,
     cut,
