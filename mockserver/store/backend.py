@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from typing import Final, NamedTuple
-from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit, urlunsplit
 
 from verdict_contract.core.errors import StateUnavailable as StateUnavailable
 
@@ -65,9 +65,11 @@ class StateURL(str):
         if text.lower() == MEMORY:
             return cls(MEMORY)
         parts = urlsplit(text)
-        if "@" in text.partition("?")[0].partition("#")[0] and "@" not in parts.netloc:
-            raise ValueError(
-                f"{_masked(text)!r}: the user or password holds a '/'; write it as %2F"
+        names = "".join(name for name, _ in parse_qsl(parts.query, keep_blank_values=True))
+        if "@" not in parts.netloc and "@" in parts.path + names + parts.fragment:
+            raise ValueError(  # a "/", "?" or "#" ended the host inside a user or password
+                f"'{parts.scheme}://…': the user or password holds a '/', '?' or '#'; write "
+                "them as %2F, %3F and %23"
             )
         if parts.scheme == SENTINEL:
             _sentinel(text)
@@ -127,8 +129,6 @@ def _masked(url: str) -> str:
     if not separator:  # not a URL at all (an error message quotes it): up to a query, no user
         return url.partition("?")[0].rpartition("@")[2]
     rest, _, query = rest.partition("#")[0].partition("?")
-    # Up to the last "@": a user or password goes even where it holds a "/" (not a valid URL,
-    # refused by StateURL.parse, but quoted by its message).
     where, slash, path = rest.rpartition("@")[2].partition("/")
     db = parse_qs(query).get("db", [])
     return f"{scheme}://{where}{slash}{path}" + (f"?db={db[0]}" if db else "")

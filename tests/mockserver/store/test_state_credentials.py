@@ -105,18 +105,31 @@ def test_a_url_refused_at_start_is_quoted_without_its_credentials() -> None:
 
 
 @pytest.mark.parametrize(
-    ("raw", "label"),
+    "raw",
     [
-        ("redis://:Zq9/Pw0rdSecretXYZ@127.0.0.1:6391/0", "redis://127.0.0.1:6391/0"),
-        ("redis://:1234/Pw0rdSecretXYZ@127.0.0.1/0", "redis://127.0.0.1/0"),
+        "redis://:Zq9/Pw0rdSecretXYZ@127.0.0.1:6391/0",
+        "redis://:1234/Pw0rdSecretXYZ@127.0.0.1/0",
+        "redis+sentinel://:Secret_pw?Pw0rdSecretXYZ@127.0.0.1:26392/mymaster",
+        "redis+cluster://:Secret_pw#Pw0rdSecretXYZ@127.0.0.1:7000",
+        "rediss://Secret_user?Pw0rdSecretXYZ:pw@127.0.0.1:6380/0",
     ],
 )
-def test_a_password_holding_a_slash_is_refused_without_showing_it(raw: str, label: str) -> None:
-    """A generated password often holds a "/", which ends a URL's host: said, not leaked."""
+def test_a_user_or_password_holding_a_url_delimiter_is_refused_without_showing_it(raw: str) -> None:
+    """A generated password often holds a "/", "?" or "#", each of which ends a URL's host."""
     with pytest.raises(ValueError) as refused:
         StateURL.parse(raw)
-    assert str(refused.value) == f"{label!r}: the user or password holds a '/'; write it as %2F"
-    assert StateURL.parse(raw.replace("/Pw0rd", "%2FPw0rd")).label == label
+    scheme = raw.partition("://")[0]
+    assert str(refused.value) == (
+        f"'{scheme}://…': the user or password holds a '/', '?' or '#'; write them as %2F, "
+        "%3F and %23"
+    )
+    encoded = raw.replace("/Pw0rd", "%2FPw0rd").replace("?Pw0rd", "%3FPw0rd")
+    assert "Pw0rd" not in StateURL.parse(encoded.replace("#Pw0rd", "%23Pw0rd")).label
+
+
+def test_an_at_sign_in_a_query_value_is_a_password_not_a_host() -> None:
+    url = StateURL.parse("redis://127.0.0.1:6379/0?password=p@ssw0rd-123")
+    assert url.label == "redis://127.0.0.1:6379/0"
 
 
 def test_a_shared_state_on_the_default_secret_is_warned_with_the_line_to_fix_it(
