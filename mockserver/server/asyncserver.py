@@ -634,16 +634,24 @@ class HttpConnection(asyncio.Protocol):
             # /e spelled otherwise (absolute-form, /%65): on the loop too, or a delay holds a thread
             self._explain(cycle, environ["QUERY_STRING"].encode("latin-1"))
             return
+        pool = server.upstream_pool if environ["PATH_INFO"] == ENDPOINT_PATH else server.pool
+        proxied = pool is not server.pool
+        if proxied and server.upstream_calls >= server.max_upstream_calls:  # a bound: refused
+            busy = f"{server.upstream_calls} calls wait on the upstream already; retry later"
+            answer = error_answer(503, "upstream_busy", busy, headers=[("Retry-After", "1")])
+            self._send(cycle, answer, 0.0, vary=False)
+            return
+        server.upstream_calls += proxied
         cycle.to(DECIDING)
 
         def answered(done: Future[Reply]) -> None:  # on the worker thread
             with contextlib.suppress(RuntimeError):  # the server stopped meanwhile
-                server.loop.call_soon_threadsafe(self._app_answered, cycle, done)
+                server.loop.call_soon_threadsafe(self._app_answered, cycle, done, proxied)
 
-        pool = server.upstream_pool if environ["PATH_INFO"] == ENDPOINT_PATH else server.pool
         pool.submit(call_app, server.app, environ).add_done_callback(answered)
 
-    def _app_answered(self, cycle: RequestCycle, done: Future[Reply]) -> None:
+    def _app_answered(self, cycle: RequestCycle, done: Future[Reply], proxied: bool) -> None:
+        self.server.upstream_calls -= proxied
         if cycle.phase is not DECIDING or not self.flow.writes:
             return  # the connection is gone
         self._answer_ready()
@@ -738,6 +746,11 @@ SWEEP_SECONDS: Final = 0.5
 """How often the answers' Date is brought up to the second and idle connections are swept."""
 
 
+UPSTREAM_CALLS_PER_THREAD: Final = 4
+"""Proxied calls waiting or under way, per thread: past them a call is a 503 at once (a slow
+upstream would otherwise queue every client's call, and each client's request, behind it)."""
+
+
 class AsyncServer:
     """A WSGI app served on a socket bound at construction (``port=0`` picks a free one);
     ``run()`` serves until ``stop()``, which any thread may call."""
@@ -772,6 +785,7 @@ class AsyncServer:
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="verdict-mock-app")
         # a proxied /e waits on the upstream: on threads of its own, so the probes never do
         self.upstream_pool = ThreadPoolExecutor(threads) if self._proxy else self.pool
+        self.upstream_calls, self.max_upstream_calls = 0, threads * UPSTREAM_CALLS_PER_THREAD
         try:  # uvloop where it is installed (the [server] extra, not on Windows)
             import uvloop
 

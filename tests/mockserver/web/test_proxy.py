@@ -20,12 +20,13 @@ import httpx
 import pytest
 from flask import Flask
 
-from tests.helpers import KEY, bearer, free_port, running
+from tests.helpers import KEY, bearer, free_port, running, wait_until
 from verdict_contract.core.keyforms import base64_forms
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.scenario import load_scenario
+from verdict_contract.mockserver.server.asyncserver import UPSTREAM_CALLS_PER_THREAD
 from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.settings import DEFAULT_API_KEY
 from verdict_contract.mockserver.web.proxy import MAX_UPSTREAM_BODY, PROXY_EXTENSION, check_answer
@@ -178,6 +179,46 @@ def test_calls_held_by_a_slow_upstream_leave_the_probes_and_control_api_answerin
             release.set()
             for call in calls:
                 call.join(30)
+
+
+def test_calls_past_the_bound_of_waiting_ones_are_503_at_once() -> None:
+    """A slow upstream queues no more than UPSTREAM_CALLS_PER_THREAD calls a thread: the next
+    is refused at once, with Retry-After, and served again once they are answered."""
+    release = threading.Event()
+
+    def held(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        release.wait(30)
+        start_response("404 Not Found", [("Content-Type", "application/json")])
+        return [b'{"error": {"code": "session_not_found", "message": "no"}}']
+
+    with (
+        running(held) as upstream,  # type: ignore[arg-type]
+        running(create_app(Settings(proxy_to=upstream.base_url)), threads=1) as proxy,
+    ):
+        server = proxy._server
+        assert server is not None
+        statuses: list[int] = []
+
+        def call() -> None:
+            answer = httpx.get(f"{proxy.base_url}/e?n=x", headers=bearer(), timeout=30)
+            statuses.append(answer.status_code)
+
+        calls = [threading.Thread(target=call) for _ in range(UPSTREAM_CALLS_PER_THREAD)]
+        for each in calls:
+            each.start()
+        try:
+            assert wait_until(lambda: server.upstream_calls == UPSTREAM_CALLS_PER_THREAD)
+            refused = httpx.get(f"{proxy.base_url}/e?n=x", headers=bearer(), timeout=5)
+        finally:
+            release.set()
+            for each in calls:
+                each.join(30)
+        assert refused.status_code == 503
+        assert refused.headers["retry-after"] == "1"
+        assert refused.json()["error"]["code"] == "upstream_busy"
+        assert statuses == [404] * UPSTREAM_CALLS_PER_THREAD
+        assert server.upstream_calls == 0
+        assert httpx.get(f"{proxy.base_url}/e?n=x", headers=bearer(), timeout=30).status_code == 404
 
 
 def test_head_passes_through(upstream: BackgroundServer, proxy_to: Any) -> None:
@@ -399,7 +440,7 @@ def test_an_encoded_answer_is_502_never_decoded(proxy_to: Any, encoding: str) ->
     assert answer.status_code == 502
     assert answer.json()["error"] == {
         "code": "upstream_encoded",
-        "message": f"the upstream's answer is {encoding!r}-encoded, asked for identity",
+        "message": "the upstream's answer is encoded (Content-Encoding), asked for none",
     }
 
 
