@@ -181,19 +181,22 @@ def test_every_tenants_key_is_masked_in_every_journal_and_log_line(
             stranger.get(f"/e/{key('pay')}.json")
             secret = {"Authorization": "Token some-other-secret"}  # no key of the mock's
             stranger.get("/e", params={"n": "some-other-secret"}, headers=secret)
+            stranger.get("/e", params={"n": "a-basic-password"}, auth=("user", "a-basic-password"))
         kept = teams.journal("risk") + teams.journal("operator")
-        assert wait_until(lambda: sum('"GET /' in r.getMessage() for r in caplog.records) >= 7)
+        assert wait_until(lambda: sum('"GET /' in r.getMessage() for r in caplog.records) >= 8)
     masked = [
         ("/e", "…0001"),
         ("/e", "…0001"),
         ("/e", "…0001"),
         ("/e/…json", None),
         ("/e", "…cret"),
+        ("/e", "…word"),
     ]
     assert [(e["path"], e["n"]) for e in kept] == masked
     shown = json.dumps(kept) + "\n".join(r.getMessage() for r in caplog.records)
     assert "key-0001" not in shown
     assert "some-other-secret" not in shown
+    assert "a-basic-password" not in shown
 
 
 def test_an_unknown_token_is_refused(teams: Teams) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import hmac
 import logging
 import re
@@ -45,11 +47,11 @@ class Secret:
 
 def mask_credentials(value: str) -> str:
     """An ``Authorization`` value as output shows it: its scheme (``Bearer``, ``Basic``: letters
-    only) and the last 4 characters of its credentials; anything else, a bare key included,
-    masked whole."""
+    only, fewer than :data:`FRAGMENT`: more could be a key's) and the last 4 characters of its
+    credentials; anything else, a bare key included, masked whole."""
     scheme, _, credentials = value.strip().partition(" ")
     credentials = credentials.strip()
-    if credentials and scheme.isalpha() and len(scheme) <= 20:
+    if credentials and scheme.isalpha() and len(scheme) < FRAGMENT:
         return f"{scheme} {mask(credentials)}"
     return mask(value.strip()) if value.strip() else ""
 
@@ -75,8 +77,12 @@ def holds_key(keys: Sequence[bytes], text: str) -> bool:
 
 def sent_credential(authorization: str | None) -> str | None:
     """The credential of an ``Authorization`` value, whatever its scheme (``Bearer <key>``,
-    ``Token <key>``, a bare ``<key>``), if it is long enough to be a secret."""
-    credential = (authorization or "").strip().rpartition(" ")[2]
+    ``Token <key>``, a bare ``<key>``, ``Basic``'s password), if it is long enough to be a
+    secret."""
+    scheme, _, credential = (authorization or "").strip().rpartition(" ")
+    if scheme.strip().lower() == "basic":  # base64 of user:password: the password is the secret
+        with contextlib.suppress(ValueError):
+            credential = base64.b64decode(credential, validate=True).decode().partition(":")[2]
     return credential if len(credential) >= 8 else None  # a shorter one would mask plain words
 
 
