@@ -116,6 +116,8 @@ class MockState:
     """The operator's state only: every tenant's state by name, its own first (``--tenants``);
     empty without tenants."""
     _every_key: tuple[bytes, ...] = field(default=(), init=False)
+    masked_keys: tuple[bytes, ...] = field(default=(), init=False)
+    """What journals and logs mask, whole or inside a value (:meth:`_mask`)."""
     _key_owners: tuple[MockState, ...] = field(default=(), init=False)  # each key's, in order
 
     def __post_init__(self) -> None:
@@ -210,6 +212,8 @@ class MockState:
         states = self.tenants.values()
         self._every_key = tuple(key for state in states for key in state.key_bytes)
         self._key_owners = tuple(state for state in states for _ in state.key_bytes)
+        for state in states:
+            state._mask()
 
     def writable(self) -> StateUnavailable | None:
         """Whether every store this mock answers from would take a write now (readiness): each
@@ -224,13 +228,14 @@ class MockState:
         index = None if key is None else secret_index(key, self._every_key)
         return self if index is None else self._key_owners[index]
 
-    @property
-    def masked_keys(self) -> tuple[bytes, ...]:
-        """The keys journals and logs mask: every tenant's (``--tenants``), else this state's;
-        the upstream's too (``--upstream-key``)."""
-        keys = (self.operator or self)._every_key or self.key_bytes
-        upstream = self.settings.upstream_key
-        return keys if upstream is None else (*keys, upstream.reveal().encode())
+    def _mask(self) -> None:
+        """Note what journals and logs mask: every tenant's keys (``--tenants``; else this
+        state's), every control token, the upstream's key (``--upstream-key``)."""
+        operator = self.operator or self
+        tokens = [state.tenant.control_token for state in operator.tenants.values() if state.tenant]
+        secrets = [self.settings.upstream_key, self.settings.control_token, *tokens]
+        keys = operator._every_key or self.key_bytes
+        self.masked_keys = (*keys, *(s.reveal().encode() for s in secrets if s is not None))
 
     def masks(self, authorization: str | None) -> Callable[[str], bool]:
         return masks_for(self.masked_keys, authorization)  # every tenant's keys: the operator's
@@ -298,6 +303,7 @@ class MockState:
         previous = self.named
         self.scenario = scenario
         self.key_bytes = tuple(k.encode() for k in keys)
+        self._mask()
         self.named = named
         own = self.tenant.rate_limit if self.tenant is not None else None
         self.limit = own or scenario.rate_limit or self.settings.rate_limit

@@ -56,11 +56,15 @@ def masked_param(
 
 
 def masked_path(path: str, is_key: Callable[[str], bool]) -> str:
-    """A request's path as output shows it: a segment that is an API key (as sent, or
-    percent-decoded) is masked; a client that put its key in the path gets a 404 for it."""
-    if not path.count("/") or not any(is_key(s) or is_key(unquote(s)) for s in path.split("/")):
+    """A request's path as output shows it: a segment that holds an API key (as sent, or
+    percent-decoded) is masked, or the whole path if a key holds a "/"; a client that put its
+    key in the path gets a 404 for it."""
+    if not is_key(path) and not is_key(unquote(path)):
         return path
-    return "/".join(mask(s) if is_key(s) or is_key(unquote(s)) else s for s in path.split("/"))
+    segments = path.split("/")
+    if not any(is_key(s) or is_key(unquote(s)) for s in segments):
+        return mask(path)
+    return "/".join(mask(s) if is_key(s) or is_key(unquote(s)) else s for s in segments)
 
 
 RawHeaders = Sequence[tuple[str, str]] | Sequence[tuple[bytes, bytes]]

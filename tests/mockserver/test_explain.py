@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
+from urllib.parse import quote
 
+import httpx
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
-from tests.helpers import KEY, OTHER_KEY, bearer, error_of
+from tests.helpers import KEY, OTHER_KEY, bearer, error_of, running, wait_until
 from verdict_contract import validate_verdict
 from verdict_contract.core.rates import RateLimit
+from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
 from verdict_contract.mockserver.model.sessions import MAX_SESSION_ID_LENGTH
 
@@ -440,3 +444,26 @@ def test_a_key_sent_as_a_plain_name_or_as_n_is_masked_in_the_journal() -> None:
     journal = json.dumps(client.get("/_mock/requests").get_json(), ensure_ascii=False)
     assert secret not in journal
     assert "…cret" in journal
+
+
+def test_a_key_holding_a_slash_or_a_control_token_is_masked_wherever_it_was_sent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A key that holds a "/" spans path segments; a control token is a secret too."""
+    key, token = "ab/cdefghij/klmnopq/rstu", "control-token-0123456789"
+    settings = Settings(api_keys=(key,), control_token=Secret(token), access_log=True)
+    with (
+        caplog.at_level(logging.INFO, logger="mockserver.access"),
+        running(create_app(settings)) as server,
+        httpx.Client(base_url=server.base_url, timeout=10) as http,
+    ):
+        http.get(f"/e/{key}")
+        http.get(f"/e/{quote(key, safe='')}.json")
+        http.get("/e", params={"n": token}, headers={"Authorization": f"Bearer {key}"})
+        http.get(f"/x/{token}")
+        journal = http.get("/_mock/requests", headers={"X-Mock-Token": token}).json()
+        assert wait_until(lambda: len(caplog.records) >= 5)
+    shown = json.dumps(journal, ensure_ascii=False) + caplog.text
+    for secret in (key, quote(key, safe=""), token, "cdefghij", "0123456789"):
+        assert secret not in shown
+    assert [entry["n"] for entry in journal if entry["path"] == "/e"] == ["…6789"]
