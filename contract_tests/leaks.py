@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 import httpx
 
-from verdict_contract.core.keyforms import base64_forms
+from verdict_contract.core.keyforms import base64_forms, hex_forms
 
 MIN_FRAGMENT = 8
 """The fewest consecutive characters of a key that count as reflecting it (a mask shows 4)."""
@@ -149,6 +149,8 @@ def reflection(
                 found.append(f"{where} holds {whole}{everyone if shared else ''}")
             elif any(form in text for form in encoded):
                 found.append(f"{where} holds the key base64-encoded")
+            elif any(form in text for form in hex_forms(key)):
+                found.append(f"{where} holds the key hex-encoded")
             elif sent and len(sent) >= MIN_KEY and sent in text and sent not in known:
                 found.append(f"{where} holds the credential it was sent")
             elif any(form in text for form in encoded_sent):

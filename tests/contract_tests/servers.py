@@ -951,20 +951,30 @@ KEY_ESCAPED_IN_A_200 = Variant(
 """Answers a valid key with its own key, JSON-escaped, padded to end past a quote's cut."""
 
 
-def _key_base64_as_the_verdict(request: Request, response: Response) -> None:
-    """A 200 whose ``verdict`` is the credential it was sent, base64-encoded: a check that
-    quotes what it received quotes it."""
-    token = request.headers.get("Authorization", "").partition(" ")[2]
-    if response.status_code == 200 and token:
-        encoded = base64.b64encode(token.encode()).decode()
-        response.set_data(json.dumps({**json.loads(response.get_data()), "verdict": encoded}))
+def _key_encoded_as_the_verdict(encode: Callable[[bytes], str]) -> Alter:
+    """A 200 whose ``verdict`` is the credential it was sent, encoded: a check that quotes what
+    it received quotes it."""
+
+    def alter(request: Request, response: Response) -> None:
+        token = request.headers.get("Authorization", "").partition(" ")[2]
+        if response.status_code == 200 and token:
+            verdict = encode(token.encode())
+            response.set_data(json.dumps({**json.loads(response.get_data()), "verdict": verdict}))
+
+    return alter
 
 
-KEY_BASE64_AS_THE_VERDICT = Variant(
-    alter=_key_base64_as_the_verdict,
-    fails=("test_credential_is_never_reflected", "test_verdicts_keep_the_contract"),
-)
-"""Answers a valid key with its own key, base64-encoded, where the verdict belongs."""
+KEY_ENCODED_AS_THE_VERDICT = {
+    encoding: Variant(
+        alter=_key_encoded_as_the_verdict(encode),
+        fails=("test_credential_is_never_reflected", "test_verdicts_keep_the_contract"),
+    )
+    for encoding, encode in {
+        "base64": lambda raw: base64.b64encode(raw).decode(),
+        "hex": bytes.hex,
+    }.items()
+}
+"""Answers a valid key with its own key, encoded, where the verdict belongs."""
 
 
 @contextmanager

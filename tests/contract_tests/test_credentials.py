@@ -19,7 +19,7 @@ from tests.contract_tests.servers import (
     CONFORMING,
     CONTROLLED,
     KEY,
-    KEY_BASE64_AS_THE_VERDICT,
+    KEY_ENCODED_AS_THE_VERDICT,
     KEY_ESCAPED_IN_A_200,
     STAGING_KEY,
     SUITE,
@@ -28,7 +28,7 @@ from tests.contract_tests.servers import (
     serve,
 )
 from verdict_contract.contract_tests.body import QUOTED, BodyError, strict_json
-from verdict_contract.core.keyforms import base64_forms
+from verdict_contract.core.keyforms import base64_forms, hex_forms
 from verdict_contract.core.redact import CUT, Redactor
 
 REAL_KEY = "sk-live-verdict-9f8e7d6c5b4a3210"
@@ -147,10 +147,13 @@ def test_a_key_reflected_json_escaped_is_caught_and_shown_in_no_output(tmp_path:
     assert '"debug": "' + "A" * 27 + "…" + STAGING_KEY[-4:] in terminal
 
 
-def test_a_key_reflected_base64_is_caught_and_shown_in_no_output(tmp_path: Path) -> None:
-    """The key base64-encoded where a check quotes what it received: every output masks it."""
+@pytest.mark.parametrize("encoding", ["base64", "hex"])
+def test_a_key_reflected_encoded_is_caught_and_shown_in_no_output(
+    tmp_path: Path, encoding: str
+) -> None:
+    """The key encoded where a check quotes what it received: every output masks it."""
     outputs = {name: tmp_path / name for name in ("junit.xml", "report.md", "report.html")}
-    with serve(KEY_BASE64_AS_THE_VERDICT, key=STAGING_KEY) as running:
+    with serve(KEY_ENCODED_AS_THE_VERDICT[encoding], key=STAGING_KEY) as running:
         done = check(
             running.base_url,
             *running.session_args(),
@@ -163,10 +166,11 @@ def test_a_key_reflected_base64_is_caught_and_shown_in_no_output(tmp_path: Path)
         )
     terminal = done.stdout + done.stderr
     assert done.returncode == 1, terminal
-    assert "holds the key base64" in terminal
+    assert f"holds the key {encoding}-encoded" in terminal
+    forms = [*base64_forms(STAGING_KEY), *hex_forms(STAGING_KEY)]
     for text in (terminal, *(path.read_text(encoding="utf-8") for path in outputs.values())):
         assert "test_verdicts_keep_the_contract" in text
-        assert [form for form in base64_forms(STAGING_KEY) if form in text] == []
+        assert [form for form in forms if form in text] == []
 
 
 @pytest.mark.parametrize("quoted", [7, 4], ids=["7 characters", "4 characters"])

@@ -25,3 +25,9 @@ def base64_forms(secret: str) -> list[str]:
             if len(core) >= MIN_ENCODED and core not in forms:
                 forms.append(core)
     return forms
+
+
+def hex_forms(secret: str) -> list[str]:
+    """The secret's bytes in hex, lower and upper case (a debug dump, a digest's input)."""
+    raw = secret.encode().hex()
+    return [raw, raw.upper()]

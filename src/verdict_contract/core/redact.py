@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import quote, quote_plus
 
-from .keyforms import base64_forms
+from .keyforms import base64_forms, hex_forms
 
 
 def mask(secret: str) -> str:
@@ -224,6 +224,7 @@ class Redactor:
             grams = {secret[i : i + FRAGMENT] for i in range(len(secret) - FRAGMENT + 1)}
             self.runs[secret] = re.compile("|".join(map(re.escape, sorted(grams))))
             self.secrets.update(base64_forms(secret))  # a key echoed encoded (Basic, a trace)
+            self.secrets.update(hex_forms(secret))
 
     @property
     def active(self) -> bool:
