@@ -33,6 +33,7 @@ MAX_PATH_CHARS: Final = 200
 """A path other than ``/e`` (a wrong one) is kept cut to this length."""
 CUT: Final = "…(cut)"
 """The marker where the journal cut a value (or, as a query name, dropped parameters)."""
+UNREAD: Final = re.compile(r"\d+ bytes not read \(no valid key\)")  # the server's note, as CUT's
 
 
 def cut(text: str, limit: int) -> str:
@@ -125,8 +126,8 @@ def journaled_query(
     note = ""
     prints: set[bytes] = set()
     for name, value in args:
-        if name == CUT:  # what the server did not read (explain.py)
-            note = cut(value, 100)
+        if name == CUT and UNREAD.fullmatch(value):  # the server's note (a client's is masked)
+            note = value
         elif name == SESSION_PARAM and n is None:
             n = masked_param(name, value, is_key)[1]
             prints.add(fingerprint("q", name, value))
