@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from verdict_contract.core.errors import SettingsError
 from verdict_contract.core.extras import require_extra
 from verdict_contract.core.rates import RateLimit
-from verdict_contract.core.redact import holds_key, secret_index, sent_credential
+from verdict_contract.core.redact import holds_key, secret_index, sent_credentials
 from verdict_contract.core.spec import VERDICTS, VerdictKind
 
 from .model.generate import VerdictGenerator
@@ -43,9 +43,8 @@ READ_CACHE_SIZE = 4096
 def masks_for(keys: tuple[bytes, ...], authorization: str | None) -> Callable[[str], bool]:
     """What a request's entry and log line mask: a text holding one of ``keys``, or the
     credential it sent (a key of this mock or not: a client's secret all the same)."""
-    sent = sent_credential(authorization)
-    masked = keys if sent is None else (*keys, sent.encode("utf-8", "surrogateescape"))
-    return partial(holds_key, masked)
+    sent = (each.encode("utf-8", "surrogateescape") for each in sent_credentials(authorization))
+    return partial(holds_key, (*keys, *sent))
 
 
 def mock_time(real: float, offset: float) -> float:

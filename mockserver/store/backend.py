@@ -65,8 +65,11 @@ class StateURL(str):
         if text.lower() == MEMORY:
             return cls(MEMORY)
         parts = urlsplit(text)
-        names = "".join(name for name, _ in parse_qsl(parts.query, keep_blank_values=True))
-        if "@" not in parts.netloc and "@" in parts.path + names + parts.fragment:
+        pairs = parse_qsl(parts.query, keep_blank_values=True)  # ?password=p@ss: a password's
+        at = [
+            n for n, v in pairs if "@" in n or ("@" in v and not any(w in n for w in _SECRET_WORDS))
+        ]
+        if "@" not in parts.netloc and ("@" in parts.path + parts.fragment or at):
             raise ValueError(  # a "/", "?" or "#" ended the host inside a user or password
                 f"'{parts.scheme}://…': the user or password holds a '/', '?' or '#'; write "
                 "them as %2F, %3F and %23"

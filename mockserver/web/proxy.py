@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
-from verdict_contract.core.redact import Redactor, mask, sent_credential
+from verdict_contract.core.redact import Redactor, mask, sent_credentials
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, STATUSES
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import Violation, describe
@@ -107,15 +107,6 @@ class ProxiedAnswer:
     answer: Answer
     violations: list[Violation] = field(default_factory=list)
     notes: tuple[str, ...] = ()
-
-
-def _key_masker(key: str) -> Callable[[str], str]:
-    """What masks ``key`` in a text: as it is, URL-encoded, base64 at any alignment."""
-    # "verdict-mock" (a Server header, an upstream mock's answers) is no part of a key, even
-    # of the public default one that begins with it
-    redactor = Redactor(known="verdict-mock")
-    redactor.add(key)
-    return redactor.text
 
 
 def _masked_json(value: object, mask_key: Callable[[str], str]) -> object:
@@ -393,8 +384,12 @@ class ValidatingProxy(ExplainMiddleware):
     ) -> ProxiedAnswer:
         """``authorization``: as sent upstream (its credential looked for in the answer)."""
         places: list[str] = []
-        if (sent_key := sent_credential(authorization)) is not None:
-            places, upstream = _reflection(upstream, _key_masker(sent_key))
+        if credentials := sent_credentials(authorization):
+            # as sent, URL-encoded, base64, hex; "verdict-mock" (a Server header) is no key's
+            redactor = Redactor(known="verdict-mock")
+            for key in credentials:
+                redactor.add(key)
+            places, upstream = _reflection(upstream, redactor.text)
         has_body = method == "GET"
         violations = check_answer(upstream.status, upstream.body, has_body=has_body)
         if places:

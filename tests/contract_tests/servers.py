@@ -972,6 +972,8 @@ KEY_ENCODED_AS_THE_VERDICT = {
     for encoding, encode in {
         "base64": lambda raw: base64.b64encode(raw).decode(),
         "hex": bytes.hex,
+        "hex, a byte a word": lambda raw: raw.hex(" "),
+        "hex, each byte escaped": lambda raw: "".join(f"\\x{byte:02x}" for byte in raw),
     }.items()
 }
 """Answers a valid key with its own key, encoded, where the verdict belongs."""

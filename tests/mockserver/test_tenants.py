@@ -9,6 +9,7 @@ Across processes sharing a Redis state: tests/mockserver/store/test_redistenants
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Iterator
@@ -182,8 +183,11 @@ def test_every_tenants_key_is_masked_in_every_journal_and_log_line(
             secret = {"Authorization": "Token some-other-secret"}  # no key of the mock's
             stranger.get("/e", params={"n": "some-other-secret"}, headers=secret)
             stranger.get("/e", params={"n": "a-basic-password"}, auth=("user", "a-basic-password"))
+            as_user = base64.b64encode(b"sk_live_a-key-as-user:").decode().rstrip("=")  # unpadded
+            basic = {"Authorization": f"Basic {as_user}"}
+            stranger.get("/e", params={"n": "sk_live_a-key-as-user"}, headers=basic)
         kept = teams.journal("risk") + teams.journal("operator")
-        assert wait_until(lambda: sum('"GET /' in r.getMessage() for r in caplog.records) >= 8)
+        assert wait_until(lambda: sum('"GET /' in r.getMessage() for r in caplog.records) >= 9)
     masked = [
         ("/e", "…0001"),
         ("/e", "…0001"),
@@ -191,12 +195,14 @@ def test_every_tenants_key_is_masked_in_every_journal_and_log_line(
         ("/e/…json", None),
         ("/e", "…cret"),
         ("/e", "…word"),
+        ("/e", "…user"),
     ]
     assert [(e["path"], e["n"]) for e in kept] == masked
     shown = json.dumps(kept) + "\n".join(r.getMessage() for r in caplog.records)
     assert "key-0001" not in shown
     assert "some-other-secret" not in shown
     assert "a-basic-password" not in shown
+    assert "a-key-as-user" not in shown
 
 
 def test_an_unknown_token_is_refused(teams: Teams) -> None:

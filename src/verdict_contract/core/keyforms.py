@@ -28,6 +28,8 @@ def base64_forms(secret: str) -> list[str]:
 
 
 def hex_forms(secret: str) -> list[str]:
-    """The secret's bytes in hex, lower and upper case (a debug dump, a digest's input)."""
-    raw = secret.encode().hex()
-    return [raw, raw.upper()]
+    """The secret's bytes in hex (a debug dump, a digest's input), lower and upper case: run
+    together, split by a space, a colon or a dash, or each byte escaped (``\\x73``)."""
+    pairs = [f"{byte:02x}" for byte in secret.encode()]
+    forms = [sep.join(pairs) for sep in ("", " ", ":", "-")] + ["\\x" + "\\x".join(pairs)]
+    return forms + [form.upper().replace("\\X", "\\x") for form in forms]

@@ -75,15 +75,17 @@ def holds_key(keys: Sequence[bytes], text: str) -> bool:
     return any(key in sent for key in keys)
 
 
-def sent_credential(authorization: str | None) -> str | None:
-    """The credential of an ``Authorization`` value, whatever its scheme (``Bearer <key>``,
-    ``Token <key>``, a bare ``<key>``, ``Basic``'s password), if it is long enough to be a
-    secret."""
+def sent_credentials(authorization: str | None) -> list[str]:
+    """The credentials of an ``Authorization`` value, whatever its scheme (``Bearer <key>``,
+    ``Token <key>``, a bare ``<key>``; ``Basic``: the user and the password, either may be the
+    key), each long enough to be a secret (a shorter one would mask plain words)."""
     scheme, _, credential = (authorization or "").strip().rpartition(" ")
-    if scheme.strip().lower() == "basic":  # base64 of user:password: the password is the secret
+    found = [credential]
+    if scheme.strip().lower() == "basic":  # base64 of user:password, padded or not
         with contextlib.suppress(ValueError):
-            credential = base64.b64decode(credential, validate=True).decode().partition(":")[2]
-    return credential if len(credential) >= 8 else None  # a shorter one would mask plain words
+            padded = credential + "=" * (-len(credential) % 4)
+            found += base64.b64decode(padded, validate=True).decode().split(":", 1)
+    return [each for each in found if len(each) >= FRAGMENT]
 
 
 class KeyHeaders(dict[str, str]):
