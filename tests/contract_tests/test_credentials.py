@@ -113,13 +113,13 @@ def _shown_runs(key: str, text: str) -> list[str]:
     return [key[i : i + 8] for i in range(len(key) - 7) if key[i : i + 8] in readings]
 
 
-def test_a_key_reflected_json_escaped_is_caught_and_shown_in_no_output(tmp_path: Path) -> None:
-    """The issue's staging: a 200 carrying the key JSON-escaped, padded so that a quote of the
-    body cut at 80 characters keeps 41 of its 42. The reflection check reads the decoded JSON
-    strings and fails; the terminal, the annotations, JUnit, the Markdown and the HTML report
-    show no 8 characters of the key in a row."""
+def _breach_reported(
+    variant: Variant, tmp_path: Path, **variables: str
+) -> tuple[str, dict[str, str]]:
+    """``verdict-contract check`` against ``variant``, which breaches: its terminal output, and
+    each report it wrote (JUnit, Markdown, HTML) by name."""
     outputs = {name: tmp_path / name for name in ("junit.xml", "report.md", "report.html")}
-    with serve(KEY_ESCAPED_IN_A_200, key=STAGING_KEY) as running:
+    with serve(variant, key=STAGING_KEY) as running:
         done = check(
             running.base_url,
             *running.session_args(),
@@ -129,11 +129,19 @@ def test_a_key_reflected_json_escaped_is_caught_and_shown_in_no_output(tmp_path:
             "-rf",
             cwd=tmp_path,
             VERDICT_API_KEY=STAGING_KEY,
-            GITHUB_ACTIONS="true",
+            **variables,
         )
     terminal = done.stdout + done.stderr
     assert done.returncode == 1, terminal
-    written = {name: path.read_text(encoding="utf-8") for name, path in outputs.items()}
+    return terminal, {name: path.read_text(encoding="utf-8") for name, path in outputs.items()}
+
+
+def test_a_key_reflected_json_escaped_is_caught_and_shown_in_no_output(tmp_path: Path) -> None:
+    """The issue's staging: a 200 carrying the key JSON-escaped, padded so that a quote of the
+    body cut at 80 characters keeps 41 of its 42. The reflection check reads the decoded JSON
+    strings and fails; the terminal, the annotations, JUnit, the Markdown and the HTML report
+    show no 8 characters of the key in a row."""
+    terminal, written = _breach_reported(KEY_ESCAPED_IN_A_200, tmp_path, GITHUB_ACTIONS="true")
     annotations = "\n".join(line for line in terminal.splitlines() if line.startswith("::error"))
     for text in (terminal, annotations, *written.values()):
         assert "test_credential_is_never_reflected" in text
@@ -154,23 +162,10 @@ def test_a_key_reflected_encoded_is_caught_and_shown_in_no_output(
     tmp_path: Path, encoding: str
 ) -> None:
     """The key encoded where a check quotes what it received: every output masks it."""
-    outputs = {name: tmp_path / name for name in ("junit.xml", "report.md", "report.html")}
-    with serve(KEY_ENCODED_AS_THE_VERDICT[encoding], key=STAGING_KEY) as running:
-        done = check(
-            running.base_url,
-            *running.session_args(),
-            f"--junitxml={outputs['junit.xml']}",
-            f"--verdict-report={outputs['report.md']}",
-            f"--verdict-html-report={outputs['report.html']}",
-            "-rf",
-            cwd=tmp_path,
-            VERDICT_API_KEY=STAGING_KEY,
-        )
-    terminal = done.stdout + done.stderr
-    assert done.returncode == 1, terminal
+    terminal, written = _breach_reported(KEY_ENCODED_AS_THE_VERDICT[encoding], tmp_path)
     assert f"holds the key {encoding.partition(',')[0]}-encoded" in terminal
     forms = [*base64_forms(STAGING_KEY), *hex_forms(STAGING_KEY)]
-    for text in (terminal, *(path.read_text(encoding="utf-8") for path in outputs.values())):
+    for text in (terminal, *written.values()):
         assert "test_verdicts_keep_the_contract" in text
         assert [form for form in forms if form in text] == []
 

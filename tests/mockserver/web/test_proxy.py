@@ -146,18 +146,23 @@ def test_the_journal_reads_a_proxied_answer_as_the_mocks_own(proxy_to: Any) -> N
     assert 0 < int(refused["retry_after"]) <= 60
 
 
-def test_calls_held_by_a_slow_upstream_leave_the_probes_and_control_api_answering() -> None:
-    """Every worker thread of the proxy's app waits on the upstream: a probe still answers."""
-    release, arrived = threading.Event(), threading.Semaphore(0)
+def _held(release: threading.Event, arrived: threading.Semaphore) -> Any:
+    """An upstream that tells ``arrived`` of each call, and answers 404 once ``release`` is set."""
 
-    def held(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+    def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         arrived.release()
         release.wait(30)
         start_response("404 Not Found", [("Content-Type", "application/json")])
         return [b'{"error": {"code": "session_not_found", "message": "no"}}']
 
+    return app
+
+
+def test_calls_held_by_a_slow_upstream_leave_the_probes_and_control_api_answering() -> None:
+    """Every worker thread of the proxy's app waits on the upstream: a probe still answers."""
+    release, arrived = threading.Event(), threading.Semaphore(0)
     with (
-        running(held) as upstream,  # type: ignore[arg-type]
+        running(_held(release, arrived)) as upstream,
         running(create_app(Settings(proxy_to=upstream.base_url)), threads=2) as proxy,
     ):
         calls = [
@@ -185,14 +190,8 @@ def test_calls_past_the_bound_of_waiting_ones_are_503_at_once() -> None:
     """A slow upstream queues no more than UPSTREAM_CALLS_PER_THREAD calls a thread: the next
     is refused at once, with Retry-After, and served again once they are answered."""
     release = threading.Event()
-
-    def held(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
-        release.wait(30)
-        start_response("404 Not Found", [("Content-Type", "application/json")])
-        return [b'{"error": {"code": "session_not_found", "message": "no"}}']
-
     with (
-        running(held) as upstream,  # type: ignore[arg-type]
+        running(_held(release, threading.Semaphore(0))) as upstream,
         running(create_app(Settings(proxy_to=upstream.base_url)), threads=1) as proxy,
     ):
         server = proxy._server
