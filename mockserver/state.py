@@ -237,7 +237,8 @@ class MockState:
         self.masked_keys = (*keys, *(s.reveal().encode() for s in secrets if s is not None))
 
     def masks(self, authorization: str | None) -> Callable[[str], bool]:
-        return masks_for(self.masked_keys, authorization)  # every tenant's keys: the operator's
+        """What a request's entry and log line mask (:func:`masks_for` of :attr:`masked_keys`)."""
+        return masks_for(self.masked_keys, authorization)
 
     def _warn_of_drift(self, shared: RedisStore) -> None:
         """Say loudly if the processes sharing this state answer otherwise than this one would:
