@@ -6,6 +6,7 @@ one way, and reads what a pipeline's log would show.
 
 from __future__ import annotations
 
+import re
 import ssl
 import subprocess
 import sys
@@ -305,7 +306,7 @@ def test_a_probe_that_can_meet_the_mocks_429_runs(tmp_path: Path) -> None:
         args = (*running.session_args(), "--verdict-probe-rate-limit", "21", "-k", "rate_limit")
         done = check(running.base_url, *args, "-rs", cwd=tmp_path, VERDICT_API_KEY=KEY)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "the service asks to wait 3600 s" in done.stdout
+    assert re.search(r"the service asks to wait 3[56]\d\d s", done.stdout)  # its 429, met
 
 
 def test_a_wrong_key_says_the_key_is_rejected(tmp_path: Path) -> None:
