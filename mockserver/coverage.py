@@ -121,7 +121,7 @@ def _key_outside_header(entry: JournalEntry, keys: Iterable[str]) -> bool:
         if any(entry.sent("q", name, key) for name in names):
             return True
         if masked != "…" and (masked in entry.query or masked in entry.path.split("/")):
-            return True  # a bare ?<key>, or the key as a path segment (journal.masked_path)
+            return True  # a bare ?<key>, or the key as a path segment (core.redact.masked_path)
     return False
 
 

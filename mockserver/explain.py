@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from urllib.parse import parse_qsl
 
+from verdict_contract.core.redact import masked_path
 from verdict_contract.core.spec import API_METHODS, ENDPOINT_PATH, SESSION_PARAM
 
 from .model.answer import (
@@ -42,7 +43,6 @@ from .store.journal import (
     as_text,
     journaled_query,
     make_entry,
-    masked_path,
 )
 from .store.primitives import Ask
 

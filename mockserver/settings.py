@@ -324,6 +324,12 @@ _SENDABLE_KEY = re.compile(r"[!-~]([ -~]*[!-~])?")
 """A key a client can send as ``Bearer <key>``: printable ASCII, no space at either end."""
 
 
+def __tracebackhide__(excinfo: Any) -> bool:
+    """pytest leaves this module's frames out of a refused setting's traceback: their locals
+    (``pytest -l``) hold the keys, whole."""
+    return excinfo is not None and bool(excinfo.errisinstance(SettingsError))
+
+
 @cache
 def _kinds() -> dict[str, tuple[Any, bool]]:
     """Each setting's type and whether it may be None, read from the annotations."""

@@ -155,6 +155,7 @@ def test_pytest_help_in_an_integrator_project_shows_only_the_plugins_own_options
         "--verdict-coverage",
         "--verdict-coverage-json",
         "--verdict-require-coverage",
+        "--verdict-require-coverage-per",
         "--verdict-seed",
     ]
     assert "verdict_seed" in result.stdout

@@ -209,6 +209,35 @@ def test_wrong_type(verdict_respx):
     assert "During handling" not in output  # one readable line, no chained traceback
 
 
+def test_a_marker_that_needs_a_missing_extra_is_one_readable_line(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest("""
+import verdict_contract.core.extras as extras
+
+extras.is_installed = lambda package: package not in ("redis", "hiredis")  # [redis] not installed
+""")
+    pytester.makepyfile("""
+import pytest
+
+@pytest.mark.verdict_mock(state="redis://127.0.0.1:1/0")
+def test_in_process(verdict_respx):
+    pass
+
+@pytest.mark.verdict_mock(state="redis://127.0.0.1:1/0")
+def test_over_http(verdict_mock):
+    pass
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=2)
+    output = result.stdout.str()
+    line = "verdict_mock_settings or @pytest.mark.verdict_mock: --state redis://127.0.0.1:1/0"
+    assert output.count(line) == 2
+    assert "install verdict-contract[redis]" in output
+    assert "Traceback" not in output  # the line alone
+    assert "plugin.py:" not in output
+
+
 def test_no_output_of_the_plugin_shows_a_key(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -243,6 +272,84 @@ def test_fails_on_a_call_made_with_the_headers(verdict_respx):
     # the assert's explanation (which escapes the ellipsis)
     assert re.search(r"headers=\{'Authorization': 'Bearer (…|\\u2026)6789'\}", output)
     assert key not in output  # ...with the key masked
+
+
+SECRET = "kq7Zp2Lw9RtX4mVb8NcY1sHd"  # no 8 characters of it in a row occur in pytest's output
+
+
+def _fragments(text: str) -> list[str]:
+    """The 8-character runs of :data:`SECRET` in ``text``."""
+    return [SECRET[i : i + 8] for i in range(len(SECRET) - 7) if SECRET[i : i + 8] in text]
+
+
+def test_a_key_sent_elsewhere_than_authorization_shows_in_no_report(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that sends its key as a parameter or another header (the habit the coverage
+    report flags): the entry's repr, and pytest's diff of two entries, mask it."""
+    monkeypatch.setenv("INTEGRATOR_KEY", SECRET)
+    pytester.makepyfile("""
+import os
+
+import httpx
+import pytest
+
+KEY = os.environ["INTEGRATOR_KEY"]
+
+@pytest.mark.verdict_mock(api_keys=[KEY])
+def test_repr(verdict_respx):
+    n = verdict_respx.mint()
+    httpx.get(verdict_respx.url(n), params={"api_key": KEY}, headers={"X-Api-Key": KEY})
+    assert verdict_respx.journal[-1].status == 200
+
+@pytest.mark.verdict_mock(api_keys=[KEY])
+def test_diff(verdict_respx):
+    n = verdict_respx.mint()
+    httpx.get(verdict_respx.url(n), params={"key": KEY})
+    httpx.get(verdict_respx.url(n), params={"key": KEY + "x"})
+    first, second = verdict_respx.journal
+    assert first == second
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-l", "-vv")
+    result.assert_outcomes(failed=2)
+    output = result.stdout.str() + result.stderr.str()
+    assert "request=SentRequest(method='GET', url='https://" in output  # the repr was shown
+    assert re.search(r"\('x-api-key', '(…|\\u2026)1sHd'\)", output)
+    assert _fragments(output) == []
+
+
+def test_a_key_setting_refused_shows_no_key_under_l(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key the settings refuse, from an override and from ``Settings.parse``: one line, and
+    ``pytest -l`` prints no local that holds it."""
+    monkeypatch.setenv("INTEGRATOR_KEY", SECRET + " ")
+    pytester.makeconftest("""
+import os
+
+import pytest
+from verdict_contract.plugin import default_settings
+
+@pytest.fixture
+def verdict_mock_settings(pytestconfig):
+    return default_settings(pytestconfig, api_keys=[os.environ["INTEGRATOR_KEY"]])
+""")
+    pytester.makepyfile("""
+import os
+
+from verdict_contract.mockserver import Settings
+
+def test_override(verdict_respx):
+    pass
+
+def test_parse():
+    Settings.parse(api_keys=[os.environ["INTEGRATOR_KEY"]])
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-l", "-vv")
+    result.assert_outcomes(failed=1, errors=1)
+    output = result.stdout.str() + result.stderr.str()
+    assert output.count("cannot be sent in an Authorization header") >= 2
+    assert _fragments(output) == []
 
 
 def test_the_seed_option_reproduces_the_bodies(pytester: pytest.Pytester) -> None:

@@ -194,6 +194,79 @@ def test_all_is_every_answer_a_correct_client_can_meet(
     )
 
 
+ONE_REQUESTS_CALL = """
+import requests
+
+def test_requests_client(verdict_responses):
+    n = verdict_responses.mint(verdict="refused")
+    assert requests.get(verdict_responses.url(n), headers=verdict_responses.headers).ok
+"""
+
+
+@pytest.mark.parametrize("per", ["run", "client", "module"])
+def test_the_gate_asks_each_client_what_per_says(pytester: pytest.Pytester, per: str) -> None:
+    """Every answer served to the httpx client, one to the requests client: the run as a whole
+    passes, saying each client was not; per client or per module, the gate fails on it."""
+    pytester.makepyfile(
+        test_client=EVERY_CORRECT_ANSWER.replace("SCRIPT", SCRIPT), test_other=ONE_REQUESTS_CALL
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--verdict-require-coverage=all",
+        f"--verdict-require-coverage-per={per}",
+    )  # fmt: skip
+    result.assert_outcomes(passed=9)
+    last = result.stdout.lines[-1]
+    if per == "run":
+        assert result.ret == 0
+        result.stdout.fnmatch_lines(
+            [
+                "every behaviour --verdict-require-coverage requires was served (20) to the run "
+                "as a whole, not to each client (requests not every one): "
+                "--verdict-require-coverage-per=client asks it of each"
+            ]
+        )
+        return
+    assert result.ret == 1
+    scope = "requests" if per == "client" else "test_other.py (requests)"
+    assert last.startswith(
+        f"FAILED (exit 1): verdict coverage: required behaviour(s) never served: {scope}: "
+        "verdict.contradicted.conclusive, "
+    )
+    assert last.endswith(f"(--verdict-require-coverage, per {per})")
+    assert "httpx" not in last  # served every one
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--verdict-coverage-json="], "--verdict-coverage-json: received an empty value"),
+        (["--verdict-require-coverage="], "--verdict-require-coverage: received an empty value"),
+        (["--verdict-require-coverage-per=client"], "needs --verdict-require-coverage"),
+        (["--verdict-coverage-json=a-file/x.json"], "--verdict-coverage-json: "),
+    ],
+)
+def test_a_coverage_option_given_wrong_is_a_usage_error(
+    pytester: pytest.Pytester, args: list[str], said: str
+) -> None:
+    pytester.makefile(".txt", **{"a-file": "not a folder"})  # a-file.txt
+    (pytester.path / "a-file.txt").rename(pytester.path / "a-file")
+    pytester.makepyfile(test_consumer=CONSUMER_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert said in result.stderr.str()
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_the_json_goes_to_a_folder_made_for_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_consumer=CONSUMER_TESTS)
+    out = pytester.path / "reports" / "coverage" / "verdict.json"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--verdict-coverage-json={out}"
+    )
+    result.assert_outcomes(passed=5)
+    assert json.loads(out.read_text())["behaviours"]["auth.missing"]["exercised"] == 1
+
+
 OVER_HTTP = """
 import httpx
 

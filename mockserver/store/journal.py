@@ -15,9 +15,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any, Final, NamedTuple, cast
-from urllib.parse import unquote
 
-from verdict_contract.core.redact import mask, mask_credentials
+from verdict_contract.core.redact import mask, mask_credentials, masked_header, masked_url
 from verdict_contract.core.spec import SESSION_PARAM, VerdictKind, is_api_call
 
 from ..model.answer import Result, Served
@@ -54,18 +53,6 @@ def masked_param(
     # a key may arrive as a value (?api_key=...) or as a bare name (?<key>)
     plain = _PLAIN_NAME.fullmatch(name) and not is_key(name)
     return (name if plain else mask(name)), mask(value)
-
-
-def masked_path(path: str, is_key: Callable[[str], bool]) -> str:
-    """A request's path as output shows it: a segment that holds an API key (as sent, or
-    percent-decoded) is masked, or the whole path if a key holds a "/"; a client that put its
-    key in the path gets a 404 for it."""
-    if not is_key(path) and not is_key(unquote(path)):
-        return path
-    segments = path.split("/")
-    if not any(is_key(s) or is_key(unquote(s)) for s in segments):
-        return mask(path)
-    return "/".join(mask(s) if is_key(s) or is_key(unquote(s)) else s for s in segments)
 
 
 RawHeaders = Sequence[tuple[str, str]] | Sequence[tuple[bytes, bytes]]
@@ -156,15 +143,18 @@ _NOTHING_SERVED: Final = Served(None, None, None, ())
 _NO_PRINTS: Final = frozenset[bytes]()
 
 
-class SentRequest(NamedTuple):
+class SentRequest:
     """What an in-process client sent, as it sent it: its method, URL, headers and body (the
-    key included: the test's own request). Its repr masks the ``Authorization`` header to its
-    last 4 characters, as every text of the mock does."""
+    key included: the test's own request, as respx keeps an ``httpx.Request``). Its repr masks
+    whatever could hold a key (``masked_url``, ``masked_header``); a plain class, not a tuple,
+    so that pytest's diff of two entries shows that repr, not the fields."""
 
-    method: str
-    url: str
-    headers: tuple[tuple[str, str], ...]
-    body: bytes
+    __slots__ = ("body", "headers", "method", "url")
+
+    def __init__(
+        self, method: str, url: str, headers: tuple[tuple[str, str], ...], body: bytes
+    ) -> None:
+        self.method, self.url, self.headers, self.body = method, url, headers, body
 
     def header(self, name: str) -> str | None:
         """The value of header ``name`` (any case), the values joined by ``,`` if sent twice."""
@@ -172,12 +162,9 @@ class SentRequest(NamedTuple):
         return ",".join(values) if values else None
 
     def __repr__(self) -> str:
-        headers = tuple(
-            (k, mask_credentials(v) if k.lower() == "authorization" else v) for k, v in self.headers
-        )
-        body = f"<{len(self.body)} bytes>"
-        fields = f"method={self.method!r}, url={self.url!r}, headers={headers!r}, body={body}"
-        return f"SentRequest({fields})"
+        headers = tuple((k, masked_header(k, v)) for k, v in self.headers)
+        url, body = masked_url(self.url), f"<{len(self.body)} bytes>"
+        return f"SentRequest(method={self.method!r}, url={url!r}, headers={headers!r}, body={body})"
 
 
 class JournalEntry(NamedTuple):

@@ -13,9 +13,11 @@ from urllib.parse import parse_qsl
 
 from werkzeug.wsgi import ClosingIterator
 
+from verdict_contract.core.redact import masked_path
+
 from ..model.answer import NO_STATUS
 from ..state import MockState, authorized
-from ..store.journal import masked_param, masked_path
+from ..store.journal import masked_param
 from .guard import TOKEN_PARAM, holder_of, holders
 
 if TYPE_CHECKING:

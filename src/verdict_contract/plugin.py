@@ -14,9 +14,9 @@ per distinct settings for the session (per xdist worker), so order does not matt
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -39,6 +39,7 @@ SEED_OPTION = "--verdict-seed"
 COVERAGE_OPTION = "--verdict-coverage"
 COVERAGE_JSON_OPTION = "--verdict-coverage-json"
 REQUIRE_OPTION = "--verdict-require-coverage"
+REQUIRE_PER_OPTION = "--verdict-require-coverage-per"
 COVERAGE_PLUGIN = "verdict-coverage"
 SUITE_PLUGIN = "verdict_contract.suite"
 CHECK_SCRIPTS = "assert_all_scripts_used"
@@ -81,6 +82,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="fail the run if a behaviour id of IDS (comma-separated) was never served; "
         "all: every answer a correct client can meet",
     )
+    group.addoption(
+        REQUIRE_PER_OPTION,
+        choices=("run", "client", "module"),
+        default=None,
+        help="of what --verdict-require-coverage asks each behaviour: the run as a whole "
+        "(default), each client (httpx, requests, http), or each test module's each client",
+    )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -115,10 +123,19 @@ def pytest_configure(config: pytest.Config) -> None:
     show = bool(config.getoption(COVERAGE_OPTION))
     json_path = config.getoption(COVERAGE_JSON_OPTION)
     require = config.getoption(REQUIRE_OPTION)
+    for option, value, wanted in (
+        (COVERAGE_JSON_OPTION, json_path, "a file's path"),
+        (REQUIRE_OPTION, require, "behaviour ids (all, or ID,ID,...)"),
+    ):
+        if value is not None and not value.strip():  # given empty: not taken as "not given"
+            raise pytest.UsageError(f"{option}: received an empty value; documented: {wanted}")
+    per = config.getoption(REQUIRE_PER_OPTION)
+    if per and not require:
+        raise pytest.UsageError(f"{REQUIRE_PER_OPTION} needs {REQUIRE_OPTION}: give both")
     if show or json_path or require:  # its hooks join only the runs that ask for them
         from verdict_contract.testing.coverage import CoveragePlugin
 
-        plugin = CoveragePlugin(config, show, json_path, require)
+        plugin = CoveragePlugin(config, show, json_path, require, per or "run")
         config.pluginmanager.register(plugin, COVERAGE_PLUGIN)
 
 
@@ -144,11 +161,16 @@ def default_settings(config: pytest.Config, **changes: Any) -> Settings:
         def verdict_mock_settings(pytestconfig):
             return default_settings(pytestconfig, api_keys=["team-key"])
     """
+    from verdict_contract.core.errors import SettingsError
     from verdict_contract.mockserver import Settings
 
     seed = _seed(config)
     base: dict[str, Any] = {"port": 0} | ({"seed": seed} if seed else {})
-    return Settings(**(base | changes))
+    try:
+        return Settings(**(base | changes))
+    except SettingsError as exc:
+        problem = str(exc)  # failed outside the except: one line, no traceback nor its locals
+    pytest.fail(f"default_settings: {problem}", pytrace=False)
 
 
 def _keep_defaults(config: pytest.Config, settings: Settings) -> Settings:
@@ -206,6 +228,22 @@ def _settings_for(request: pytest.FixtureRequest, base: Settings) -> Settings:
     except ValueError as exc:
         problem = str(exc)
     pytest.fail(f"@pytest.mark.{MARKER}: {problem}", pytrace=False)
+
+
+_Built = TypeVar("_Built")
+
+
+def _built(build: Callable[[Settings], _Built], settings: Settings) -> _Built:
+    """``build(settings)``: a mock its settings cannot make (a missing extra) fails the test in
+    one line, as a refused setting does."""
+    __tracebackhide__ = True
+    from verdict_contract.core.errors import SettingsError
+
+    try:
+        return build(settings)
+    except SettingsError as exc:
+        problem = str(exc)  # failed outside the except: the error is shown once
+    pytest.fail(f"verdict_mock_settings or @pytest.mark.{MARKER}: {problem}", pytrace=False)
 
 
 _Context = AbstractContextManager["VerdictMock"]
@@ -312,7 +350,7 @@ def verdict_mock(
     """The mock over real HTTP on 127.0.0.1, with this test's settings, cleared for this test."""
     __tracebackhide__ = True  # a failed check at teardown points at the test, not here
     # A marker's base_url is for the in-process fixtures: this one serves at its own address.
-    mock = verdict_mock_servers.get(_settings_for(request, verdict_mock_settings))
+    mock = _built(verdict_mock_servers.get, _settings_for(request, verdict_mock_settings))
     mock.reset()
     yield mock
     _gathered(request, mock)
@@ -330,7 +368,7 @@ def verdict_respx(
     __tracebackhide__ = True  # a failed check at teardown points at the test, not here
     from verdict_contract.testing.mocks import RESPX_BASE_URL, respx_mock
 
-    target = verdict_inprocess_mocks.get(_settings_for(request, verdict_mock_settings))
+    target = _built(verdict_inprocess_mocks.get, _settings_for(request, verdict_mock_settings))
     with respx_mock(_base_url(request, RESPX_BASE_URL), target=target) as mock:
         yield mock
         _gathered(request, mock)
@@ -348,7 +386,7 @@ def verdict_responses(
     __tracebackhide__ = True  # a failed check at teardown points at the test, not here
     from verdict_contract.testing.mocks import RESPONSES_BASE_URL, responses_mock
 
-    target = verdict_inprocess_mocks.get(_settings_for(request, verdict_mock_settings))
+    target = _built(verdict_inprocess_mocks.get, _settings_for(request, verdict_mock_settings))
     with responses_mock(_base_url(request, RESPONSES_BASE_URL), target=target) as mock:
         yield mock
         _gathered(request, mock)

@@ -7,7 +7,15 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from verdict_contract.core.redact import KeyHeaders, Redactor, Secret, mask, mask_credentials
+from verdict_contract.core.redact import (
+    KeyHeaders,
+    Redactor,
+    Secret,
+    mask,
+    mask_credentials,
+    masked_header,
+    masked_url,
+)
 
 KEY = "abc+def/ghi=jkl&SECRET mid:9876"
 
@@ -47,6 +55,28 @@ def test_key_headers_are_sent_whole_and_print_masked() -> None:
         assert KEY[:8] not in shown
     assert repr(headers) == f"{{'Authorization': 'Bearer …{KEY[-4:]}', 'X-Trace': 't-1'}}"
     assert repr(KeyHeaders(authorization=KEY)) == f"{{'authorization': '…{KEY[-4:]}'}}"
+
+
+URL_KEY = "kq7Zp2Lw9RtX4mVb8NcY1sHd"  # as a client sends a key in a URL: nothing to encode
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://api.test/e?n=demo-session", "https://api.test/e?n=…sion"),
+        ("https://api.test/e?n=s&api_key=" + URL_KEY, "https://api.test/e?n=…&api_key=…1sHd"),
+        ("https://user:" + URL_KEY + "@api.test/e?flag", "https://api.test/e?flag"),
+        ("https://api.test/e#" + URL_KEY, "https://api.test/e"),
+    ],
+)
+def test_a_url_shows_no_query_value_nor_user_info(url: str, shown: str) -> None:
+    assert masked_url(url) == shown
+
+
+def test_a_header_is_shown_as_sent_only_if_it_holds_no_secret() -> None:
+    assert masked_header("Content-Type", "application/json") == "application/json"
+    assert masked_header("authorization", f"Bearer {KEY}") == f"Bearer …{KEY[-4:]}"
+    assert masked_header("X-Api-Key", KEY) == f"…{KEY[-4:]}"
 
 
 def test_secret_never_prints_itself() -> None:

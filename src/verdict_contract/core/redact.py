@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote, urlsplit, urlunsplit
 
 from .keyforms import base64_forms, hex_forms
 
@@ -86,6 +86,45 @@ def sent_credentials(authorization: str | None) -> list[str]:
             padded = credential + "=" * (-len(credential) % 4)
             found += base64.b64decode(padded, validate=True).decode().split(":", 1)
     return [each for each in found if len(each) >= FRAGMENT]
+
+
+PLAIN_HEADERS = frozenset(
+    {"accept", "accept-encoding", "connection", "content-length", "content-type", "host"}
+    | {"user-agent"}
+)
+"""Headers that hold no secret (they frame a request, or name its client): shown as sent."""
+
+
+def masked_header(name: str, value: str) -> str:
+    """A request header's value as output shows it: a plain one (:data:`PLAIN_HEADERS`) as
+    sent, ``Authorization`` by :func:`mask_credentials`, any other masked (a key can be sent in
+    any header)."""
+    lowered = name.lower()
+    if lowered == "authorization":
+        return mask_credentials(value)
+    return value if lowered in PLAIN_HEADERS else mask(value)
+
+
+def masked_path(path: str, is_key: Callable[[str], bool]) -> str:
+    """A request's path as output shows it: a segment that holds an API key (as sent, or
+    percent-decoded) is masked, or the whole path if a key holds a "/"; a client that put its
+    key in the path gets a 404 for it."""
+    if not is_key(path) and not is_key(unquote(path)):
+        return path
+    segments = path.split("/")
+    if not any(is_key(s) or is_key(unquote(s)) for s in segments):
+        return mask(path)
+    return "/".join(mask(s) if is_key(s) or is_key(unquote(s)) else s for s in segments)
+
+
+def masked_url(url: str) -> str:
+    """A URL as output shows it: its user info and fragment left out, every query value masked
+    (a key can be sent in any parameter, ``n`` included)."""
+    parts = urlsplit(url)
+    pairs = (pair.partition("=") for pair in parts.query.split("&") if pair)
+    query = "&".join(name + sep + (mask(value) if sep else "") for name, sep, value in pairs)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, query, ""))
 
 
 class KeyHeaders(dict[str, str]):

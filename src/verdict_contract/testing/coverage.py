@@ -61,14 +61,27 @@ class CoveragePlugin:
     and habits seen, gathered per test, merged from xdist workers, reported at the end."""
 
     def __init__(
-        self, config: pytest.Config, show: bool, json_path: str | None, require: str | None
+        self,
+        config: pytest.Config,
+        show: bool,
+        json_path: str | None,
+        require: str | None,
+        per: str = "run",
     ) -> None:
         self.config = config
+        self.per = per
         self.show = show
         self.json_path = json_path
+        if json_path is not None:  # said before the run, not in a traceback after it
+            try:
+                Path(json_path).parent.mkdir(parents=True, exist_ok=True)  # as --junitxml does
+            except OSError as exc:
+                raise pytest.UsageError(f"--verdict-coverage-json: {exc}") from None
+            if Path(json_path).is_dir():
+                raise pytest.UsageError(f"--verdict-coverage-json: {json_path} is a folder")
         self.required = required(require)
         self.named = {part.strip() for part in (require or "").split(",")} - {"all"}
-        self.missing: list[str] = []
+        self.gaps: dict[str, list[str]] = {}  # what the gate found missing, by scope
         self.counts: dict[str, int] = dict.fromkeys(BEHAVIOURS, 0)
         self.tests: dict[str, set[str]] = {behaviour: set() for behaviour in BEHAVIOURS}
         self.modules: dict[str, dict[str, set[str]]] = {}  # per test module, per client: served
@@ -90,6 +103,26 @@ class CoveragePlugin:
         for habit in habits(entries, mock.state.api_keys, list(mock.state.clock_moves)):
             detail = f"session {habit.session}: {habit.detail}"
             self.habits.append({"id": habit.id, "test": test, "detail": detail})
+
+    def missing(self, per: str) -> dict[str, list[str]]:
+        """The required behaviours never served, per scope (``per``, as
+        ``--verdict-require-coverage-per`` names it: ``run``, ``client`` or ``module``), by its
+        name ("" for the run); none is asked of a client that cannot be served it."""
+        served: dict[str, set[str]] = {"": set()} if per == "run" or not self.modules else {}
+        clients: dict[str, set[str]] = {scope: set() for scope in served}
+        for module, met_by in self.modules.items():
+            for client, met in met_by.items():
+                scope = {"run": "", "client": client}.get(per, f"{module} ({client})")
+                served.setdefault(scope, set()).update(met)
+                clients.setdefault(scope, set()).add(client)
+        gaps = {}
+        for scope, met in sorted(served.items()):
+            http_only = clients[scope] <= {VerdictMock.client}  # unservable there, unless named
+            left_out = IN_PROCESS_ONLY - self.named if http_only else frozenset()
+            never = [b for b in self.required if b not in met and b not in left_out]
+            if never:
+                gaps[scope] = never
+        return gaps
 
     def never(self) -> list[str]:
         return [behaviour for behaviour, count in self.counts.items() if not count]
@@ -169,12 +202,8 @@ class CoveragePlugin:
             output: dict[str, Any] = getattr(self.config, "workeroutput")  # noqa: B009
             output[WORKER_KEY] = json.dumps(self.to_json())
             return
-        never = set(self.never())
-        clients = {client for served in self.modules.values() for client in served}
-        if clients <= {VerdictMock.client}:  # only over HTTP: unservable unless named
-            never -= IN_PROCESS_ONLY - self.named
-        self.missing = [behaviour for behaviour in self.required if behaviour in never]
-        if self.missing and session.exitstatus == pytest.ExitCode.OK:
+        self.gaps = self.missing(self.per)
+        if self.gaps and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.json_path:
             path = Path(self.json_path)
@@ -184,25 +213,34 @@ class CoveragePlugin:
         if self._is_worker:
             return
         terminalreporter.write_sep("=", "verdict coverage")
-        for line in self.lines() if self.show or self.missing else ():
+        for line in self.lines() if self.show or self.gaps else ():
             terminalreporter.write_line(line)
-        if self.required and not self.missing:  # the gate passed: said, not left to a blank
+        if self.required and not self.gaps:  # the gate passed: said, not left to a blank
             count = len(self.required)
-            terminalreporter.write_line(
-                f"every behaviour --verdict-require-coverage requires was served ({count})"
-            )
+            passed = f"every behaviour --verdict-require-coverage requires was served ({count})"
+            short = ", ".join(self.missing("client")) if self.per == "run" else ""
+            if short:  # honest about what it checked: the run, not each client
+                passed += (
+                    f" to the run as a whole, not to each client ({short} not every one): "
+                    "--verdict-require-coverage-per=client asks it of each"
+                )
+            terminalreporter.write_line(passed)
         if self.json_path:
             terminalreporter.write_line(f"verdict coverage JSON written to {self.json_path}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """A failing gate says why on the run's last line, after pytest's own counts."""
-        if self._is_worker or not self.missing:
+        if self._is_worker or not self.gaps:
             return
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            names = ", ".join(self.missing)
+            names = "; ".join(
+                f"{scope}: {', '.join(never)}" if scope else ", ".join(never)
+                for scope, never in self.gaps.items()
+            )
+            per = "" if self.per == "run" else f", per {self.per}"
             reporter.write_line(
                 f"FAILED (exit 1): verdict coverage: required behaviour(s) never served: {names}"
-                " (--verdict-require-coverage)",
+                f" (--verdict-require-coverage{per})",
                 red=True,
             )
