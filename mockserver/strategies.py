@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from hypothesis import strategies as st
-
 from verdict_contract.core.errors import InvalidVerdictError
+from verdict_contract.core.extras import require_extra
 from verdict_contract.core.spec import NEVER_CONCLUSIVE, VERDICTS, VerdictKind, never_conclusive
 from verdict_contract.core.types import Verdict
 
 from .factory import make_verdict
 from .model.generate import DEFAULT_SEED
+
+require_extra("hypothesis", "verdict_contract.mockserver.strategies")
+
+from hypothesis import strategies as st  # noqa: E402  (after the check that names the extra)
 
 
 @st.composite

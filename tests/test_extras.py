@@ -81,6 +81,32 @@ def test_verdict_mock_without_the_extra_says_which_to_install_in_one_line() -> N
     assert result.stderr.splitlines()[-1] == f"verdict-mock: error: {REDIS_REFUSAL}"
 
 
+@pytest.mark.parametrize(
+    ("module", "extra", "needed_by"),
+    [
+        (
+            "verdict_contract.mockserver.strategies",
+            "hypothesis",
+            "verdict_contract.mockserver.strategies",
+        ),
+        ("verdict_contract.mockserver.provider", "faker", "VerdictProvider"),
+    ],
+)
+def test_a_module_of_an_extra_names_it_when_imported_without(
+    module: str, extra: str, needed_by: str
+) -> None:
+    code = f"import sys; sys.modules[{extra!r}] = None\nimport {module}\n"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 1
+    last = result.stderr.splitlines()[-1]
+    assert (
+        last
+        == f"verdict_contract.core.errors.MissingExtraError: {_refusal(extra, extra, needed_by)}"
+    )
+
+
 def test_without_uvloop_verdict_mock_says_how_to_get_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

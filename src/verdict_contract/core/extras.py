@@ -18,6 +18,7 @@ EXTRAS: Final = {
     "hiredis": "redis",
     "uvloop": "server",
     "faker": "faker",
+    "hypothesis": "hypothesis",
 }
 """The extra that brings each optional package this package imports."""
 
