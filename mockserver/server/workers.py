@@ -3,7 +3,8 @@
 The parent refuses a port another process holds, reserves it (SO_REUSEPORT, never listening),
 starts N ``verdict-mock`` processes with the same flags on it and waits for each one's banner;
 if one stops, it logs which and stops the others. Ctrl-C or SIGTERM stops them all (SIGTERM
-passed on: each finishes within ``--grace-seconds``; what is left a few seconds later is killed).
+passed on: each finishes within ``--grace-seconds``; what is left a few seconds later is killed);
+a second one, and SIGHUP (reload), are passed on as they come.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -96,6 +98,19 @@ def is_worker() -> bool:
     return WORKER_MARK in os.environ
 
 
+def watch_parent() -> None:
+    """In a worker: once its parent is gone (killed, so it could not stop it), stop as on
+    SIGTERM, within a second; a worker never serves on alone."""
+    parent = int(os.environ[WORKER_MARK])
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 _MARGIN: Final = 5.0
 """Seconds a worker may take past its grace to stop (closing its loop and connections)."""
 
@@ -129,8 +144,15 @@ def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int],
     def interrupted(*_: object) -> None:
         raise KeyboardInterrupt
 
+    def passed_on(signum: int, _: object) -> None:  # SIGHUP (reload); a second stop cuts at once
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signum)
+
     for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too where it started ignored (a
         signal.signal(signum, interrupted)  # shell's background job), as one process stops
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, passed_on)
     try:
         for _ in range(settings.workers):
             worker = subprocess.Popen(command, env=environ, stdout=subprocess.PIPE)  # noqa: S603
@@ -153,5 +175,6 @@ def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int],
         return 0
     finally:
         reserved.close()
-        with contextlib.suppress(KeyboardInterrupt):
-            _stop(processes, settings.grace_seconds)
+        for signum in (signal.SIGINT, signal.SIGTERM):  # stopping: no signal leaves one running
+            signal.signal(signum, passed_on)
+        _stop(processes, settings.grace_seconds)

@@ -7,6 +7,8 @@ stopped), and the stopping tests send real signals.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import signal
 import socket
@@ -254,6 +256,85 @@ def test_sigint_ends_every_process_of_a_mock_started_in_the_background(
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=GRACE + 10) == 0
         assert _refuses_connections(port)  # no worker left serving the port
+
+
+def _workers_of(parent: int) -> list[int]:
+    """The pids of a ``--workers`` parent's children (Linux's /proc)."""
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    return [int(pid) for pid in children]
+
+
+def _gone(pid: int) -> bool:
+    """Whether a process has ended (a zombie no one reaped has ended too)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM twice", "SIGKILL"]
+)
+def test_no_worker_outlives_its_parent(
+    signum: signal.Signals, store: RedisServer, tmp_path: Path
+) -> None:
+    """A second SIGTERM, with an answer still delayed, is passed on (each worker cuts at once)
+    and the parent exits after its workers; a parent killed outright leaves none serving."""
+    argv = ["--port", "0", "--state", store.url, "--grace-seconds", str(GRACE), "--workers", "2"]
+    with started([*argv, "--secret", f"outlived-{signum.name}"], tmp_path) as (process, base):
+        port = int(base.rpartition(":")[2])
+        workers = _workers_of(process.pid)
+        assert len(workers) == 2
+        headers = {"Authorization": f"Bearer {KEY}"}
+        with httpx.Client(base_url=base, headers=headers, timeout=10) as client:
+            assert wait_until(lambda: client.get("/_mock/readyz").status_code == 200, timeout=20)
+            minted = client.post("/_mock/sessions", json={"script": [{"delay_ms": 30_000}]})
+            session = minted.json()["n"]
+        waiting = socket.create_connection(("127.0.0.1", port), timeout=30)
+        request = f"GET /e?n={session} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+        waiting.sendall(request.encode() + b"\r\n")
+        try:
+            if signum is signal.SIGKILL:
+                process.kill()
+                assert wait_until(lambda: all(map(_gone, workers)), timeout=20), workers
+            else:
+                err = tmp_path / "started.err"
+                process.send_signal(signal.SIGTERM)
+                busy = "stopping gracefully (SIGTERM): 1 connections open, 1 with requests"
+                assert wait_until(lambda: busy in err.read_text(), timeout=20), err.read_text()
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=GRACE + 10)
+                assert [pid for pid in workers if not _gone(pid)] == []  # none left at its exit
+                assert "stopped at once: 1 connections cut" in err.read_text()
+            assert _refuses_connections(port)
+        finally:
+            waiting.close()
+            for pid in workers:  # none left running, whatever failed
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")
+def test_sighup_to_a_worker_group_reloads_every_worker(store: RedisServer, tmp_path: Path) -> None:
+    scenario = tmp_path / "team.yaml"
+    scenario.write_text("sessions:\n  aaaa: {verdict: refused}\n")
+    argv = ["--port", "0", "--state", store.url, "--workers", "2", "--scenario", str(scenario)]
+    with started([*argv, "--secret", "hangup-group"], tmp_path) as (process, base):
+        stamp = scenario.stat()
+        # Same size and mtime: no worker's file watcher can notice, only SIGHUP can.
+        scenario.write_text("sessions:\n  bbbb: {verdict: refused}\n")
+        os.utime(scenario, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+
+        def named() -> set[str]:  # from every worker: the kernel spreads the connections
+            answers = (httpx.get(f"{base}/_mock/sessions", timeout=5).json() for _ in range(20))
+            return {s["n"] for answer in answers for s in answer if not s["n"].startswith("demo-")}
+
+        assert named() == {"aaaa"}
+        process.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: named() == {"bbbb"}, timeout=20, step=0.2)
+        assert process.poll() is None  # it reloaded, and serves on
 
 
 # --- 3. one port, one mock ---------------------------------------------------------------------
