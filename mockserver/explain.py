@@ -181,7 +181,14 @@ def decide(
         counted = key if limit.budget else None
         now = mock_time(wall, offset)
         ask = Ask(True, counted, now, limit.window, offset, sid, take)
-        yield ask
+        try:
+            yield ask
+        except StateUnavailable:  # a malformed request is one, store or not: never a 5xx
+            if isinstance(found, Answer) and found.status == 400:
+                return Decision(
+                    method, query_string, pairs, authorization, found, None, started, headers
+                )
+            raise
         state.offset_read = ask.offset
         if counted is None or ask.hits:
             break  # else the clock moved since it was read: counted again on the new one
@@ -204,13 +211,19 @@ def decide(
 
 
 def run(state: MockState, decider: Decider) -> Decision:
-    """Decide on a blocking server: each round trip run in turn; raises StateUnavailable."""
-    while True:
-        try:
-            ask = next(decider)
-        except StopIteration as decided:
-            return decided.value  # type: ignore[no-any-return]
-        state.store.run(ask)
+    """Decide on a blocking server: each round trip run in turn, a failed one told to the
+    decider (which may decide all the same); raises StateUnavailable."""
+    try:
+        ask = next(decider)
+        while True:
+            try:
+                state.store.run(ask)
+            except StateUnavailable as exc:
+                ask = decider.throw(exc)
+            else:
+                ask = next(decider)
+    except StopIteration as decided:
+        return decided.value  # type: ignore[no-any-return]
 
 
 def record(

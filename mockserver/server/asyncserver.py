@@ -532,10 +532,8 @@ class HttpConnection(asyncio.Protocol):
         if cycle.phase is not DECIDING or not self.flow.writes:
             return  # the server stopped, or the client left, meanwhile
         state = self._state(cycle)
-        try:
-            if isinstance(answered, Exception):
-                raise answered
-            ask = next(decider)
+        try:  # a failed round trip told to the decider, which may decide all the same
+            ask = decider.throw(answered) if isinstance(answered, Exception) else next(decider)
         except StopIteration as decided:
             decision: Decision = decided.value
             if decision.answer.delay:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import httpx
@@ -16,10 +16,14 @@ from werkzeug.test import TestResponse
 
 from tests.helpers import KEY, OTHER_KEY, bearer, error_of, running, wait_until
 from verdict_contract import validate_verdict
+from verdict_contract.core.errors import StateUnavailable
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
+from verdict_contract.mockserver.explain import handle
 from verdict_contract.mockserver.model.sessions import MAX_SESSION_ID_LENGTH
+from verdict_contract.mockserver.store.primitives import Ask, Store
+from verdict_contract.mockserver.web.answers import state_of
 
 
 @pytest.fixture
@@ -467,3 +471,29 @@ def test_a_key_holding_a_slash_or_a_control_token_is_masked_wherever_it_was_sent
     for secret in (key, quote(key, safe=""), token, "cdefghij", "0123456789"):
         assert secret not in shown
     assert [entry["n"] for entry in journal if entry["path"] == "/e"] == ["…6789"]
+
+
+class _Down:
+    """A store whose every round trip fails, as a Redis that is down."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def run(self, ask: Ask) -> Ask:
+        raise StateUnavailable("redis://down", "did not answer")
+
+    def append(self, entry: object) -> bool:
+        raise StateUnavailable("redis://down", "did not answer")
+
+
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [(b"", 400), (b"n=", 400), (b"n=a&n=b", 400), (b"n=%ff", 400), (b"n=demo-contradicted", 503)],
+)
+def test_a_malformed_request_is_a_400_while_the_store_is_down(query: bytes, status: int) -> None:
+    state = state_of(create_app(Settings(api_keys=(KEY,))))
+    state.store = cast(Store, _Down(state.store))
+    assert handle(state, "GET", query, f"Bearer {KEY}").status == status

@@ -150,6 +150,8 @@ def test_readiness_and_503s_follow_a_stopped_redis(tmp_path: Path) -> None:
         server.stop()
         _not_ready(client, "state_unavailable")
         _refused(client, "state_unavailable", retry=True)
+        for query in ("", "n=a&n=b", "n=%ff"):  # malformed, store or not: never a 5xx
+            assert client.get(f"/e?{query}").status_code == 400
         assert client.get("/_mock/livez").status_code == 200
         server.start()
         assert wait_until(lambda: client.get("/_mock/readyz").status_code == 200, timeout=10)
