@@ -47,6 +47,7 @@ from ..store.primitives import Ask
 from ..web.accesslog import LoggedAnswer, log_line, tenant_label
 from ..web.accesslog import log as access_log
 from ..web.app import parts_of
+from ..web.metrics import alive
 from ..web.middleware import MAX_HEADER_BYTES
 from ..web.proxy import ValidatingProxy
 from .flow import ENDING, LINGERING, OPEN, FlowControl
@@ -149,6 +150,7 @@ _FRAMING: Final = 6
 _VERSIONS: Final = frozenset({"1.0", "1.1"})
 _HOT_PREFIX: Final = ENDPOINT_PATH.encode() + b"?"
 _HOT_PATH: Final = ENDPOINT_PATH.encode()
+_LIVEZ: Final = b"/_mock/livez"
 _FAILED: Final = f"answering GET {ENDPOINT_PATH}"
 IDLE_TIMEOUT: Final = 30.0
 """Seconds a connection may sit idle, stuck half-way through a request, or not read its
@@ -497,6 +499,14 @@ class HttpConnection(asyncio.Protocol):
                 query = url.partition(b"?")[2].partition(b"#")[0]
                 answer = wrong_method(state, cycle.method, query, cycle.headers)
                 self._send(cycle, answer, time.perf_counter() - started, vary=False)
+        elif self.server.hot and url == _LIVEZ and cycle.method in API_METHODS:
+            cycle.to(DONE)  # on the loop: alive while every thread waits (on a store down)
+            close = not cycle.keep_alive
+            data, sent = self.server.heads.answer(alive(), cycle.method == "HEAD", close, False)
+            self.flow.transport.write(data)
+            self._log(cycle, status_line(200), sent, 0.0)
+            if close:
+                self.close()
         else:
             self._app(cycle)
 

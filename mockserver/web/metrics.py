@@ -10,6 +10,7 @@ scraped: no metric object on the hot path.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 from collections.abc import Iterator
@@ -28,12 +29,12 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ..model.answer import NO_STATUS
+from ..model.answer import NO_STATUS, NO_STORE, Answer
 from ..model.scripts import MAX_SCRIPT_BYTES
 from ..model.traffic import LATENCY_BOUNDS
 from ..state import MockState
 from ..store.backend import StateUnavailable
-from .answers import state_of
+from .answers import state_of, to_response
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 """The text format every Prometheus reads (the names here need none of 1.0.0's escaping)."""
@@ -42,12 +43,19 @@ _METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "O
 """Methods counted by name; any other is ``other``: the labels stay bounded."""
 
 probes = Blueprint("probes", __name__, url_prefix="/_mock")
+NO_CACHE: Final = ("Cache-Control", NO_STORE)
+
+
+def alive() -> Answer:
+    """Alive: this process answers (its pid tells the processes of ``--workers`` apart). The
+    async server answers it on its loop: no thread it waits for (on a store that is down) holds
+    it; any other server, here."""
+    return Answer(200, json.dumps({"pid": os.getpid(), "status": "ok"}).encode(), [NO_CACHE])
 
 
 @probes.get("/livez")
 def livez() -> Response:
-    """Alive: this process answers (its pid tells the processes of ``--workers`` apart)."""
-    return jsonify(status="ok", pid=os.getpid())
+    return to_response(alive())
 
 
 @probes.get("/readyz")

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -155,6 +156,23 @@ def test_readiness_and_503s_follow_a_stopped_redis(tmp_path: Path) -> None:
         assert client.get("/_mock/livez").status_code == 200
         server.start()
         assert wait_until(lambda: client.get("/_mock/readyz").status_code == 200, timeout=10)
+
+
+def test_livez_answers_while_every_thread_waits_on_a_paused_redis(tmp_path: Path) -> None:
+    """A store that does not answer holds the app's threads (each control call its timeout);
+    liveness is answered on the loop, so a Redis outage restarts nothing."""
+    with (
+        redis_server() as server,
+        mock("--state", server.url, "--threads", "1", tmp_path=tmp_path) as (_, client),
+    ):
+        assert client.get("/_mock/readyz").status_code == 200
+        redis.Redis(port=server.port).execute_command("CLIENT", "PAUSE", 20_000, "ALL")
+        with ThreadPoolExecutor(6) as pool:
+            held = [pool.submit(client.get, "/_mock/health") for _ in range(6)]
+            assert wait_until(lambda: client.get("/_mock/livez").status_code == 200)
+            answered = sum(call.done() for call in held)
+            assert answered <= 1, answered  # the sixth waits some 6 s on the one thread
+            assert [call.result().status_code for call in held] == [503] * 6
 
 
 # --- 2. graceful stops -------------------------------------------------------------------------
