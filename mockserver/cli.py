@@ -26,7 +26,7 @@ from .server.asyncserver import AsyncServer
 from .server.logs import announce
 from .server.logs import configure as configure_logging
 from .server.serve import serve_forever
-from .server.workers import is_worker, run_workers, watch_parent
+from .server.workers import is_worker, run_workers
 from .settings import DEFAULT_API_KEY, Settings, documented_default, env_var, from_env, options
 from .state import MockState
 from .store.backend import StateUnavailable
@@ -319,7 +319,6 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if is_worker():  # to its group's parent, who announces the group
             print(banner_at(server.effective_port), flush=True)
-            watch_parent()
         else:
             announce(banner_at(server.effective_port), settings.log_format)
     except KeyboardInterrupt:  # before serving: the listener is released here

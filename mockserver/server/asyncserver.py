@@ -16,6 +16,7 @@ import contextlib
 import enum
 import io
 import logging
+import os
 import signal
 import sys
 import threading
@@ -52,6 +53,7 @@ from ..web.middleware import MAX_HEADER_BYTES
 from ..web.proxy import ValidatingProxy
 from .flow import ENDING, LINGERING, OPEN, FlowControl
 from .wire import CONTINUE, Heads, Reply, bound_socket, peer_closed
+from .workers import WORKER_MARK
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication, WSGIEnvironment
@@ -500,13 +502,8 @@ class HttpConnection(asyncio.Protocol):
                 answer = wrong_method(state, cycle.method, query, cycle.headers)
                 self._send(cycle, answer, time.perf_counter() - started, vary=False)
         elif self.server.hot and url == _LIVEZ and cycle.method in API_METHODS:
-            cycle.to(DONE)  # on the loop: alive while every thread waits (on a store down)
-            close = not cycle.keep_alive
-            data, sent = self.server.heads.answer(alive(), cycle.method == "HEAD", close, False)
-            self.flow.transport.write(data)
-            self._log(cycle, status_line(200), sent, 0.0)
-            if close:
-                self.close()
+            # on the loop: alive while every thread waits (on a store that is down)
+            self._send(cycle, alive(), 0.0, vary=False, counted=False)
         else:
             self._app(cycle)
 
@@ -609,11 +606,15 @@ class HttpConnection(asyncio.Protocol):
         if waited:
             self.advance()
 
-    def _send(self, cycle: RequestCycle, answer: Answer, latency: float, vary: bool = True) -> None:
-        """Write an answer to ``/e``, enacting its fault; counted for the metrics with its
-        ``latency`` (seconds since its request was decided, as :func:`.explain.record` gives)."""
+    def _send(
+        self, cycle: RequestCycle, answer: Answer, latency: float, vary: bool = True,
+        counted: bool = True,
+    ) -> None:  # fmt: skip
+        """Write an answer (to ``/e``, but for ``counted=False``), enacting its fault; counted for
+        the metrics with its ``latency`` (seconds since its request was decided, as
+        :func:`.explain.record` gives)."""
         cycle.to(DONE)  # answered: its bytes go to the transport in this step
-        if self.server.state is not None:
+        if counted and self.server.state is not None:
             self._state(cycle).traffic.count(answer.result, latency)
         if answer.fault == "reset":
             self._log(cycle, NO_STATUS, 0)
@@ -803,6 +804,7 @@ class AsyncServer:
         self._stop = asyncio.Event()  # stop now
         self._finish = asyncio.Event()  # SIGTERM: finish the requests under way first
         self._sweeper: asyncio.TimerHandle | None = None
+        self.parent = int(os.environ[WORKER_MARK]) if WORKER_MARK in os.environ else None
 
     @property
     def effective_port(self) -> int:
@@ -908,8 +910,11 @@ class AsyncServer:
             self.loop.close()
 
     def _sweep(self) -> None:
-        """Twice a second (or each idle timeout, if shorter): the Date of the answers, then
-        the connections idle, stuck or not reading for too long."""
+        """Twice a second (or each idle timeout, if shorter): the Date of the answers, the
+        connections idle, stuck or not reading for too long, and a worker's parent (killed: a
+        worker never serves on alone, it stops as on SIGTERM)."""
+        if self.parent is not None and os.getppid() != self.parent and not self._finish.is_set():
+            self.stop_gracefully()
         self.heads.tick()
         now = self.loop.time()
         for connection in list(self.connections):

@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -96,19 +95,6 @@ def _log_death(processes: Sequence[subprocess.Popen[bytes]]) -> None:
 
 def is_worker() -> bool:
     return WORKER_MARK in os.environ
-
-
-def watch_parent() -> None:
-    """In a worker: once its parent is gone (killed, so it could not stop it), stop as on
-    SIGTERM, within a second; a worker never serves on alone."""
-    parent = int(os.environ[WORKER_MARK])
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 _MARGIN: Final = 5.0
