@@ -164,7 +164,7 @@ def install_metrics(app: Flask, state: MockState) -> None:
     build.info({"version": ours, "python": python, "implementation": implementation})
     control_calls = Counter(
         "verdict_mock_control_requests",
-        "Calls of the control API and the probes under /_mock/, by route, method and status",
+        "Calls under /_mock/ (but livez, answered on the event loop), by route, method, status",
         ["route", "method", "status"],
         registry=registry,
     )

@@ -118,7 +118,7 @@ def test_the_configuration_holds_together() -> None:
     assert _setting(conf, "proxy_next_upstream") == ["off"]
     assert _setting(conf, "proxy_http_version") == ["1.1"]
     assert _setting(conf, "proxy_set_header Connection") == ['""']
-    assert _setting(conf, "proxy_set_header Host") == ["$host"]
+    assert _setting(conf, "proxy_set_header Host") == ["$http_host"]
     assert "server_name " + PUBLIC in conf
     http_servers = _setting(conf.split("stream {")[0], "server")
     assert http_servers == [f"{mock} max_fails=0" for mock in MOCKS]
@@ -284,6 +284,10 @@ def test_control_calls_through_nginx_pass_the_host_check(
     deployment: Deployment, nginx: httpx.Client
 ) -> None:
     assert nginx.get("/_mock/health").status_code == 200
+    # the dashboard's own call on nginx's port (not 80): its Origin names the port, as its Host
+    public = f"{PUBLIC}:{deployment.http}"
+    own = nginx.post("/_mock/reset", headers={"Host": public, "Origin": f"http://{public}"})
+    assert own.status_code == 204, own.text
     # what nginx sends without `proxy_set_header Host`: the upstream's name
     with httpx.Client(base_url=deployment.mocks[0], timeout=TIMEOUT) as direct:
         bare = direct.get("/_mock/health", headers={"Host": "verdict_mock", TOKEN_HEADER: TOKEN})
@@ -383,7 +387,7 @@ def test_without_the_pages_lines_nginx_retries_and_empties_the_pool(
     hosts = [base.removeprefix("http://") for base in deployment.mocks]
     http = free_port()
     conf = templated(nginx_conf(), hosts, http, free_port(), tmp_path)
-    for line in (" max_fails=0", "proxy_next_upstream off;", "proxy_set_header Host $host;"):
+    for line in (" max_fails=0", "proxy_next_upstream off;", "proxy_set_header Host $http_host;"):
         conf = conf.replace(line, "")
     with _nginx(conf, tmp_path, http) as log, Deployment(http, 0, [], log).client() as plain:
         assert plain.get("/_mock/health").status_code == 421  # Host: verdict_mock
