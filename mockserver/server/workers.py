@@ -101,10 +101,15 @@ _MARGIN: Final = 5.0
 """Seconds a worker may take past its grace to stop (closing its loop and connections)."""
 
 
-def _stop(processes: Sequence[subprocess.Popen[bytes]], grace: float) -> None:
+def _signal(processes: Sequence[subprocess.Popen[bytes]], signum: int) -> None:
+    """Send ``signum`` to each worker still running."""
     for process in processes:
         if process.poll() is None:
-            process.terminate()  # SIGTERM: each finishes what is under way, within the grace
+            process.send_signal(signum)
+
+
+def _stop(processes: Sequence[subprocess.Popen[bytes]], grace: float) -> None:
+    _signal(processes, signal.SIGTERM)  # each finishes what is under way, within the grace
     deadline = time.monotonic() + grace + _MARGIN
     for process in processes:
         try:
@@ -131,9 +136,7 @@ def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int],
         raise KeyboardInterrupt
 
     def passed_on(signum: int, _: object) -> None:  # SIGHUP (reload); a second stop cuts at once
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signum)
+        _signal(processes, signum)
 
     for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too where it started ignored (a
         signal.signal(signum, interrupted)  # shell's background job), as one process stops
