@@ -25,7 +25,7 @@ from typing import Any
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.sessions import parse_spec
-from verdict_contract.mockserver.server.serve import BackgroundServer
+from verdict_contract.testing.background import BackgroundServer
 from verdict_contract.mockserver.web.answers import state_of
 
 KEY = "bench-parallel-key-0123456789"

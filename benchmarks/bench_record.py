@@ -23,9 +23,9 @@ import httpx
 
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.scenario import load_scenario
-from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.settings import DEFAULT_API_KEY
 from verdict_contract.mockserver.web.proxy import PROXY_EXTENSION
+from verdict_contract.testing.background import BackgroundServer
 
 BODY = b'{"error": {"code": "not_found", "pad": "' + b"x" * 1_000_000 + b'"}}'
 HEADERS = {"Authorization": f"Bearer {DEFAULT_API_KEY}"}

@@ -19,7 +19,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.server.serve import BackgroundServer
+from verdict_contract.testing.background import BackgroundServer
 
 TEAM_KEY = "team-key-0123456789abcdef"
 LOCAL = {"Authorization": "Bearer verdict-mock-local-key"}

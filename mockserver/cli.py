@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import errno
+import gc
+import logging
 import os
 import shlex
 import signal
@@ -25,7 +27,6 @@ from .model.tenants import load_tenants
 from .server.asyncserver import AsyncServer
 from .server.logs import announce
 from .server.logs import configure as configure_logging
-from .server.serve import serve_forever
 from .server.workers import is_worker, run_workers
 from .settings import DEFAULT_API_KEY, Settings, documented_default, env_var, from_env, options
 from .state import MockState
@@ -33,6 +34,8 @@ from .store.backend import StateUnavailable
 from .web.answers import state_of
 from .web.app import create_app
 from .web.guard import exposure_warning
+
+log = logging.getLogger("mockserver.server")  # its server stopped
 
 
 def _flag_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -326,3 +329,14 @@ def _main(argv: Sequence[str] | None) -> int:
         raise
     serve_forever(server)
     return 0
+
+
+def serve_forever(server: AsyncServer) -> None:
+    """Serve in the foreground until interrupted. What exists by now lives as long as the
+    process: ``gc.freeze()`` keeps full collections, frequent under load, from walking it."""
+    try:  # Ctrl-C at once after the banner (a --workers group's first second) stops it too
+        gc.collect()
+        gc.freeze()
+        server.run()
+    except KeyboardInterrupt:
+        log.info("stopped")

@@ -16,7 +16,7 @@ from typing import Any
 
 from flask import Flask
 
-from verdict_contract.mockserver.server.serve import BackgroundServer
+from verdict_contract.testing.background import BackgroundServer
 
 KEY = "team-key-0123456789abcdef"
 """A non-default API key: long enough that the journal shows its last 4 characters."""

@@ -36,8 +36,8 @@ from verdict_contract.contract_tests import clock
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.sessions import parse_spec
-from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.web.answers import state_of
+from verdict_contract.testing.background import BackgroundServer
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment

@@ -15,7 +15,7 @@ from flask.testing import FlaskClient
 
 from tests.helpers import KEY
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.server.serve import BackgroundServer
+from verdict_contract.testing.background import BackgroundServer
 
 
 @pytest.fixture

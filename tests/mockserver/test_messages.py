@@ -14,8 +14,8 @@ from tests.helpers import KEY, bearer, error_of, running, wait_until
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
 from verdict_contract.mockserver.model.scenario import FileWatcher, load_scenario
-from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.web.answers import state_of
+from verdict_contract.testing.background import BackgroundServer
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,8 @@ from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.cli import banner, watch_files
 from verdict_contract.mockserver.model.scenario import parse_scenario
 from verdict_contract.mockserver.model.tenants import load_tenants, parse_tenants
-from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.web.answers import state_of
+from verdict_contract.testing.background import BackgroundServer
 
 OPERATOR_TOKEN = "operator-token-0123456789"
 OPERATOR_KEY = "operator-key-0001"

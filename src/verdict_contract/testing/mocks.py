@@ -247,9 +247,9 @@ def checked_base_url(base_url: str) -> str:
 def live_mock(settings: Settings | None = None) -> Iterator[VerdictMock]:
     """Serve the mock over real HTTP for the block's duration, at ``settings.port`` (none given:
     a free port of 127.0.0.1)."""
-    from verdict_contract.mockserver.server.serve import BackgroundServer
     from verdict_contract.mockserver.web.answers import state_of
     from verdict_contract.mockserver.web.app import create_app
+    from verdict_contract.testing.background import BackgroundServer
 
     settings = settings or Settings(port=0)
     app = create_app(settings)

@@ -1,6 +1,6 @@
 """mockserver.asyncserver: the default server, over real sockets on 127.0.0.1.
 
-What every server must do is in test_serve.py (run on both servers); here is what only this one
+What every server must do is in test_asyncserver_http.py (run on both servers); here is what only this one
 does: delays that block no one, a real TCP reset, a cut body, pipelining, its own limits, idle
 connections closed, and ``/e`` answered on the loop exactly as the app answers it.
 """
@@ -34,9 +34,9 @@ from verdict_contract.mockserver.server.asyncserver import (
     AsyncServer,
     HttpConnection,
 )
-from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.web.answers import state_of
 from verdict_contract.mockserver.web.middleware import MAX_HEADER_BYTES
+from verdict_contract.testing.background import BackgroundServer
 
 T = TypeVar("T")
 AUTH = f"Authorization: Bearer {KEY}\r\n".encode()

@@ -166,7 +166,7 @@ def test_livez_answers_while_every_thread_waits_on_a_paused_redis(tmp_path: Path
         mock("--state", server.url, "--threads", "1", tmp_path=tmp_path) as (_, client),
     ):
         assert client.get("/_mock/readyz").status_code == 200
-        redis.Redis(port=server.port).execute_command("CLIENT", "PAUSE", 20_000, "ALL")
+        redis.Redis(port=server.port).client_pause(20_000)
         with ThreadPoolExecutor(6) as pool:
             held = [pool.submit(client.get, "/_mock/health") for _ in range(6)]
             assert wait_until(lambda: client.get("/_mock/livez").status_code == 200)

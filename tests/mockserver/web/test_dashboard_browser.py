@@ -21,7 +21,7 @@ import pytest
 from tests.helpers import KEY, bearer, error_of, running, wait_until
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.server.serve import BackgroundServer
+from verdict_contract.testing.background import BackgroundServer
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
 from selenium.common.exceptions import WebDriverException  # noqa: E402

@@ -11,13 +11,13 @@ from tests.helpers import KEY, bearer, error_of, running, wait_until
 from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.web.guard import (
     exposure_warning,
     host_allowed,
     host_name,
     origin_allowed,
 )
+from verdict_contract.testing.background import BackgroundServer
 
 TOKEN = "control-token-0123456789abcdef"
 

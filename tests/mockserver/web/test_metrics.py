@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers import KEY, bearer, running
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.server.serve import BackgroundServer
+from verdict_contract.testing.background import BackgroundServer
 
 AUTH = f"Authorization: Bearer {KEY}\r\n"
 

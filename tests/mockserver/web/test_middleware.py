@@ -15,8 +15,8 @@ import pytest
 
 from tests.helpers import KEY, bearer, error_of, raw_request, running
 from verdict_contract.mockserver import Settings, create_app
-from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.web.middleware import MAX_HEADER_BYTES
+from verdict_contract.testing.background import BackgroundServer
 
 MAX_BODY = 64 * 1024
 

@@ -27,9 +27,9 @@ from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.scenario import load_scenario
 from verdict_contract.mockserver.server.asyncserver import UPSTREAM_CALLS_PER_THREAD
-from verdict_contract.mockserver.server.serve import BackgroundServer
 from verdict_contract.mockserver.settings import DEFAULT_API_KEY
 from verdict_contract.mockserver.web.proxy import MAX_UPSTREAM_BODY, PROXY_EXTENSION, check_answer
+from verdict_contract.testing.background import BackgroundServer
 
 LOCAL = {"Authorization": f"Bearer {DEFAULT_API_KEY}"}
 """What a client of a proxy with --upstream-key sends: one of the proxy's own keys."""
@@ -550,7 +550,7 @@ def test_a_mock_that_proxies_nothing_starts_and_answers_without_httpx() -> None:
     code = (
         "import sys; sys.modules['httpx'] = None  # any import of it fails\n"
         "from verdict_contract.mockserver import Settings, create_app\n"
-        "from verdict_contract.mockserver.server.serve import BackgroundServer\n"
+        "from verdict_contract.testing.background import BackgroundServer\n"
         "import urllib.request\n"
         "with BackgroundServer(create_app(Settings()), threads=1) as server:\n"
         "    request = urllib.request.Request(\n"

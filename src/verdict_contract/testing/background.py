@@ -1,29 +1,14 @@
-"""Serving the mock on its own asyncio server (docs/servers.md), in the foreground or on a thread;
-in one process, which keeps the limiter, journal and scripts exact.
-"""
+"""The mock's own server on a daemon thread: what ``verdict_mock`` runs (:func:`.mocks.live_mock`),
+and what tests and benchmarks serve an app with; in one process, which keeps the limiter, journal
+and scripts exact."""
 
 from __future__ import annotations
 
-import gc
-import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from .asyncserver import AsyncServer
-
-log = logging.getLogger("mockserver.serve")
-
-
-def serve_forever(server: AsyncServer) -> None:
-    """Serve in the foreground until interrupted. What exists by now lives as long as the
-    process: ``gc.freeze()`` keeps full collections, frequent under load, from walking it."""
-    try:  # Ctrl-C at once after the banner (a --workers group's first second) stops it too
-        gc.collect()
-        gc.freeze()
-        server.run()
-    except KeyboardInterrupt:
-        log.info("stopped")
+from verdict_contract.mockserver.server.asyncserver import AsyncServer
 
 
 @dataclass
