@@ -25,8 +25,8 @@ from typing import Any
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.sessions import parse_spec
-from verdict_contract.testing.background import BackgroundServer
 from verdict_contract.mockserver.web.answers import state_of
+from verdict_contract.testing.background import BackgroundServer
 
 KEY = "bench-parallel-key-0123456789"
 WORKERS = (0, 2, 4)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-_RESERVED: Final = frozenset({"time", "level", "logger", "message", "exception"})
+_RESERVED: Final = frozenset({"time", "level", "logger", "process", "message", "exception"})
 
 
 class JSONFormatter(logging.Formatter):
@@ -25,6 +25,7 @@ class JSONFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
+            "process": record.process,  # under --workers, whose line it is
             "message": record.getMessage(),
         }
         extra = getattr(record, "fields", None)

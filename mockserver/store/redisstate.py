@@ -288,7 +288,7 @@ class TripHealth:
             )
         elif problem is None and since is not None:
             log.warning(
-                "state store back: %s answers again after %.1f s (%d calls failed meanwhile)",
+                "state store back: %s answers again after %.1f s (calls failed meanwhile: %d)",
                 self.label,
                 time.monotonic() - since,
                 failed,

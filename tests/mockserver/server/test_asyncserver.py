@@ -1,8 +1,8 @@
 """mockserver.asyncserver: the default server, over real sockets on 127.0.0.1.
 
-What every server must do is in test_asyncserver_http.py (run on both servers); here is what only this one
-does: delays that block no one, a real TCP reset, a cut body, pipelining, its own limits, idle
-connections closed, and ``/e`` answered on the loop exactly as the app answers it.
+What every server must do is in test_asyncserver_http.py (run on both servers); here is what
+only this one does: delays that block no one, a real TCP reset, a cut body, pipelining, its own
+limits, idle connections closed, and ``/e`` answered on the loop exactly as the app answers it.
 """
 
 from __future__ import annotations

@@ -53,12 +53,13 @@ def _json_lines(err: Path, logger: str) -> list[dict[str, Any]]:
 
 def test_json_log_lines_are_objects_with_the_named_fields(tmp_path: Path) -> None:
     err = tmp_path / "mock.err"
-    with verdict_mock("--log-format", "json", "--access-log", err=err) as (_, base):
+    with verdict_mock("--log-format", "json", "--access-log", err=err) as (process, base):
         answer = httpx.get(f"{base}/e", params={"n": "demo-contradicted", "k": KEY})
         assert answer.status_code == 401  # no header: the query's key is masked in the log
         assert wait_until(lambda: bool(_json_lines(err, "mockserver.access")), DEADLINE)
     (line,) = _json_lines(err, "mockserver.access")
-    assert set(line) == {"time", "level", "logger", "message"}
+    assert set(line) == {"time", "level", "logger", "process", "message"}
+    assert line["process"] == process.pid  # whose line it is, under --workers too
     (banner,) = _json_lines(err, "mockserver")  # the banner: on the logs' stream, as one
     assert banner["message"] == f"verdict-mock serving the Explain API on {base}"
     assert banner["url"] == base
@@ -121,7 +122,7 @@ def test_the_state_store_going_down_and_back_is_logged_once_each(form: str, tmp_
     shown = re.escape(f"state store down: the mock's shared state ({label}) did not answer: ")
     assert re.search(rf"{shown}.+; its calls answer 503 until it is back$", down)
     assert re.search(rf"state store back: {re.escape(label)} answers again after [\d.]+ s", back)
-    failed = int(re.search(r"\((\d+) calls failed meanwhile\)", back).group(1))  # type: ignore[union-attr]
+    failed = int(re.search(r"\(calls failed meanwhile: (\d+)\)", back).group(1))  # type: ignore[union-attr]
     assert failed >= 10
 
 
