@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+from functools import cache
 from typing import Final, NamedTuple
 
 from flask import Response, g, request
@@ -33,6 +35,7 @@ COOKIE_MAX_AGE: Final = 30 * 24 * 3600
 _COOKIE_PURPOSE: Final = b"verdict-mock dashboard cookie, v1"
 
 LOOPBACK_NAMES: Final = ("localhost", "127.0.0.1", "[::1]")
+log = logging.getLogger("mockserver.guard")
 
 
 def host_name(host_header: str) -> str:
@@ -195,7 +198,20 @@ def guard_control() -> Response | None:
             "the control API refuses calls from web pages of other origins; "
             f"received Origin {request.headers.get('Origin', '')[:100]!r}",
         )
+    proxied = "X-Forwarded-For" in request.headers or "Forwarded" in request.headers
+    if proxied and settings.control_token is None:
+        _proxied_without_token()
     return _check_token(state)
+
+
+@cache  # said once a process
+def _proxied_without_token() -> None:
+    log.warning(
+        "a control call came through a proxy (X-Forwarded-For), and the mock has no "
+        "--control-token: whoever reaches the proxy controls the mock, whatever Host the proxy "
+        "sends (a loopback one passes the Host check). Set --control-token (or %s)",
+        env_var("control_token"),
+    )
 
 
 def exposure_warning(settings: Settings) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import httpx
@@ -12,6 +13,7 @@ from verdict_contract.core.hosts import is_loopback
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.web.guard import (
+    _proxied_without_token,
     exposure_warning,
     host_allowed,
     host_name,
@@ -150,6 +152,24 @@ def test_another_origin_is_refused_on_every_control_call(
             assert origin in refused(response, 403, "cross_origin_refused")
         own = http.request(method, path, headers={"Origin": server.base_url})
         assert own.status_code < 400
+
+
+def test_a_control_call_through_a_proxy_to_a_mock_without_a_token_is_warned_of_once(
+    server: BackgroundServer, guarded: BackgroundServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Behind a proxy that sends a loopback Host, the Host check lets anyone through: said."""
+    _proxied_without_token.cache_clear()
+    caplog.set_level(logging.WARNING, logger="mockserver.guard")
+    forwarded = {"X-Forwarded-For": "203.0.113.9"}
+    ok = httpx.get(f"{guarded.base_url}/_mock/health", headers={**forwarded, "X-Mock-Token": TOKEN})
+    assert ok.status_code == 200  # a token is set: nothing to say
+    assert httpx.get(f"{server.base_url}/_mock/health").status_code == 200  # not proxied
+    assert caplog.messages == []
+    for _ in range(2):
+        assert httpx.get(f"{server.base_url}/_mock/health", headers=forwarded).status_code == 200
+    (said,) = caplog.messages
+    assert "came through a proxy" in said
+    assert "Set --control-token" in said
 
 
 def test_a_cross_site_form_post_cannot_mint_or_reset(server: BackgroundServer) -> None:
