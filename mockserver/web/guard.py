@@ -207,9 +207,8 @@ def guard_control() -> Response | None:
 @cache  # said once a process
 def _proxied_without_token() -> None:
     log.warning(
-        "a control call came through a proxy (X-Forwarded-For), and the mock has no "
-        "--control-token: whoever reaches the proxy controls the mock, whatever Host the proxy "
-        "sends (a loopback one passes the Host check). Set --control-token (or %s)",
+        "a control call came through a proxy (X-Forwarded-For) to a mock with no control token: "
+        "whoever reaches the proxy controls the mock. Set --control-token (or %s)",
         env_var("control_token"),
     )
 
