@@ -306,7 +306,7 @@ def test_repr(verdict_respx):
 def test_diff(verdict_respx):
     n = verdict_respx.mint()
     httpx.get(verdict_respx.url(n), params={"key": KEY})
-    httpx.get(verdict_respx.url(n), params={"key": KEY + "x"})
+    httpx.get(verdict_respx.url(n) + "&" + KEY)  # a bare ?<key>
     first, second = verdict_respx.journal
     assert first == second
 """)

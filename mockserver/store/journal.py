@@ -16,7 +16,13 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any, Final, NamedTuple, cast
 
-from verdict_contract.core.redact import mask, mask_credentials, masked_header, masked_url
+from verdict_contract.core.redact import (
+    mask,
+    mask_credentials,
+    masked_header,
+    masked_name,
+    masked_url,
+)
 from verdict_contract.core.spec import SESSION_PARAM, VerdictKind, is_api_call
 
 from ..model.answer import Result, Served
@@ -40,19 +46,13 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + CUT
 
 
-_PLAIN_NAME = re.compile(r"[a-z_]{1,20}")
-"""Query parameter names shown as they are; anything else might be a secret."""
-
-
 def masked_param(
     name: str, value: str, is_key: Callable[[str], bool] = lambda _: False
 ) -> tuple[str, str]:
     """A query parameter as output shows it: ``n`` (cut), plain names; other values masked."""
     if name == SESSION_PARAM:
         return name, mask(value) if is_key(value) else cut(value, MAX_SESSION_ID_LENGTH)
-    # a key may arrive as a value (?api_key=...) or as a bare name (?<key>)
-    plain = _PLAIN_NAME.fullmatch(name) and not is_key(name)
-    return (name if plain else mask(name)), mask(value)
+    return masked_name(name, is_key), mask(value)
 
 
 RawHeaders = Sequence[tuple[str, str]] | Sequence[tuple[bytes, bytes]]

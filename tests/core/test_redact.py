@@ -66,6 +66,7 @@ URL_KEY = "kq7Zp2Lw9RtX4mVb8NcY1sHd"  # as a client sends a key in a URL: nothin
         ("https://api.test/e?n=demo-session", "https://api.test/e?n=…sion"),
         ("https://api.test/e?n=s&api_key=" + URL_KEY, "https://api.test/e?n=…&api_key=…1sHd"),
         ("https://user:" + URL_KEY + "@api.test/e?flag", "https://api.test/e?flag"),
+        ("https://api.test/e?n=s&" + URL_KEY, "https://api.test/e?n=…&…1sHd"),
         ("https://api.test/e#" + URL_KEY, "https://api.test/e"),
     ],
 )

@@ -89,8 +89,15 @@ def sent_credentials(authorization: str | None) -> list[str]:
 
 
 PLAIN_HEADERS = frozenset(
-    {"accept", "accept-encoding", "connection", "content-length", "content-type", "host"}
-    | {"user-agent"}
+    {
+        "accept",
+        "accept-encoding",
+        "connection",
+        "content-length",
+        "content-type",
+        "host",
+        "user-agent",
+    }
 )
 """Headers that hold no secret (they frame a request, or name its client): shown as sent."""
 
@@ -103,6 +110,16 @@ def masked_header(name: str, value: str) -> str:
     if lowered == "authorization":
         return mask_credentials(value)
     return value if lowered in PLAIN_HEADERS else mask(value)
+
+
+_PLAIN_NAME = re.compile(r"[a-z_]{1,20}")
+"""Query parameter names shown as they are; anything else might be a secret."""
+
+
+def masked_name(name: str, is_key: Callable[[str], bool] = lambda _: False) -> str:
+    """A query parameter's name as output shows it: a plain one as sent, any other masked (a key
+    may arrive as a bare name, ``?<key>``, as well as a value)."""
+    return name if _PLAIN_NAME.fullmatch(name) and not is_key(name) else mask(name)
 
 
 def masked_path(path: str, is_key: Callable[[str], bool]) -> str:
@@ -122,7 +139,9 @@ def masked_url(url: str) -> str:
     (a key can be sent in any parameter, ``n`` included)."""
     parts = urlsplit(url)
     pairs = (pair.partition("=") for pair in parts.query.split("&") if pair)
-    query = "&".join(name + sep + (mask(value) if sep else "") for name, sep, value in pairs)
+    query = "&".join(
+        masked_name(name) + sep + (mask(value) if sep else "") for name, sep, value in pairs
+    )
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit((parts.scheme, host, parts.path, query, ""))
 
