@@ -27,15 +27,13 @@ from .model.tenants import load_tenants
 from .server.asyncserver import AsyncServer
 from .server.logs import announce
 from .server.logs import configure as configure_logging
-from .server.workers import is_worker, run_workers
+from .server.workers import parent_pid, run_workers
 from .settings import DEFAULT_API_KEY, Settings, documented_default, env_var, from_env, options
 from .state import MockState
 from .store.backend import StateUnavailable
 from .web.answers import state_of
 from .web.app import create_app
 from .web.guard import exposure_warning
-
-log = logging.getLogger("mockserver.server")  # its server stopped
 
 
 def _flag_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -312,7 +310,7 @@ def _main(argv: Sequence[str] | None) -> int:
         base = f"http://{host}:{port}"
         return banner(settings, base, state.api_keys, tuple(state.named), tuple(state.tenants))
 
-    if settings.workers > 1 and not is_worker():  # this process only starts and watches them
+    if settings.workers > 1 and parent_pid() is None:  # this process only starts and watches them
         return run_workers(list(sys.argv[1:] if argv is None else argv), settings, banner_at)
     watch_files(state, early)
     try:
@@ -320,7 +318,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except OSError as exc:  # e.g. the port is taken
         return _cannot_listen(settings, exc)
     try:
-        if is_worker():  # to its group's parent, who announces the group
+        if parent_pid() is not None:  # to its group's parent, who announces the group
             print(banner_at(server.effective_port), flush=True)
         else:
             announce(banner_at(server.effective_port), settings.log_format)
@@ -339,4 +337,4 @@ def serve_forever(server: AsyncServer) -> None:
         gc.freeze()
         server.run()
     except KeyboardInterrupt:
-        log.info("stopped")
+        logging.getLogger("mockserver.server").info("stopped")

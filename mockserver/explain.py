@@ -185,9 +185,8 @@ def decide(
             yield ask
         except StateUnavailable:  # a malformed request is one, store or not: never a 5xx
             if isinstance(found, Answer) and found.status == 400:
-                return Decision(
-                    method, query_string, pairs, authorization, found, None, started, headers
-                )
+                return Decision(method, query_string, pairs, authorization, found,
+                                None, started, headers)  # fmt: skip
             raise
         state.offset_read = ask.offset
         if counted is None or ask.hits:

@@ -325,8 +325,7 @@ _SENDABLE_KEY = re.compile(r"[!-~]([ -~]*[!-~])?")
 
 
 def __tracebackhide__(excinfo: Any) -> bool:
-    """pytest leaves this module's frames out of a refused setting's traceback: their locals
-    (``pytest -l``) hold the keys, whole."""
+    """pytest leaves out a refused setting's frames here: their locals hold the keys (``-l``)."""
     return excinfo is not None and bool(excinfo.errisinstance(SettingsError))
 
 

@@ -53,7 +53,7 @@ from ..web.middleware import MAX_HEADER_BYTES
 from ..web.proxy import ValidatingProxy
 from .flow import ENDING, LINGERING, OPEN, FlowControl
 from .wire import CONTINUE, Heads, Reply, bound_socket, peer_closed
-from .workers import WORKER_MARK
+from .workers import parent_pid
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication, WSGIEnvironment
@@ -610,9 +610,8 @@ class HttpConnection(asyncio.Protocol):
         self, cycle: RequestCycle, answer: Answer, latency: float, vary: bool = True,
         counted: bool = True,
     ) -> None:  # fmt: skip
-        """Write an answer (to ``/e``, but for ``counted=False``), enacting its fault; counted for
-        the metrics with its ``latency`` (seconds since its request was decided, as
-        :func:`.explain.record` gives)."""
+        """Write an answer, enacting its fault; one to ``/e`` counted for the metrics with its
+        ``latency`` (seconds since its request was decided, as :func:`.explain.record` gives)."""
         cycle.to(DONE)  # answered: its bytes go to the transport in this step
         if counted and self.server.state is not None:
             self._state(cycle).traffic.count(answer.result, latency)
@@ -804,7 +803,7 @@ class AsyncServer:
         self._stop = asyncio.Event()  # stop now
         self._finish = asyncio.Event()  # SIGTERM: finish the requests under way first
         self._sweeper: asyncio.TimerHandle | None = None
-        self.parent = int(os.environ[WORKER_MARK]) if WORKER_MARK in os.environ else None
+        self.parent_pid = parent_pid()  # a --workers worker's: it never serves on alone
 
     @property
     def effective_port(self) -> int:
@@ -814,7 +813,7 @@ class AsyncServer:
         """Serve on this thread until :meth:`stop` (or a signal, on the main thread)."""
         asyncio.set_event_loop(self.loop)
         main = threading.current_thread() is threading.main_thread()
-        # Windows' loops take no signal handler: Ctrl-C is a KeyboardInterrupt there (serve.py)
+        # Windows' loops take no signal handler: Ctrl-C is a KeyboardInterrupt there (serve_forever)
         signals = (signal.SIGINT, signal.SIGTERM) if main and sys.platform != "win32" else ()
         if signals:  # on the loop, not as KeyboardInterrupt inside a callback
             self.loop.add_signal_handler(signal.SIGINT, self._stop.set)
@@ -913,7 +912,8 @@ class AsyncServer:
         """Twice a second (or each idle timeout, if shorter): the Date of the answers, the
         connections idle, stuck or not reading for too long, and a worker's parent (killed: a
         worker never serves on alone, it stops as on SIGTERM)."""
-        if self.parent is not None and os.getppid() != self.parent and not self._finish.is_set():
+        if self.parent_pid not in (None, os.getppid()) and not self._finish.is_set():
+            log.warning("the --workers parent (pid %s) is gone: stopping", self.parent_pid)
             self.stop_gracefully()
         self.heads.tick()
         now = self.loop.time()

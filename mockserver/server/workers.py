@@ -4,7 +4,8 @@ The parent refuses a port another process holds, reserves it (SO_REUSEPORT, neve
 starts N ``verdict-mock`` processes with the same flags on it and waits for each one's banner;
 if one stops, it logs which and stops the others. Ctrl-C or SIGTERM stops them all (SIGTERM
 passed on: each finishes within ``--grace-seconds``; what is left a few seconds later is killed);
-a second one, and SIGHUP (reload), are passed on as they come.
+a second one is passed on (each worker cuts at once), and so is SIGHUP once every worker listens
+(each reloads its scenario and tenants file; with neither, SIGHUP stops the group, as SIGTERM).
 """
 
 from __future__ import annotations
@@ -76,25 +77,21 @@ def _holder(host: str, port: int) -> str | None:
 def _log_death(processes: Sequence[subprocess.Popen[bytes]]) -> None:
     """One line for the first worker that stopped: its number, pid, and exit code or signal."""
     index, process = next((i, p) for i, p in enumerate(processes, 1) if p.returncode is not None)
-    code = process.returncode
-    ended: str | None = None  # the signal that ended it (SIGKILL), None if it exited
-    if code < 0:
-        try:
-            ended = signal.Signals(-code).name
-        except ValueError:
-            ended = f"signal {-code}"
+    code, pid = process.returncode, process.pid
+    signals = {-number: number.name for number in signal.Signals}  # SIGKILL ends it: -9
+    ended = signals.get(code, f"signal {-code}") if code < 0 else None
+    said = f"ended by {ended}" if ended else f"exited with code {code}"
+    fields = {"worker": index, "pid": pid, "returncode": code, "signal": ended}
     log.error(
-        "worker %d of %d (pid %d) %s; stopping the others",
-        *(index, len(processes), process.pid),
-        f"ended by {ended}" if ended else f"exited with code {code}",
-        extra={
-            "fields": {"worker": index, "pid": process.pid, "returncode": code, "signal": ended}
-        },
-    )
+        "worker %d of %d (pid %d) %s; stopping the others", index, len(processes), pid, said,
+        extra={"fields": fields},
+    )  # fmt: skip
 
 
-def is_worker() -> bool:
-    return WORKER_MARK in os.environ
+def parent_pid() -> int | None:
+    """In a worker, the pid of the parent that started it; None in any other process."""
+    mark = os.environ.get(WORKER_MARK)
+    return None if mark is None else int(mark)
 
 
 _MARGIN: Final = 5.0
@@ -102,7 +99,6 @@ _MARGIN: Final = 5.0
 
 
 def _signal(processes: Sequence[subprocess.Popen[bytes]], signum: int) -> None:
-    """Send ``signum`` to each worker still running."""
     for process in processes:
         if process.poll() is None:
             process.send_signal(signum)
@@ -131,17 +127,23 @@ def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int],
     environ = {**os.environ, WORKER_MARK: str(os.getpid())}
     command = [sys.executable, "-m", "verdict_contract.mockserver", *argv, "--port", str(port)]
     processes: list[subprocess.Popen[bytes]] = []
+    reloads = settings.scenario is not None or settings.tenants is not None
+    hangup = getattr(signal, "SIGHUP", None)  # none on Windows
+    listening = stopping = hung_up = False
 
-    def interrupted(*_: object) -> None:
-        raise KeyboardInterrupt
+    def on_signal(signum: int, _: object) -> None:  # as the module's docstring says
+        nonlocal stopping, hung_up
+        if signum == hangup and reloads and not listening:
+            hung_up = True  # passed on once every worker listens
+        elif (signum == hangup and reloads) or stopping:
+            _signal(processes, signum)
+        else:
+            stopping = True
+            raise KeyboardInterrupt
 
-    def passed_on(signum: int, _: object) -> None:  # SIGHUP (reload); a second stop cuts at once
-        _signal(processes, signum)
-
-    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too where it started ignored (a
-        signal.signal(signum, interrupted)  # shell's background job), as one process stops
-    if hasattr(signal, "SIGHUP"):
-        signal.signal(signal.SIGHUP, passed_on)
+    for signum in (signal.SIGINT, signal.SIGTERM, hangup):  # SIGINT too where it started
+        if signum is not None:  # ignored (a shell's background job), as one process stops
+            signal.signal(signum, on_signal)
     try:
         for _ in range(settings.workers):
             worker = subprocess.Popen(command, env=environ, stdout=subprocess.PIPE)  # noqa: S603
@@ -152,6 +154,9 @@ def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int],
                 print(f"verdict-mock: worker {process.pid} did not start", file=sys.stderr)
                 return 1
         reserved.close()
+        listening = True
+        if hung_up:
+            _signal(processes, signal.SIGHUP)
         pids = ", ".join(str(p.pid) for p in processes)
         workers = f"  workers:  {settings.workers} processes ({pids}), state {settings.state.label}"
         announce(f"{banner(port)}\n{workers}", settings.log_format)
@@ -163,7 +168,6 @@ def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int],
     except KeyboardInterrupt:
         return 0
     finally:
+        stopping = True  # from now on, a signal is passed on: none leaves a worker running
         reserved.close()
-        for signum in (signal.SIGINT, signal.SIGTERM):  # stopping: no signal leaves one running
-            signal.signal(signum, passed_on)
         _stop(processes, settings.grace_seconds)

@@ -43,14 +43,13 @@ _METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "O
 """Methods counted by name; any other is ``other``: the labels stay bounded."""
 
 probes = Blueprint("probes", __name__, url_prefix="/_mock")
-NO_CACHE: Final = ("Cache-Control", NO_STORE)
 
 
 def alive() -> Answer:
-    """Alive: this process answers (its pid tells the processes of ``--workers`` apart). The
-    async server answers it on its loop: no thread it waits for (on a store that is down) holds
-    it; any other server, here."""
-    return Answer(200, json.dumps({"pid": os.getpid(), "status": "ok"}).encode(), [NO_CACHE])
+    """Alive: this process answers (its pid tells the processes of ``--workers`` apart); the
+    async server answers it on its loop, where no thread waiting on a store holds it."""
+    body = json.dumps({"pid": os.getpid(), "status": "ok"}).encode()
+    return Answer(200, body, [("Cache-Control", NO_STORE)])
 
 
 @probes.get("/livez")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -312,9 +313,11 @@ def test_no_worker_outlives_its_parent(
             assert wait_until(lambda: client.get("/_mock/readyz").status_code == 200, timeout=20)
             minted = client.post("/_mock/sessions", json={"script": [{"delay_ms": 30_000}]})
             session = minted.json()["n"]
-        waiting = socket.create_connection(("127.0.0.1", port), timeout=30)
-        request = f"GET /e?n={session} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
-        waiting.sendall(request.encode() + b"\r\n")
+            waiting = socket.create_connection(("127.0.0.1", port), timeout=30)
+            request = f"GET /e?n={session} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+            waiting.sendall(request.encode() + b"\r\n")
+            held = lambda: client.get("/_mock/health").json()["script_bytes"] == 0  # noqa: E731
+            assert wait_until(held, timeout=20)  # its step taken: a worker holds it, decided
         try:
             if signum is signal.SIGKILL:
                 process.kill()
@@ -334,6 +337,41 @@ def test_no_worker_outlives_its_parent(
             for pid in workers:  # none left running, whatever failed
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")
+@pytest.mark.parametrize("scenario", [True, False], ids=["files to reload", "none"])
+def test_sighup_while_a_worker_group_starts(
+    scenario: bool, store: RedisServer, tmp_path: Path
+) -> None:
+    """SIGHUPs before every worker listens: with a file to reload, the group starts and serves
+    (the hangup passed on once they listen); with none, it stops, as on SIGTERM (exit 0)."""
+    argv = [sys.executable, "-m", "verdict_contract.mockserver", "--api-key", KEY, "--port", "0"]
+    argv += ["--state", store.url, "--workers", "2", "--secret", f"early-hangup-{scenario}"]
+    if scenario:
+        (tmp_path / "team.yaml").write_text("sessions:\n  aaaa: {verdict: refused}\n")
+        argv += ["--scenario", str(tmp_path / "team.yaml")]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=clean_environ())
+    assert process.stdout is not None
+    try:  # the parent handles signals before it starts its workers; they take a second to listen
+        assert wait_until(lambda: len(_workers_of(process.pid)) == 2, timeout=20)
+        if not scenario:  # one: a later one could land as Python exits, with no handler left
+            process.send_signal(signal.SIGHUP)
+            assert process.wait(timeout=GRACE + 10) == 0
+            return
+        for _ in range(40):  # every 50 ms, until the group listens
+            process.send_signal(signal.SIGHUP)
+            if select.select([process.stdout], [], [], 0.05)[0]:
+                break
+        first = read_line(process) or ""
+        base = re.search(r"(http://127\.0\.0\.1:\d+)$", first.strip())
+        assert base, first
+        assert httpx.get(f"{base.group(1)}/_mock/readyz", timeout=10).status_code == 200
+        assert process.poll() is None
+    finally:
+        workers = _workers_of(process.pid) if process.poll() is None else []
+        stop_process(process)
+        assert wait_until(lambda: all(map(_gone, workers)), timeout=20)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP here")
