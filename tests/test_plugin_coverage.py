@@ -166,18 +166,20 @@ SCRIPT = (
 )
 
 
+@pytest.mark.parametrize("per", ["run", "client", "module"])
 @pytest.mark.parametrize(
     "script", [SCRIPT, SCRIPT.replace(', "truncated"', "")], ids=["all", "one missing"]
 )
 def test_all_is_every_answer_a_correct_client_can_meet(
-    pytester: pytest.Pytester, script: str
+    pytester: pytest.Pytester, script: str, per: str
 ) -> None:
-    """A suite that never sends a request without a key passes ``all``; one answer short, the
-    gate fails and its last line names it."""
+    """A suite that never sends a request without a key passes ``all`` (of the run, of its one
+    client, of its one module); one answer short, the gate fails and its last line names it."""
     pytester.makepyfile(test_client=EVERY_CORRECT_ANSWER.replace("SCRIPT", script))
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--verdict-require-coverage=all"
-    )
+        "-p", "no:cacheprovider", "--verdict-require-coverage=all",
+        f"--verdict-require-coverage-per={per}",
+    )  # fmt: skip
     result.assert_outcomes(passed=8)
     if "truncated" in script:
         assert result.ret == 0, result.stdout.str()
@@ -189,8 +191,10 @@ def test_all_is_every_answer_a_correct_client_can_meet(
         )
         return
     assert result.ret == 1
+    scope = {"run": "", "client": "httpx: ", "module": "test_client.py (httpx): "}[per]
     assert result.stdout.lines[-1].startswith(
-        "FAILED (exit 1): verdict coverage: required behaviour(s) never served: fault.truncated"
+        f"FAILED (exit 1): verdict coverage: required behaviour(s) never served: {scope}"
+        "fault.truncated"
     )
 
 
@@ -241,6 +245,7 @@ def test_the_gate_asks_each_client_what_per_says(pytester: pytest.Pytester, per:
     [
         (["--verdict-coverage-json="], "--verdict-coverage-json: received an empty value"),
         (["--verdict-require-coverage="], "--verdict-require-coverage: received an empty value"),
+        (["--verdict-require-coverage=,"], "--verdict-require-coverage: received an empty value"),
         (["--verdict-require-coverage-per=client"], "needs --verdict-require-coverage"),
         (["--verdict-coverage-json=a-file/x.json"], "--verdict-coverage-json: "),
     ],

@@ -207,7 +207,7 @@ def guard_control() -> Response | None:
 @cache  # said once a process
 def _proxied_without_token() -> None:
     log.warning(
-        "a control call came through a proxy (X-Forwarded-For) to a mock with no control token: "
+        "a control call came through a proxy (it was forwarded) to a mock with no control token: "
         "whoever reaches the proxy controls the mock. Set --control-token (or %s)",
         env_var("control_token"),
     )

@@ -163,7 +163,7 @@ def install_metrics(app: Flask, state: MockState) -> None:
     build.info({"version": ours, "python": python, "implementation": implementation})
     control_calls = Counter(
         "verdict_mock_control_requests",
-        "Calls under /_mock/ (but livez, answered on the event loop), by route, method, status",
+        "Calls under /_mock/ by route, method and status (not livez on the async server's loop)",
         ["route", "method", "status"],
         registry=registry,
     )

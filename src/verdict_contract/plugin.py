@@ -84,7 +84,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         REQUIRE_PER_OPTION,
-        choices=("run", "client", "module"),
+        choices=("run", "client", "module"),  # testing.coverage.Per
         default=None,
         help="of what --verdict-require-coverage asks each behaviour: the run as a whole "
         "(default), each client (httpx, requests, http), or each test module's each client",
@@ -127,7 +127,7 @@ def pytest_configure(config: pytest.Config) -> None:
         (COVERAGE_JSON_OPTION, json_path, "a file's path"),
         (REQUIRE_OPTION, require, "behaviour ids (all, or ID,ID,...)"),
     ):
-        if value is not None and not value.strip():  # given empty: not taken as "not given"
+        if value is not None and not value.replace(",", " ").strip():  # not taken as not given
             raise pytest.UsageError(f"{option}: received an empty value; documented: {wanted}")
     per = config.getoption(REQUIRE_PER_OPTION)
     if per and not require:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from itertools import chain
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import pytest
 
@@ -32,9 +32,20 @@ IN_PROCESS_ONLY: Final = frozenset({"fault.timeout"})
 connection): not asked of ``verdict_mock``'s client, nor by ``all`` of a run that used no other."""
 
 
+Per = Literal["run", "client", "module"]
+"""Of what ``--verdict-require-coverage-per`` asks every required behaviour: the run as a whole,
+each client, or each test module's each client."""
+
+
+def _unservable(clients: set[str], named: frozenset[str] = frozenset()) -> frozenset[str]:
+    """What no test of these clients could be served: over real HTTP alone, a timeout (the mock
+    cannot know a client gave up), unless the gate ``named`` it."""
+    return IN_PROCESS_ONLY - named if clients <= {VerdictMock.client} else frozenset()
+
+
 def _never_in(served: set[str], client: str) -> list[str]:
     """What a correct ``client`` could meet and was not ``served``."""
-    unservable = IN_PROCESS_ONLY if client == VerdictMock.client else frozenset()
+    unservable = _unservable({client})
     return [b for b in CORRECT_CLIENT_IDS if b not in served and b not in unservable]
 
 
@@ -66,7 +77,7 @@ class CoveragePlugin:
         show: bool,
         json_path: str | None,
         require: str | None,
-        per: str = "run",
+        per: Per = "run",
     ) -> None:
         self.config = config
         self.per = per
@@ -80,7 +91,7 @@ class CoveragePlugin:
             if Path(json_path).is_dir():
                 raise pytest.UsageError(f"--verdict-coverage-json: {json_path} is a folder")
         self.required = required(require)
-        self.named = {part.strip() for part in (require or "").split(",")} - {"all"}
+        self.named = frozenset(part.strip() for part in (require or "").split(",")) - {"all"}
         self.gaps: dict[str, list[str]] = {}  # what the gate found missing, by scope
         self.counts: dict[str, int] = dict.fromkeys(BEHAVIOURS, 0)
         self.tests: dict[str, set[str]] = {behaviour: set() for behaviour in BEHAVIOURS}
@@ -104,21 +115,21 @@ class CoveragePlugin:
             detail = f"session {habit.session}: {habit.detail}"
             self.habits.append({"id": habit.id, "test": test, "detail": detail})
 
-    def missing(self, per: str) -> dict[str, list[str]]:
-        """The required behaviours never served, per scope (``per``, as
-        ``--verdict-require-coverage-per`` names it: ``run``, ``client`` or ``module``), by its
-        name ("" for the run); none is asked of a client that cannot be served it."""
+    def missing(self, per: Per) -> dict[str, list[str]]:
+        """The required behaviours never served, per scope (:data:`Per`), by its name ("" for
+        the run); none is asked of a client that cannot be served it."""
         served: dict[str, set[str]] = {"": set()} if per == "run" or not self.modules else {}
         clients: dict[str, set[str]] = {scope: set() for scope in served}
         for module, met_by in self.modules.items():
             for client, met in met_by.items():
-                scope = {"run": "", "client": client}.get(per, f"{module} ({client})")
+                scope = (
+                    "" if per == "run" else client if per == "client" else f"{module} ({client})"
+                )
                 served.setdefault(scope, set()).update(met)
                 clients.setdefault(scope, set()).add(client)
         gaps = {}
         for scope, met in sorted(served.items()):
-            http_only = clients[scope] <= {VerdictMock.client}  # unservable there, unless named
-            left_out = IN_PROCESS_ONLY - self.named if http_only else frozenset()
+            left_out = _unservable(clients[scope], self.named)
             never = [b for b in self.required if b not in met and b not in left_out]
             if never:
                 gaps[scope] = never
