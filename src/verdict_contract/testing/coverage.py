@@ -80,7 +80,7 @@ class CoveragePlugin:
         per: Per = "run",
     ) -> None:
         self.config = config
-        self.per = per
+        self.per: Per = per
         self.show = show
         self.json_path = json_path
         if json_path is not None:  # said before the run, not in a traceback after it
