@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,24 +16,36 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _pip(command: str, *args: str | Path) -> None:
-    """Run pip; one run at a time, since a build from the repository writes its build/ folder."""
-    lock = ROOT / "build" / ".pip.lock"
-    lock.parent.mkdir(exist_ok=True)
-    with lock.open("w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)  # xdist workers build in parallel otherwise
-        result = subprocess.run(
-            [sys.executable, "-m", "pip", command, "-q", "--no-deps", "--no-build-isolation"]
-            + [str(arg) for arg in args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", command, "-q", "--no-deps", "--no-build-isolation"]
+        + [str(arg) for arg in args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, f"pip {command} failed:\n{result.stdout}{result.stderr}"
 
 
+def checkout_copy(target: Path) -> Path:
+    """The checkout's files (tracked, and new ones not ignored) copied to ``target``: what a
+    clean clone would hold, without the build/ folder a build in place leaves (whose stale
+    modules a wheel built there would ship)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        if (ROOT / name).is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, target / name)
+    return target
+
+
 def build_wheel(out: Path) -> Path:
-    """Build the distribution's wheel into ``out`` and return it."""
-    _pip("wheel", "-w", out, ROOT)
+    """Build the distribution's wheel, from a copy of the checkout, into ``out``; return it."""
+    _pip("wheel", "-w", out, checkout_copy(out / "source"))
     (built,) = out.glob("verdict_contract-*.whl")
     return built
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.installs import shared_wheel
+from tests.installs import checkout_copy, shared_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -137,21 +136,6 @@ def test_the_first_command_installs_the_mocks_servers_and_starts_it() -> None:
     assert "pip install '.[server]'" in first
 
 
-def _checkout_copy(target: Path) -> Path:
-    """The checkout's files (tracked, and new ones not ignored) copied to ``target``."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        if (ROOT / name).is_file():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, target / name)
-    return target
-
-
 def _pip_install_target(argument: str, target: Path, cwd: Path) -> Path:
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
     result = subprocess.run(
@@ -174,7 +158,7 @@ def test_the_integrators_install_lines_work(
     line = build.split("#")[0].strip()
     assert line == "python3 -m venv .venv && .venv/bin/pip wheel . -w dist --no-deps"
     assert line.replace(" && ", " &&\n") in PAGES["plugin.md"].replace("`", "")
-    checkout = _checkout_copy(tmp_path / "checkout")
+    checkout = checkout_copy(tmp_path / "checkout")
     result = subprocess.run(
         ["bash", "-c", line], cwd=checkout, capture_output=True, text=True, timeout=600
     )
