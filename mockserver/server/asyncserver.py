@@ -39,11 +39,9 @@ from ..model.answer import (
     error_answer,
     failure_answer,
     status_line,
-    unavailable_answer,
 )
 from ..settings import Settings
 from ..state import MockState
-from ..store.backend import StateUnavailable
 from ..store.primitives import Ask
 from ..web.accesslog import LoggedAnswer, log_line, tenant_label
 from ..web.accesslog import log as access_log
@@ -117,6 +115,7 @@ class RequestCycle:
     keep_alive: bool = True
     decision: Decision | None = None  # while DELAYED: journaled however it ends
     state: MockState | None = None  # its tenant's state, found once (HttpConnection._state)
+    asked: float = 0.0  # perf_counter() when a shared store was first asked (a 503's latency)
 
     @classmethod
     def refused(cls, answer: Answer) -> RequestCycle:
@@ -524,6 +523,7 @@ class HttpConnection(asyncio.Protocol):
             self._send(cycle, decision.answer, latency)
             return
         cycle.to(DECIDING)
+        cycle.asked = time.perf_counter()
         self.starting = True  # a store that answers at once answers within _start()
         try:
             decider = decide(state, cycle.method, query, cycle.authorization, cycle.headers)
@@ -548,11 +548,8 @@ class HttpConnection(asyncio.Protocol):
             else:
                 self._journal(cycle, decision, None)
             return
-        except StateUnavailable as exc:  # a store's 503
-            self._answered(cycle, unavailable_answer(exc), 0.0)
-            return
-        except Exception as exc:  # never a 5xx for a request, however it fails
-            self._answered(cycle, failure_answer(exc, _FAILED), 0.0)
+        except Exception as exc:  # a store's 503 (StateUnavailable); never a 5xx, however it fails
+            self._answered(cycle, failure_answer(exc, _FAILED), time.perf_counter() - cycle.asked)
             return
         state.store.submit(ask, lambda answered: self._decide(cycle, decider, answered))
 

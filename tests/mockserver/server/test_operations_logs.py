@@ -81,6 +81,31 @@ def test_a_wrong_log_format_is_refused_in_one_line() -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_a_503_of_a_frozen_store_is_logged_with_the_time_it_waited(tmp_path: Path) -> None:
+    """The access log and the latency histogram show how long a request waited on a store that
+    never answered (the store's timeout, 1 s), not 0: that wait is what an operator looks for."""
+    err = tmp_path / "mock.err"
+    headers = {"Authorization": f"Bearer {KEY}"}
+    with (
+        redis_server() as server,
+        verdict_mock("--state", server.url, "--secret", "frozen", "--access-log", err=err) as (
+            _,
+            base,
+        ),
+        httpx.Client(base_url=base, headers=headers, timeout=10) as client,
+    ):
+        server.pause()
+        assert client.get("/e", params={"n": "demo-contradicted"}).status_code == 503
+        server.resume()
+        assert wait_until(lambda: client.get("/_mock/readyz").status_code == 200, DEADLINE)
+        metrics = client.get("/_mock/metrics").text
+    (line,) = [line for line in err.read_text().splitlines() if '"GET /e?n=' in line]
+    assert line.split()[-3] == "503", line
+    assert float(line.split()[-1]) >= 0.9, line  # received; documented: the store's 1 s timeout
+    (waited,) = re.findall(r"(?m)^verdict_mock_request_seconds_sum (\S+)$", metrics)
+    assert float(waited) >= 0.9, metrics  # the one request to /e: the 503
+
+
 @pytest.mark.parametrize("form", ["text", "json"])
 def test_the_state_store_going_down_and_back_is_logged_once_each(form: str, tmp_path: Path) -> None:
     err = tmp_path / "mock.err"
