@@ -202,8 +202,7 @@ class MockState:
             self.tenants = states
             self._index_keys()
         for state in gone:  # no longer served: its connections to Redis go
-            if state.shared is not None:
-                state.shared.close()
+            state.close()
 
     def _index_keys(self) -> None:
         """Note whose each key is, for :meth:`tenant_of` (the operator's keys may change with
@@ -323,6 +322,11 @@ class MockState:
             self.clock_moves.clear()
             self.store.reset({s.id: s.spec.script for s in self.named.values()})
             self._apply(self.scenario, fresh=True)
+
+    def close(self) -> None:
+        """Close its connections to the shared state, its tenants' too (a mock ends in-process)."""
+        if self.shared is not None:
+            self.shared.close()
 
     def __repr__(self) -> str:
         # Keys, secret and codec stay out of reprs (pytest -l prints fixtures' locals).

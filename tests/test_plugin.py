@@ -240,6 +240,77 @@ def test_over_http(verdict_mock):
     assert "plugin.py:" not in output
 
 
+SHARED_STATE_TESTS = """
+import os
+import time
+
+import pytest
+import redis
+
+URL = os.environ["VERDICT_TEST_STATE"]
+seen = []
+
+
+def connected():
+    with redis.Redis.from_url(URL) as asking:
+        return len(asking.client_list()) - 1
+
+
+@pytest.mark.verdict_mock(state=URL, secret="first")
+def test_first(verdict_respx):
+    verdict_respx.advance(1)  # a call to the shared state
+    seen.append(connected())
+    assert seen[0] > 0
+
+
+@pytest.mark.verdict_mock(state=URL, secret="second")
+def test_second(verdict_respx):
+    verdict_respx.advance(1)
+    deadline = time.monotonic() + 10
+    while connected() > seen[0] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert connected() == seen[0]  # the first mock, put out of the session's, is closed
+"""
+
+
+class _SessionMocksKept:
+    """A plugin that keeps the session's in-process mocks (as the tests saw them)."""
+
+    def __init__(self) -> None:
+        self.mocks: list[object] = []
+
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        self.mocks.append(item.funcargs["verdict_inprocess_mocks"])  # type: ignore[attr-defined]
+
+
+def test_in_process_mocks_on_a_shared_state_close_their_connections(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session keeps an in-process mock per settings: one it puts out (past its bound), and
+    every one when the session ends, closes its Redis connections (else left to the garbage
+    collector, and its ResourceWarning to whichever test it ran in)."""
+    import redis
+
+    from tests.helpers import wait_until
+    from tests.redisserver import redis_server
+    from verdict_contract import plugin
+
+    monkeypatch.setattr(plugin, "MAX_IN_PROCESS_MOCKS", 1)
+    with redis_server() as server:
+        monkeypatch.setenv("VERDICT_TEST_STATE", server.url)
+        pytester.makepyfile(SHARED_STATE_TESTS)
+        kept = _SessionMocksKept()  # so that no garbage collector closes them in our stead
+        result = pytester.runpytest("-p", "no:cacheprovider", plugins=[kept])  # this process
+        result.assert_outcomes(passed=2)
+        assert kept.mocks
+
+        def connected() -> int:
+            with redis.Redis(port=server.port) as asking:
+                return len(asking.client_list()) - 1
+
+        assert wait_until(lambda: connected() == 0, timeout=10), "the session's mocks are open"
+
+
 def test_no_output_of_the_plugin_shows_a_key(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -307,14 +307,20 @@ class _InProcessMocks:
             target.state.reset()
         self._built[settings] = target
         while len(self._built) > MAX_IN_PROCESS_MOCKS:
-            self._built.popitem(last=False)
+            self._built.popitem(last=False)[1].close()
         return target
+
+    def close(self) -> None:
+        while self._built:
+            self._built.popitem()[1].close()
 
 
 @pytest.fixture(scope="session")
-def verdict_inprocess_mocks() -> _InProcessMocks:
+def verdict_inprocess_mocks() -> Iterator[_InProcessMocks]:
     """The session's in-process mocks, one per distinct settings (per xdist worker)."""
-    return _InProcessMocks()
+    mocks = _InProcessMocks()
+    yield mocks
+    mocks.close()  # their connections to a shared state
 
 
 def _base_url(request: pytest.FixtureRequest, default: str) -> str:

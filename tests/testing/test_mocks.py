@@ -14,13 +14,16 @@ from typing import cast
 
 import httpx
 import pytest
+import redis
 import requests
 
-from tests.helpers import KEY
+from tests.helpers import KEY, wait_until
+from tests.redisserver import RedisServer, redis_server
 from verdict_contract import SpecError, VerificationError
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.model.sessions import ScriptStep, Step, parse_step
+from verdict_contract.mockserver.store.backend import StateURL
 from verdict_contract.testing.mocks import (
     VerdictMock,
     live_mock,
@@ -346,3 +349,24 @@ def test_an_entry_over_http_holds_no_request() -> None:
         httpx.get(mock.url(n), headers={"Authorization": f"Bearer {KEY}"}, timeout=5)
         (entry,) = mock.journal
     assert entry.request is None
+
+
+def _connected(server: RedisServer) -> int:
+    """Clients connected to ``server``, less the one asking."""
+    with redis.Redis(port=server.port) as asking:
+        return len(asking.client_list()) - 1
+
+
+@pytest.mark.parametrize("transport", [live_mock, respx_mock, responses_mock])
+def test_a_mock_on_a_shared_state_closes_its_connections_when_it_ends(
+    transport: Callable[..., AbstractContextManager[VerdictMock]],
+) -> None:
+    """Left to the garbage collector, its Redis connections stayed open after the block (and
+    a ResourceWarning came when, and where, it ran)."""
+    with redis_server() as server:
+        state = StateURL.parse(server.url)
+        settings = Settings(port=0, state=state, secret=transport.__name__, api_keys=(KEY,))
+        with transport(settings=settings) as mock:
+            mock.advance(1)  # a call to the shared state
+            assert _connected(server) > 0
+        assert wait_until(lambda: _connected(server) == 0, timeout=10), "still connected"

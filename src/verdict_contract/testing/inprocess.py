@@ -61,6 +61,10 @@ class InProcessApp:
         self._cancel: ContextVar[threading.Event | None] = ContextVar("cancel", default=None)
         self.state.delay = self._delay
 
+    def close(self) -> None:
+        """Close its connections to a shared state (``state=redis://...``), once it is done."""
+        self.state.close()
+
     @cached_property
     def app(self) -> Flask:
         from verdict_contract.mockserver.web.app import create_app

@@ -253,10 +253,14 @@ def live_mock(settings: Settings | None = None) -> Iterator[VerdictMock]:
 
     settings = settings or Settings(port=0)
     app = create_app(settings)
-    with BackgroundServer(
-        app, host=settings.host, port=settings.port, threads=settings.threads
-    ) as server:
-        yield VerdictMock(state_of(app), server.base_url)
+    state = state_of(app)
+    try:
+        with BackgroundServer(
+            app, host=settings.host, port=settings.port, threads=settings.threads
+        ) as server:
+            yield VerdictMock(state, server.base_url)
+    finally:
+        state.close()  # its connections to a shared state (its server closed the loop's)
 
 
 _THROUGH = "verdict-loopback"  # the route letting requests to this machine through, kept last
@@ -293,6 +297,19 @@ def _router_class() -> type[respx.MockRouter]:
 
 
 @contextmanager
+def _own_target(target: InProcessApp | None, settings: Settings | None) -> Iterator[InProcessApp]:
+    """``target`` (its keeper closes it), else a new mock for ``settings``, closed at the end."""
+    if target is not None:
+        yield target
+        return
+    made = InProcessApp(settings or Settings())
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@contextmanager
 def respx_mock(
     base_url: str = RESPX_BASE_URL,
     settings: Settings | None = None,
@@ -310,11 +327,14 @@ def respx_mock(
     """
     from respx.patterns import M
 
-    target = target or InProcessApp(settings or Settings())
     base = httpx.URL(checked_base_url(base_url))
     prefix = base.path.rstrip("/")
     options = {"assert_all_called": False, **router_options}
-    with _router_class()(**options) as router, also_httpx2(router):
+    with (
+        _own_target(target, settings) as target,
+        _router_class()(**options) as router,
+        also_httpx2(router),
+    ):
         mine = M(scheme=base.scheme, host=base.host)
         if base.port is not None:
             mine &= M(port=base.port)
@@ -387,11 +407,15 @@ def responses_mock(
     ``ConnectionError``. It works beside responses' own default mock (``@responses.activate``),
     started before or after it: what neither mocks goes on to the one underneath.
     """
+    base = checked_base_url(base_url)
+    with _own_target(target, settings) as target:
+        yield from _responses_mock(target, base)
+
+
+def _responses_mock(target: InProcessApp, base: str) -> Iterator[ResponsesVerdictMock]:
     import requests.adapters
     import responses
 
-    target = target or InProcessApp(settings or Settings())
-    base = checked_base_url(base_url)
     answer = _responses_answer(target, base)
     below: Any = requests.adapters.HTTPAdapter.send  # responses' own alias of its type differs
     layered = below is not responses._real_send  # another mock is started: hand it the rest
