@@ -141,11 +141,10 @@ class MemoryStore:
             if ask.clock:
                 ask.offset, ask.generation = self.skew, self.journal.generation
             if (key := ask.key) is not None and ask.now_offset == self.skew:  # else it moved
-                started, hits = self._windows.get(key, (ask.now, 0))
+                started, hits = self._windows.get(key) or (ask.now, 0)
                 if ask.now - started >= ask.window:
                     started, hits = ask.now, 0
-                ask.started, ask.hits = started, hits + 1
-                self._windows[key] = started, hits + 1
+                ask.started, ask.hits = self._windows[key] = started, hits + 1
         if ask.marked is not None:
             ask.expired = ask.marked in self._expired
         if ask.take is not None:
