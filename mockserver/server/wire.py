@@ -76,16 +76,6 @@ class Heads:
 
     def answer(self, answer: Answer, head_only: bool, close: bool, vary: bool) -> tuple[bytes, int]:
         """The whole answer as bytes, and the length of the body in it."""
-        start = self._start(answer, vary)
-        body = b"" if head_only or answer.status in NO_BODY else answer.body
-        end = _CLOSING if close else _KEEPING
-        return b"".join((start, self._date, end, body)), len(body)
-
-    def closing(self, answer: Answer) -> bytes:
-        """An answer the connection closes after (a refusal, a failure), head and body."""
-        return self.answer(answer, head_only=False, close=True, vary=False)[0]
-
-    def _start(self, answer: Answer, vary: bool) -> bytes:
         key = (answer.status, tuple(answer.headers), len(answer.body), vary)
         start = self._kept.get(key)
         if start is None:
@@ -96,7 +86,13 @@ class Heads:
                 headers = [(k, v) for k, v in headers if k != "Content-Length"]
             start = head_start(status_line(answer.status), headers)
             self._kept[key] = start
-        return start
+        body = b"" if head_only or answer.status in NO_BODY else answer.body
+        end = _CLOSING if close else _KEEPING
+        return b"".join((start, self._date, end, body)), len(body)
+
+    def closing(self, answer: Answer) -> bytes:
+        """An answer the connection closes after (a refusal, a failure), head and body."""
+        return self.answer(answer, head_only=False, close=True, vary=False)[0]
 
     def reply(self, reply: Reply, method: str, keep_alive: bool) -> tuple[bytes, bool]:
         """An app's reply as bytes, and whether the connection must close after it."""
