@@ -213,11 +213,11 @@ class MockState:
         for state in states:
             state._mask()
 
-    def writable(self) -> StateUnavailable | None:
-        """Whether every store this mock answers from would take a write now (readiness): each
-        tenant's, in its own slot on a cluster."""
-        stores = [tenant.store for tenant in self.tenants.values()] or [self.store]
-        return next(filter(None, (store.writable() for store in stores)), None)
+    def unwritable(self) -> dict[str, StateUnavailable]:
+        """Why each store this mock answers from would not take a write now, by tenant (each
+        tenant's in its own slot on a cluster: one may be lost while the others are served)."""
+        problems = {s.tenant_name: s.store.writable() for s in self.tenants.values() or [self]}
+        return {name: problem for name, problem in problems.items() if problem is not None}
 
     def tenant_of(self, authorization: str | None) -> MockState:
         """The state a ``/e`` call belongs to: its key's tenant's, else this one (compared in

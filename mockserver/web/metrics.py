@@ -59,11 +59,15 @@ def livez() -> Response:
 
 @probes.get("/readyz")
 def readyz() -> Response | tuple[Response, int]:
-    """Ready while the state store can be written (asked without writing to it)."""
+    """Ready while the state store can be written (asked without writing to it); with
+    ``--tenants``, while any tenant's can (those whose cannot are named, each call of theirs a
+    503): one tenant's lost slot does not take the process out for every other."""
     state = state_of()
-    problem = state.writable()
-    if problem is None:
-        return jsonify(status="ready", state=state.store.label)
+    down = state.unwritable()
+    if len(down) < max(1, len(state.tenants)):
+        named = {"unavailable": sorted(down)} if state.tenants else {}
+        return jsonify(status="ready", state=state.store.label, **named)
+    problem = next(iter(down.values()))
     error = {"code": problem.code, "message": str(problem)}
     return jsonify(status="not_ready", state=state.store.label, error=error), 503
 

@@ -22,7 +22,9 @@ from redis.exceptions import InvalidResponse
 
 from tests.mockserver.store.test_redisstate import start_mocks
 from tests.mockserver.store.test_store_contract import StoreContract
+from tests.mockserver.test_tenants import OPERATOR_TOKEN, TENANTS, key, token
 from tests.redisserver import RedisClusterNodes, redis_cluster
+from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.store.backend import StateUnavailable, StateURL
 from verdict_contract.mockserver.store.redisstate import RedisStore
@@ -217,3 +219,55 @@ def test_readiness_asks_the_node_that_holds_the_mocks_keys(
                 client.close()
     changes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("state store")]
     assert [line.split(":")[0] for line in changes] == ["state store down", "state store back"]
+
+
+def test_with_tenants_one_tenants_lost_slot_leaves_the_process_ready_for_the_others(
+    cluster: RedisClusterNodes, tmp_path: Path
+) -> None:
+    """A tenant whose node refuses writes gets its 503s (its /e, its health) and is named by
+    readyz, which stays ready for the tenants still served: taking every pod out of service
+    would turn one tenant's outage into everyone's. Once no tenant's node takes writes, the
+    process is not ready."""
+    tenants = tmp_path / "tenants.json"
+    tenants.write_text(json.dumps(TENANTS))
+    extra = {"tenants": tenants, "control_token": Secret(OPERATOR_TOKEN), "state_name": "teams"}
+    for secret in SECRETS:  # until the tenants' slots are on two nodes at least
+        with live_mock(settings(cluster.url, secret, **extra)) as mock:
+            stores = {name: state.shared for name, state in mock.state.tenants.items()}
+            owners = {name: _owner(cluster, s.keys.clock) for name, s in stores.items()}  # type: ignore[union-attr]
+            if len(set(owners.values())) < 2:
+                continue
+            lost = sorted(name for name, node in owners.items() if node == owners["pay"])
+            kept = next(name for name in ("risk", "default") if name not in lost)
+            clients = cluster.clients()
+            try:
+                full = [owners["pay"]]
+                for index in full:
+                    clients[index].config_set("maxmemory", "1")
+                    clients[index].config_set("maxmemory-policy", "noeviction")
+                ready = httpx.get(f"{mock.base_url}/_mock/readyz")
+                assert (ready.status_code, ready.json()["unavailable"]) == (200, lost), ready.text
+                as_pay = {"Authorization": f"Bearer {key('pay')}", "X-Mock-Token": token("pay")}
+                assert httpx.get(mock.url("demo-refused"), headers=as_pay).status_code == 503
+                health = httpx.get(f"{mock.base_url}/_mock/health", headers=as_pay)
+                assert health.status_code == 503
+                as_kept = (
+                    {"Authorization": f"Bearer {KEY}", "X-Mock-Token": OPERATOR_TOKEN}
+                    if kept == "default"
+                    else {"Authorization": f"Bearer {key(kept)}", "X-Mock-Token": token(kept)}
+                )
+                assert httpx.get(mock.url("demo-refused"), headers=as_kept).status_code == 200
+                health = httpx.get(f"{mock.base_url}/_mock/health", headers=as_kept)
+                assert health.status_code == 200
+                for index in set(owners.values()) - set(full):
+                    clients[index].config_set("maxmemory", "1")
+                    clients[index].config_set("maxmemory-policy", "noeviction")
+                not_ready = httpx.get(f"{mock.base_url}/_mock/readyz")
+                assert not_ready.status_code == 503, not_ready.text
+                assert not_ready.json()["error"]["code"] == "state_full"
+            finally:
+                for client in clients:
+                    client.config_set("maxmemory", "0")
+                    client.close()
+            return
+    pytest.fail("every secret put the tenants on one node")
