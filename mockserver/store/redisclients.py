@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple, cast
@@ -69,6 +70,10 @@ class BoundedReader:
 
     def feed(self, data: Any, *span: int) -> None:
         chunk = bytes(memoryview(data)[span[0] : span[0] + span[1]]) if len(span) == 2 else data
+        if not self._fed:  # a reply's first bytes: the socket's timeout bounds each read only
+            self._since = time.monotonic()
+        elif time.monotonic() - self._since > TIMEOUT:  # a reply dripped, byte by byte
+            raise redis.exceptions.TimeoutError(f"a reply still arriving after {TIMEOUT:g} s")
         self._fed += len(chunk)
         self._lines += chunk.count(b"\r\n")
         if self._fed > self._limit:

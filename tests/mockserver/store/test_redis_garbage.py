@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,10 @@ GARBAGE = {
     "not RESP": b"?what is this\r\n",
     "not UTF-8": b"$2\r\n\xff\xfe\r\n",
     "wrong type": b"*1\r\n:7\r\n",  # an array, where every command of the mock has another
+    # then a byte every DRIP_PAUSE: each read is quick, the reply never ends (minutes)
+    "dripped reply": b"$1000\r\n",
 }
+DRIP_PAUSE = 0.25
 
 
 @dataclass
@@ -89,6 +93,11 @@ class GarbleProxy:
                 while sent < ENDLESS_CAP:
                     client.sendall(CHUNK)
                     sent += len(CHUNK)
+            elif garbage == GARBAGE["dripped reply"]:
+                for _ in range(1000):
+                    time.sleep(DRIP_PAUSE)
+                    client.sendall(b"x")
+                    sent += 1
         except OSError:
             return False
         finally:
