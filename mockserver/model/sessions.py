@@ -152,11 +152,11 @@ def _canonical(value: Mapping[str, Any], where: str) -> str:
     """JSON values as canonical JSON text (a spec stays hashable), or a :class:`SpecError`."""
     try:
         text = json.dumps(value, sort_keys=True, separators=(",", ":")) if value else ""
-        json.dumps(value, ensure_ascii=False).encode()  # "\ud800": minted, then never served
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode()  # minted, never served
     except UnicodeEncodeError:
         raise SpecError(f"{where} must hold valid Unicode text (a lone surrogate is not)") from None
-    except (TypeError, ValueError):  # YAML dates, mixed key types...
-        raise SpecError(f"{where} must hold JSON values only") from None
+    except (TypeError, ValueError):  # YAML dates, mixed key types, NaN, Infinity...
+        raise SpecError(f"{where} must hold JSON values only (no NaN or Infinity)") from None
     return text
 
 

@@ -87,6 +87,23 @@ def test_the_control_api_refuses_a_bad_future_body_in_one_line(
     assert "\n" not in error
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b'{"extra": {"a": 1e400}}', b'{"extra": {"a": NaN}}', b'{"extra": {"a": [-Infinity]}}'],
+)
+def test_a_number_json_cannot_say_is_refused_not_served(body: bytes) -> None:
+    """Python's JSON reader takes 1e400 (as inf), NaN and Infinity; a verdict holding one would
+    be served as a body no JSON parser reads. 1e300 is a number JSON says."""
+    with live_mock(Settings(port=0, api_keys=(KEY,))) as mock:
+        url, sent = f"{mock.base_url}/_mock/sessions", {"Content-Type": "application/json"}
+        answer = httpx.post(url, content=body, headers=sent, timeout=10)
+        good = httpx.post(url, content=b'{"extra": {"a": 1e300}}', headers=sent, timeout=10)
+        assert good.status_code == 201, good.text
+        assert _served(mock.url(good.json()["n"]), mock.headers)["a"] == 1e300
+    assert answer.status_code == 422, answer.text
+    assert "request.extra must hold JSON values only (no NaN or Infinity)" in answer.text
+
+
 def test_a_scenario_file_serves_future_bodies(tmp_path: Path) -> None:
     scenario = tmp_path / "future.yaml"
     scenario.write_text(
