@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, wait
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from verdict_contract.core.redact import Redactor, mask, sent_credentials
@@ -213,6 +214,30 @@ def _session_id(pairs: list[tuple[str, str]] | None) -> str | None:
     return None
 
 
+@dataclass
+class _Call:
+    """An upstream call; its connection cut once its wait is over: httpx's timeout bounds each
+    read only, and an upstream dripping its head a byte at a time would hold it for days."""
+
+    method: str
+    url: httpx.URL
+    headers: dict[str, str]
+    future: Future[Upstream] = field(default_factory=Future)
+    stream: Any = None  # httpcore's network stream, once connected
+    over: bool = False
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:  # httpx's trace extension
+        if event == "connection.connect_tcp.complete":
+            self.stream = info["return_value"]
+            if self.over:  # connected after its wait ended
+                self.cut()
+
+    def cut(self) -> None:
+        self.over = True
+        with contextlib.suppress(AttributeError, OSError):  # not connected, or closed already
+            self.stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+
+
 class ValidatingProxy(ExplainMiddleware):
     """Serve ``GET``/``HEAD /e`` from the upstream; pass every other request to ``app``."""
 
@@ -239,8 +264,8 @@ class ValidatingProxy(ExplainMiddleware):
             limits=httpx.Limits(max_connections=settings.threads * 2, max_keepalive_connections=0),
         )
         # Upstream calls run on daemon threads of their own, so a client waits no longer than
-        # the timeout whatever the upstream does (a call still running after that ends at
-        # httpx's own timeout), and stop() ends every wait at once (nothing joins them at exit).
+        # the timeout whatever the upstream does (a call still running after that is cut: _Call),
+        # and stop() ends every wait at once (nothing joins them at exit).
         self._stopping: Future[Upstream] = Future()  # never an answer: stop() ends every wait
 
     def respond(self, method: str, query: bytes, environ: WSGIEnvironment) -> Answer:
@@ -304,27 +329,25 @@ class ValidatingProxy(ExplainMiddleware):
             )
         if self._stopping.done():
             return ProxiedAnswer(error_answer(503, *_STOPPING))
-        future: Future[Upstream] = Future()
-        arguments = (future, method, url, headers)
-        threading.Thread(target=self._call, args=arguments, daemon=True).start()
-        wait([future, self._stopping], timeout=self.timeout, return_when=FIRST_COMPLETED)
+        call = _Call(method, url, headers)
+        threading.Thread(target=self._call, args=(call,), daemon=True).start()
+        wait([call.future, self._stopping], timeout=self.timeout, return_when=FIRST_COMPLETED)
         try:
-            upstream = future.result(timeout=0)
+            upstream = call.future.result(timeout=0)
         except TimeoutError:  # stopping, or no answer in time
+            call.cut()  # its thread and connection freed now, not at the upstream's pace
             error = UpstreamError(503, *_STOPPING) if self._stopping.done() else self._timed_out()
             return ProxiedAnswer(self._failed(error))
         except UpstreamError as exc:
             return ProxiedAnswer(self._failed(exc))
         return self._checked(method, pairs, upstream, authorization)
 
-    def _call(
-        self, future: Future[Upstream], method: str, url: httpx.URL, headers: dict[str, str]
-    ) -> None:
-        """One upstream call on its own thread; its outcome goes to ``future``."""
+    def _call(self, call: _Call) -> None:
+        """One upstream call on its own thread; its outcome goes to its ``future``."""
         try:
-            future.set_result(self._fetch(method, url, headers))
+            call.future.set_result(self._fetch(call))
         except BaseException as exc:  # the waiter reads it (an UpstreamError, as a rule)
-            future.set_exception(exc)
+            call.future.set_exception(exc)
 
     def stop(self) -> None:
         """End every wait on the upstream now (the server is stopping); refuse new calls."""
@@ -333,20 +356,20 @@ class ValidatingProxy(ExplainMiddleware):
         if self.recorder is not None:  # what is queued reaches the file (a bounded wait)
             self.recorder.flush(timeout=self.timeout)
 
-    def _fetch(self, method: str, url: httpx.URL, headers: dict[str, str]) -> Upstream:
+    def _fetch(self, call: _Call) -> Upstream:
         import httpx
 
-        deadline = time.monotonic() + self.timeout
+        traced = {"trace": call.trace}
         try:
-            with self.client.stream(method, url, headers=headers) as response:
+            with self.client.stream(
+                call.method, call.url, headers=call.headers, extensions=traced
+            ) as response:
                 encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
                 if encoding != "identity":  # asked for none: never decoded (a bomb's thousandfold)
                     message = "the upstream's answer is encoded (Content-Encoding), asked for none"
                     raise UpstreamError(502, "upstream_encoded", message)
                 chunks, size = [], 0
-                for chunk in response.iter_bytes():
-                    if time.monotonic() > deadline:  # the client has had its 504: stop reading
-                        raise self._timed_out()
+                for chunk in response.iter_bytes():  # cut once the client has had its 504
                     size += len(chunk)
                     if size > MAX_UPSTREAM_BODY:
                         raise UpstreamError(

@@ -7,6 +7,7 @@ import contextlib
 import gzip
 import json
 import logging
+import socket
 import subprocess
 import sys
 import threading
@@ -420,6 +421,66 @@ def test_a_dripping_upstream_is_cut_at_the_timeout(
     started = time.monotonic()
     response = proxy.http.get("/e", params={"n": "drip"}, headers=bearer(), timeout=3)
     assert response.status_code == 504, f"after {time.monotonic() - started:.1f} s"
+
+
+@contextlib.contextmanager
+def _dripping_head_upstream() -> Iterator[tuple[str, list[socket.socket]]]:
+    """An upstream that answers ``n=plain`` at once and drips any other answer's head, a byte
+    every 0.2 s for a minute; the list holds the connections it drips on."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve(connection: socket.socket) -> None:
+        with connection:
+            if b"n=plain" in connection.recv(65536):
+                body = b'{"error": {"code": "session_not_found", "message": "no"}}'
+                head = f"HTTP/1.1 404 Not Found\r\nContent-Length: {len(body)}\r\n"
+                connection.sendall(head.encode() + b"Content-Type: application/json\r\n\r\n" + body)
+                return
+            held.append(connection)
+            with contextlib.suppress(OSError):  # the mock cut it
+                connection.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+                for _ in range(300):
+                    if stop.wait(0.2):
+                        break
+                    connection.sendall(b"x")
+            held.remove(connection)
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connection = listener.accept()[0]
+            except TimeoutError:
+                continue
+            except OSError:  # closed
+                return
+            threading.Thread(target=serve, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", held
+    finally:
+        stop.set()
+        listener.close()
+
+
+def test_an_upstream_dripping_its_head_holds_no_connection_past_the_timeout() -> None:
+    """httpx's timeout bounds each read only: each call that had its 504 kept its connection
+    (of the pool's 2 with one thread) while the upstream dripped, and a call the upstream would
+    answer at once then waited for the pool and had a 504 too. The mock cuts them."""
+    with (
+        _dripping_head_upstream() as (upstream, held),
+        running(create_app(Settings(proxy_to=upstream, proxy_timeout=0.5)), threads=1) as proxy,
+        httpx.Client(base_url=proxy.base_url, headers=bearer(), timeout=10) as client,
+    ):
+        for index in range(3):
+            answer = client.get("/e", params={"n": f"drip-{index}"})
+            assert answer.status_code == 504, answer.text
+        assert wait_until(lambda: not held, timeout=5), f"{len(held)} connections held"
+        answer = client.get("/e", params={"n": "plain"})
+        assert answer.status_code == 404, answer.text
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "br"])
