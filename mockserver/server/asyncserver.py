@@ -261,8 +261,7 @@ class HttpConnection(asyncio.Protocol):
                 "(--max-connections); retry, or reuse a connection",
                 headers=[("Retry-After", "1")],
             )
-            data = server.heads.closing(answer)
-            self.flow.linger(data, server.drain_seconds)
+            self.flow.linger(server.heads.closing(answer), server.drain_seconds)
             return
         server.open += 1
         self.counted = True
@@ -447,8 +446,7 @@ class HttpConnection(asyncio.Protocol):
             if flow.state is ENDING:
                 self.close()
                 return
-            arriving = self.arriving
-            if arriving is not None and arriving.expect_continue:
+            if self.arriving is not None and self.arriving.expect_continue:
                 self._continue()
         self._flow()
 
@@ -486,8 +484,7 @@ class HttpConnection(asyncio.Protocol):
         """Begin answering the request at the head of the pipeline."""
         if cycle.refusal is not None:
             cycle.to(DONE)
-            data = self.server.heads.closing(cycle.refusal)
-            self.flow.linger(data, self.server.drain_seconds)
+            self.flow.linger(self.server.heads.closing(cycle.refusal), self.server.drain_seconds)
             return
         url = cycle.url
         if self.server.hot and (url == _HOT_PATH or url.startswith(_HOT_PREFIX)):
@@ -590,8 +587,7 @@ class HttpConnection(asyncio.Protocol):
         steps taken, is sent all the same."""
         state = self._state(cycle)
         entry, latency = record(state, decision, fault)
-        answer = decision.answer
-        state.store.submit(entry, lambda _: self._answered(cycle, answer, latency))
+        state.store.submit(entry, lambda _: self._answered(cycle, decision.answer, latency))
 
     def _answered(self, cycle: RequestCycle, answer: Answer, latency: float) -> None:
         if cycle.phase not in BUSY or not self.flow.writes:
