@@ -356,8 +356,7 @@ class RedisStore:
             entries: list[str | int] = []
             for entry in call.appends:
                 generation = "" if entry.generation is None else entry.generation
-                entries += ("r" if entry.untrusted else "j", generation)
-                entries.append(encode_entry(entry))
+                entries += ("r" if entry.untrusted else "j", generation, encode_entry(entry))
             return ("EVALSHA", _SHA[APPEND], len(keys), *keys, *bounds, *entries)
         steps, args = list[str](), list[str | int]([self.ttl_ms])
         for ask in call.asks:
