@@ -309,9 +309,7 @@ class MockState:
         changed = {
             session.id: session.spec.script
             for session in named.values()
-            if fresh
-            or previous.get(session.id) is None
-            or previous[session.id].spec != session.spec
+            if fresh or session.id not in previous or previous[session.id].spec != session.spec
         }
         changed.update(dict.fromkeys(previous.keys() - named.keys(), ()))  # removed: script goes
         self.store.load_named(changed)
