@@ -263,8 +263,7 @@ class Settings:
             )
         if self.upstream_key is not None and not self.upstream_key.reveal().strip():
             raise SettingsError("the upstream key is empty")
-        problem = state_problem(self)  # --state and the settings that go with it
-        if problem:
+        if problem := state_problem(self):  # --state and the settings that go with it
             raise SettingsError(problem)
 
     def __repr__(self) -> str:
@@ -288,8 +287,7 @@ def from_env(environ: Mapping[str, str]) -> dict[str, object]:
     """The settings the ``VERDICT_MOCK_*`` variables give, parsed but not yet checked together."""
     changes: dict[str, object] = {}
     for name, option, _ in options():
-        raw = environ.get(env_var(name))
-        if raw is None or raw == "":
+        if not (raw := environ.get(env_var(name))):
             continue
         try:
             if option.repeatable:

@@ -249,8 +249,7 @@ class MockState:
             "journal_size": str(self.settings.journal_size),
             "api_keys": keys.hexdigest()[:16],
         }
-        differ = shared.drift(answering)
-        if differ:
+        if differ := shared.drift(answering):
             listed = "; ".join(
                 f"{name} {differ[name]} there, {answering[name]} here"
                 if name != "api_keys"

@@ -277,8 +277,7 @@ class JournalEntry(NamedTuple):
         (``verdict``...), as :func:`dataclasses.replace` changes a dataclass; a name it does
         not show (the journal's bookkeeping, ``untrusted``...) is a :class:`TypeError`, on every
         Python (3.13's ``_replace`` raises one where 3.11's raised a ValueError)."""
-        unknown = set(changes) - set(JSON_FIELDS)
-        if unknown:
+        if unknown := set(changes) - set(JSON_FIELDS):
             raise TypeError(f"JournalEntry.replace() got unexpected field names: {sorted(unknown)}")
         served = {name: changes.pop(name) for name in Served._fields if name in changes}
         result = {name: changes.pop(name) for name in _RESULT_FIELDS if name in changes}
@@ -345,9 +344,8 @@ class Journal:
         """Keep an entry, numbered (:attr:`JournalEntry.seq`), unless its request arrived before
         a ``clear()`` (its :attr:`~JournalEntry.generation` is no longer :attr:`generation`: a
         delay from an earlier test)."""
-        generation = entry.generation
         with self._lock:
-            if generation is not None and generation != self.generation:
+            if entry.generation is not None and entry.generation != self.generation:
                 return False
             self._seq += 1
             (self._refused if entry.untrusted else self._entries).append((self._seq, entry))
