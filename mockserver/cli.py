@@ -119,10 +119,8 @@ def banner(
             where = f"{ours} (the proxy sends its --upstream-key upstream)"
         else:
             public = False
-            lines.append(
-                f"  API key:  the client's own, passed upstream as is: a key of {upstream}"
-            )
             where = f"a key of {upstream}"
+            lines.append(f"  API key:  the client's own, passed upstream as is: {where}")
         lines.append(_try_line(base_url, SESSION_PLACEHOLDER, key, public))
         lines.append(
             f"  session:  {SESSION_PLACEHOLDER} is one of {upstream}'s sessions; the mock's demo "
@@ -259,11 +257,9 @@ def _is_verdict_mock(base_url: str) -> bool:
 
 def _cannot_listen(settings: Settings, exc: OSError) -> int:
     """Say in one line (and one hint) why the port cannot be had; the usage would bury it."""
-    where = f"{settings.host}:{settings.port}"
+    cannot = f"verdict-mock: error: cannot listen on {settings.host}:{settings.port}"
     if exc.errno != errno.EADDRINUSE:
-        print(
-            f"verdict-mock: error: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr
-        )
+        print(f"{cannot}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     wildcard = settings.host in ("", "0.0.0.0", "::")  # noqa: S104 - read, not bound
     host = "127.0.0.1" if wildcard else settings.host
@@ -274,7 +270,7 @@ def _cannot_listen(settings: Settings, exc: OSError) -> int:
     else:
         problem = "the port is in use by another program"
         hint = "stop it, or pick another --port; --port 0 takes a free one (the banner shows it)"
-    print(f"verdict-mock: error: cannot listen on {where}: {problem}", file=sys.stderr)
+    print(f"{cannot}: {problem}", file=sys.stderr)
     print(f"hint: {hint}", file=sys.stderr)
     return 2
 
