@@ -435,11 +435,9 @@ def decode_entry(kept: str, untrusted: bool = False) -> JournalEntry:
     """An entry a shared store kept: its :attr:`~JournalEntry.seq`, a space, then
     :func:`encode_entry`; ``untrusted``: it was kept in the ring."""
     seq, _, text = kept.partition(" ")
-    at, method, path, n, query, authorization, answer, served, elapsed, violations = json.loads(
-        text
-    )
+    at, method, path, n, query, auth, answer, served, elapsed, violations = json.loads(text)
     facts = None if served is None else Served._make([*served[:3], tuple(served[3])])
     return JournalEntry(
-        at, method, path, n, query, authorization, Result._make([*answer, facts]), elapsed,
+        at, method, path, n, query, auth, Result._make([*answer, facts]), elapsed,
         tuple(violations), untrusted=untrusted, seq=int(seq),
     )  # fmt: skip
