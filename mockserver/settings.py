@@ -184,10 +184,7 @@ class Settings:
         1024 * 1024, "largest request body accepted, in bytes (413 beyond)", positive_int, "BYTES"
     )
     max_connections: int = _setting(
-        1000,
-        "connections held at once (more get 503 and are closed)",
-        positive_int,
-        "N",
+        1000, "connections held at once (more get 503 and are closed)", positive_int, "N"
     )
     access_log: bool = _setting(False, "log one line per request (common log format, keys masked)")
     server: str = _setting(

@@ -33,13 +33,7 @@ import httptools
 from verdict_contract.core.spec import API_METHODS, ENDPOINT_PATH, is_api_call
 
 from ..explain import Decider, Decision, decide, record, run, wrong_method
-from ..model.answer import (
-    NO_STATUS,
-    Answer,
-    error_answer,
-    failure_answer,
-    status_line,
-)
+from ..model.answer import NO_STATUS, Answer, error_answer, failure_answer, status_line
 from ..settings import Settings
 from ..state import MockState
 from ..store.primitives import Ask
