@@ -73,7 +73,7 @@ class BoundedReader:
         if not self._fed:  # a reply's first bytes: the socket's timeout bounds each read only
             self._since = time.monotonic()
         elif time.monotonic() - self._since > TIMEOUT:  # a reply dripped, byte by byte
-            raise redis.exceptions.TimeoutError(f"a reply still arriving after {TIMEOUT:g} s")
+            raise redis.TimeoutError(f"a reply still arriving after {TIMEOUT:g} s")
         self._fed += len(chunk)
         self._lines += chunk.count(b"\r\n")
         if self._fed > self._limit:
