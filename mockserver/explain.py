@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from urllib.parse import parse_qsl
 
-from verdict_contract.core.redact import masked_path
+from verdict_contract.core.redact import KeyFinder, masked_path
 from verdict_contract.core.spec import API_METHODS, ENDPOINT_PATH, SESSION_PARAM
 
 from .model.answer import (
@@ -36,6 +36,7 @@ from .state import MockState, authorized, masks_for, mock_time
 from .store.backend import StateUnavailable
 from .store.journal import (
     CUT,
+    MAX_PATH_CHARS,
     JournaledQuery,
     JournalEntry,
     RawHeaders,
@@ -303,7 +304,7 @@ _CACHED_QUERY = 512  # longer (with the Authorization) are shown afresh: the cac
 
 
 @lru_cache(maxsize=1024)  # a load test sends one query again and again (10%: bench_instructions)
-def _cached_query(query: bytes, keys: tuple[bytes, ...], sent: str | None) -> JournaledQuery | None:
+def _cached_query(query: bytes, keys: KeyFinder, sent: str | None) -> JournaledQuery | None:
     pairs = parse_query(query)
     return None if pairs is None else journaled_query(pairs, masks_for(keys, sent))
 
@@ -327,7 +328,7 @@ def entry_for(
     ``generation``: the journal's when the request arrived (None: kept in the journal of now)."""
     journaled = None
     if pairs is not None and len(query_string) + len(authorization or "") <= _CACHED_QUERY:
-        journaled = _cached_query(query_string, state.masked_keys, authorization)
+        journaled = _cached_query(query_string, state.key_finder, authorization)
     if journaled is None:  # a query that is not UTF-8 is journaled whole, as Latin-1
         args = pairs if pairs is not None else [("?", query_string.decode("latin-1"))]
         journaled = journaled_query(args, state.masks(authorization))
@@ -382,7 +383,7 @@ def journal_elsewhere(
     # Anyone can send these, with any method: without a key, only the query's start is read.
     keyed = authorized(state, authorization) is not None
     pairs = parse_query(query_string) if keyed else query_start(query_string)
-    masked = masked_path(path, state.masks(authorization))
+    masked = masked_path(path[: MAX_PATH_CHARS + 1], state.masks(authorization))  # as shown
     entry = entry_for(
         state, method, pairs, query_string, authorization, answer, headers=headers, path=masked
     )

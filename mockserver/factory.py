@@ -10,12 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
 from verdict_contract.core.errors import InvalidVerdictError as InvalidVerdictError
-from verdict_contract.core.spec import (
-    VerdictKind,
-    VerdictRow,
-    never_conclusive,
-    split_row,
-)
+from verdict_contract.core.spec import VerdictKind, VerdictRow, never_conclusive, split_row
 from verdict_contract.core.types import Verdict
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import format_violations

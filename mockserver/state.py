@@ -12,13 +12,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
 from verdict_contract.core.errors import SettingsError
 from verdict_contract.core.extras import require_extra
 from verdict_contract.core.rates import RateLimit
-from verdict_contract.core.redact import holds_key, secret_index, sent_credentials
+from verdict_contract.core.redact import KeyFinder, secret_index, sent_credentials
 from verdict_contract.core.spec import VERDICTS, VerdictKind
 
 from .model.generate import VerdictGenerator
@@ -40,11 +40,13 @@ READ_CACHE_SIZE = 4096
 """Decoded session ids remembered (ids are at most 256 characters: a few MB at most)."""
 
 
-def masks_for(keys: tuple[bytes, ...], authorization: str | None) -> Callable[[str], bool]:
-    """What a request's entry and log line mask: a text holding one of ``keys``, or the
-    credential it sent (a key of this mock or not: a client's secret all the same)."""
-    sent = (each.encode("utf-8", "surrogateescape") for each in sent_credentials(authorization))
-    return partial(holds_key, (*keys, *sent))
+def masks_for(keys: KeyFinder, authorization: str | None) -> Callable[[str], bool]:
+    """What a request's entry and log line mask: a text holding a part of one of ``keys``, or
+    of the credential it sent (a key of this mock or not: a client's secret all the same; as
+    sent, not encoded: the client wrote those forms itself)."""
+    sent = [each.encode("utf-8", "surrogateescape") for each in sent_credentials(authorization)]
+    theirs = KeyFinder.of(sent, encoded=False)
+    return (lambda text: keys(text) or theirs(text)) if sent else keys
 
 
 def mock_time(real: float, offset: float) -> float:
@@ -115,8 +117,8 @@ class MockState:
     """The operator's state only: every tenant's state by name, its own first (``--tenants``);
     empty without tenants."""
     _every_key: tuple[bytes, ...] = field(default=(), init=False)
-    masked_keys: tuple[bytes, ...] = field(default=(), init=False)
-    """What journals and logs mask, whole or inside a value (:meth:`_mask`)."""
+    key_finder: KeyFinder = field(default=KeyFinder(), init=False)
+    """What journals and logs mask: any part of a key or token (:meth:`_mask`)."""
     _key_owners: tuple[MockState, ...] = field(default=(), init=False)  # each key's, in order
 
     def __post_init__(self) -> None:
@@ -233,11 +235,12 @@ class MockState:
         tokens = [state.tenant.control_token for state in operator.tenants.values() if state.tenant]
         secrets = [self.settings.upstream_key, self.settings.control_token, *tokens]
         keys = operator._every_key or self.key_bytes
-        self.masked_keys = (*keys, *(s.reveal().encode() for s in secrets if s is not None))
+        shared = [secret.reveal().encode() for secret in secrets if secret is not None]
+        self.key_finder = KeyFinder.of([*keys, *shared])
 
     def masks(self, authorization: str | None) -> Callable[[str], bool]:
-        """What a request's entry and log line mask (:func:`masks_for` of :attr:`masked_keys`)."""
-        return masks_for(self.masked_keys, authorization)
+        """What a request's entry and log line mask (:func:`masks_for` of :attr:`key_finder`)."""
+        return masks_for(self.key_finder, authorization)
 
     def _warn_of_drift(self, shared: RedisStore) -> None:
         """Say loudly if the processes sharing this state answer otherwise than this one would:

@@ -17,12 +17,7 @@ from urllib.parse import urlencode
 from itsdangerous import BadData, URLSafeSerializer
 
 from verdict_contract.core.errors import SpecError as SpecError
-from verdict_contract.core.spec import (
-    ENDPOINT_PATH,
-    SESSION_PARAM,
-    VerdictKind,
-    never_conclusive,
-)
+from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, VerdictKind, never_conclusive
 from verdict_contract.core.suggest import closest
 
 from .answer import DOCUMENTED_FIELDS

@@ -50,8 +50,9 @@ def masked_param(
     name: str, value: str, is_key: Callable[[str], bool] = lambda _: False
 ) -> tuple[str, str]:
     """A query parameter as output shows it: ``n`` (cut), plain names; other values masked."""
-    if name == SESSION_PARAM:
-        return name, mask(value) if is_key(value) else cut(value, MAX_SESSION_ID_LENGTH)
+    if name == SESSION_PARAM:  # only what is shown is looked at (a query may hold 256 KiB)
+        shown = cut(value, MAX_SESSION_ID_LENGTH)
+        return name, mask(value) if is_key(shown) else shown
     return masked_name(name, is_key), mask(value)
 
 

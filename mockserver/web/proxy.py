@@ -429,7 +429,7 @@ class ValidatingProxy(ExplainMiddleware):
             violations.append(reflected)
         self.stats.count(len(violations))
         session_id = _session_id(pairs)
-        # the client's id, masked if it is a key, escaped: no terminal escapes reach the log
+        # the client's id, masked if it holds a part of a key, escaped: no terminal escapes
         holds_a_key = session_id is not None and self.state.masks(authorization)(session_id)
         printed_id = session_id and printable(mask(session_id) if holds_a_key else session_id)
         for violation in violations:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 from urllib.parse import quote, quote_plus
 
 import pytest
 
 from verdict_contract.core.redact import (
+    KeyFinder,
     KeyHeaders,
     Redactor,
     Secret,
@@ -166,3 +168,21 @@ def test_a_value_cut_before_masking_is_masked_at_the_cut(kept: int) -> None:
     assert once == "key …1a0Z" == redactor.text(once)  # masking again changes nothing
     three = '{"debug": "' + LONG_KEY[:3] + "…"
     assert redactor.text(three) == three  # fewer than a mask shows
+
+
+def test_a_key_finder_finds_eight_characters_of_a_key_in_a_row_or_its_encodings() -> None:
+    key = "team-key-0123456789abcdef"
+    found = KeyFinder.of([key.encode(), b"", b"tiny"])
+    for text in (
+        key,
+        key[:-4],  # the key less its last 4 characters
+        f"x{key[5:13]}y",  # any 8 of its characters in a row, inside a value
+        base64.b64encode(f"user:{key}".encode()).decode(),  # base64, whatever surrounds it
+        key.encode().hex(),
+        "a-tiny-id",  # a secret under 8 characters: whole
+    ):
+        assert found(text), text
+    for text in (f"x{key[5:12]}y", "demo-contradicted", ""):  # 7 in a row: not a part
+        assert not found(text), text
+    assert not KeyFinder.of([key.encode()], encoded=False)(key.encode().hex())
+    assert KeyFinder.of([key.encode()]) == KeyFinder.of([key.encode()])  # a cache may key on it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import time
@@ -471,6 +472,39 @@ def test_a_key_holding_a_slash_or_a_control_token_is_masked_wherever_it_was_sent
     for secret in (key, quote(key, safe=""), token, "cdefghij", "0123456789"):
         assert secret not in shown
     assert [entry["n"] for entry in journal if entry["path"] == "/e"] == ["…6789"]
+
+
+def test_a_part_or_an_encoding_of_a_key_is_masked_wherever_it_was_sent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Any 8 characters of a key in a row, or its base64 or hex, are masked as the key is (in
+    ``n``, a name, a path; the journal and the log); an id holding 7 of them is shown as sent."""
+    key = "team-key-0123456789abcdef"
+    parts = [
+        key[:-4],
+        f"x{key[5:13]}y",
+        base64.b64encode(key.encode()).decode(),
+        key.encode().hex(),
+    ]
+    plain = f"{key[:7]}-demo-id"
+    settings = Settings(api_keys=(key,), access_log=True)
+    with (
+        caplog.at_level(logging.INFO, logger="mockserver.access"),
+        running(create_app(settings)) as server,
+        httpx.Client(base_url=server.base_url, timeout=10) as http,
+    ):
+        for part in parts:
+            http.get("/e", params={"n": part}, headers=bearer(key))
+            http.get(f"/nowhere/{part}", params={part.replace("-", "_"): "1"})
+        http.get("/e", params={"n": plain}, headers=bearer(key))
+        journal = http.get("/_mock/requests").json()
+        assert wait_until(lambda: len(caplog.records) >= 2 * len(parts) + 2)
+    shown = json.dumps(journal, ensure_ascii=False) + caplog.text
+    for part in parts:
+        assert part not in shown
+        assert part.replace("-", "_") not in shown
+    assert [entry["n"] for entry in journal if entry["path"] == "/e"][-1] == plain
+    assert plain in caplog.text
 
 
 class _Down:

@@ -7,7 +7,7 @@ import contextlib
 import hmac
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import quote, quote_plus, unquote, urlsplit, urlunsplit
@@ -67,12 +67,39 @@ def secret_index(sent: str, known: Sequence[bytes]) -> int | None:
     return found
 
 
-def holds_key(keys: Sequence[bytes], text: str) -> bool:
-    """Whether ``text`` holds one of ``keys`` whole (a key as a value, or in one: ``n=Bearer
-    <key>``, ``/e/<key>.json``): what journals and logs mask. Not constant time: nothing is
-    decided on it but what a record shows."""
-    sent = text.encode("utf-8", "surrogateescape")
-    return any(key in sent for key in keys)
+@dataclass(frozen=True, slots=True)
+class KeyFinder:
+    """Whether a text holds a secret or a part of one: what journals and logs mask. A part is
+    any run of :data:`FRAGMENT` bytes of the secret in a row, or of its base64 or hex forms
+    (``encoded``); a secret shorter than that is found whole. Not constant time: nothing is
+    decided on it but what a record shows. Compared by value, so a cache may key on it."""
+
+    runs: frozenset[bytes] = frozenset()
+    whole: tuple[bytes, ...] = ()
+
+    @classmethod
+    def of(cls, secrets: Iterable[bytes], encoded: bool = True) -> KeyFinder:
+        runs: set[bytes] = set()
+        whole: list[bytes] = []
+        for secret in filter(None, secrets):
+            if len(secret) < FRAGMENT:
+                whole.append(secret)
+                continue
+            text = secret.decode("utf-8", "surrogateescape")
+            forms = [*base64_forms(text), *hex_forms(text)] if encoded else []
+            for form in (secret, *(each.encode() for each in forms)):
+                runs.update(form[i : i + FRAGMENT] for i in range(len(form) - FRAGMENT + 1))
+        return cls(frozenset(runs), tuple(whole))
+
+    def __repr__(self) -> str:  # a run is a part of a key
+        return f"KeyFinder({len(self.runs)} runs, {len(self.whole)} short secrets)"
+
+    def __call__(self, text: str) -> bool:
+        sent = text.encode("utf-8", "surrogateescape")
+        runs = self.runs
+        return any(secret in sent for secret in self.whole) or any(
+            sent[i : i + FRAGMENT] in runs for i in range(len(sent) - FRAGMENT + 1)
+        )
 
 
 def sent_credentials(authorization: str | None) -> list[str]:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from verdict_contract.core.errors import VerificationError
-from verdict_contract.core.redact import holds_key, mask, mask_credentials
+from verdict_contract.core.redact import mask, mask_credentials
 from verdict_contract.core.spec import is_api_call
 from verdict_contract.mockserver.state import MockState
 from verdict_contract.mockserver.store.journal import (
@@ -170,7 +169,7 @@ class JournalChecks:
     def _target(self, n: str | None, match: Matchers) -> str:
         target = "any request" if n is None else f"session n={short_id(n)}"
         headers, params = match.get("headers"), match.get("params")
-        masks = partial(holds_key, self.state.masked_keys)
+        masks = self.state.key_finder
         if headers:
             masked = ", ".join(_masked_header(k, v, masks) for k, v in headers.items())
             target += f" with headers {{{masked}}}"
