@@ -46,7 +46,7 @@ def masks_for(keys: KeyFinder, authorization: str | None) -> Callable[[str], boo
     sent, not encoded: the client wrote those forms itself)."""
     sent = [each.encode("utf-8", "surrogateescape") for each in sent_credentials(authorization)]
     theirs = KeyFinder.of(sent, encoded=False)
-    return (lambda text: keys(text) or theirs(text)) if sent else keys
+    return (lambda text: keys.finds(text) or theirs.finds(text)) if sent else keys.finds
 
 
 def mock_time(real: float, offset: float) -> float:

@@ -181,8 +181,8 @@ def test_a_key_finder_finds_eight_characters_of_a_key_in_a_row_or_its_encodings(
         key.encode().hex(),
         "a-tiny-id",  # a secret under 8 characters: whole
     ):
-        assert found(text), text
+        assert found.finds(text), text
     for text in (f"x{key[5:12]}y", "demo-contradicted", ""):  # 7 in a row: not a part
-        assert not found(text), text
-    assert not KeyFinder.of([key.encode()], encoded=False)(key.encode().hex())
+        assert not found.finds(text), text
+    assert not KeyFinder.of([key.encode()], encoded=False).finds(key.encode().hex())
     assert KeyFinder.of([key.encode()]) == KeyFinder.of([key.encode()])  # a cache may key on it

@@ -350,7 +350,7 @@ def test_a_scenario_reload_keeps_whose_each_key_is(tenants_file: Path) -> None:
     )
     state = state_of(create_app(settings))
     state.apply(parse_scenario({"api_keys": ["operator-key-0002"]}, 0.0))
-    assert state.key_finder("operator-key-0002")  # masked in logs as the operator's key now
+    assert state.key_finder.finds("operator-key-0002")  # masked in logs as the operator's key now
     assert state.tenant_of(f"Bearer {key('pay')}").tenant_name == "pay"  # its own keys kept
     assert state.tenants["pay"].key_bytes == (key("pay").encode(),)
 

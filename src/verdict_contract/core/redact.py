@@ -67,12 +67,12 @@ def secret_index(sent: str, known: Sequence[bytes]) -> int | None:
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class KeyFinder:
+class KeyFinder(NamedTuple):
     """Whether a text holds a secret or a part of one: what journals and logs mask. A part is
     any run of :data:`FRAGMENT` bytes of the secret in a row, or of its base64 or hex forms
     (``encoded``); a secret shorter than that is found whole. Not constant time: nothing is
-    decided on it but what a record shows. Compared by value, so a cache may key on it."""
+    decided on it but what a record shows. A tuple: compared by value, hashed in C (a cache
+    keys on it at every request)."""
 
     runs: frozenset[bytes] = frozenset()
     whole: tuple[bytes, ...] = ()
@@ -94,7 +94,8 @@ class KeyFinder:
     def __repr__(self) -> str:  # a run is a part of a key
         return f"KeyFinder({len(self.runs)} runs, {len(self.whole)} short secrets)"
 
-    def __call__(self, text: str) -> bool:
+    def finds(self, text: str) -> bool:
+        """Whether ``text`` holds one of the secrets, or a part of one."""
         sent = text.encode("utf-8", "surrogateescape")
         runs = self.runs
         return any(secret in sent for secret in self.whole) or any(

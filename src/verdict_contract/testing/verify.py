@@ -169,7 +169,7 @@ class JournalChecks:
     def _target(self, n: str | None, match: Matchers) -> str:
         target = "any request" if n is None else f"session n={short_id(n)}"
         headers, params = match.get("headers"), match.get("params")
-        masks = self.state.key_finder
+        masks = self.state.key_finder.finds
         if headers:
             masked = ", ".join(_masked_header(k, v, masks) for k, v in headers.items())
             target += f" with headers {{{masked}}}"
