@@ -353,8 +353,7 @@ def query_start(query_string: bytes) -> list[tuple[str, str]] | None:
     start = query_string[:MAX_UNAUTHORIZED_QUERY].rpartition(b"&")[0]
     pairs = parse_query(start)
     if pairs is not None:
-        unread = len(query_string) - len(start)
-        pairs.append((CUT, f"{unread} bytes not read (no valid key)"))
+        pairs.append((CUT, f"{len(query_string) - len(start)} bytes not read (no valid key)"))
     return pairs
 
 

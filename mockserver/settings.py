@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from verdict_contract.core.errors import SettingsError
 from verdict_contract.core.parsing import host_name, one_of, parse_bool, port, positive_int, seconds
 from verdict_contract.core.rates import RateLimit
-from verdict_contract.core.redact import Secret, mask
+from verdict_contract.core.redact import KeyFinder, Secret, mask
 from verdict_contract.core.spec import SESSION_LIFETIME_SECONDS
 from verdict_contract.core.suggest import scheme_hint
 
@@ -95,8 +95,9 @@ def _proxy_address(raw: str) -> str:
 def _upstream(raw: str) -> str:
     parts = urlsplit(raw.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        hint = scheme_hint(raw, otherwise=" such as https://staging.example")
-        raise ValueError(f"{raw!r} is not an http(s) URL{hint}")
+        shown = f"…@{raw.rpartition('@')[2]}" if "@" in raw else raw  # no user nor password
+        hint = scheme_hint(shown, otherwise=" such as https://staging.example")
+        raise ValueError(f"{shown!r} is not an http(s) URL{hint}")
     if parts.query or parts.fragment or parts.username or parts.password:
         raise ValueError(
             "give the base URL only: no ?query, #fragment or credentials (see --upstream-key)"
@@ -420,15 +421,16 @@ def state_problem(settings: Settings) -> str | None:
     if not settings.state.is_memory and settings.proxy_to is not None:
         return "--proxy-to journals in its own process: it does not take --state"
     name = settings.state_name
+    secrets = [s for s in (settings.secret, *settings.api_keys) if s != DEFAULT_API_KEY]
+    holds = KeyFinder.of(s.encode() for s in secrets if len(s) >= 4).finds  # 8 in a row
+    if name is not None and (holds(name) or settings.signing_secret in name):
+        return (  # the name is in every key: anyone who lists the Redis's keys reads it
+            "Settings(state_name=...): the name holds the secret or an API key; documented: a "
+            "name that anyone who lists the Redis's keys may read"
+        )
     if name is not None and not STATE_NAME.fullmatch(name):
         return (
             f"Settings(state_name=...): received {name[:70]!r}; documented: 1 to 64 letters, "
             "digits, '.', '_' or '-'"
-        )
-    secrets = (settings.signing_secret, *settings.api_keys)
-    if name is not None and any(len(secret) >= 4 and secret in name for secret in secrets):
-        return (  # the name is in every key: anyone who lists the Redis's keys reads it
-            "Settings(state_name=...): the name holds the secret or an API key; documented: a "
-            "name that anyone who lists the Redis's keys may read"
         )
     return None

@@ -27,8 +27,8 @@ from .model.scripts import admits, script_bytes
 from .model.sessions import Session, SessionCodec, SessionSpec, SpecError, Step
 from .model.tenants import OPERATOR, Tenant, load_tenants
 from .model.traffic import Traffic
-from .settings import Settings, env_var
-from .store.backend import StateUnavailable
+from .settings import DEFAULT_API_KEY, Settings, env_var
+from .store.backend import StateUnavailable, secrets_of
 from .store.primitives import MemoryStore, Store
 
 if TYPE_CHECKING:
@@ -117,8 +117,10 @@ class MockState:
     """The operator's state only: every tenant's state by name, its own first (``--tenants``);
     empty without tenants."""
     _every_key: tuple[bytes, ...] = field(default=(), init=False)
+    secrets: tuple[str, ...] = field(default=(), init=False)
+    """Every key, token and password journals and logs mask (:meth:`_mask`; never printed)."""
     key_finder: KeyFinder = field(default=KeyFinder(), init=False)
-    """What journals and logs mask: any part of a key or token (:meth:`_mask`)."""
+    """What finds any part of one of :attr:`secrets` in a text."""
     _key_owners: tuple[MockState, ...] = field(default=(), init=False)  # each key's, in order
 
     def __post_init__(self) -> None:
@@ -230,13 +232,17 @@ class MockState:
 
     def _mask(self) -> None:
         """Note what journals and logs mask: every tenant's keys (``--tenants``; else this
-        state's), every control token, the upstream's key (``--upstream-key``)."""
+        state's), every control token, the upstream's key (``--upstream-key``), the Redis's
+        password; the default key (public: the banner prints it) whole only."""
         operator = self.operator or self
         tokens = [state.tenant.control_token for state in operator.tenants.values() if state.tenant]
         secrets = [self.settings.upstream_key, self.settings.control_token, *tokens]
-        keys = operator._every_key or self.key_bytes
-        shared = [secret.reveal().encode() for secret in secrets if secret is not None]
-        self.key_finder = KeyFinder.of([*keys, *shared])
+        keys = [key.decode() for key in operator._every_key or self.key_bytes]
+        shared = [secret.reveal() for secret in secrets if secret is not None]
+        self.secrets = (*keys, *shared, *secrets_of(self.settings.state))
+        found = KeyFinder.of(s.encode() for s in self.secrets if s != DEFAULT_API_KEY)
+        public = (DEFAULT_API_KEY.encode(),) if DEFAULT_API_KEY in keys else ()
+        self.key_finder = found._replace(whole=found.whole + public)
 
     def masks(self, authorization: str | None) -> Callable[[str], bool]:
         """What a request's entry and log line mask (:func:`masks_for` of :attr:`key_finder`)."""

@@ -272,7 +272,7 @@ def test_check_suggests_what_was_meant(tmp_path: Path, args: list[str], line: st
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--prot", "8080"], "unrecognized arguments: --prot 8080 (did you mean --port?)"),
+        (["--prot", "8080"], "unrecognized arguments: --prot … (did you mean --port?)"),
         (
             ["--proxy-to", "localhost:9000"],
             "'localhost:9000' is not an http(s) URL: did you mean http://localhost:9000?",

@@ -206,8 +206,7 @@ class VerdictGenerator:
         if conclusive is None and spec.verdict is not None:  # asked for a kind: its default
             conclusive = DEFAULT_CONCLUSIVE[verdict]
         if conclusive is None:
-            chance = {"contradicted": 0.6, "refused": 0.3}.get(verdict, 0.0)
-            conclusive = rng.random() < chance
+            conclusive = rng.random() < {"contradicted": 0.6, "refused": 0.3}.get(verdict, 0.0)
         if (problem := never_conclusive(verdict, conclusive)) is not None:
             raise SpecError(problem)
         measured, reporting = _counts(rng, verdict, conclusive)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -187,6 +188,7 @@ def syntax_error(path: Path, exc: Exception) -> ScenarioError:
                 )
             else:
                 text = f"{exc.context}: {text}"
+        text = re.sub(r"'[^'\s]{8,}'", "'…'", text)  # a token written bare (*tok, !tok): not shown
         return ScenarioError(
             f"{path}:{first.line + 1}:{first.column + 1}: not valid {kind}: {text}"
         )

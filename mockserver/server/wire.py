@@ -87,8 +87,7 @@ class Heads:
             start = head_start(status_line(answer.status), headers)
             self._kept[key] = start
         body = b"" if head_only or answer.status in NO_BODY else answer.body
-        end = _CLOSING if close else _KEEPING
-        return b"".join((start, self._date, end, body)), len(body)
+        return b"".join((start, self._date, _CLOSING if close else _KEEPING, body)), len(body)
 
     def closing(self, answer: Answer) -> bytes:
         """An answer the connection closes after (a refusal, a failure), head and body."""

@@ -37,8 +37,7 @@ class SentinelTarget(NamedTuple):
 
 def _sentinel(text: str) -> SentinelTarget:
     """``redis+sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]``, or ValueError."""
-    rest = text.split("://", 1)[1]
-    where, _, path = rest.partition("/")
+    where, _, path = text.split("://", 1)[1].partition("/")
     credentials, _, hosts = where.rpartition("@")
     nodes = []
     for node in hosts.split(","):

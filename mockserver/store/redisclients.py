@@ -151,8 +151,7 @@ class Clients:
         # It takes a connection class, not a parser class; rediss:// only picks the TLS class,
         # which the URL would put back over ours.
         base = options.get("connection_class", redis.Connection)
-        parts = urlsplit(self._url)
-        plain = urlunsplit(parts._replace(scheme="redis"))
+        plain = urlunsplit(urlsplit(self._url)._replace(scheme="redis"))
         return redis.cluster.RedisCluster.from_url(
             plain,
             connection_class=_with_parser(base, self._sync_parser),

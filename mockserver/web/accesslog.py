@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl
 
 from werkzeug.wsgi import ClosingIterator
 
-from verdict_contract.core.redact import masked_path
+from verdict_contract.core.redact import mask, masked_path
 
 from ..model.answer import NO_STATUS
 from ..state import MockState, authorized
@@ -66,7 +66,8 @@ def log_line(environ: WSGIEnvironment, served: LoggedAnswer, state: MockState) -
         f"{environ.get('REQUEST_METHOD', '-')} {request_target(environ, masks)} "
         f"{environ.get('SERVER_PROTOCOL', '-')}"
     ).replace('"', "%22")
-    remote = client_of(environ, state.settings.forwarded_allow_ips)
+    remote = client_of(environ, state.settings.forwarded_allow_ips)  # X-Forwarded-For: as sent
+    remote = mask(remote) if masks(remote) else remote
     took = "-" if served.seconds is None else f"{served.seconds:.6f}"
     status = served.status.split(" ")[0]
     line = f'{remote} - {served.user} [{stamp}] "{request}" {status} {served.size or "-"} {took}'

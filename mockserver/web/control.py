@@ -80,6 +80,8 @@ def mint() -> tuple[Response, int] | Response:
         spec = parse_spec(raw, "request")
         if spec.always is not None:
             raise SpecError("request.always is for named sessions; use script for minted ones")
+        if any(map(state_of().key_finder.finds, raw.get("extra") or ())):  # journaled: no key
+            raise SpecError("request.extra: a field's name holds a part of a key or token")
         session = state_of().mint(spec)
     except SpecError as exc:
         return error_response(422, "invalid_session", str(exc))

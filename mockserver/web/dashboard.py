@@ -55,8 +55,7 @@ def page() -> tuple[bytes, str]:
             "frame-ancestors 'none'",
         )
     )
-    body = html.replace("{{style}}", style).replace("{{script}}", script)
-    return body.encode(), policy
+    return html.replace("{{style}}", style).replace("{{script}}", script).encode(), policy
 
 
 def _secured(response: Response, policy: str) -> Response:

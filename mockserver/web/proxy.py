@@ -25,14 +25,7 @@ from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import Violation, describe
 
 from ..explain import parse_query
-from ..model.answer import (
-    JSON,
-    NO_STORE,
-    Answer,
-    error_answer,
-    explain_headers,
-    failure_answer,
-)
+from ..model.answer import JSON, NO_STORE, Answer, error_answer, explain_headers, failure_answer
 from ..model.sessions import MAX_SESSION_ID_LENGTH
 from ..state import MockState, authorized
 from ..store.journal import make_entry
@@ -407,11 +400,12 @@ class ValidatingProxy(ExplainMiddleware):
     ) -> ProxiedAnswer:
         """``authorization``: as sent upstream (its credential looked for in the answer)."""
         places: list[str] = []
-        if credentials := sent_credentials(authorization):
-            # as sent, URL-encoded, base64, hex; "verdict-mock" (a Server header) is no key's
-            redactor = Redactor(known="verdict-mock")
-            for key in credentials:
-                redactor.add(key)
+        # the key sent and the mock's own secrets (a client may send one in its query): as
+        # sent, URL-encoded, base64, hex; "verdict-mock" (a Server header) is no key's
+        redactor = Redactor(known="verdict-mock")
+        for key in (*sent_credentials(authorization), *self.state.secrets):
+            redactor.add(key)
+        if redactor.active:
             places, upstream = _reflection(upstream, redactor.text)
         has_body = method == "GET"
         violations = check_answer(upstream.status, upstream.body, has_body=has_body)
@@ -420,7 +414,7 @@ class ValidatingProxy(ExplainMiddleware):
             reflected = Violation(
                 rule="key_reflected",
                 path="",
-                message=f"the answer holds the key it was sent ({where}): masked for the client, "
+                message=f"the answer holds a key it was sent ({where}): masked for the client, "
                 "not recorded",
                 clause="§5",
                 received=where,

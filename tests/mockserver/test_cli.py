@@ -202,6 +202,29 @@ def test_a_bad_flag_or_variable_is_a_one_line_usage_error(
     assert problem in _one_line_error(capsys)
 
 
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (["--control_token", "ct-secret-0123456789"], "unrecognized arguments: --control_token …"),
+        (["--apikey=ak-secret-0123456789"], "unrecognized arguments: --apikey"),
+        (["--proxy-to", "ftp://me:pw-secret-0123456789@h"], "'…@h' is not an http(s) URL"),
+        (["--proxy-to", "me:pw-secret-0123456789@h"], "'…@h' is not an http(s) URL"),
+        (
+            ["--state", "redis://127.0.0.1:1/0", "--state-name", "ak-secret-0123456789!"],
+            "the name holds the secret or an API key",
+        ),
+    ],
+)
+def test_a_flag_error_shows_no_secret_it_was_given(
+    no_serving: None, capsys: pytest.CaptureFixture[str], argv: list[str], problem: str
+) -> None:
+    with pytest.raises(SystemExit):
+        main([*argv, "--api-key", "ak-secret-0123456789"])
+    error = _one_line_error(capsys)
+    assert problem in error
+    assert "secret-0" not in error
+
+
 def test_good_environment_value_gets_past_the_checks(
     no_serving: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

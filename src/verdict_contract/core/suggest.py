@@ -65,11 +65,14 @@ def scheme_hint(url: str, otherwise: str = "") -> str:
 
 
 class SuggestingParser(argparse.ArgumentParser):
-    """argparse that answers an unrecognized option with the closest one it knows."""
+    """argparse that answers an unrecognized option with the closest one it knows, naming what
+    it did not recognize without its values (those of a misspelt ``--api-key`` are a key)."""
 
     def error(self, message: str) -> NoReturn:
         if message.startswith("unrecognized arguments: "):
             given = message.removeprefix("unrecognized arguments: ").split()
+            named = (arg.partition("=")[0] if arg.startswith("-") else "…" for arg in given)
+            message = f"unrecognized arguments: {' '.join(named)}"
             matches = [m for _, m in unknown_options(given, self._option_string_actions) if m]
             if matches:
                 message = f"{message} (did you mean {matches[0]}?)"

@@ -1,4 +1,4 @@
-"""A shared state's credentials never leave the mock: probes, health, answers, logs.
+"""A shared state's credentials never leave the mock: probes, health, answers, logs, journal.
 
 A real ``redis-server`` asks for a password; the mock is given it in each form redis-py takes
 (``user:pw@``, ``?password=``, ``?ssl_password=`` beside it), and everything anyone who can reach
@@ -48,7 +48,10 @@ def test_no_answer_probe_or_log_line_shows_the_redis_password(
         place = (
             f"unix://{sock}?db=0" if url.startswith("unix") else f"redis://127.0.0.1:{redis.port}/0"
         )
-        settings = Settings(port=0, state=url, secret="credentials-test", api_keys=("k" * 24,))
+        settings = Settings(
+            port=0, state=url, secret="credentials-test", api_keys=("k" * 24,), access_log=True
+        )
+        keyed = {"Authorization": f"Bearer {settings.api_keys[0]}"}
         shown: list[str] = [repr(settings), str(settings.state.label)]
         with (
             caplog.at_level(logging.INFO),
@@ -59,17 +62,21 @@ def test_no_answer_probe_or_log_line_shows_the_redis_password(
             assert ready.status_code == 200
             assert ready.json()["state"] == place
             shown += [ready.text, http.get("/_mock/health").text]
+            for sent in (PASSWORD, f"x{PASSWORD[3:11]}y"):  # a client sends it, or a part
+                assert http.get("/e", params={"n": sent}, headers=keyed).status_code == 404
+                assert http.get(f"/nowhere/{sent}", headers=keyed).status_code == 404
+            shown.append(http.get("/_mock/requests").text)
             redis.stop()
             keyless = http.get("/e", params={"n": "x"})  # as anyone can send it: the store
             assert keyless.status_code == 401  # is not asked, its URL not shown
             shown.append(keyless.text)
-            keyed = {"Authorization": f"Bearer {settings.api_keys[0]}"}
             down = http.get("/e", params={"n": "x"}, headers=keyed)
             assert down.status_code == 503
             not_ready = http.get("/_mock/readyz", headers=FOREIGN)
             assert not_ready.status_code == 503
             shown += [down.text, not_ready.text, http.get("/_mock/health").text]
-        shown += [record.getMessage() + repr(record.__dict__) for record in caplog.records]
+        mocks = (r for r in caplog.records if not r.name.startswith("httpx"))  # not the test's
+        shown += [record.getMessage() + repr(record.__dict__) for record in mocks]
     assert any("state store down" in text for text in shown)  # the outage was logged
     everything = "\n".join(shown)
     for fragment in _fragments(PASSWORD):

@@ -158,6 +158,20 @@ def test_a_key_sent_in_the_path_is_masked_in_the_log_and_the_journal(
     assert f"GET /e/…{KEY[-4:]}?n=demo-refused HTTP/1.1" in _lines(caplog)[0]
 
 
+def test_a_key_sent_as_the_forwarded_client_is_masked_in_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Behind a trusted proxy the log names the client X-Forwarded-For names, as sent: a key
+    (or 8 characters of one) there is masked; an address is shown."""
+    caplog.set_level(logging.INFO, logger="mockserver.access")
+    settings = Settings(api_keys=(KEY,), access_log=True, forwarded_allow_ips=("*",))
+    with running(create_app(settings)) as server, httpx.Client(base_url=server.base_url) as http:
+        for client in (KEY[2:12], "203.0.113.7"):
+            http.get("/e?n=demo-refused", headers=bearer() | {"X-Forwarded-For": client})
+        assert wait_until(lambda: len(_lines(caplog)) == 2)
+    assert [line.split(" ")[0] for line in _lines(caplog)] == ["…", "203.0.113.7"]
+
+
 TERMINAL_ATTACK = "%1b]0;PWNED%07%1b[2J%c2%9b%7f"  # retitle, bell, clear; a C1 CSI (UTF-8), DEL
 
 

@@ -67,6 +67,14 @@ def test_mint_answers_201_with_the_session(client: FlaskClient) -> None:
     assert validate_verdict(body, strict=True) == []
 
 
+def test_mint_refuses_an_extra_field_named_with_a_part_of_a_key(client: FlaskClient) -> None:
+    """The journal lists the names of a verdict's extra fields: none may hold a key."""
+    for name in (KEY, f"x-{KEY[3:11]}"):
+        response = client.post("/_mock/sessions", json={"extra": {name: 1}})
+        assert "a field's name holds a part of a key" in refused(response)
+    assert mint(client, {"extra": {"x-trace": KEY[3:10]}})["n"]  # 7 in a row; a value is served
+
+
 def test_mint_with_an_empty_body(client: FlaskClient) -> None:
     data = mint(client)
     assert data["verdict"] in VERDICTS

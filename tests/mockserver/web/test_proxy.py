@@ -752,13 +752,49 @@ def test_an_upstream_that_reflects_its_key_is_flagged_masked_and_not_recorded(
     assert answer.headers["www-authenticate"] == f'Bearer realm="...{UPSTREAM_KEY[-4:]}"'
     assert answer.json()["error"]["code"] == "not_found"  # still the upstream's JSON
     (violation, note) = proxy.journal()[-1]["violations"]
-    assert violation.startswith("§5 key_reflected at /: the answer holds the key it was sent")
+    assert violation.startswith("§5 key_reflected at /: the answer holds a key it was sent")
     assert ("body" in violation) == (form != "header")
     assert note == "not recorded: the answer holds the key sent upstream"
     proxy.written()
     recorded = record.read_text(encoding="utf-8") if record.exists() else ""
     assert [f for f in _key_forms(UPSTREAM_KEY) if f in recorded] == []
     assert form not in recorded
+
+
+def _echoing(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+    """An upstream that puts its query's ``e`` in a 200's verdict, a field's name and a header."""
+    echoed = dict(pair.split("=", 1) for pair in environ["QUERY_STRING"].split("&"))["e"]
+    start_response("200 OK", [("Content-Type", "application/json"), ("X-Seen", echoed)])
+    return [json.dumps({"verdict": echoed, echoed: 1}).encode()]
+
+
+def test_a_mock_secret_the_upstream_echoes_is_masked_everywhere_and_not_recorded(
+    proxy_to: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client may send the mock's own key or token in its query (never sent upstream as a
+    credential): an upstream echoing it is caught as the key it was sent upstream is."""
+    token, record = "control-token-0123456789", tmp_path / "recorded.yaml"
+    settings = {"upstream_key": Secret(UPSTREAM_KEY), "control_token": Secret(token)}
+    with running(_echoing) as upstream:  # type: ignore[arg-type]
+        proxy = proxy_to(upstream.base_url, api_keys=(KEY,), record=record, **settings)
+        with caplog.at_level(logging.INFO):
+            for secret in (KEY, token):
+                answer = proxy.http.get("/e", params={"n": "s1", "e": secret}, headers=bearer())
+                assert answer.status_code == 200
+                assert secret[:8] not in answer.text + answer.headers.get("x-seen", "")
+            journal = proxy.http.get("/_mock/requests", headers={"X-Mock-Token": token})
+        proxy.written()
+    for entry in journal.json():
+        reflected = (
+            "§5 key_reflected at /: the answer holds a key it was sent (header X-Seen, body)"
+        )
+        assert any(v.startswith(reflected) for v in entry["violations"]), entry["violations"]
+    logged = [r.getMessage() for r in caplog.records if not r.name.startswith("httpx")]  # ours
+    shown = journal.text + "".join(logged) + (record.read_text() if record.exists() else "")
+    for secret in (KEY, token):
+        assert [
+            secret[i : i + 8] for i in range(len(secret) - 7) if secret[i : i + 8] in shown
+        ] == []
 
 
 @pytest.mark.parametrize("scheme", ["Token ", ""], ids=["Token", "bare"])
@@ -771,7 +807,7 @@ def test_a_key_reflected_whatever_its_scheme_is_flagged_and_not_recorded(
     answer = proxy.get("raw", {"Authorization": f"{scheme}{CLIENT_KEY}"})
     assert _shows_key(answer, CLIENT_KEY) == []
     (violation, note) = proxy.journal()[-1]["violations"]
-    assert violation.startswith("§5 key_reflected at /: the answer holds the key it was sent")
+    assert violation.startswith("§5 key_reflected at /: the answer holds a key it was sent")
     assert note == "not recorded: the answer holds the key sent upstream"
     proxy.written()
     assert not record.exists() or CLIENT_KEY[-12:] not in record.read_text(encoding="utf-8")
