@@ -14,7 +14,6 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -132,16 +131,7 @@ class RedisClusterNodes:
     def start(self, count: int = 3) -> None:
         assert REDIS_SERVER is not None
         for _ in range(count):
-            port = _cluster_port()
-            argv = [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1"]
-            argv += ["--cluster-enabled", "yes"]
-            argv += ["--cluster-config-file", str(self.folder / f"nodes-{port}.conf")]
-            argv += ["--save", "", "--appendonly", "no", "--loglevel", "warning"]
-            argv += ["--dir", str(self.folder)]
-            self.ports.append(port)
-            self.processes.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))
-        for port in self.ports:
-            assert wait_until(partial(_answers, port)), f"node {port} did not start"
+            self._start_node()
         nodes = [f"127.0.0.1:{port}" for port in self.ports]
         create = ["--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"]
         subprocess.run(
@@ -151,6 +141,27 @@ class RedisClusterNodes:
             timeout=60,
         )
         assert wait_until(self._ok), "the cluster did not reach cluster_state:ok"
+
+    def _start_node(self) -> None:
+        """One node, on another port if its own (or its bus port) was taken meanwhile: the
+        ports are free when picked, not reserved, and a node whose port is taken exits."""
+        assert REDIS_SERVER is not None
+        for _ in range(5):
+            port = _cluster_port()
+            argv = [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1"]
+            argv += ["--cluster-enabled", "yes"]
+            argv += ["--cluster-config-file", str(self.folder / f"nodes-{port}.conf")]
+            argv += ["--save", "", "--appendonly", "no", "--loglevel", "warning"]
+            argv += ["--dir", str(self.folder)]
+            process = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+            wait_until(lambda: process.poll() is not None or _answers(port))  # noqa: B023
+            if process.poll() is None and _answers(port):
+                self.ports.append(port)
+                self.processes.append(process)
+                return
+            process.kill()
+            process.wait()
+        raise AssertionError("no cluster node started in 5 tries (its ports were taken)")
 
     def _ok(self) -> bool:
         for port in self.ports:
