@@ -17,7 +17,7 @@ import pytest
 from verdict_contract.core.hosts import is_loopback_address
 from verdict_contract.core.parsing import parse_bool, positive_int, seconds
 from verdict_contract.core.rates import RateLimit
-from verdict_contract.core.redact import Secret
+from verdict_contract.core.redact import Redactor, Secret, masked_url
 from verdict_contract.core.suggest import scheme_hint
 
 from .transport import DEFAULT_CALL_TIMEOUT
@@ -281,17 +281,29 @@ def _base_url(config: pytest.Config) -> str | None:
     return str(value).rstrip("/") if value else None
 
 
-def _check_url(url: str) -> None:
+def _check_url(url: str, key: str | None) -> None:
+    shown = _shown_url(url, key)
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:
-        raise pytest.UsageError(f"--base-url {url!r} is not a valid URL") from None
+        raise pytest.UsageError(f"--base-url {shown!r} is not a valid URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        hint = scheme_hint(url)
-        raise pytest.UsageError(f"--base-url {url!r} is not an http(s) URL with a host{hint}")
+        hint = scheme_hint(shown)
+        raise pytest.UsageError(f"--base-url {shown!r} is not an http(s) URL with a host{hint}")
     if parts.query or parts.fragment:
-        raise pytest.UsageError(f"--base-url {url!r} must not carry a query or fragment")
+        raise pytest.UsageError(f"--base-url {shown!r} must not carry a query or fragment")
+
+
+def _shown_url(url: str, key: str | None) -> str:
+    """A refused URL as its error shows it: no user, password or fragment, query values and the
+    key (any 8 of its characters, wherever they are) masked."""
+    redactor = Redactor()
+    redactor.add(key or "")
+    try:
+        return redactor.text(masked_url(url))
+    except ValueError:  # not even split: nothing of it is shown
+        return "…"
 
 
 def _check_transport(url: str, allow_insecure: bool) -> None:
@@ -375,7 +387,7 @@ def load_config(config: pytest.Config) -> SuiteConfig:
     max_rate = _max_rate(config)
     mock_target = False
     if base_url is not None:
-        _check_url(base_url)
+        _check_url(base_url, key)
         _check_transport(base_url, insecure)
         # Here, not at the top: the hooks import this module in every pytest run.
         from .client import reach

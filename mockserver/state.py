@@ -241,8 +241,7 @@ class MockState:
         shared = [secret.reveal() for secret in secrets if secret is not None]
         self.secrets = (*keys, *shared, *secrets_of(self.settings.state))
         found = KeyFinder.of(s.encode() for s in self.secrets if s != DEFAULT_API_KEY)
-        public = (DEFAULT_API_KEY.encode(),) if DEFAULT_API_KEY in keys else ()
-        self.key_finder = found._replace(whole=found.whole + public)
+        self.key_finder = found._replace(whole=(*found.whole, DEFAULT_API_KEY.encode()))
 
     def masks(self, authorization: str | None) -> Callable[[str], bool]:
         """What a request's entry and log line mask (:func:`masks_for` of :attr:`key_finder`)."""

@@ -270,6 +270,22 @@ def test_check_suggests_what_was_meant(tmp_path: Path, args: list[str], line: st
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/?key=suite-key-0123456789",
+        "http://127.0.0.1:9/#suite-key-0123456789",
+        "htps://me:suite-key-0123456789@127.0.0.1:9",
+        "htps://127.0.0.1:9/suite-key-0123456789",
+    ],
+)
+def test_a_refused_base_url_is_shown_without_the_key(tmp_path: Path, url: str) -> None:
+    done = check(url, cwd=tmp_path, VERDICT_API_KEY="suite-key-0123456789")
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "ERROR: --base-url '" in done.stderr
+    assert "key-0123" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
     ("args", "expected"),
     [
         (["--prot", "8080"], "unrecognized arguments: --prot … (did you mean --port?)"),

@@ -188,7 +188,8 @@ def syntax_error(path: Path, exc: Exception) -> ScenarioError:
                 )
             else:
                 text = f"{exc.context}: {text}"
-        text = re.sub(r"'[^'\s]{8,}'", "'…'", text)  # a token written bare (*tok, !tok): not shown
+        # a token PyYAML quotes or names (*tok, !tok, &tok): of 8 characters or more, maybe a key
+        text = re.sub(r"'[^'\s]{8,}'|\"[^\"\s]{8,}\"|[*&!][^\s'\"]{7,}", "…", text)
         return ScenarioError(
             f"{path}:{first.line + 1}:{first.column + 1}: not valid {kind}: {text}"
         )

@@ -71,8 +71,9 @@ def _hide_secrets(record: logging.LogRecord) -> bool:
         record.msg, record.args = "receive_response_headers.complete (headers not shown)", ()
     elif isinstance(record.args, tuple) and len(record.args) > 1:
         url, asks, _ = str(record.args[1]).partition("?")
-        if asks and url in _UPSTREAMS:
-            record.args = (record.args[0], url + "?…", *record.args[2:])
+        if url in _UPSTREAMS:  # its query; httpx's line: the reason phrase, the upstream's words
+            args = (record.args[0], url + "?…" if asks else record.args[1], *record.args[2:])
+            record.args = (*args[:4], "…") if len(args) == 5 else args
     return True
 
 
@@ -131,10 +132,11 @@ def _reflection(upstream: Upstream, mask_key: Callable[[str], str]) -> tuple[lis
     places = []
     headers = []
     for name, value in upstream.headers:
-        masked = mask_key(value).replace("…", "...")  # a header is latin-1
-        if masked != value:
-            places.append(f"header {printable(name)}")
-        headers.append((name, masked))
+        masked, shown = mask_key(value).replace("…", "..."), mask_key(name)  # a header is latin-1
+        if masked != value or shown != name:
+            places.append(f"header {printable(shown)}")
+        if shown == name:  # a name holding the key is not passed on
+            headers.append((name, masked))
     body = _masked_body(upstream.body, mask_key)
     if body != upstream.body:
         places.append("body")

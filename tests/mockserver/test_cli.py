@@ -207,6 +207,7 @@ def test_a_bad_flag_or_variable_is_a_one_line_usage_error(
     [
         (["--control_token", "ct-secret-0123456789"], "unrecognized arguments: --control_token …"),
         (["--apikey=ak-secret-0123456789"], "unrecognized arguments: --apikey"),
+        (["--api=ak-secret-0123456789"], "unrecognized arguments: --api (did you mean --api-key"),
         (["--proxy-to", "ftp://me:pw-secret-0123456789@h"], "'…@h' is not an http(s) URL"),
         (["--proxy-to", "me:pw-secret-0123456789@h"], "'…@h' is not an http(s) URL"),
         (

@@ -485,6 +485,7 @@ def test_a_part_or_an_encoding_of_a_key_is_masked_wherever_it_was_sent(
         f"x{key[5:13]}y",
         base64.b64encode(key.encode()).decode(),
         key.encode().hex(),
+        "".join(f"%{byte:02X}" for byte in key[3:12].encode()),  # sent encoded twice
     ]
     plain = f"{key[:7]}-demo-id"
     settings = Settings(api_keys=(key,), access_log=True)

@@ -95,7 +95,13 @@ class KeyFinder(NamedTuple):
         return f"KeyFinder({len(self.runs)} runs, {len(self.whole)} short secrets)"
 
     def finds(self, text: str) -> bool:
-        """Whether ``text`` holds one of the secrets, or a part of one."""
+        """Whether ``text`` holds one of the secrets, or a part of one, as it is or
+        percent-decoded (twice: ``%254B`` is a ``K``)."""
+        once = unquote(text) if "%" in text else text
+        twice = unquote(once) if "%" in once else once
+        return any(self._holds(form) for form in {text, once, twice})
+
+    def _holds(self, text: str) -> bool:
         sent = text.encode("utf-8", "surrogateescape")
         runs = self.runs
         return any(secret in sent for secret in self.whole) or any(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import difflib
 from collections.abc import Iterable
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from .hosts import is_loopback
@@ -67,6 +67,10 @@ def scheme_hint(url: str, otherwise: str = "") -> str:
 class SuggestingParser(argparse.ArgumentParser):
     """argparse that answers an unrecognized option with the closest one it knows, naming what
     it did not recognize without its values (those of a misspelt ``--api-key`` are a key)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # no abbreviations: "--api=<key>" is unrecognized (named, not echoed), not "ambiguous"
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str) -> NoReturn:
         if message.startswith("unrecognized arguments: "):

@@ -163,15 +163,24 @@ def test_errors_name_the_file_and_the_problem(
     assert "\n" not in message  # one line, for a CLI error
 
 
-@pytest.mark.parametrize("written", ["*sk-live-0123456789", "!sk-live-0123456789"])
+@pytest.mark.parametrize(
+    "written",
+    [
+        "*sk-live-0123456789",
+        "!sk-live-0123456789",
+        "!sk-li've-0123456789",  # a quote inside: PyYAML quotes it with "
+        "&sk-live-0123456789 [*sk-live-0123456789]",  # the alias named bare: inside its anchor
+    ],
+)
 def test_a_key_written_bare_as_an_alias_or_a_tag_is_not_shown(tmp_path: Path, written: str) -> None:
     """PyYAML quotes the alias or tag it cannot read: a key starting with * or ! unquoted."""
     path = tmp_path / "keys.yaml"
     path.write_text(f"api_keys:\n  - {written}\n")
     with pytest.raises(ScenarioError) as caught:
         load_scenario(path)
-    assert f"{path}:2:5: not valid YAML" in str(caught.value)
-    assert "live-012" not in str(caught.value)
+    assert f"{path}:2:" in str(caught.value)
+    assert "not valid YAML" in str(caught.value)
+    assert "-0123456" not in str(caught.value)
 
 
 def test_unreadable_file(tmp_path: Path) -> None:

@@ -797,6 +797,41 @@ def test_a_mock_secret_the_upstream_echoes_is_masked_everywhere_and_not_recorded
         ] == []
 
 
+def test_an_upstream_key_in_a_header_name_or_the_reason_phrase_is_shown_nowhere(
+    proxy_to: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The upstream chooses its header names and its status line's words too (raw bytes: a
+    WSGI server would write its own reason phrase)."""
+    key = "QzKey-0123456789-abcXYZ"
+    body = b'{"error": {"code": "unauthorized", "message": "no"}}'
+    head = f"HTTP/1.1 401 bad key {key}\r\nContent-Type: application/json\r\nX-{key}: 1\r\n"
+    answer_bytes = head.encode() + b"Content-Length: %d\r\n\r\n" % len(body) + body
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(10)
+
+        def serve_one() -> None:
+            with contextlib.suppress(OSError):
+                connection, _ = listener.accept()
+                with connection:
+                    connection.recv(65536)
+                    connection.sendall(answer_bytes)
+
+        upstream = threading.Thread(target=serve_one, daemon=True)
+        upstream.start()
+        port = listener.getsockname()[1]
+        proxy = proxy_to(f"http://127.0.0.1:{port}", upstream_key=Secret(key))
+        with caplog.at_level(logging.INFO):
+            answer = proxy.get("s1", LOCAL)
+            journal = proxy.http.get("/_mock/requests")
+        upstream.join(10)
+    assert answer.status_code == 401
+    assert f'127.0.0.1:{port}/e?… "HTTP/1.1 401 …"' in caplog.text  # the reason phrase hidden
+    (violation,) = [v for v in journal.json()[-1]["violations"] if "key_reflected" in v]
+    assert "(header X-…cXYZ)" in violation
+    shown = answer.text + str(answer.headers) + journal.text + caplog.text
+    assert [key[i : i + 8] for i in range(len(key) - 7) if key[i : i + 8] in shown] == []
+
+
 @pytest.mark.parametrize("scheme", ["Token ", ""], ids=["Token", "bare"])
 def test_a_key_reflected_whatever_its_scheme_is_flagged_and_not_recorded(
     hostile: BackgroundServer, proxy_to: Any, tmp_path: Path, scheme: str
