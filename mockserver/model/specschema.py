@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from verdict_contract.core.redact import masked_name
 from verdict_contract.core.resources import schema_dir
 from verdict_contract.core.spec import VERDICTS
 
@@ -109,12 +110,13 @@ def _message(error: ValidationError, base: str) -> str:
         return f"{where or 'the top level'}: {error.message[:MAX_VALIDATOR_MESSAGE]}"
     instance = error.instance
     known = sorted(node.get("properties", {}))
+    extra = set(instance) - set(known) if isinstance(instance, dict) else set()
     facts = limits()
     return str(template).format(
         where=where,
         got=_SHORT.repr(instance)[:100],
         got_json=_json_head(instance, 60),
-        unknown=sorted(map(str, set(instance) - set(known))) if isinstance(instance, dict) else [],
+        unknown=sorted(masked_name(str(k)) for k in extra),  # a key a level too far out: masked
         known=known,
         verdicts=list(VERDICTS),
         max_id=facts.max_id,

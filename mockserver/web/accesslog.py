@@ -38,8 +38,7 @@ def printable(text: str) -> str:
 
 def request_target(environ: WSGIEnvironment, is_key: Callable[[str], bool]) -> str:
     """The path and query of a request as the log shows them: values masked, length bounded."""
-    # only what is shown is looked at (a path may be 256 KiB); one more character: it is cut
-    path = masked_path(environ.get("PATH_INFO", "")[: MAX_TARGET_CHARS + 1], is_key)
+    path = masked_path(environ.get("PATH_INFO", "")[: MAX_TARGET_CHARS + 1], is_key)  # as shown
     query: str = environ.get("QUERY_STRING", "")
     if query:
         pairs = parse_qsl(query[: MAX_TARGET_CHARS * 4], keep_blank_values=True)

@@ -183,6 +183,14 @@ def test_a_key_written_bare_as_an_alias_or_a_tag_is_not_shown(tmp_path: Path, wr
     assert "-0123456" not in str(caught.value)
 
 
+def test_a_key_written_a_level_too_far_out_is_masked_among_unknown_keys(tmp_path: Path) -> None:
+    path = tmp_path / "keys.yaml"
+    path.write_text("sessions: {}\nsesions: {}\nsk-live-0123456789: x\n")
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert "unknown key(s) ['sesions', '…6789']" in str(caught.value)  # a word is shown
+
+
 def test_unreadable_file(tmp_path: Path) -> None:
     path = tmp_path / "absent.yaml"
     with pytest.raises(ScenarioError, match=r"absent\.yaml: cannot read"):
