@@ -119,8 +119,7 @@ class MockState:
     _every_key: tuple[bytes, ...] = field(default=(), init=False)
     secrets: tuple[str, ...] = field(default=(), init=False)
     """Every key, token and password journals and logs mask (:meth:`_mask`; never printed)."""
-    key_finder: KeyFinder = field(default=KeyFinder(), init=False)
-    """What finds any part of one of :attr:`secrets` in a text."""
+    key_finder: KeyFinder = field(default=KeyFinder(), init=False)  # a part of one, in a text
     _key_owners: tuple[MockState, ...] = field(default=(), init=False)  # each key's, in order
 
     def __post_init__(self) -> None:

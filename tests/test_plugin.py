@@ -91,6 +91,23 @@ def test_key(verdict_mock):
     result.assert_outcomes(passed=1)
 
 
+def test_a_failed_assert_on_the_mocks_headers_prints_no_key(pytester: pytest.Pytester) -> None:
+    """pytest diffs two dicts item by item; the mock's headers are compared by their repr."""
+    pytester.makepyfile("""
+import pytest
+
+@pytest.mark.verdict_mock(api_keys=["team-key-0123456789"])
+def test_headers(verdict_respx):
+    assert verdict_respx.headers == {"Authorization": "x"}
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-vv")
+    result.assert_outcomes(failed=1)
+    assert "{'Authorization': 'Bearer …6789'} == {'Authorization': 'x'}" in result.stdout.str()
+    explained = [line for line in result.outlines if line.startswith("E ")]  # not the source
+    assert explained
+    assert not [line for line in explained if "key-0123" in line]
+
+
 PER_TEST_SETTINGS = """
 import httpx
 import pytest

@@ -166,8 +166,12 @@ def load(path: Path, parse: Callable[[object], Parsed]) -> Parsed:
         raise ScenarioError(f"{where}: {exc}") from None
     except ScenarioError as exc:
         raise ScenarioError(f"{path}: {exc}") from None
-    except (TypeError, ValueError) as exc:  # data YAML can hold but JSON cannot
-        raise ScenarioError(f"{path}: unsupported value: {exc}") from None
+    except (TypeError, ValueError, KeyError) as exc:  # YAML's, not JSON's (!!int key, a date)
+        raise ScenarioError(f"{path}: unsupported value: {_TOKEN.sub('…', str(exc))}") from None
+
+
+_TOKEN: Final = re.compile(r"'[^'\s]{8,}'|\"[^\"\s]{8,}\"|[*&!][^\s'\"]{7,}")
+"""What a parser quotes or names of a token (*tok, !tok, &tok) of 8 characters: maybe a key."""
 
 
 def syntax_error(path: Path, exc: Exception) -> ScenarioError:
@@ -188,8 +192,7 @@ def syntax_error(path: Path, exc: Exception) -> ScenarioError:
                 )
             else:
                 text = f"{exc.context}: {text}"
-        # a token PyYAML quotes or names (*tok, !tok, &tok): of 8 characters or more, maybe a key
-        text = re.sub(r"'[^'\s]{8,}'|\"[^\"\s]{8,}\"|[*&!][^\s'\"]{7,}", "…", text)
+        text = _TOKEN.sub("…", text)
         return ScenarioError(
             f"{path}:{first.line + 1}:{first.column + 1}: not valid {kind}: {text}"
         )

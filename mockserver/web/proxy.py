@@ -401,14 +401,12 @@ class ValidatingProxy(ExplainMiddleware):
         authorization: str | None,
     ) -> ProxiedAnswer:
         """``authorization``: as sent upstream (its credential looked for in the answer)."""
-        places: list[str] = []
         # the key sent and the mock's own secrets (a client may send one in its query): as
         # sent, URL-encoded, base64, hex; "verdict-mock" (a Server header) is no key's
         redactor = Redactor(known="verdict-mock")
         for key in (*sent_credentials(authorization), *self.state.secrets):
             redactor.add(key)
-        if redactor.active:
-            places, upstream = _reflection(upstream, redactor.text)
+        places, upstream = _reflection(upstream, redactor.text)
         has_body = method == "GET"
         violations = check_answer(upstream.status, upstream.body, has_body=has_body)
         if places:

@@ -114,6 +114,16 @@ def pytest_load_initial_conftests(
         reject_typos(parser, args)
 
 
+def pytest_assertrepr_compare(op: str, left: object, right: object) -> list[str] | None:
+    """A comparison with a mock's ``headers`` shows their masked repr, not pytest's diff of the
+    items (which would print the key)."""
+    from .core.redact import KeyHeaders
+
+    if isinstance(left, KeyHeaders) or isinstance(right, KeyHeaders):
+        return [f"{left!r} {op} {right!r}"]
+    return None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",

@@ -194,3 +194,15 @@ def test_a_misspelt_matcher_is_a_type_error_not_a_check_that_passes() -> None:
         for check in (mock.calls, mock.call_count, mock.assert_not_called):
             with pytest.raises(TypeError, match=r"\['header'\]"):
                 check(n, header={"x-trace": "t-1"})  # type: ignore[call-arg]
+
+
+def test_a_key_given_where_a_session_id_goes_is_masked_in_the_failure() -> None:
+    """Arguments swapped (``assert_called(mock.api_key)``): the message names no part of it."""
+    with (
+        respx_mock(settings=Settings(api_keys=(KEY,))) as mock,
+        pytest.raises(VerificationError) as failure,
+    ):
+        mock.assert_called(KEY)
+    message = str(failure.value)
+    assert f"session n=…{KEY[-4:]}" in message
+    assert [KEY[i : i + 8] for i in range(len(KEY) - 7) if KEY[i : i + 8] in message] == []

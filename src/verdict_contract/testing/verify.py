@@ -167,9 +167,9 @@ class JournalChecks:
         )
 
     def _target(self, n: str | None, match: Matchers) -> str:
-        target = "any request" if n is None else f"session n={short_id(n)}"
+        masks = self.state.key_finder.finds  # a key given as n (arguments swapped): masked
+        target = "any request" if n is None else f"session n={mask(n) if masks(n) else short_id(n)}"
         headers, params = match.get("headers"), match.get("params")
-        masks = self.state.key_finder.finds
         if headers:
             masked = ", ".join(_masked_header(k, v, masks) for k, v in headers.items())
             target += f" with headers {{{masked}}}"

@@ -183,6 +183,17 @@ def test_a_key_written_bare_as_an_alias_or_a_tag_is_not_shown(tmp_path: Path, wr
     assert "-0123456" not in str(caught.value)
 
 
+@pytest.mark.parametrize("tag", ["!!int", "!!float", "!!bool"])
+def test_a_key_tagged_as_a_number_or_a_boolean_is_not_shown(tmp_path: Path, tag: str) -> None:
+    """PyYAML's conversion quotes the value it could not convert (!!bool: a KeyError)."""
+    path = tmp_path / "keys.yaml"
+    path.write_text(f"api_keys: [{tag} Sk-Live-0123456789]\n")
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert f"{path}: unsupported value: " in str(caught.value)
+    assert "-0123456" not in str(caught.value)
+
+
 def test_a_key_written_a_level_too_far_out_is_masked_among_unknown_keys(tmp_path: Path) -> None:
     path = tmp_path / "keys.yaml"
     path.write_text("sessions: {}\nsesions: {}\nsk-live-0123456789: x\n")
