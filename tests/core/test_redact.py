@@ -177,6 +177,7 @@ def test_a_key_finder_finds_eight_characters_of_a_key_in_a_row_or_its_encodings(
         key,
         key[:-4],  # the key less its last 4 characters
         f"x{key[5:13]}y",  # any 8 of its characters in a row, inside a value
+        key[3:11],  # 8 of them, alone: the text's only window
         base64.b64encode(f"user:{key}".encode()).decode(),  # base64, whatever surrounds it
         key.encode().hex(),
         "a-tiny-id",  # a secret under 8 characters: whole
