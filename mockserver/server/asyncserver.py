@@ -216,8 +216,7 @@ def call_app(app: WSGIApplication, environ: WSGIEnvironment) -> Reply:
     try:
         chunks.extend(result)
     finally:
-        close = getattr(result, "close", None)
-        if close is not None:
+        if (close := getattr(result, "close", None)) is not None:
             close()
     if not started:
         raise RuntimeError("the WSGI app returned without calling start_response")

@@ -110,8 +110,7 @@ class Heads:
 
 def reset_on_close(transport: asyncio.BaseTransport) -> None:
     """Make closing the transport's socket a TCP reset (``SO_LINGER`` 0): unsent bytes dropped."""
-    sock = transport.get_extra_info("socket")
-    if sock is not None:
+    if (sock := transport.get_extra_info("socket")) is not None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 

@@ -118,8 +118,7 @@ def _stop(processes: Sequence[subprocess.Popen[bytes]], grace: float) -> None:
 def run_workers(argv: Sequence[str], settings: Settings, banner: Callable[[int], str]) -> int:
     """Start ``settings.workers`` processes serving ``argv`` on one port, say ``banner(port)``
     once they all listen, and watch them."""
-    refusal = taken(settings.host, settings.port)
-    if refusal is not None:
+    if (refusal := taken(settings.host, settings.port)) is not None:
         print(f"verdict-mock: {refusal}", file=sys.stderr, flush=True)
         return 2
     reserved = bound_socket(settings.host, settings.port, reuse_port=True)  # the workers' too

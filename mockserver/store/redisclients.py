@@ -187,6 +187,10 @@ class Clients:
 
     def close(self) -> None:
         """Close the blocking client (and its sentinels')."""
+        if isinstance(self.sync, redis.cluster.RedisCluster):  # its close leaves each node's
+            for node in self.sync.nodes_manager.nodes_cache.values():  # pool open: closed here
+                if node.redis_connection is not None:
+                    node.redis_connection.connection_pool.disconnect()
         for each in (self.sync, *[c for c in self._asked if not hasattr(c, "aclose")]):
             each.close()
 

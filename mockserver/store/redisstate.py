@@ -520,9 +520,8 @@ class RedisStore:
         (which may hold a password) shown as its label."""
         if isinstance(exc, StateUnavailable):
             return exc
-        refused = _REFUSALS.get(type(exc))
-        if refused is not None:  # Redis answers, and refuses to be written: retrying is no use
-            code, reason = refused
+        if (refused := _REFUSALS.get(type(exc))) is not None:
+            code, reason = refused  # Redis answers, and refuses to be written: retrying is no use
             return StateUnavailable(self.label, reason, code=code, retry=False)
         reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
         reason = reason.replace(self._url, self.label)

@@ -9,15 +9,16 @@ create`` and kills them after; the store's contract runs on it as on one Redis.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import redis
-import redis.cluster
 from redis.exceptions import InvalidResponse
 
 from tests.mockserver.store.test_redisstate import start_mocks
@@ -89,6 +90,35 @@ def test_a_cluster_url_names_the_cluster(cluster: RedisClusterNodes) -> None:
         assert httpx.get(mock.url("demo-contradicted"), headers=mock.headers).status_code == 200
 
 
+def _open_sockets_to(ports: list[int]) -> list[socket.socket]:
+    """This process's sockets still open to one of ``ports`` (whatever holds them)."""
+    found = []
+    for each in gc.get_objects():
+        if isinstance(each, socket.socket) and each.fileno() != -1:
+            try:
+                peer = each.getpeername()
+            except OSError:  # not connected
+                continue
+            if peer[1] in ports:
+                found.append(each)
+    return found
+
+
+def test_a_mock_that_ends_leaves_no_connection_to_the_cluster(cluster: RedisClusterNodes) -> None:
+    """redis-py's cluster client closes its nodes' clients, not their pools: an in-process mock
+    (the plugin's) left a connection per node open until the collector found it, and warned."""
+    gc.collect()
+    gc.disable()  # the collector would close them: what is open is counted before it runs
+    try:
+        with live_mock(settings(cluster.url, SECRETS[2], state_name="ended")) as mock:
+            mock.reset()
+            assert mock.mint(script=[503])  # through the blocking client, to the slot's node
+            assert _open_sockets_to(cluster.ports)  # connected: the count sees them
+        assert _open_sockets_to(cluster.ports) == []
+    finally:
+        gc.enable()
+
+
 def test_a_cluster_has_only_database_0(cluster: RedisClusterNodes) -> None:
     with pytest.raises(ValueError, match="database 0 only"):
         create_app(settings(cluster.url.replace("/0", "/3"), "db"))
@@ -155,10 +185,10 @@ def test_each_reply_is_bounded_on_a_cluster_too(cluster: RedisClusterNodes) -> N
     assert backend.cluster
     backend.reset({})
     big = "x" * (backend.reply_bytes + 1024 * 1024)  # past it by more than a read (64 KiB)
-    seeded = redis.cluster.RedisCluster.from_url(cluster.url, decode_responses=True)
-    seeded.rpush(backend.keys.journal, big)
-    seeded.set(backend.keys.clock, big)
-    seeded.close()
+    node = cluster.ports[_owner(cluster, backend.keys.clock)]  # the node of the mock's keys
+    with redis.Redis(port=node) as seeded:  # (a cluster client's close leaves its nodes' open)
+        seeded.rpush(backend.keys.journal, big)
+        seeded.set(backend.keys.clock, big)
     with pytest.raises(StateUnavailable, match="a reply longer than"):
         backend.entries()
 
