@@ -112,7 +112,9 @@ def test_a_mock_that_ends_leaves_no_connection_to_the_cluster(cluster: RedisClus
     try:
         with live_mock(settings(cluster.url, SECRETS[2], state_name="ended")) as mock:
             mock.reset()
-            assert mock.mint(script=[503])  # through the blocking client, to the slot's node
+            n = mock.mint(script=[503])  # through the blocking client, to the slot's node
+            answer = httpx.get(mock.url(n), headers=mock.headers)  # the event loop's client
+            assert answer.status_code == 503
             assert _open_sockets_to(cluster.ports)  # connected: the count sees them
         assert _open_sockets_to(cluster.ports) == []
     finally:
