@@ -335,7 +335,10 @@ def test_no_worker_outlives_its_parent(
                 process.wait(timeout=GRACE + 10)
                 assert [pid for pid in workers if not _gone(pid)] == []  # none left at its exit
                 assert "stopped at once: 1 connections cut" in err.read_text()
-            assert _refuses_connections(port)
+            # the held client is let go, not left waiting (the freed port is not asked: another
+            # test's server may take it at once)
+            with contextlib.suppress(ConnectionResetError):
+                assert b"200 OK" not in _answer_of(waiting)
         finally:
             waiting.close()
             for pid in workers:  # none left running, whatever failed
