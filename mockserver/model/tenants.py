@@ -21,7 +21,7 @@ from typing import Final, NamedTuple
 
 from verdict_contract.core.errors import ScenarioError
 from verdict_contract.core.rates import RateLimit
-from verdict_contract.core.redact import Secret, mask
+from verdict_contract.core.redact import Secret, mask, masked_name
 
 from . import scenariofile
 
@@ -51,12 +51,12 @@ class Tenant(NamedTuple):
 def _tenant(name: object, raw: object) -> Tenant:
     if not isinstance(name, str) or not NAME.fullmatch(name) or name == OPERATOR:
         raise ScenarioError(
-            f"tenant name {str(name)[:50]!r}: documented: 1 to 40 of a-z, 0-9, _ and -, "
+            f"tenant name {masked_name(str(name))!r}: documented: 1 to 40 of a-z, 0-9, _ and -, "
             f"starting with a letter or digit, not {OPERATOR!r} (the operator's)"
         )
     if not isinstance(raw, Mapping) or set(raw) - _FIELDS:
         unknown = sorted(map(str, set(raw) - _FIELDS)) if isinstance(raw, Mapping) else []
-        received = f"the fields {', '.join(unknown)}" if unknown else "no mapping"
+        received = f"the fields {', '.join(map(masked_name, unknown))}" if unknown else "no mapping"
         raise ScenarioError(
             f"tenants.{name}: received {received}; "
             f"documented: a mapping of {', '.join(sorted(_FIELDS))}"

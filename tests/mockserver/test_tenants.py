@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import running, wait_until
 from verdict_contract.core.errors import ScenarioError, SettingsError
-from verdict_contract.core.redact import Secret
+from verdict_contract.core.redact import KeyFinder, Secret, mask
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.cli import banner, watch_files
 from verdict_contract.mockserver.model.scenario import parse_scenario
@@ -307,6 +307,29 @@ def test_the_tenants_file_is_checked_line_by_line(tmp_path: Path) -> None:
         load_tenants(tmp_path)
 
 
+def test_a_key_in_the_wrong_place_of_the_tenants_file_is_not_echoed() -> None:
+    """A key pasted as a field's name, as a tenant's name or as a rate limit: the problem (in
+    the log, in the operator's health) shows at most its last 4 characters."""
+    pasted = "QzKey-0123456789-abcXYZ"
+    good = {"control_token": "t" * 16, "api_keys": ["k1"]}
+    misplaced = {
+        "a field's name": {"tenants": {"a": {**good, pasted: ["k2"]}}},
+        "a tenant's name": {"tenants": {pasted: good}},
+        "a rate limit": {"tenants": {"a": {**good, "rate_limit": pasted}}},
+    }
+    for where, raw in misplaced.items():
+        with pytest.raises(ScenarioError) as refused:
+            parse_tenants(raw)
+        problem = str(refused.value)
+        assert not KeyFinder.of([pasted.encode()]).finds(problem), (where, problem)
+        assert mask(pasted) in problem, (where, problem)
+    shown = {"tenants": {"a": {**good, "colour": "red"}}}
+    with pytest.raises(ScenarioError, match="the fields colour;"):  # too plain to be a key
+        parse_tenants(shown)
+    with pytest.raises(ScenarioError, match="rate limit 'often' is not"):  # too short
+        parse_tenants({"tenants": {"a": {**good, "rate_limit": "often"}}})
+
+
 def test_the_documented_tenants_file_is_one_the_mock_takes(tmp_path: Path) -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "servers.md").read_text()
     section = page[page.index("## Tenants: teams on one mock") :]
@@ -373,13 +396,13 @@ def test_the_tenants_file_is_reloaded_when_it_changes(tenants_file: Path) -> Non
             assert httpx.get(f"{server.base_url}/_mock/requests", headers=ops).json() == []
             assert [e["n"] for e in teams.journal("pay")] == ["demo-refused"]  # pay's kept
             assert teams.explain("pay", "demo-refused").status_code == 429  # its new 1/60
-            tenants_file.write_text('{"tenants": {"Bad Name": {}}}')  # refused: the last stays
+            tenants_file.write_text('{"tenants": {"default": {}}}')  # refused: the last stays
             health = teams.control("operator", "GET", "health")
             assert wait_until(
                 lambda: teams.control("operator", "GET", "health").json()["tenants_problem"]
             )
             problem = teams.control("operator", "GET", "health").json()["tenants_problem"]
-            assert "tenant name 'Bad Name'" in problem
+            assert "tenant name 'default'" in problem
             assert "tenants_problem" not in teams.control("pay", "GET", "health").json()
             assert "ops" in state.tenants
             assert health.status_code == 200

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .redact import FRAGMENT, mask
+
 
 @dataclass(frozen=True)
 class RateLimit:
@@ -30,8 +32,9 @@ class RateLimit:
             )
         try:
             limit = cls(int(budget), float(window))
-        except ValueError:
-            raise ValueError(f"rate limit {text!r} is not of the form REQUESTS/SECONDS") from None
+        except ValueError:  # shown whole only if too short to hold a part of a key
+            shown = repr(text) if len(text) < FRAGMENT else mask(text)
+            raise ValueError(f"rate limit {shown} is not of the form REQUESTS/SECONDS") from None
         if limit.budget < 0:
             raise ValueError(f"rate limit {text!r}: REQUESTS must be 0 or more (e.g. 600/60)")
         if not 0 < limit.window < math.inf:
