@@ -212,7 +212,7 @@ def watch_files(state: MockState, early: EarlyHangups | None = None) -> list[Fil
         watchers.append(
             FileWatcher(
                 settings.tenants,
-                lambda path: load_tenants(path, state.api_keys),
+                lambda path: load_tenants(path, state.api_keys, settings.control_token),
                 state.load_tenants,
                 name="tenants file",
                 report=state.report_tenants,

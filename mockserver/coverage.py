@@ -158,8 +158,6 @@ def habits(
             served.add(entry.n)
         elif entry.status == 401 and auth is not None:
             refused.add(auth)
-        elif entry.status == 429:
-            deadline = _retry_deadline(entry, at)
-            if deadline is not None:
-                limited[auth] = deadline
+        elif entry.status == 429 and (deadline := _retry_deadline(entry, at)) is not None:
+            limited[auth] = deadline
     return list(found.values())

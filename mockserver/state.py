@@ -167,7 +167,9 @@ class MockState:
                     "--tenants with --proxy-to: a proxied /e is the real service's, which has "
                     "no tenants of the mock's; run one mock per team to proxy"
                 )
-            self.load_tenants(load_tenants(self.settings.tenants, self.api_keys))
+            self.load_tenants(
+                load_tenants(self.settings.tenants, self.api_keys, self.settings.control_token)
+            )
 
     @property
     def signing_secret(self) -> str:
@@ -186,11 +188,6 @@ class MockState:
         """Serve these tenants (the tenants file, loaded or reloaded) beside the operator's: one
         kept keeps its state (sessions, journal, clock) under the file's keys, token and rate
         limit; one gone from the file is no longer served."""
-        token = self.settings.control_token
-        if token is not None and any(
-            hmac.compare_digest(t.control_token.reveal(), token.reveal()) for t in tenants.values()
-        ):
-            raise ScenarioError("a tenant's control_token is the operator's (--control-token)")
         with self._apply_lock:
             states: dict[str, MockState] = {OPERATOR: self}
             for name, tenant in tenants.items():

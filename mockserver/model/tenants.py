@@ -21,9 +21,10 @@ from typing import Final, NamedTuple
 
 from verdict_contract.core.errors import ScenarioError
 from verdict_contract.core.rates import RateLimit
-from verdict_contract.core.redact import Secret, mask, masked_name
+from verdict_contract.core.redact import FRAGMENT, KeyFinder, Secret, mask, masked_name
 
 from . import scenariofile
+from .scenariofile import ProblemAt
 
 OPERATOR: Final = "default"
 """The tenant of the mock's own ``--api-key`` keys and ``--control-token``: the operator's."""
@@ -49,24 +50,22 @@ class Tenant(NamedTuple):
 
 
 def _tenant(name: object, raw: object) -> Tenant:
+    """One tenant's entry; a problem names it masked (a key a level too far out?), at its line."""
+    shown, at = f"tenants.{masked_name(str(name))}", ("tenants", str(name))
     if not isinstance(name, str) or not NAME.fullmatch(name) or name == OPERATOR:
-        raise ScenarioError(
-            f"tenant name {masked_name(str(name))!r}: documented: 1 to 40 of a-z, 0-9, _ and -, "
-            f"starting with a letter or digit, not {OPERATOR!r} (the operator's)"
-        )
+        rule = f"1 to 40 of a-z, 0-9, _ and -, not first _ or -, not {OPERATOR!r} (the operator's)"
+        raise ProblemAt(f"tenant name {masked_name(str(name))!r}: documented: {rule}", at)
     if not isinstance(raw, Mapping) or set(raw) - _FIELDS:
         unknown = sorted(map(str, set(raw) - _FIELDS)) if isinstance(raw, Mapping) else []
         received = f"the fields {', '.join(map(masked_name, unknown))}" if unknown else "no mapping"
-        raise ScenarioError(
-            f"tenants.{name}: received {received}; "
-            f"documented: a mapping of {', '.join(sorted(_FIELDS))}"
-        )
+        documented = f"documented: a mapping of {', '.join(sorted(_FIELDS))}"
+        raise ProblemAt(f"{shown}: received {received}; {documented}", at)
     token = raw.get("control_token")
     if not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS:
-        raise ScenarioError(
-            f"tenants.{name}.control_token: documented: a string of at least "
-            f"{MIN_TOKEN_CHARS} characters (python3 -c 'import secrets; "
-            "print(secrets.token_urlsafe(24))')"
+        raise ProblemAt(
+            f"{shown}.control_token: documented: a string of at least {MIN_TOKEN_CHARS} "
+            "characters (python3 -c 'import secrets; print(secrets.token_urlsafe(24))')",
+            at,
         )
     keys = raw.get("api_keys")
     if (
@@ -74,45 +73,52 @@ def _tenant(name: object, raw: object) -> Tenant:
         or not keys
         or not all(isinstance(k, str) and k and k.isprintable() and " " not in k for k in keys)
     ):
-        raise ScenarioError(
-            f"tenants.{name}.api_keys: documented: a non-empty list of keys (printable, no spaces)"
-        )
+        documented = "documented: a non-empty list of keys (printable, no spaces)"
+        raise ProblemAt(f"{shown}.api_keys: {documented}", at)
     limit = raw.get("rate_limit")
     try:
         rate_limit = None if limit is None else RateLimit.parse(str(limit))
     except ValueError as exc:
-        raise ScenarioError(f"tenants.{name}.rate_limit: {exc}") from None
+        raise ProblemAt(f"{shown}.rate_limit: {exc}", at) from None
     return Tenant(name, Secret(token), tuple(keys), rate_limit)
 
 
-def parse_tenants(raw: object, taken_keys: tuple[str, ...] = ()) -> dict[str, Tenant]:
-    """Validate decoded tenants data; ``taken_keys`` are the operator's (no tenant may share
-    one). Every key and every token belongs to one tenant only."""
+def parse_tenants(
+    raw: object, keys: tuple[str, ...] = (), token: Secret | None = None
+) -> dict[str, Tenant]:
+    """Validate decoded tenants data beside the operator's ``keys`` and control ``token``. Each
+    key and each token is one tenant's, in one role: a key that is a token too would give its
+    holders control. No tenant's name holds a part of its keys or tokens (metrics show names)."""
     tenants = raw.get("tenants") if isinstance(raw, Mapping) and set(raw) == {"tenants"} else None
     if not isinstance(tenants, Mapping) or not tenants:
         raise ScenarioError("documented: a mapping with one field, tenants: {NAME: {...}, ...}")
     if len(tenants) > MAX_TENANTS:
         raise ScenarioError(f"{len(tenants)} tenants; documented: at most {MAX_TENANTS}")
     parsed = [_tenant(name, spec) for name, spec in tenants.items()]
-    owners: dict[str, str] = dict.fromkeys(taken_keys, OPERATOR)
-    tokens: dict[str, str] = {}
+    owners = {key: ("the operator's", "api_keys") for key in keys}
+    if token is not None:
+        owners[token.reveal()] = ("the operator's", "control_token")
     for tenant in parsed:
-        for key in tenant.api_keys:
-            other = owners.setdefault(key, tenant.name)
-            if other != tenant.name:
+        held = [(key, "api_keys") for key in tenant.api_keys]
+        for secret, role in [*held, (tenant.control_token.reveal(), "control_token")]:
+            other = owners.setdefault(secret, (f"{tenant.name}'s", role))
+            if other != (f"{tenant.name}'s", role):
                 raise ScenarioError(
-                    f"tenants.{tenant.name}.api_keys: a key ({mask(key)}) is {other}'s too; "
-                    "a key belongs to one tenant"
+                    f"tenants.{tenant.name}.{role}: {mask(secret)} is also in {' '.join(other)}; "
+                    "a key or a token belongs to one tenant, in one role"
                 )
-        other = tokens.setdefault(tenant.control_token.reveal(), tenant.name)
-        if other != tenant.name:
+    finder = KeyFinder.of(s.encode() for s in owners if len(s) >= FRAGMENT and s not in keys)
+    for tenant in parsed:
+        if finder.finds(tenant.name):
             raise ScenarioError(
-                f"tenants.{tenant.name}.control_token: {other} has the same token; "
-                "a token belongs to one tenant"
+                f"tenant name {mask(tenant.name)!r}: holds 8 characters of a key or a token in "
+                "a row (a name is shown in metrics and logs)"
             )
     return {tenant.name: tenant for tenant in parsed}
 
 
-def load_tenants(path: Path, taken_keys: tuple[str, ...] = ()) -> dict[str, Tenant]:
+def load_tenants(
+    path: Path, keys: tuple[str, ...] = (), token: Secret | None = None
+) -> dict[str, Tenant]:
     """Read and validate a tenants file (YAML, or JSON by its suffix); problems name it."""
-    return scenariofile.load(path, lambda raw: parse_tenants(raw, taken_keys))
+    return scenariofile.load(path, lambda raw: parse_tenants(raw, keys, token))

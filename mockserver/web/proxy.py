@@ -298,8 +298,7 @@ class ValidatingProxy(ExplainMiddleware):
     ) -> ProxiedAnswer:
         """The answer for one call, the breaches of the upstream's answer and notes on it."""
         authorization = environ.get("HTTP_AUTHORIZATION")
-        upstream_key = self.settings.upstream_key
-        if upstream_key is not None:
+        if (upstream_key := self.settings.upstream_key) is not None:
             if authorized(self.state, authorization) is None:
                 return ProxiedAnswer(
                     error_answer(

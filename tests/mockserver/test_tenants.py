@@ -278,10 +278,10 @@ def test_the_tenants_file_is_checked_line_by_line(tmp_path: Path) -> None:
         "at least 16 characters": {"tenants": {"a": {**good, "control_token": "short"}}},
         "non-empty list": {"tenants": {"a": {**good, "api_keys": []}}},
         "the fields colour": {"tenants": {"a": {**good, "colour": "red"}}},
-        "a key belongs to one tenant": {
+        "b.api_keys: … is also in a's api_keys": {
             "tenants": {"a": good, "b": {**good, "control_token": "u" * 16}}
         },
-        "a token belongs to one tenant": {
+        "b.control_token: …tttt is also in a's control_token": {
             "tenants": {"a": good, "b": {**good, "api_keys": ["k2"]}}
         },
         "rate_limit": {"tenants": {"a": {**good, "rate_limit": "often"}}},
@@ -290,10 +290,10 @@ def test_the_tenants_file_is_checked_line_by_line(tmp_path: Path) -> None:
     for said, raw in refusals.items():
         with pytest.raises(ScenarioError, match=said):
             parse_tenants(raw)
-    with pytest.raises(ScenarioError, match=r"a key \(…\) is default's") as shared:
+    with pytest.raises(ScenarioError, match=r"… is also in the operator's api_keys") as shared:
         parse_tenants({"tenants": {"a": {**good, "api_keys": ["key-1"]}}}, ("key-1",))
     assert "ey-1" not in str(shared.value)  # a short key: not one character of it
-    with pytest.raises(ScenarioError, match=r"a key \(…0001\) is default's"):
+    with pytest.raises(ScenarioError, match=r"…0001 is also in the operator's api_keys"):
         parse_tenants({"tenants": {"a": {**good, "api_keys": [OPERATOR_KEY]}}}, (OPERATOR_KEY,))
     path = tmp_path / "t.yaml"
     path.write_text("tenants:\n  a: {control_token: x\n")
@@ -330,6 +330,51 @@ def test_a_key_in_the_wrong_place_of_the_tenants_file_is_not_echoed() -> None:
         parse_tenants({"tenants": {"a": {**good, "rate_limit": "often"}}})
 
 
+def test_a_key_or_a_token_is_one_tenants_in_one_role() -> None:
+    """A key that is a token too, another tenant's or the operator's, would give whoever holds
+    the key control of that tenant (or of all); a name holding 8 characters of a key or token in
+    a row would show it in metrics, the banner and the access log."""
+    key, token, operator_token = (
+        "pQ7-ci-2026-a8f3c9d1e7",
+        "pQ7-tok-0123456789",
+        "Xw9-tok-9876543210",
+    )
+    pay = {"control_token": token, "api_keys": [key]}
+    operator = (("Xw9-key-0001",), Secret(operator_token))
+    accepted = {"pay": pay, "risk": {"control_token": "risk-token-0123456789", "api_keys": ["o"]}}
+    assert sorted(parse_tenants({"tenants": accepted}, *operator)) == ["pay", "risk"]
+    refused = {
+        "another's key as a token": {"pay": pay, "risk": {**pay, "control_token": key}},
+        "another's token as a key": {"pay": pay, "risk": {**pay, "api_keys": [token]}},
+        "its own key as its token": {"pay": {"control_token": key, "api_keys": [key]}},
+        "the operator's token as a key": {"pay": {**pay, "api_keys": [operator_token]}},
+        "a name holding its key": {"pq7-ci-2026": {**pay, "api_keys": ["pq7-ci-2026-a8f3c9"]}},
+        "a name holding its token": {
+            "pq7-tok-0123": {**pay, "control_token": "pq7-tok-0123456789"}
+        },
+    }
+    secrets = [key, token, operator_token, "pq7-ci-2026-a8f3c9", "pq7-tok-0123456789"]
+    for why, tenants in refused.items():
+        with pytest.raises(ScenarioError) as refusal:
+            parse_tenants({"tenants": tenants}, *operator)
+        problem = str(refusal.value)
+        assert "belongs to one tenant" in problem or "holds 8 characters" in problem, why
+        assert not KeyFinder.of(s.encode() for s in secrets).finds(problem), (why, problem)
+
+
+def test_a_tenant_refused_is_named_masked_at_its_line(tmp_path: Path) -> None:
+    """A key written where a tenant's name goes (a level too far out) is not echoed by the
+    problem its entry has; the line says where it is."""
+    path = tmp_path / "tenants.yaml"
+    path.write_text("tenants:\n  pay:\n    control_token: short\n    api_keys: [k]\n"
+                    "  pay-ci-2026-a8f3c9d1e7:\n    control_token: short\n")  # fmt: skip
+    with pytest.raises(ScenarioError, match=rf"^{path}:3:5: tenants.pay.control_token: "):
+        load_tenants(path)
+    path.write_text("tenants:\n  pay-ci-2026-a8f3c9d1e7:\n    control_token: short\n")
+    with pytest.raises(ScenarioError, match=rf"^{path}:3:5: tenants.…d1e7.control_token: "):
+        load_tenants(path)
+
+
 def test_the_documented_tenants_file_is_one_the_mock_takes(tmp_path: Path) -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "servers.md").read_text()
     section = page[page.index("## Tenants: teams on one mock") :]
@@ -354,7 +399,9 @@ def test_tenants_need_the_operators_token_and_refuse_a_proxy(tenants_file: Path)
         )
     shared = {"tenants": {"a": {"control_token": OPERATOR_TOKEN, "api_keys": ["k1"]}}}
     tenants_file.write_text(json.dumps(shared))
-    with pytest.raises(ScenarioError, match="operator's"):
+    with pytest.raises(
+        ScenarioError, match=r"a.control_token: …\S{4} is also in the operator's control"
+    ):
         create_app(Settings(tenants=tenants_file, control_token=Secret(OPERATOR_TOKEN)))
 
 
