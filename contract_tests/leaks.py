@@ -18,6 +18,7 @@ from urllib.parse import unquote
 import httpx
 
 from verdict_contract.core.keyforms import base64_forms, hex_forms
+from verdict_contract.core.redact import KeyFinder
 
 MIN_FRAGMENT = 8
 """The fewest consecutive characters of a key that count as reflecting it (a mask shows 4)."""
@@ -135,7 +136,9 @@ def reflection(
     if len(key) < MIN_KEY:
         return None
     known = _text(baseline) if baseline is not None else ""
-    encoded = base64_forms(key)
+    # 8 characters in a row of an encoding of the key: a part of it encoded is a leak too
+    in_base64 = KeyFinder.of((form.encode() for form in base64_forms(key)), encoded=False)
+    in_hex = KeyFinder.of((form.encode() for form in hex_forms(key)), encoded=False)
     encoded_sent = base64_forms(sent) if sent and len(sent) >= MIN_KEY else []
     found = []
     for place in _places(response):
@@ -147,9 +150,9 @@ def reflection(
                 everyone = " (so does an answer to a call without any credential)"
                 shared = length == len(key) and key in known
                 found.append(f"{where} holds {whole}{everyone if shared else ''}")
-            elif any(form in text for form in encoded):
+            elif in_base64.finds(text):
                 found.append(f"{where} holds the key base64-encoded")
-            elif any(form in text for form in hex_forms(key)):
+            elif in_hex.finds(text):
                 found.append(f"{where} holds the key hex-encoded")
             elif sent and len(sent) >= MIN_KEY and sent in text and sent not in known:
                 found.append(f"{where} holds the credential it was sent")

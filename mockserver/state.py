@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from verdict_contract.core.errors import SettingsError
 from verdict_contract.core.extras import require_extra
 from verdict_contract.core.rates import RateLimit
-from verdict_contract.core.redact import KeyFinder, secret_index, sent_credentials
+from verdict_contract.core.redact import KeyFinder, Redactor, secret_index, sent_credentials
 from verdict_contract.core.spec import VERDICTS, VerdictKind
 
 from .model.generate import VerdictGenerator
@@ -120,6 +120,7 @@ class MockState:
     secrets: tuple[str, ...] = field(default=(), init=False)
     """Every key, token and password journals and logs mask (:meth:`_mask`; never printed)."""
     key_finder: KeyFinder = field(default=KeyFinder(), init=False)  # a part of one, in a text
+    redactor: Redactor = field(default_factory=Redactor, init=False)  # a proxy's: masks them
     _key_owners: tuple[MockState, ...] = field(default=(), init=False)  # each key's, in order
 
     def __post_init__(self) -> None:
@@ -238,6 +239,8 @@ class MockState:
         self.secrets = (*keys, *shared, *secrets_of(self.settings.state))
         found = KeyFinder.of(s.encode() for s in self.secrets if s != DEFAULT_API_KEY)
         self.key_finder = found._replace(whole=(*found.whole, DEFAULT_API_KEY.encode()))
+        if self.settings.proxy_to is not None:  # "verdict-mock" (a Server header) is no key's
+            self.redactor = Redactor(known="verdict-mock").joined(self.secrets)
 
     def masks(self, authorization: str | None) -> Callable[[str], bool]:
         """What a request's entry and log line mask (:func:`masks_for` of :attr:`key_finder`)."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from verdict_contract.core.redact import Redactor, mask, sent_credentials
+from verdict_contract.core.redact import mask, sent_credentials
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, STATUSES
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import Violation, describe
@@ -400,11 +400,8 @@ class ValidatingProxy(ExplainMiddleware):
         authorization: str | None,
     ) -> ProxiedAnswer:
         """``authorization``: as sent upstream (its credential looked for in the answer)."""
-        # the key sent and the mock's own secrets (a client may send one in its query): as
-        # sent, URL-encoded, base64, hex; "verdict-mock" (a Server header) is no key's
-        redactor = Redactor(known="verdict-mock")
-        for key in (*sent_credentials(authorization), *self.state.secrets):
-            redactor.add(key)
+        # the key sent and the mock's own secrets (a client may send one in its query), any form
+        redactor = self.state.redactor.joined(sent_credentials(authorization))
         places, upstream = _reflection(upstream, redactor.text)
         has_body = method == "GET"
         violations = check_answer(upstream.status, upstream.body, has_body=has_body)

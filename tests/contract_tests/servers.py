@@ -544,6 +544,15 @@ def _token_base64url_in_the_body(request: Request, response: Response) -> None:
         response.set_data(json.dumps({"error": "invalid api key", "trace": trace}))
 
 
+def _key_part_encoded(request: Request, response: Response) -> None:
+    """A debugging header with the token less its last 4 characters in hex, and a body with
+    them in base64: only a mask's 4 characters are missing."""
+    token = request.headers.get("Authorization", "").partition(" ")[2][:-4]
+    if token:
+        response.headers["X-Debug-Hex"] = token.encode().hex()
+        response.headers["X-Debug-B64"] = base64.b64encode(token.encode()).decode()
+
+
 def _base64_request_id(request: Request, response: Response) -> None:
     """A random base64 request id on every answer: no credential in it."""
     response.headers["X-Request-Id"] = base64.b64encode(uuid.uuid4().bytes * 2).decode()
@@ -806,6 +815,9 @@ BROKEN: dict[str, Variant] = {
     ),
     "the token base64url-encoded in a 401 body": Variant(
         alter=_token_base64url_in_the_body, fails=("test_credential_is_never_reflected",)
+    ),
+    "the token less its last 4 encoded": Variant(
+        alter=_key_part_encoded, fails=("test_credential_is_never_reflected",)
     ),
     "case-insensitive session lookup": Variant(
         before=_lookup_by(lambda sent, n: sent.lower() == n.lower()),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import logging
 from urllib.parse import quote, quote_plus
 
@@ -145,6 +146,31 @@ def test_any_eight_characters_of_the_key_in_a_row_are_masked(shown: str) -> None
     decoded = cleaned.encode().decode("unicode_escape", errors="ignore")
     for start in range(len(LONG_KEY) - 7):
         assert LONG_KEY[start : start + 8] not in cleaned + decoded
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        base64.b64encode(LONG_KEY[:-4].encode()).decode(),  # all a mask does not show
+        base64.urlsafe_b64encode(b"x" + LONG_KEY[10:22].encode()).decode(),  # a part, shifted
+        LONG_KEY[:-4].encode().hex(),
+        ":".join(f"{b:02X}" for b in LONG_KEY[5:14].encode()),
+        "".join(f"\\x{b:02x}" for b in LONG_KEY[:9].encode()),  # each byte escaped
+    ],
+)
+def test_a_part_of_the_key_encoded_is_masked_and_stays_valid_json(shown: str) -> None:
+    """An encoding's last 4 characters are not the key's: its mask is ``…`` alone, so a JSON
+    string masked stays one (``…\\x5a`` would not)."""
+    redactor = Redactor()
+    redactor.add(LONG_KEY)
+    cleaned = redactor.text(json.dumps({"debug": shown, "n": "s1"}))
+    debug = json.loads(cleaned)["debug"]  # still JSON
+    assert "…" in debug
+    assert not KeyFinder.of([LONG_KEY.encode()]).finds(debug), debug
+    assert len(debug) <= 6, debug  # "…", and the encoding's edges (bits of the text around)
+    assert (
+        redactor.text(json.dumps({"debug": "0123456789abcdef"})) == '{"debug": "0123456789abcdef"}'
+    )
 
 
 def test_seven_characters_in_a_row_and_the_last_four_stay() -> None:

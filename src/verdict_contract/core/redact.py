@@ -296,6 +296,9 @@ class Redactor:
     """Each secret of ``FRAGMENT`` characters or more, and what finds its runs."""
     short: set[str] = field(default_factory=set)
     """Secrets under 4 characters: masked only where they stand alone, not inside words."""
+    encoded: set[str] = field(default_factory=set)
+    """The base64 and hex forms: masked as ``…`` alone (their last 4 characters may be half
+    an escape, ``\x5a``, which would break the JSON a mask is written into)."""
     known: str = ""
     """What the output says whatever the secret (its tool's option and package names): a run
     inside it tells nothing of a secret (``-verdict-`` of ``sk-live-verdict-…`` in
@@ -314,11 +317,22 @@ class Redactor:
         self.secrets.add(quote(secret, safe=""))
         self.secrets.add(quote_plus(secret))
         self.secrets.add(quote(secret, safe="!$'()*,/:;@"))  # what httpx leaves unescaped
-        if len(secret) >= FRAGMENT:
-            grams = {secret[i : i + FRAGMENT] for i in range(len(secret) - FRAGMENT + 1)}
-            self.runs[secret] = re.compile("|".join(map(re.escape, sorted(grams))))
-            self.secrets.update(base64_forms(secret))  # a key echoed encoded (Basic, a trace)
-            self.secrets.update(hex_forms(secret))
+        if len(secret) >= FRAGMENT:  # a key echoed encoded (Basic, a trace), or a part of it
+            encoded = [*base64_forms(secret), *hex_forms(secret)]
+            for form in (secret, *(each for each in encoded if len(each) >= FRAGMENT)):
+                grams = {form[i : i + FRAGMENT] for i in range(len(form) - FRAGMENT + 1)}
+                self.runs[form] = re.compile("|".join(map(re.escape, sorted(grams))))
+            self.secrets.update(encoded)
+            self.encoded.update(encoded)
+
+    def joined(self, secrets: Iterable[str]) -> Redactor:
+        """A copy that masks ``secrets`` too (this one as it was)."""
+        copy = Redactor(
+            set(self.secrets), dict(self.runs), set(self.short), set(self.encoded), self.known
+        )
+        for secret in secrets:
+            copy.add(secret)
+        return copy
 
     @property
     def active(self) -> bool:
@@ -348,11 +362,12 @@ class Redactor:
             spans = self._spans(text, secret, pattern) + _at_a_cut(text, secret)
             if self.known:  # the tool's own words are not the secret's
                 spans = [s for s in spans if text[s.start : s.end] not in self.known]
+            shown = CUT if secret in self.encoded else mask(secret)
             for span in _merged(spans):
-                text = text[: span.start] + mask(secret) + text[span.end :]
+                text = text[: span.start] + shown + text[span.end :]
         for secret in sorted(self.secrets, key=len, reverse=True):  # longest form first
             if secret in text:
-                text = text.replace(secret, mask(secret))
+                text = text.replace(secret, CUT if secret in self.encoded else mask(secret))
         for secret in sorted(self.short, key=len, reverse=True):
             if secret in text:
                 text = re.sub(rf"(?<![\w%+]){re.escape(secret)}(?![\w%+])", mask(secret), text)

@@ -664,6 +664,8 @@ class Hostile:
             "escaped": f'"{_escaped(key)}"',
             "percent": f'"{quote(key, safe="")}"',
             "base64": f'"{base64.b64encode(f"Bearer {key}".encode()).decode()}"',
+            "base64-part": f'"{base64.b64encode(key[:-4].encode()).decode()}"',  # 8 of its own
+            "hex-part": f'"{key[:-4].encode().hex()}"',
             "header": '"none"',
         }[n]
         start_response(
@@ -719,7 +721,9 @@ def test_strict_answers_an_upstream_page_with_502(hostile: BackgroundServer, pro
 
 
 def _key_forms(key: str) -> list[str]:
-    return [key, quote(key, safe=""), _escaped(key), *base64_forms(key)]
+    part = key[:-4]  # all but what a mask shows, encoded
+    return [key, quote(key, safe=""), _escaped(key), *base64_forms(key), *base64_forms(part),
+            part.encode().hex()]  # fmt: skip
 
 
 def _shows_key(response: httpx.Response, key: str) -> list[str]:
@@ -731,7 +735,9 @@ def _shows_key(response: httpx.Response, key: str) -> list[str]:
     return shown
 
 
-@pytest.mark.parametrize("form", ["raw", "escaped", "percent", "base64", "header"])
+@pytest.mark.parametrize(
+    "form", ["raw", "escaped", "percent", "base64", "base64-part", "hex-part", "header"]
+)
 def test_an_upstream_that_reflects_its_key_is_flagged_masked_and_not_recorded(
     hostile: BackgroundServer,
     proxy_to: Any,
