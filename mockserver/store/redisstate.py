@@ -28,6 +28,8 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 from redis.exceptions import NoScriptError, OutOfMemoryError, ReadOnlyError
 
+from verdict_contract.core.redact import KeyFinder, printable
+
 from ..model import scripts as script_store
 from ..model.scripts import ScriptStoreFull, admits, script_bytes, step_costs, store_full
 from ..model.sessions import Step
@@ -525,9 +527,10 @@ class RedisStore:
             return StateUnavailable(self.label, reason, code=code, retry=False)
         reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
         reason = reason.replace(self._url, self.label)
-        for secret in secrets_of(self._url):  # whatever redis-py quoted of it
-            reason = reason.replace(secret, "…")
-        return StateUnavailable(self.label, reason[:200])
+        # a Redis's own words (an error reply) may quote the password, encoded, or a part of it
+        if KeyFinder.of(secret.encode() for secret in secrets_of(self._url)).finds(reason):
+            reason = f"{type(exc).__name__} (its text, which holds the password, not shown)"
+        return StateUnavailable(self.label, printable(reason[:200]))
 
     def writable(self) -> StateUnavailable | None:
         """Whether Redis would run a write now, asked without writing (readiness); the probe

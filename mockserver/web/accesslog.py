@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl
 
 from werkzeug.wsgi import ClosingIterator
 
-from verdict_contract.core.redact import mask, masked_path
+from verdict_contract.core.redact import mask, masked_path, printable
 
 from ..model.answer import NO_STATUS
 from ..state import MockState, authorized
@@ -27,13 +27,6 @@ log = logging.getLogger("mockserver.access")
 
 MAX_TARGET_CHARS: Final = 1000
 CUT: Final = "…(cut)"
-# C0, DEL and C1 as \xNN, and the backslash too, so that a "\x1b" sent as text stays apart.
-_ESCAPED: Final = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x5C, *range(0x7F, 0xA0))}
-
-
-def printable(text: str) -> str:
-    """``text`` with every control character (and the backslash) escaped, for a log line."""
-    return text.translate(_ESCAPED)
 
 
 def request_target(environ: WSGIEnvironment, is_key: Callable[[str], bool]) -> str:

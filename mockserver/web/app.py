@@ -7,6 +7,7 @@ from typing import NamedTuple
 from flask import Flask, Response, current_app, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
+from verdict_contract.core.redact import printable
 from verdict_contract.core.spec import ENDPOINT_PATH
 from verdict_contract.core.suggest import closest
 
@@ -14,7 +15,7 @@ from ..explain import journal_elsewhere
 from ..model.answer import NO_STORE, Answer, error_answer, failure_answer, not_allowed, status_line
 from ..settings import Settings
 from ..state import MockState
-from .accesslog import AccessLog, printable
+from .accesslog import AccessLog
 from .answers import EXTENSION, error_response, state_of, to_response
 from .control import control
 from .metrics import install_metrics, probes

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from verdict_contract.core.redact import mask, sent_credentials
+from verdict_contract.core.redact import mask, printable, sent_credentials
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM, STATUSES
 from verdict_contract.core.validator import validate_verdict
 from verdict_contract.core.violations import Violation, describe
@@ -29,7 +29,6 @@ from ..model.answer import JSON, NO_STORE, Answer, error_answer, explain_headers
 from ..model.sessions import MAX_SESSION_ID_LENGTH
 from ..state import MockState, authorized
 from ..store.journal import make_entry
-from .accesslog import printable
 from .middleware import ExplainMiddleware
 from .recorder import Recorder
 

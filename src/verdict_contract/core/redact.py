@@ -9,10 +9,18 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 from urllib.parse import quote, quote_plus, unquote, urlsplit, urlunsplit
 
 from .keyforms import base64_forms, hex_forms
+
+# C0, DEL and C1 as \xNN, and the backslash too, so that a "\x1b" sent as text stays apart.
+_ESCAPED: Final = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x5C, *range(0x7F, 0xA0))}
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character (and the backslash) escaped, for a log line."""
+    return text.translate(_ESCAPED)
 
 
 def mask(secret: str) -> str:

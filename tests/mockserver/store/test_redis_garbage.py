@@ -8,6 +8,7 @@ type). What it managed to send before the mock hung up is counted: that is what 
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -19,6 +20,7 @@ import httpx
 import pytest
 
 from tests.redisserver import redis_server
+from verdict_contract.core.redact import KeyFinder
 from verdict_contract.mockserver import Settings
 from verdict_contract.mockserver.store import redisstate
 from verdict_contract.mockserver.store.backend import StateURL
@@ -242,3 +244,45 @@ def test_a_reply_of_millions_of_empty_arrays_is_refused_by_its_element_count() -
     entry = b"$40\r\n" + b"e" * 40 + b"\r\n"
     whole.feed(b"*1000\r\n" + entry * 1000)
     assert len(whole.gets()) == 1000
+
+
+PASSWORD = "redispw-QzX-0123456789"
+_PART = PASSWORD[:-4].encode()
+ERROR_REPLIES = {
+    "quoting the password": b"-ERR invalid password " + _PART + b" hex=" + _PART.hex().encode(),
+    "with terminal escapes": b"-ERR \x1b]0;HACKED\x07\x1b[2J not allowed",
+}
+
+
+@pytest.mark.parametrize("reply", ERROR_REPLIES.values(), ids=ERROR_REPLIES.keys())
+def test_a_redis_error_reply_shows_no_password_nor_raw_escapes(
+    caplog: pytest.LogCaptureFixture, reply: bytes
+) -> None:
+    """A Redis (or what stands for one) whose error replies quote the password less its last
+    4 characters, hex-encoded too, or hold terminal escapes: no probe, answer or log line shows
+    8 characters of it in a row, nor an escape raw (the operator's terminal would run it)."""
+    with redis_server("--requirepass", PASSWORD, password=PASSWORD) as redis:
+        proxy = GarbleProxy(redis.port)
+        try:
+            url = f"redis://:{PASSWORD}@127.0.0.1:{proxy.url.rsplit(':', 1)[1]}"
+            settings = Settings(port=0, state=StateURL.parse(url), secret="q", api_keys=(KEY,))
+            with (
+                caplog.at_level(logging.INFO),
+                live_mock(settings) as mock,
+                httpx.Client(base_url=mock.base_url, timeout=30) as client,
+            ):
+                assert client.post("/_mock/reset").status_code == 204
+                proxy.garbage = reply + b"\r\n"
+                shown = [
+                    client.get("/_mock/readyz", headers={"Host": "attacker.example"}),
+                    client.get("/_mock/health"),
+                    client.get("/e", params={"n": "demo-contradicted"}, headers=AUTH),
+                ]
+        finally:
+            proxy.close()
+    assert [answer.status_code for answer in shown] == [503, 503, 503]
+    text = "\n".join([*(answer.text for answer in shown), caplog.text])
+    assert not KeyFinder.of([PASSWORD.encode()]).finds(text), text
+    assert "\x1b" not in caplog.text  # (a JSON body escapes it anyway)
+    said = "ResponseError" if reply == ERROR_REPLIES["quoting the password"] else "HACKED"
+    assert said in shown[0].text  # what failed is still said
