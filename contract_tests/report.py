@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from verdict_contract.core.redact import printable
 from verdict_contract.core.spec import VERDICT_OUTCOMES, VERDICTS
 
 from .htmlreport import render
@@ -115,17 +116,17 @@ class SuiteReport:
             return
         for name, value in report.user_properties:
             if name == TARGET:
-                self.targets.add(str(value))
+                self.targets.add(received(value))
             elif name == BUILD:
-                self.builds.add(str(value))
+                self.builds.add(received(value))
             elif name == SCHEMA:
-                self.schemas.add(str(value))
+                self.schemas.add(received(value))
             elif name == UNDOCUMENTED:
-                self.undocumented.add(str(value))
+                self.undocumented.add(received(value))
             elif name == INTERRUPTED:
                 self.interrupted = self.interrupted or str(value)
             elif name == ADVISORY:
-                self.advisories[str(value)] = None
+                self.advisories[received(value, MAX_ADVISORY)] = None
             elif name == THROTTLING:
                 self.throttling.add(Throttling.loads(str(value)))
             elif name == SESSION:
@@ -255,8 +256,8 @@ class SuiteReport:
             f"- duration: {seconds:.1f} s",
             f"- target: {_few(self.targets) or 'unknown'}",
             f"- options: {', '.join(f'`{o}`' for o in options) or 'none'}",
-            f"- provenance.build: {_few(self.builds) or 'none seen'}",
-            f"- schema: {_few(self.schemas) or 'none seen'}",
+            f"- provenance.build: {_few(self.builds, code=True) or 'none seen'}",
+            f"- schema: {_few(self.schemas, code=True) or 'none seen'}",
         ]
         out += [
             f"- {line.partition(':')[0]}: {line.partition(':')[2].strip()}" for line in self.facts()
@@ -351,10 +352,23 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _few(values: set[str], most: int = 3) -> str:
-    ordered = sorted(values)
+def _few(values: set[str], most: int = 3, *, code: bool = False) -> str:
+    """The first ``most`` values; ``code``: each a code span (Markdown renders no link in one)."""
+    ordered = [f"`{value}`" if code else value for value in sorted(values)]
     more = f" (+{len(ordered) - most} more)" if len(ordered) > most else ""
     return ", ".join(ordered[:most]) + more
+
+
+MAX_RECEIVED = 80
+MAX_ADVISORY = 300
+
+
+def received(value: object, most: int = MAX_RECEIVED) -> str:
+    """What the target sent, as a report shows it: on one line, control characters escaped (no
+    terminal escape, no line a CI runner would read as a command), no backtick (a code span
+    holds it), at most ``most`` characters."""
+    text = printable(str(value)).replace("`", "\\x60")
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _clause_order(clause: str) -> tuple[int, ...]:

@@ -6,8 +6,11 @@ The annotations are read from ``verdict-contract check`` run as a pipeline runs 
 
 from __future__ import annotations
 
+import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,6 +49,50 @@ def test_under_github_actions_each_failure_is_an_error_naming_clause_and_session
     assert "replay, first call: curl -i -H 'Authorization: Bearer '\"$VERDICT_API_KEY\"" in message
     assert KEY not in "\n".join(under)
     assert not [line for line in elsewhere if line.startswith("::")]
+
+
+INJECTED_BUILD = (
+    "b2\n::stop-commands::pwn123\nPASSED (exit 0): every check passed\n"
+    "![x](https://attacker.example/pixel.png) `tick` \x1b]0;PWNED\x07\x1b[2J" + "x" * 200
+)
+"""What a hostile target puts in ``provenance.build``: lines a CI runner would read as its
+commands, a fake verdict, Markdown that fetches, terminal escapes, and length."""
+
+
+def _hostile_strings(request: Any, response: Any) -> None:
+    if response.status_code == 200:
+        body = json.loads(response.get_data())
+        body["provenance"]["build"] = INJECTED_BUILD
+        body["x\n::error::fake\x1b[31m"] = 1  # an undocumented field, named to inject too
+        response.set_data(json.dumps(body))
+
+
+def test_what_a_target_sends_reaches_no_output_as_a_line_an_escape_or_markup(
+    tmp_path: Path,
+) -> None:
+    """Values the summary and the reports quote (the build, an undocumented field's name): one
+    line each, control characters escaped, cut, and a code span in the Markdown."""
+    report = tmp_path / "report.md"
+    with serve(Variant(alter=_hostile_strings)) as running:
+        done = check(
+            running.base_url,
+            *running.session_args(),
+            f"--verdict-report={report}",
+            cwd=tmp_path,
+            VERDICT_API_KEY=KEY,
+            GITHUB_ACTIONS="true",
+        )
+    terminal, markdown = done.stdout + done.stderr, report.read_text(encoding="utf-8")
+    assert done.returncode == 0, terminal
+    for text in (terminal, markdown):
+        assert "\x1b" not in text
+        lines = text.splitlines()
+        assert not [line for line in lines if line.startswith(("::stop-commands", "::error::f"))]
+        assert "PASSED (exit 0): every check passed" not in lines
+        assert "x" * 100 not in text  # cut
+    (build,) = [line for line in markdown.splitlines() if line.startswith("- provenance.build:")]
+    assert re.fullmatch(r"- provenance\.build: `[^`]+`", build), build  # one code span
+    assert "\\x0a::stop-commands::pwn123" in build  # still told, as text
 
 
 def test_annotations_of_a_gate_no_check_explains_and_of_advisories() -> None:
