@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from verdict_contract.core.hosts import is_loopback_address
-from verdict_contract.core.parsing import parse_bool, positive_int, seconds
+from verdict_contract.core.parsing import output_file, parse_bool, positive_int, seconds
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.core.redact import Redactor, Secret, masked_url
 from verdict_contract.core.suggest import scheme_hint
@@ -429,8 +429,8 @@ def load_config(config: pytest.Config) -> SuiteConfig:
         wait_budget=budget,
         call_timeout=call_timeout,
         check_key_in_url=check_key_in_url,
-        report=_option(config, "report"),
-        html_report=_option(config, "html_report"),
+        report=_read(config, "report", output_file),
+        html_report=_read(config, "html_report", output_file),
         mock_target=mock_target,
         allow_partial=_bool(config, "allow_partial"),
         require_every_kind=_bool(config, "require_every_kind"),

@@ -271,6 +271,27 @@ def _one_usage_line(done: subprocess.CompletedProcess[str]) -> str:
     return line.removeprefix("ERROR: ")
 
 
+@pytest.mark.parametrize("option", ["--verdict-report", "--verdict-html-report"])
+def test_a_report_goes_to_a_folder_made_for_it_or_is_refused_before_the_run(
+    tmp_path: Path, option: str
+) -> None:
+    """A report path in a folder not made yet gets its folder (as ``--junitxml``); one that is a
+    folder, or under a file, is one line before any check runs: not a traceback after them."""
+    (tmp_path / "a-file").write_text("not a folder")
+    written = tmp_path / "reports" / "today" / "contract.out"
+    with serve(CONFORMING["extra fields"]) as running:
+        args = (running.base_url, *running.session_args())
+        done = check(*args, f"{option}={written}", cwd=tmp_path, VERDICT_API_KEY=running.key)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "Explain API contract report" in written.read_text(encoding="utf-8")
+        for wrong, said in [
+            (tmp_path, "is a folder"),
+            (tmp_path / "a-file" / "r", "cannot be made"),
+        ]:
+            done = check(*args, f"{option}={wrong}", cwd=tmp_path, VERDICT_API_KEY=running.key)
+            assert said in _one_usage_line(done)
+
+
 @pytest.mark.parametrize("kind", ["auto", "mock"])
 def test_a_wrong_key_for_a_mock_says_the_key_is_rejected(tmp_path: Path, kind: str) -> None:
     """A staging key left exported, run against a verdict-mock: a mistake too, not breaches."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off", "")
@@ -85,3 +86,16 @@ def host_name(raw: str) -> str:
     if not raw.strip() or any(c in raw for c in "/@ "):
         raise ValueError(f"{raw!r} is not a host name")
     return raw.strip().lower()
+
+
+def output_file(raw: str) -> str:
+    """A file a report is written to, its folder made now (as ``--junitxml`` makes its own), so
+    a path that cannot be written is said before the run, not in a traceback after it."""
+    path = Path(raw)
+    if path.is_dir():
+        raise ValueError(f"{raw!r} is a folder; name a file in it")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{raw!r}: its folder cannot be made ({exc.strerror or exc})") from None
+    return raw

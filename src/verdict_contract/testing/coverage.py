@@ -16,6 +16,7 @@ from typing import Any, Final, Literal
 
 import pytest
 
+from verdict_contract.core.parsing import output_file
 from verdict_contract.core.suggest import closest
 from verdict_contract.mockserver.coverage import BEHAVIOURS, BROKEN_CLIENT_ONLY, behaviours, habits
 
@@ -82,14 +83,10 @@ class CoveragePlugin:
         self.config = config
         self.per: Per = per
         self.show = show
-        self.json_path = json_path
-        if json_path is not None:  # said before the run, not in a traceback after it
-            try:
-                Path(json_path).parent.mkdir(parents=True, exist_ok=True)  # as --junitxml does
-            except OSError as exc:
-                raise pytest.UsageError(f"--verdict-coverage-json: {exc}") from None
-            if Path(json_path).is_dir():
-                raise pytest.UsageError(f"--verdict-coverage-json: {json_path} is a folder")
+        try:
+            self.json_path = None if json_path is None else output_file(json_path)
+        except ValueError as exc:
+            raise pytest.UsageError(f"--verdict-coverage-json: {exc}") from None
         self.required = required(require)
         self.named = frozenset(part.strip() for part in (require or "").split(",")) - {"all"}
         self.gaps: dict[str, list[str]] = {}  # what the gate found missing, by scope
