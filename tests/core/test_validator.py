@@ -62,6 +62,20 @@ def test_signal_fields_are_required(field: str) -> None:
     assert "json_schema.required" in rules
 
 
+@pytest.mark.parametrize("body", [[1, 2], None, "x", 42], ids=["list", "null", "text", "number"])
+def test_a_body_that_is_no_object_is_one_violation(body: object) -> None:
+    """Each subschema that reads the top finds it is no object: that is said once."""
+    (violation,) = validate_verdict(body)
+    assert violation.rule == "json_schema.type"
+    assert violation.path == ""  # the top (its JSON Pointer)
+
+
+def test_each_field_missing_at_the_top_is_its_own_violation() -> None:
+    missing = validate_verdict({})
+    assert len(missing) == len(verdict_schema()["required"]) > 1
+    assert len({violation.message for violation in missing}) == len(missing)
+
+
 @pytest.mark.parametrize(
     ("path", "value"),
     [

@@ -66,17 +66,19 @@ def _schema_violations(body: object, reported: set[str]) -> list[Violation]:
     # A field of the wrong type (a null, say) is reported once, by its type error: the
     # cross-field constraints that read it would only restate the same mistake elsewhere.
     mistyped = any(e.validator in ("type", "required", "enum") for e in errors)
-    seen_paths: set[tuple[object, ...]] = set()
+    seen: set[object] = set()
     for error in sorted(errors, key=lambda e: e.validator != "type"):
         # A tagged constraint restates a registry rule, which reports it in its own words;
         # where the rule could not read the field (a float count, say), the schema speaks.
         tag = _rule_tag(error)
         if tag in reported or (tag is not None and mistyped and _conditional(error)):
             continue
-        where = tuple(error.absolute_path)
-        if where in seen_paths and where:
-            continue  # one error per field: type before enum or const
-        seen_paths.add(where)
+        # one error per field (type before enum or const); at the top, one per message (each
+        # field missing is one, and a body that is no object is said once, not once a subschema)
+        seen_as = tuple(error.absolute_path) or error.message
+        if seen_as in seen:
+            continue
+        seen.add(seen_as)
         path = list(error.absolute_path)
         field = str(path[0]) if path else ""
         documented = describe(error.validator_value) if error.validator != "required" else ""
