@@ -66,7 +66,8 @@ def scheme_hint(url: str, otherwise: str = "") -> str:
 
 class SuggestingParser(argparse.ArgumentParser):
     """argparse that answers an unrecognized option with the closest one it knows, naming what
-    it did not recognize without its values (those of a misspelt ``--api-key`` are a key)."""
+    it did not recognize without its values (those of a misspelt ``--api-key`` are a key); an
+    error is one line."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # no abbreviations: "--api=<key>" is unrecognized (named, not echoed), not "ambiguous"
@@ -80,4 +81,5 @@ class SuggestingParser(argparse.ArgumentParser):
             matches = [m for _, m in unknown_options(given, self._option_string_actions) if m]
             if matches:
                 message = f"{message} (did you mean {matches[0]}?)"
-        super().error(message)
+        # one line, without the usage block argparse prints first (--help shows it)
+        self.exit(2, f"{self.prog}: error: {message}\n")
