@@ -135,39 +135,65 @@ def _signed_by_the_mock(response: httpx.Response) -> bool:
     )
 
 
+class Reached(NamedTuple):
+    """What one call to the target told: whether it is a verdict-mock, why it cannot be reached
+    (None: it answered), and whether it is a mock that refused the control token (none given,
+    or not its own)."""
+
+    mock: bool
+    cause: str | None
+    token_refused: bool = False
+
+
 def reach(
     base_url: str,
     timeout: float,
     ca_bundle: str | None = None,
     call_timeout: float = DEFAULT_CALL_TIMEOUT,
-) -> tuple[bool, str | None]:
-    """Reach the target once: (is it the bundled mock?, why it cannot be reached).
+    control_token: Secret | None = None,
+) -> Reached:
+    """Reach the target once.
 
     Any HTTP answer means the target is up. The mock is told by its signature: its health
     answer's fields, and a 404 for a made-up path beside it (a gateway that answers 200 to
-    every path is a live service, not a mock). Each call is bounded as the run's are: an
+    every path is a live service, not a mock); a mock started with ``--control-token`` answers
+    401 ``control_token_required`` without it. Each call is bounded as the run's are: an
     answer over the size cap is no mock's; one that takes longer than ``call_timeout`` in all
     is no answer.
     """
     deadline = Deadline(call_timeout)
     try:
         with bounded_client(base_url, timeout, ca_bundle, deadline) as http:
-            health = fetch(
-                http, http.build_request("GET", "/_mock/health"), deadline, MAX_ANSWER_BYTES
-            )
+            asked = http.build_request("GET", "/_mock/health", headers=control(control_token))
+            health = fetch(http, asked, deadline, MAX_ANSWER_BYTES)
+            if _asks_for_its_token(health):
+                return Reached(True, None, token_refused=True)
             mock = _signed_by_the_mock(health)
             if mock:
                 made_up = http.build_request("GET", f"/_mock/verdict-contract-{uuid.uuid4().hex}")
                 mock = fetch(http, made_up, deadline, MAX_ANSWER_BYTES).status_code == 404
     except httpx.TransportError as exc:
-        return False, transport_cause(exc, timeout)
+        return Reached(False, transport_cause(exc, timeout))
     except httpx.HTTPError as exc:
-        return False, f"{type(exc).__name__}: {exc}"
+        return Reached(False, f"{type(exc).__name__}: {exc}")
     except CallFailed as exc:
         if isinstance(exc, CallTooSlow):
-            return False, str(exc)
-        return False, None  # a body no mock sends: up, and a live service
-    return mock, None
+            return Reached(False, str(exc))
+        return Reached(False, None)  # a body no mock sends: up, and a live service
+    return Reached(mock, None)
+
+
+def control(token: Secret | None) -> dict[str, str]:
+    """The header a verdict-mock's control API reads its token from (none without a token)."""
+    return {} if token is None else {"X-Mock-Token": token.reveal()}
+
+
+def _asks_for_its_token(response: httpx.Response) -> bool:
+    try:
+        error = response.json().get("error", {})
+    except (ValueError, AttributeError):
+        return False
+    return response.status_code == 401 and error.get("code") == "control_token_required"
 
 
 @dataclass(frozen=True)
@@ -269,6 +295,7 @@ class ExplainClient:
     workers: int = 1  # processes sharing the key's rate limit (xdist workers)
     call_timeout: float = DEFAULT_CALL_TIMEOUT  # the most one call takes in all
     max_bytes: int = MAX_ANSWER_BYTES  # the most an answer holds after decoding
+    control_token: Secret | None = field(default=None, repr=False)  # a mock's control calls
     sent: list[Sent] = field(default_factory=list, repr=False)
     advisories: list[str] = field(default_factory=list, repr=False)
     """What this client saw that breaks no clause but a reviewer wants to know (deduplicated)."""
@@ -281,6 +308,10 @@ class ExplainClient:
     """Calls in a row whose answer did not come whole by their deadline (see :meth:`_fetch`)."""
     _answered: bool = field(default=False, init=False, repr=False)
     """Whether any call of this client got its whole answer in time."""
+
+    @property
+    def _control(self) -> dict[str, str]:
+        return control(self.control_token)
 
     @property
     def _cacert(self) -> str | None:
@@ -472,7 +503,7 @@ class ExplainClient:
 
     def mint(self, **spec: Any) -> str:
         """Mint a session through the mock's control API; returns its id."""
-        response = self._fetch("POST", "/_mock/sessions", json=spec)
+        response = self._fetch("POST", "/_mock/sessions", json=spec, headers=self._control)
         if response.status_code != 201:
             raise RuntimeError(f"the mock refused to mint {spec}: {response.text}")
         session_id: str = response.json()["n"]
@@ -480,12 +511,13 @@ class ExplainClient:
 
     def advance_mock_clock(self, seconds: float) -> None:
         """Age every session of a mock target at once, through its control API (no sleeping)."""
-        response = self._fetch("POST", "/_mock/clock", json={"advance": seconds})
+        advance = {"advance": seconds}
+        response = self._fetch("POST", "/_mock/clock", json=advance, headers=self._control)
         if response.status_code != 200:
             raise RuntimeError(f"the mock refused to move its clock: {response.text}")
 
     def mock_health(self) -> dict[str, Any]:
-        health: dict[str, Any] = self._fetch("GET", "/_mock/health").json()
+        health: dict[str, Any] = self._fetch("GET", "/_mock/health", headers=self._control).json()
         return health
 
     def close(self) -> None:

@@ -22,8 +22,8 @@ from verdict_contract.core.suggest import scheme_hint
 
 from .transport import DEFAULT_CALL_TIMEOUT
 
-NO_INI = frozenset({"api_key"})
-"""A key does not belong in a file that is checked in: the flag or the variable only."""
+NO_INI = frozenset({"api_key", "control_token"})
+"""A key or a token does not belong in a file that is checked in: the flag or the variable."""
 
 TARGET_KINDS = ("auto", "mock", "live")
 """``--verdict-target-kind``: tell the bundled mock by its signature (auto), or say which."""
@@ -57,6 +57,12 @@ OPTIONS: Final = (
         metavar="KEY",
     ),
     Option(
+        "control_token",
+        "a verdict-mock target's --control-token (for its control API)",
+        metavar="TOKEN",
+        variable="VERDICT_MOCK_CONTROL_TOKEN",  # the mock's own: one export serves both
+    ),
+    Option(
         "session_id",
         "a fresh session id (collected < 15 min ago), repeatable; the variable is comma-separated",
         metavar="ID",
@@ -84,8 +90,8 @@ OPTIONS: Final = (
     ),
     Option(
         "wait_budget",
-        "the most time the whole run waits on 429 answers (Retry-After or "
-        f"backoff), default {DEFAULT_WAIT_BUDGET:g}; past it checks end as throttled",
+        f"the most the whole run waits on 429s, default {DEFAULT_WAIT_BUDGET:g}; past it "
+        "checks end as throttled",
         metavar="SECONDS",
     ),
     Option(
@@ -99,12 +105,12 @@ OPTIONS: Final = (
         "throwaway key (variable: 1)",
         action="store_true",
     ),
-    Option("report", "write a Markdown report, one row per spec clause, to PATH", metavar="PATH"),
+    Option("report", "write a Markdown report to PATH", metavar="PATH"),
     Option("html_report", "the report as one HTML page", metavar="PATH"),
     Option(
         "allow_partial",
-        "let a run that could not check every session it was given pass (exit 0) instead of "
-        "ending as incomplete (exit 10) (variable: 1)",
+        "pass a run that could check only some sessions given (exit 0, not incomplete: 10) "
+        "(variable: 1)",
         action="store_true",
     ),
     Option(
@@ -132,8 +138,7 @@ OPTIONS: Final = (
     ),
     Option(
         "max_rate",
-        "send at most N requests per SECONDS, shared by all xdist workers (a known staging "
-        "limit, kept instead of discovered through 429s)",
+        "send at most N requests per SECONDS, shared by all xdist workers (a known limit)",
         metavar="N/SECONDS",
     ),
 )
@@ -215,6 +220,7 @@ class SuiteConfig:
     fail_on_advisory: bool = False
     ca_bundle: str | None = None
     max_rate: RateLimit | None = None  # N requests per SECONDS, for the whole run
+    control_token: Secret | None = None  # a verdict-mock target's (its control API's)
 
     def described(self) -> list[str]:
         """The options of this run as a report shows them (never the key)."""
@@ -374,6 +380,8 @@ def load_config(config: pytest.Config) -> SuiteConfig:
     base_url = _base_url(config)
     insecure = _bool(config, "allow_insecure_http")
     key = _option(config, "api_key")
+    token = _option(config, "control_token")
+    control_token = None if token is None else Secret(token)
     ids = _option(config, "session_id") or ""
     factory = _option(config, "session_factory")
     timeout = _read(config, "request_timeout", seconds) or DEFAULT_TIMEOUT
@@ -392,9 +400,16 @@ def load_config(config: pytest.Config) -> SuiteConfig:
         # Here, not at the top: the hooks import this module in every pytest run.
         from .client import reach
 
-        mock_target, unreachable = reach(base_url, timeout, ca_bundle, call_timeout)
-        if unreachable is not None:
-            raise pytest.UsageError(f"cannot reach the target {base_url}: {unreachable}")
+        reached = reach(base_url, timeout, ca_bundle, call_timeout, control_token)
+        if reached.cause is not None:
+            raise pytest.UsageError(f"cannot reach the target {base_url}: {reached.cause}")
+        if reached.token_refused:
+            refused = "refused the control token given" if token else "asks for its control token"
+            raise pytest.UsageError(
+                f"the verdict-mock at {base_url} {refused} (its --control-token): pass "
+                f"{flag('control_token')} or set {ENV['control_token']}"
+            )
+        mock_target = reached.mock
         if kind != "auto":
             mock_target = kind == "mock"
         if key is None and not mock_target:
@@ -437,4 +452,5 @@ def load_config(config: pytest.Config) -> SuiteConfig:
         fail_on_advisory=_bool(config, "fail_on_advisory"),
         ca_bundle=ca_bundle,
         max_rate=max_rate,
+        control_token=control_token,
     )

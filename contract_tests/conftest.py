@@ -52,6 +52,7 @@ def contract_target(request: pytest.FixtureRequest) -> Iterator[Target]:
             pace=pace,
             workers=workers,
             call_timeout=config.call_timeout,
+            control_token=config.control_token,
         )
         stack.callback(client.close)
         yield Target(base_url, client, config, mock, bundled=config.base_url is None)

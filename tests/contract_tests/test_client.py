@@ -24,6 +24,7 @@ from verdict_contract.contract_tests.client import (
 )
 from verdict_contract.contract_tests.client import (
     ExplainClient,
+    Reached,
     Throttled,
     reach,
 )
@@ -62,28 +63,27 @@ def test_without_a_usable_retry_after_the_backoff_grows_with_jitter(value: str |
 
 def test_a_dead_port_is_refused() -> None:
     with dead_port() as port:
-        assert reach(f"http://127.0.0.1:{port}", 1.0) == (
-            False,
-            "connection refused (is the service running on that port?)",
+        assert reach(f"http://127.0.0.1:{port}", 1.0) == Reached(
+            False, "connection refused (is the service running on that port?)"
         )
 
 
 def test_a_hung_target_is_named_after_one_timeout() -> None:
     with hung_server() as hung:
-        _, cause = reach(f"http://127.0.0.1:{hung.port}", 0.3)
+        cause = reach(f"http://127.0.0.1:{hung.port}", 0.3).cause
     assert cause == "the connection opened but no answer came within 0.3 s (timeout)"
     assert hung.accepted == 1
 
 
 def test_tls_to_a_plain_http_port_is_a_tls_failure() -> None:
     with hung_server(reply=PLAIN_HTTP) as plain:
-        _, cause = reach(f"https://127.0.0.1:{plain.port}", 2.0)
+        cause = reach(f"https://127.0.0.1:{plain.port}", 2.0).cause
     assert cause is not None
     assert cause.startswith("TLS failure")
 
 
 def test_an_unresolvable_name_is_a_dns_failure() -> None:
-    _, cause = reach("https://verdict-contract-test.invalid", 5.0)
+    cause = reach("https://verdict-contract-test.invalid", 5.0).cause
     assert cause is not None
     assert cause.startswith("DNS lookup failed")
 
@@ -155,7 +155,7 @@ def test_a_near_miss_replays_in_bash_as_sent(name: str, key: str) -> None:
 )
 def test_the_mock_is_told_by_its_signature(variant: Variant, is_mock: bool) -> None:
     with serve(variant) as running:
-        assert reach(running.base_url, 2.0) == (is_mock, None)
+        assert reach(running.base_url, 2.0) == Reached(is_mock, None)
 
 
 @pytest.mark.parametrize(

@@ -38,8 +38,10 @@ from tests.contract_tests.servers import (
     serve,
     serve_tls,
 )
+from tests.helpers import running
 from verdict_contract.contract_tests.client import ExplainClient, Sent, Throttled
-from verdict_contract.core.redact import Secret
+from verdict_contract.core.redact import KeyFinder, Secret
+from verdict_contract.mockserver import Settings, create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -290,6 +292,29 @@ def test_a_report_goes_to_a_folder_made_for_it_or_is_refused_before_the_run(
         ]:
             done = check(*args, f"{option}={wrong}", cwd=tmp_path, VERDICT_API_KEY=running.key)
             assert said in _one_usage_line(done)
+
+
+def test_a_mock_with_a_control_token_is_checked_with_it_or_named_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """A verdict-mock started with ``--control-token``: told as a mock all the same; without
+    its token (or with another) one line says which option gives it; with it, checked whole,
+    the token shown nowhere."""
+    token = "QzCtl-0123456789-abcdef"
+    app = create_app(Settings(port=0, control_token=Secret(token)))
+    with running(app) as server:
+        base = server.base_url
+        without = _one_usage_line(check(base, cwd=tmp_path))
+        wrong = _one_usage_line(check(base, cwd=tmp_path, VERDICT_MOCK_CONTROL_TOKEN="QzCtl-wr0n"))
+        done = check(base, "-q", cwd=tmp_path, VERDICT_MOCK_CONTROL_TOKEN=token)
+    assert without == (
+        f"the verdict-mock at {base} asks for its control token (its "
+        "--control-token): pass --verdict-control-token or set VERDICT_MOCK_CONTROL_TOKEN"
+    )
+    assert "refused the control token given" in wrong
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASSED (exit 0): every given session was checked" in done.stdout
+    assert not KeyFinder.of([token.encode()]).finds(done.stdout + done.stderr)
 
 
 @pytest.mark.parametrize("kind", ["auto", "mock"])
