@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import time
 from typing import Any, cast
 from urllib.parse import quote
@@ -19,7 +20,7 @@ from tests.helpers import KEY, OTHER_KEY, bearer, error_of, running, wait_until
 from verdict_contract import validate_verdict
 from verdict_contract.core.errors import StateUnavailable
 from verdict_contract.core.rates import RateLimit
-from verdict_contract.core.redact import Secret
+from verdict_contract.core.redact import KeyFinder, Secret
 from verdict_contract.mockserver import DEFAULT_API_KEY, Settings, create_app
 from verdict_contract.mockserver.explain import handle
 from verdict_contract.mockserver.model.sessions import MAX_SESSION_ID_LENGTH
@@ -486,6 +487,7 @@ def test_a_part_or_an_encoding_of_a_key_is_masked_wherever_it_was_sent(
         base64.b64encode(key.encode()).decode(),
         key.encode().hex(),
         "".join(f"%{byte:02X}" for byte in key[3:12].encode()),  # sent encoded twice
+        "".join(f"\\u{ord(char):04x}" for char in key[2:12]),  # JSON-escaped
     ]
     plain = f"{key[:7]}-demo-id"
     settings = Settings(api_keys=(key,), access_log=True)
@@ -506,6 +508,9 @@ def test_a_part_or_an_encoding_of_a_key_is_masked_wherever_it_was_sent(
         assert part.replace("-", "_") not in shown
     assert [entry["n"] for entry in journal if entry["path"] == "/e"][-1] == plain
     assert plain in caplog.text
+    escaped = re.compile(r"(?:\\\\|\\x5c|\\)u([0-9a-f]{4})")  # as JSON, the log, or sent
+    read = escaped.sub(lambda found: chr(int(found[1], 16)), shown)
+    assert not KeyFinder.of([key.encode()], encoded=False).finds(read)
 
 
 class _Down:

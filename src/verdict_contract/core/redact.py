@@ -103,11 +103,12 @@ class KeyFinder(NamedTuple):
         return f"KeyFinder({len(self.runs)} runs, {len(self.whole)} short secrets)"
 
     def finds(self, text: str) -> bool:
-        """Whether ``text`` holds one of the secrets, or a part of one, as it is or
-        percent-decoded (twice: ``%254B`` is a ``K``)."""
+        """Whether ``text`` holds one of the secrets, or a part of one, as it is,
+        percent-decoded (twice: ``%254B`` is a ``K``) or with its JSON escapes undone."""
         once = unquote(text) if "%" in text else text
         twice = unquote(once) if "%" in once else once
-        return any(self._holds(form) for form in {text, once, twice})
+        unescaped = _UNICODE_ESCAPE.sub(_unescaped, twice) if "\\u" in twice else twice
+        return any(self._holds(form) for form in {text, once, twice, unescaped})
 
     def _holds(self, text: str) -> bool:
         sent = text.encode("utf-8", "surrogateescape")
@@ -115,6 +116,14 @@ class KeyFinder(NamedTuple):
         return any(secret in sent for secret in self.whole) or any(
             sent[i : i + FRAGMENT] in runs for i in range(len(sent) - FRAGMENT + 1)
         )
+
+
+_UNICODE_ESCAPE: Final = re.compile(r"\\{1,2}u([0-9A-Fa-f]{4})")
+"""A JSON string's escape of one character (``\\u0073``), doubled as a ``repr`` shows it."""
+
+
+def _unescaped(escape: re.Match[str]) -> str:
+    return chr(int(escape[1], 16))
 
 
 def sent_credentials(authorization: str | None) -> list[str]:
