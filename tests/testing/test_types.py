@@ -205,6 +205,7 @@ def test_the_well_typed_steps_run_and_the_misspelt_ones_are_refused(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*SpecError: mint().script[[]0[]] must be one of the statuses*"])
     result.stdout.fnmatch_lines(['*verdict_respx.mint(script=[[]"rest"[]])*'])
+    assert "def parse_spec(" not in result.stdout.str()  # the test's line, not the parser's
 
 
 def test_a_misspelt_field_points_at_the_test_not_at_mint(pytester: pytest.Pytester) -> None:

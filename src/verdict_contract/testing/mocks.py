@@ -185,7 +185,10 @@ class VerdictMock(JournalChecks):
             "fields": fields or None,
             "allow_invalid": allow_invalid or None,
         }
-        spec = parse_spec({k: v for k, v in raw.items() if v is not None}, "mint()")
+        try:
+            spec = parse_spec({k: v for k, v in raw.items() if v is not None}, "mint()")
+        except SpecError as exc:  # raised from here: pytest shows the test's line, not the parser
+            raise exc.with_traceback(None) from None
         if seed is not None:
             spec = replace(spec, key=f"seed:{seed}")
         return self.state.mint(spec).id
