@@ -292,11 +292,14 @@ def _main(argv: Sequence[str] | None) -> int:
     except ValueError as exc:  # one line, not a traceback
         parser.error(str(exc))
     configure_logging(settings.log_level, settings.log_format)  # before the state logs a word
+    worker = parent_pid() is not None  # its parent says the start's warnings, once for all
+    logging.disable(logging.WARNING if worker else logging.NOTSET)
     try:
         app = create_app(settings)
     except (ValueError, ScenarioError, StateUnavailable) as exc:
         parser.error(str(exc))
-    for warning in (exposure_warning(settings), loop_note()):
+    logging.disable(logging.NOTSET)
+    for warning in () if worker else (exposure_warning(settings), loop_note()):
         if warning:
             print(warning, file=sys.stderr, flush=True)
     state = state_of(app)

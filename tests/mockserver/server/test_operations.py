@@ -505,3 +505,17 @@ def test_metrics_count_state_store_round_trips_and_errors(tmp_path: Path) -> Non
         samples = _samples(client)  # answered with the store down: its gauges left out
         assert samples[("verdict_mock_state_errors_total", frozenset())] >= 1
         assert _by_status(samples) == {"200": 3, "503": 1}
+
+
+def test_a_workers_group_says_each_warning_of_its_start_once(
+    store: RedisServer, tmp_path: Path
+) -> None:
+    """The parent checks the settings and says what is wrong with them; its workers, started
+    with the same settings, do not say it again (it was once a line per process)."""
+    argv = ["--port", "0", "--state", store.url, "--state-name", "warned-once", "--workers", "2"]
+    with started(argv, tmp_path) as (process, base):  # the default signing secret: a warning
+        with httpx.Client(base_url=base, timeout=10) as client:
+            assert wait_until(lambda: client.get("/_mock/readyz").status_code == 200, timeout=20)
+        assert len(_workers_of(process.pid)) == 2  # each listens (the banner waits for it)
+    said = (tmp_path / "started.err").read_text()
+    assert said.count("with the default signing secret") == 1, said
