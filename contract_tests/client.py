@@ -23,6 +23,7 @@ import httpx
 
 from verdict_contract.core.redact import Secret
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
+from verdict_contract.core.violations import describe
 
 from . import clock
 from .body import BodyError, strict_json
@@ -181,6 +182,12 @@ def reach(
             return Reached(False, str(exc))
         return Reached(False, None)  # a body no mock sends: up, and a live service
     return Reached(mock, None)
+
+
+def _quoted(response: httpx.Response) -> str:
+    """A refusal of the control API as a failure shows it: its status, and the start of its
+    body on one line (it is the target's text: nothing in it acts on a terminal)."""
+    return f"{response.status_code} {describe(response.text, 200)}"
 
 
 def control(token: Secret | None) -> dict[str, str]:
@@ -505,7 +512,7 @@ class ExplainClient:
         """Mint a session through the mock's control API; returns its id."""
         response = self._fetch("POST", "/_mock/sessions", json=spec, headers=self._control)
         if response.status_code != 201:
-            raise RuntimeError(f"the mock refused to mint {spec}: {response.text}")
+            raise RuntimeError(f"the mock refused to mint {spec}: {_quoted(response)}")
         session_id: str = response.json()["n"]
         return session_id
 
@@ -514,7 +521,7 @@ class ExplainClient:
         advance = {"advance": seconds}
         response = self._fetch("POST", "/_mock/clock", json=advance, headers=self._control)
         if response.status_code != 200:
-            raise RuntimeError(f"the mock refused to move its clock: {response.text}")
+            raise RuntimeError(f"the mock refused to move its clock: {_quoted(response)}")
 
     def mock_health(self) -> dict[str, Any]:
         health: dict[str, Any] = self._fetch("GET", "/_mock/health", headers=self._control).json()

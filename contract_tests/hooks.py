@@ -129,8 +129,9 @@ def suite_config(config: pytest.Config) -> target.SuiteConfig:
     """The suite's validated options, resolved once per process."""
     if SUITE_CONFIG not in config.stash:
         loaded = target.load_config(config)
-        if loaded.api_key is not None:
-            config.stash[REDACTOR].add(loaded.api_key.reveal())
+        for secret in (loaded.api_key, loaded.control_token):  # never in any output
+            if secret is not None:
+                config.stash[REDACTOR].add(secret.reveal())
         config.stash[SUITE_CONFIG] = loaded
     return config.stash[SUITE_CONFIG]
 

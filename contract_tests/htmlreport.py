@@ -54,8 +54,8 @@ def _blocks(lines: list[str]) -> Iterator[str]:
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.startswith("```"):
-            end = next((j for j in range(i + 1, len(lines)) if lines[j] == "```"), len(lines))
+        if fence := re.match(r"`{3,}", line):  # closed by the same run, alone on a line
+            end = next((j for j in range(i + 1, len(lines)) if lines[j] == fence[0]), len(lines))
             yield f"<pre><code>{html.escape(chr(10).join(lines[i + 1 : end]))}</code></pre>"
             i = end + 1
         elif heading := re.match(r"(#{1,3}) (.*)", line):
@@ -86,7 +86,7 @@ def _blocks(lines: list[str]) -> Iterator[str]:
 
 def render(markdown: str, outcome: str) -> str:
     """The page: the report's Markdown rendered; ``outcome`` (passed, failed...) colours it."""
-    lines = markdown.splitlines()
+    lines = markdown.split("\n")  # its own line breaks only (not U+2028 or a form feed)
     title = html.escape(lines[0].lstrip("# ") if lines else "Explain API contract report")
     body = "\n".join(_blocks(lines))
     return (

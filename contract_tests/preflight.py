@@ -15,6 +15,7 @@ import uuid
 import httpx
 
 from verdict_contract.core.rates import RateLimit
+from verdict_contract.core.redact import escaped
 from verdict_contract.core.spec import ENDPOINT_PATH, SESSION_PARAM
 
 from .transport import MAX_ANSWER_BYTES, CallFailed, Deadline, bounded_client, fetch
@@ -33,7 +34,7 @@ def _is_json(response: httpx.Response) -> bool:
 
 def _kind(response: httpx.Response) -> str:
     media = response.headers.get("content-type", "").partition(";")[0].strip() or "no type"
-    return f"{response.status_code} ({media})"
+    return f"{response.status_code} ({escaped(media[:60])})"  # the target's words
 
 
 def mistake(

@@ -9,6 +9,7 @@ them. A JUnit test case keeps only what is its own (its clause, its replay lines
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -290,16 +291,18 @@ class SuiteReport:
         if self.failures:
             out += ["", "## Failures"]
         for failure in self.failures:
+            fence = _fence(failure.text)
             out += [
                 "",
                 f"### {failure.check} ({failure.clause})",
                 "",
-                "```text",
+                f"{fence}text",
                 failure.text,
-                "```",
+                fence,
             ]
             if failure.curl:
-                out += ["", "Replay:", "", "```bash", *failure.curl, "```"]
+                fence = _fence("\n".join(failure.curl))
+                out += ["", "Replay:", "", f"{fence}bash", *failure.curl, fence]
         if self.advisories:
             out += [
                 "",
@@ -315,10 +318,11 @@ class SuiteReport:
     ) -> None:
         """The report, as Markdown, as HTML, or both: one text, rendered."""
         text = self.markdown(verdict, options, datetime.now(UTC))
-        if paths.markdown:
-            Path(paths.markdown).write_text(text, encoding="utf-8")
+        if paths.markdown:  # a lone surrogate a target sent, if one got this far, as \udxxx
+            Path(paths.markdown).write_text(text, encoding="utf-8", errors="backslashreplace")
         if paths.html:
-            Path(paths.html).write_text(render(text, outcome), encoding="utf-8")
+            html = render(text, outcome)
+            Path(paths.html).write_text(html, encoding="utf-8", errors="backslashreplace")
 
     def run_properties(self) -> list[tuple[str, str]]:
         """The run's properties, once each, for the JUnit XML's test suite."""
@@ -346,6 +350,13 @@ def _pairs(pairs: list[tuple[str, bool]]) -> list[str]:
 
 def _list(items: list[str]) -> str:
     return ", ".join(items) or "none"
+
+
+def _fence(text: str) -> str:
+    """A code block's fence longer than any run of backticks in ``text``: nothing in it ends
+    the block (CommonMark's rule)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
 
 
 def _cell(text: str) -> str:

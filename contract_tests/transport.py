@@ -29,6 +29,7 @@ DEFAULT_CALL_TIMEOUT = 30.0
 """The most one call takes in all unless configured (and never less than a request timeout)."""
 WIRE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 """Headers of the wire, not of the decoded body that is kept."""
+_WIRE_BYTES = frozenset(name.encode() for name in WIRE_HEADERS)
 ACCEPTED_ENCODINGS = "gzip, deflate"
 """The content codings the suite decodes under its cap (and so asks for)."""
 
@@ -281,7 +282,8 @@ def read_bounded(response: httpx.Response, limit: int) -> bytes:
 
 def with_decoded_body(response: httpx.Response, body: bytes) -> httpx.Response:
     """``response`` with its decoded ``body``: headers, status and reason phrase kept."""
-    headers = [(n, v) for n, v in response.headers.multi_items() if n.lower() not in WIRE_HEADERS]
+    # as received, bytes: a name or value that is not ASCII (Server: café) is kept, not re-encoded
+    headers = [(n, v) for n, v in response.headers.raw if n.lower() not in _WIRE_BYTES]
     extensions: dict[str, Any] = {
         name: response.extensions[name]
         for name in ("http_version", "reason_phrase")

@@ -23,7 +23,6 @@ from verdict_contract.core.redact import mask
 from verdict_contract.core.suggest import SuggestingParser
 
 from .model.scenario import DEMO_SESSIONS, FileWatcher, ScenarioError, load_scenario
-from .model.tenants import load_tenants
 from .server.asyncserver import AsyncServer
 from .server.logs import announce
 from .server.logs import configure as configure_logging
@@ -212,7 +211,7 @@ def watch_files(state: MockState, early: EarlyHangups | None = None) -> list[Fil
         watchers.append(
             FileWatcher(
                 settings.tenants,
-                lambda path: load_tenants(path, state.api_keys, settings.control_token),
+                state.read_tenants,
                 state.load_tenants,
                 name="tenants file",
                 report=state.report_tenants,

@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from verdict_contract.core.errors import SettingsError
@@ -168,9 +169,7 @@ class MockState:
                     "--tenants with --proxy-to: a proxied /e is the real service's, which has "
                     "no tenants of the mock's; run one mock per team to proxy"
                 )
-            self.load_tenants(
-                load_tenants(self.settings.tenants, self.api_keys, self.settings.control_token)
-            )
+            self.load_tenants(self.read_tenants(self.settings.tenants))
 
     @property
     def signing_secret(self) -> str:
@@ -184,6 +183,9 @@ class MockState:
     @property
     def tenant_name(self) -> str:
         return OPERATOR if self.tenant is None else self.tenant.name
+
+    def read_tenants(self, path: Path) -> dict[str, Tenant]:  # beside the operator's secrets
+        return load_tenants(path, self.api_keys, self.settings.control_token, DEFAULT_API_KEY)
 
     def load_tenants(self, tenants: dict[str, Tenant]) -> None:
         """Serve these tenants (the tenants file, loaded or reloaded) beside the operator's: one

@@ -84,11 +84,11 @@ def _tenant(name: object, raw: object) -> Tenant:
 
 
 def parse_tenants(
-    raw: object, keys: tuple[str, ...] = (), token: Secret | None = None
+    raw: object, keys: tuple[str, ...] = (), token: Secret | None = None, public: str = ""
 ) -> dict[str, Tenant]:
     """Validate decoded tenants data beside the operator's ``keys`` and control ``token``. Each
     key and each token is one tenant's, in one role: a key that is a token too would give its
-    holders control. No tenant's name holds a part of its keys or tokens (metrics show names)."""
+    holders control. No name holds a part of a key or token but ``public`` (metrics show it)."""
     tenants = raw.get("tenants") if isinstance(raw, Mapping) and set(raw) == {"tenants"} else None
     if not isinstance(tenants, Mapping) or not tenants:
         raise ScenarioError("documented: a mapping with one field, tenants: {NAME: {...}, ...}")
@@ -107,7 +107,7 @@ def parse_tenants(
                     f"tenants.{tenant.name}.{role}: {mask(secret)} is also in {' '.join(other)}; "
                     "a key or a token belongs to one tenant, in one role"
                 )
-    finder = KeyFinder.of(s.encode() for s in owners if len(s) >= FRAGMENT and s not in keys)
+    finder = KeyFinder.of(s.encode() for s in owners if len(s) >= FRAGMENT and s != public)
     for tenant in parsed:
         if finder.finds(tenant.name):
             raise ScenarioError(
@@ -118,7 +118,7 @@ def parse_tenants(
 
 
 def load_tenants(
-    path: Path, keys: tuple[str, ...] = (), token: Secret | None = None
+    path: Path, keys: tuple[str, ...] = (), token: Secret | None = None, public: str = ""
 ) -> dict[str, Tenant]:
     """Read and validate a tenants file (YAML, or JSON by its suffix); problems name it."""
-    return scenariofile.load(path, lambda raw: parse_tenants(raw, keys, token))
+    return scenariofile.load(path, lambda raw: parse_tenants(raw, keys, token, public))

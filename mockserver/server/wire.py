@@ -117,8 +117,7 @@ def reset_on_close(transport: asyncio.BaseTransport) -> None:
 
 def peer_closed(transport: asyncio.BaseTransport) -> bool:
     """Whether the client closed its side, by a peek (reading may be paused: no event says it)."""
-    sock = transport.get_extra_info("socket")
-    if sock is None:
+    if (sock := transport.get_extra_info("socket")) is None:
         return True
     if not hasattr(socket, "MSG_DONTWAIT"):  # Windows: no peek that cannot block; taken as open
         return False

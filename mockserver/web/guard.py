@@ -16,7 +16,7 @@ from typing import Final, NamedTuple
 from flask import Response, g, request
 
 from verdict_contract.core.hosts import is_loopback
-from verdict_contract.core.redact import Secret, secret_index
+from verdict_contract.core.redact import Secret, mask, secret_index
 
 from ..settings import Settings, env_var
 from ..state import MockState
@@ -170,12 +170,16 @@ def _enter(operator: MockState, holder: MockState) -> Response | None:
             return error_response(
                 404,
                 "unknown_tenant",
-                f"received {TENANT_HEADER} {name[:50]!r}; documented: one of "
+                f"received {TENANT_HEADER} {_echoed(name[:50], operator)!r}; documented: one of "
                 + (", ".join(operator.tenants) or "none (no --tenants)"),
             )
         holder = tenant
     g.setdefault(SCOPE, holder)
     return None
+
+
+def _echoed(value: str, state: MockState) -> str:  # a header an error quotes: a secret masked
+    return mask(value) if state.key_finder.finds(value) else value
 
 
 def guard_control() -> Response | None:
@@ -189,15 +193,12 @@ def guard_control() -> Response | None:
             421,
             "misdirected_request",
             f"the control API answers to the hosts {names} (more with --allowed-host); "
-            f"received Host {host_name(host)[:100]!r}",
+            f"received Host {_echoed(host_name(host)[:100], state)!r}",
         )
-    if not origin_allowed(request.headers.get("Origin"), host):
-        return error_response(
-            403,
-            "cross_origin_refused",
-            "the control API refuses calls from web pages of other origins; "
-            f"received Origin {request.headers.get('Origin', '')[:100]!r}",
-        )
+    if not origin_allowed(origin := request.headers.get("Origin"), host):
+        refused = "the control API refuses calls from web pages of other origins; received"
+        shown = _echoed((origin or "")[:100], state)
+        return error_response(403, "cross_origin_refused", f"{refused} Origin {shown!r}")
     proxied = "X-Forwarded-For" in request.headers or "Forwarded" in request.headers
     if proxied and settings.control_token is None:
         _proxied_without_token()

@@ -95,6 +95,49 @@ def test_what_a_target_sends_reaches_no_output_as_a_line_an_escape_or_markup(
     assert "\\x0a::stop-commands::pwn123" in build  # still told, as text
 
 
+INJECTION = "x\n```\n# INJECTED\n::error::forged\n\x1b[31mRED\u202eevil\u2028line\x7f\x9b"
+"""What a hostile target puts in a field's name and in a value a failure quotes: a fence that
+would close the report's code block, a heading, a CI runner's command, terminal escapes, a
+bidi override and a line separator; its values also end in a lone surrogate."""
+
+
+def _hostile_breach(request: Any, response: Any) -> None:
+    if response.status_code == 200:
+        body = json.loads(response.get_data())
+        body[INJECTION] = 1  # the mock's own answers are strict: an unknown field is a breach
+        body["verdict"] = INJECTION + "\ud800"
+        response.set_data(json.dumps(body))
+
+
+def test_a_breach_a_target_words_reaches_no_output_as_lines_escapes_or_markup(
+    tmp_path: Path,
+) -> None:
+    """Failure texts quote what the target sent (a path, a value): on one line, every character
+    a terminal, a runner or a renderer acts on escaped; the Markdown's code block holds it."""
+    outputs = {name: tmp_path / name for name in ("junit.xml", "report.md", "report.html")}
+    with serve(Variant(alter=_hostile_breach, control=True)) as running:
+        done = check(
+            running.base_url,
+            f"--junitxml={outputs['junit.xml']}",
+            f"--verdict-report={outputs['report.md']}",
+            f"--verdict-html-report={outputs['report.html']}",
+            cwd=tmp_path,
+            VERDICT_API_KEY=KEY,
+            GITHUB_ACTIONS="true",
+        )
+    terminal = done.stdout + done.stderr
+    assert done.returncode == 1, terminal  # breaches found, not an internal error
+    assert "INTERNALERROR" not in terminal
+    written = {name: path.read_text(encoding="utf-8") for name, path in outputs.items()}
+    assert "\\u202eevil\\u2028line\\u007f\\u009b" in terminal  # told, escaped
+    for text in (terminal, *written.values()):
+        lines = text.splitlines()
+        assert not [line for line in lines if line.startswith(("# INJECTED", "::error::forged"))]
+        for raw in ("\x1b", "\u202e", "\u2028", "\x7f", "\x9b"):
+            assert raw not in text
+    assert "<h1>INJECTED" not in written["report.html"]
+
+
 def test_annotations_of_a_gate_no_check_explains_and_of_advisories() -> None:
     report = SuiteReport()
     report.advisories["a 429 came without Retry-After: 100% sure"] = None

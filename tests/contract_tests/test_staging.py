@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 
 import pytest
 import trustme
-from werkzeug.wrappers import Response
+from werkzeug.wrappers import Request, Response
 
 from tests.contract_tests.command import check
 from tests.contract_tests.servers import (
@@ -315,6 +315,27 @@ def test_a_mock_with_a_control_token_is_checked_with_it_or_named_in_one_line(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASSED (exit 0): every given session was checked" in done.stdout
     assert not KeyFinder.of([token.encode()]).finds(done.stdout + done.stderr)
+
+
+def _mint_refused_quoting_the_token(request: Request) -> Response | None:
+    """A control API that refuses to mint, quoting the token it was sent and terminal escapes."""
+    if request.path == "/_mock/sessions":
+        sent = request.headers.get("X-Mock-Token", "")
+        return Response(f"token was {sent}x\n\x1b[31m::error::forged", status=500)
+    return None
+
+
+def test_a_mock_refusing_to_mint_is_quoted_on_one_line_without_the_token(
+    tmp_path: Path,
+) -> None:
+    token = "QzCtl-0123456789-ghijkl"
+    with serve(Variant(before=_mint_refused_quoting_the_token, control=True)) as running:
+        done = check(running.base_url, cwd=tmp_path, VERDICT_MOCK_CONTROL_TOKEN=token)
+    output = done.stdout + done.stderr
+    assert "the mock refused to mint" in output
+    assert not KeyFinder.of([token.encode()]).finds(output)
+    assert "\x1b" not in output
+    assert not [line for line in output.splitlines() if line.startswith("::error::forged")]
 
 
 @pytest.mark.parametrize("kind", ["auto", "mock"])

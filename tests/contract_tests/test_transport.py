@@ -11,6 +11,7 @@ import ssl
 import tracemalloc
 from pathlib import Path
 
+import httpx
 import pytest
 import trustme
 from cryptography import x509
@@ -30,7 +31,11 @@ from tests.contract_tests.servers import (
     serve_streaming,
 )
 from verdict_contract.contract_tests.client import BrokenAnswer, ExplainClient
-from verdict_contract.contract_tests.transport import MAX_ANSWER_BYTES, tls_context
+from verdict_contract.contract_tests.transport import (
+    MAX_ANSWER_BYTES,
+    tls_context,
+    with_decoded_body,
+)
 from verdict_contract.core.redact import Secret
 
 ATTACKS = list(hostile_answers(Sent()))
@@ -180,3 +185,16 @@ def test_a_staging_that_drips_every_answer_stops_the_run_after_two_deadlines(
         ]
     )
     assert calls <= 3, running.traffic.targets  # not one deadline per call of the run
+
+
+@pytest.mark.parametrize(
+    "value", [b"caf\xe9", "café".encode(), "text/\u202eevil".encode()], ids=str
+)
+def test_an_answer_with_a_header_that_is_not_ascii_is_kept_as_received(value: bytes) -> None:
+    """A header httpx decodes (Latin-1 or UTF-8) cannot be encoded back as ASCII: the answer
+    keeps the bytes it came with (it was an internal error before any check ran)."""
+    request = httpx.Request("GET", "http://127.0.0.1/e")
+    answer = httpx.Response(200, headers=[(b"Server", value)], content=b"{}", request=request)
+    kept = with_decoded_body(answer, b"{}")
+    assert (b"Server", value) in kept.headers.raw
+    assert kept.content == b"{}"

@@ -513,6 +513,24 @@ def test_a_part_or_an_encoding_of_a_key_is_masked_wherever_it_was_sent(
     assert not KeyFinder.of([key.encode()], encoded=False).finds(read)
 
 
+def test_an_id_that_reads_as_a_lone_surrogate_escaped_is_answered_and_journaled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``\\ud800`` sent as text reads, once its JSON escape is undone, as a lone surrogate: a
+    value journals and logs look at, not an error reading the request."""
+    settings = Settings(api_keys=("team-key-0123456789abcdef",), access_log=True)
+    with (
+        caplog.at_level(logging.INFO),
+        running(create_app(settings)) as server,
+        httpx.Client(base_url=server.base_url, timeout=10) as http,
+    ):
+        answer = http.get("/e", params={"n": "x\\ud800"}, headers=bearer(settings.api_keys[0]))
+        journal = http.get("/_mock/requests").json()
+    assert answer.status_code == 404
+    assert [entry["n"] for entry in journal] == ["x\\ud800"]
+    assert "unexpected error" not in caplog.text
+
+
 class _Down:
     """A store whose every round trip fails, as a Redis that is down."""
 

@@ -167,6 +167,23 @@ def test_the_operator_acts_for_any_tenant_and_a_tenant_for_itself_only(teams: Te
     unknown = teams.control("operator", "GET", "requests", headers={"X-Mock-Tenant": "nobody"})
     assert unknown.status_code == 404
     assert "pay, risk" in unknown.json()["error"]["message"]
+    assert "'nobody'" in unknown.json()["error"]["message"]  # what it received, as sent
+
+
+def test_a_control_error_quotes_no_secret_sent_in_a_header(teams: Teams) -> None:
+    """A token or a key sent where a tenant's name, a Host or an Origin goes is masked in the
+    error that quotes what it received (it was once quoted whole, another tenant's token)."""
+    sent = {
+        "X-Mock-Tenant": token("risk"),
+        "Host": key("pay"),
+        "Origin": f"http://x/{OPERATOR_TOKEN}",
+    }
+    secrets = KeyFinder.of(s.encode() for s in (token("risk"), key("pay"), OPERATOR_TOKEN))
+    for name, value in sent.items():
+        refused = teams.control("operator", "GET", "requests", headers={name: value})
+        assert refused.status_code in (403, 404, 421), refused.text
+        assert "received" in refused.json()["error"]["message"]
+        assert not secrets.finds(refused.text), refused.text
 
 
 def test_every_tenants_key_is_masked_in_every_journal_and_log_line(
@@ -340,9 +357,12 @@ def test_a_key_or_a_token_is_one_tenants_in_one_role() -> None:
         "Xw9-tok-9876543210",
     )
     pay = {"control_token": token, "api_keys": [key]}
-    operator = (("Xw9-key-0001",), Secret(operator_token))
-    accepted = {"pay": pay, "risk": {"control_token": "risk-token-0123456789", "api_keys": ["o"]}}
-    assert sorted(parse_tenants({"tenants": accepted}, *operator)) == ["pay", "risk"]
+    operator = (("xw9-key-0001-mnop", "verdict-mock-local-key"), Secret(operator_token))
+    public = "verdict-mock-local-key"  # the default key: the banner prints it, a name may hold it
+    risk = {"control_token": "risk-token-0123456789", "api_keys": ["o"]}
+    team = {"control_token": "r" * 16, "api_keys": ["v1"]}
+    accepted = {"pay": pay, "risk": risk, "verdict-mock-team": team}
+    assert list(parse_tenants({"tenants": accepted}, *operator, public)) == list(accepted)
     refused = {
         "another's key as a token": {"pay": pay, "risk": {**pay, "control_token": key}},
         "another's token as a key": {"pay": pay, "risk": {**pay, "api_keys": [token]}},
@@ -352,11 +372,13 @@ def test_a_key_or_a_token_is_one_tenants_in_one_role() -> None:
         "a name holding its token": {
             "pq7-tok-0123": {**pay, "control_token": "pq7-tok-0123456789"}
         },
+        "a name holding the operator's key": {"xw9-key-0001": pay},
     }
     secrets = [key, token, operator_token, "pq7-ci-2026-a8f3c9", "pq7-tok-0123456789"]
+    secrets.append("xw9-key-0001-mnop")
     for why, tenants in refused.items():
         with pytest.raises(ScenarioError) as refusal:
-            parse_tenants({"tenants": tenants}, *operator)
+            parse_tenants({"tenants": tenants}, *operator, public)
         problem = str(refusal.value)
         assert "belongs to one tenant" in problem or "holds 8 characters" in problem, why
         assert not KeyFinder.of(s.encode() for s in secrets).finds(problem), (why, problem)

@@ -20,7 +20,15 @@ _ESCAPED: Final = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x5C, *range(0x7F, 0
 
 def printable(text: str) -> str:
     """``text`` with every control character (and the backslash) escaped, for a log line."""
-    return text.translate(_ESCAPED)
+    return escaped(text.translate(_ESCAPED))
+
+
+def escaped(text: str) -> str:
+    """``text`` with each character a terminal, a CI runner or a renderer would act on (a
+    control, a line separator, a bidi override, a lone surrogate) written ``\\uXXXX``."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else f"\\u{ord(char):04x}" for char in text)
 
 
 def mask(secret: str) -> str:
@@ -111,7 +119,7 @@ class KeyFinder(NamedTuple):
         return any(self._holds(form) for form in {text, once, twice, unescaped})
 
     def _holds(self, text: str) -> bool:
-        sent = text.encode("utf-8", "surrogateescape")
+        sent = text.encode("utf-8", "surrogatepass")  # a lone surrogate too (a JSON escape's)
         runs = self.runs
         return any(secret in sent for secret in self.whole) or any(
             sent[i : i + FRAGMENT] in runs for i in range(len(sent) - FRAGMENT + 1)

@@ -6,21 +6,26 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from .redact import escaped
+
 _MAX_SHOWN = 80
 
 
 def describe(value: object, limit: int = _MAX_SHOWN) -> str:
-    """Render a received value as short JSON, cut to ``limit`` characters."""
+    """Render a received value as short JSON, cut to ``limit`` characters, nothing in it that a
+    terminal or a renderer would act on (:func:`.redact.escaped`)."""
     try:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
     except (TypeError, ValueError):  # e.g. NaN keys or recursion: fall back to repr
         text = repr(value)
+    text = escaped(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def pointer(parts: Iterable[str | int]) -> str:
-    """Return the RFC 6901 JSON pointer for a path (``""`` is the whole body)."""
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+    """Return the RFC 6901 JSON pointer for a path (``""`` is the whole body), as output shows
+    it: a name a target sent holds no line break or escape (:func:`.redact.escaped`)."""
+    return escaped("".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts))
 
 
 @dataclass(frozen=True)
