@@ -259,7 +259,7 @@ def _short_failure(
     item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
 ) -> None:
     """Our own exceptions read as one line: throttled is its own outcome; a dead target stops."""
-    from .client import BrokenAnswer, TargetUnreachable, Throttled
+    from .client import BrokenAnswer, ControlRefused, TargetUnreachable, Throttled
 
     excinfo = call.excinfo
     if excinfo is None:
@@ -269,10 +269,12 @@ def _short_failure(
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {message}")
         report.user_properties.append((OUTCOME, "throttled"))
-    elif excinfo.errisinstance(TargetUnreachable):
-        report.longrepr = f"the target stopped answering: {message}"
-        item.session.shouldstop = f"the target stopped answering: {message}"
-        report.user_properties.append((INTERRUPTED, f"the target stopped answering: {message}"))
+    elif excinfo.errisinstance((TargetUnreachable, ControlRefused)):
+        unreachable = excinfo.errisinstance(TargetUnreachable)
+        stopped = f"the target stopped answering: {message}" if unreachable else message
+        stopped = item.config.stash[REDACTOR].text(stopped)  # pytest prints it as it is
+        report.longrepr = item.session.shouldstop = stopped
+        report.user_properties.append((INTERRUPTED, stopped))
     elif excinfo.errisinstance(BrokenAnswer):
         report.longrepr = message
 
