@@ -18,7 +18,7 @@ from urllib.parse import unquote
 import httpx
 
 from verdict_contract.core.keyforms import base64_forms, hex_forms
-from verdict_contract.core.redact import KeyFinder
+from verdict_contract.core.redact import KeyFinder, folded
 
 MIN_FRAGMENT = 8
 """The fewest consecutive characters of a key that count as reflecting it (a mask shows 4)."""
@@ -97,13 +97,20 @@ class Place(NamedTuple):
     """How it was read (``""``: as sent) -> the text so read."""
 
 
+FOLDED = " (in capitals or full-width)"
+"""How a reading folded by :func:`.redact.folded` is named: read against the key folded."""
+
+
 def _place(where: str, text: str, json_strings: list[str] | None = None) -> Place:
     readings = {"": text}
     if json_strings:
         readings[" (in its JSON strings, decoded)"] = "\n".join(json_strings)
     for how, read in list(readings.items()):
-        if unquote(read) != read:
-            readings[f"{how} (percent-decoded)"] = unquote(read)
+        if (decoded := unquote(unquote(read))) != read:  # twice: %2573 is an s
+            readings[f"{how} (percent-decoded)"] = decoded
+    for how, read in list(readings.items()):
+        if folded(read) != read:
+            readings[how + FOLDED] = folded(read)
     return Place(where, readings)
 
 
@@ -144,7 +151,8 @@ def reflection(
     for place in _places(response):
         for how, text in place.readings.items():
             where = f"{place.where}{how}"
-            length = longest_fragment(text, key, known)
+            is_folded = how.endswith(FOLDED)
+            length = longest_fragment(text, folded(key) if is_folded else key, known)
             if length:
                 whole = "the whole key" if length == len(key) else f"{length} characters of the key"
                 everyone = " (so does an answer to a call without any credential)"

@@ -553,6 +553,16 @@ def _key_part_encoded(request: Request, response: Response) -> None:
         response.headers["X-Debug-B64"] = base64.b64encode(token.encode()).decode()
 
 
+def _token_in_capitals(request: Request, response: Response) -> None:
+    """A debugging header with the token in capitals, and a 401 body with it full-width."""
+    token = request.headers.get("Authorization", "").partition(" ")[2]
+    if token:
+        response.headers["X-Debug-Caps"] = token.upper()
+        if response.status_code == 401:
+            wide = "".join(chr(ord(c) + 0xFEE0) if c.isalnum() else c for c in token)
+            response.set_data(json.dumps({"error": "invalid api key", "seen": wide}))
+
+
 def _base64_request_id(request: Request, response: Response) -> None:
     """A random base64 request id on every answer: no credential in it."""
     response.headers["X-Request-Id"] = base64.b64encode(uuid.uuid4().bytes * 2).decode()
@@ -818,6 +828,9 @@ BROKEN: dict[str, Variant] = {
     ),
     "the token less its last 4 encoded": Variant(
         alter=_key_part_encoded, fails=("test_credential_is_never_reflected",)
+    ),
+    "the token in capitals or full-width": Variant(
+        alter=_token_in_capitals, fails=("test_credential_is_never_reflected",)
     ),
     "case-insensitive session lookup": Variant(
         before=_lookup_by(lambda sent, n: sent.lower() == n.lower()),

@@ -81,6 +81,10 @@ def test_a_live_target_gets_no_key_in_a_url_without_the_opt_in(pytester: pytest.
         ("the credential base64-encoded in a header", "header x-debug-auth holds the key base64"),
         ("the token base64url-encoded in a 401 body", "body holds the key base64-encoded"),
         ("the token less its last 4 encoded", "header x-debug-b64 holds the key base64-encoded"),
+        (
+            "the token in capitals or full-width",
+            "header x-debug-caps (in capitals or full-width) holds the whole key",
+        ),
     ],
 )
 def test_a_credential_shown_anywhere_is_a_breach(

@@ -173,6 +173,35 @@ def test_a_part_of_the_key_encoded_is_masked_and_stays_valid_json(shown: str) ->
     )
 
 
+def _full_width(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if 0x21 <= ord(c) <= 0x7E else c for c in text)
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        LONG_KEY.upper(),
+        LONG_KEY[4:20].swapcase(),
+        _full_width(LONG_KEY[:12]),  # NFKC reads it as the key
+        "".join(f"%25{byte:02X}" for byte in LONG_KEY[6:16].encode()),  # percent-encoded twice
+        "0x" + ", 0x".join(f"{byte:02x}" for byte in LONG_KEY[:10].encode()),  # a C array
+    ],
+    ids=["capitals", "case swapped", "full-width", "percent twice", "0x bytes"],
+)
+def test_the_key_in_capitals_full_width_or_encoded_again_is_a_key(shown: str) -> None:
+    """What a reader (or NFKC, or a second decoding) turns back into the key is the key."""
+    redactor = Redactor()
+    redactor.add(LONG_KEY)
+    cleaned = redactor.text(f"received: {shown} (end)")
+    assert cleaned.startswith("received:")  # (a separator of the form's may go with it)
+    assert "…" in cleaned
+    assert cleaned.endswith(" (end)")
+    assert KeyFinder.of([LONG_KEY.encode()]).finds(shown)
+    assert not KeyFinder.of([LONG_KEY.encode()]).finds(cleaned)
+    plain = "received: a sentence in capitals, SK-LIVE, and NOTHING of a key (end)"
+    assert redactor.text(plain) == plain
+
+
 def test_seven_characters_in_a_row_and_the_last_four_stay() -> None:
     redactor = Redactor()
     redactor.add(LONG_KEY)

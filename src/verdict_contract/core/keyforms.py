@@ -29,7 +29,9 @@ def base64_forms(secret: str) -> list[str]:
 
 def hex_forms(secret: str) -> list[str]:
     """The secret's bytes in hex (a debug dump, a digest's input), lower and upper case: run
-    together, split by a space, a colon or a dash, or each byte escaped (``\\x73``)."""
+    together, split by a space, a colon or a dash, each byte escaped (``\\x73``) or a C array's
+    (``0x73, 0x6b``)."""
     pairs = [f"{byte:02x}" for byte in secret.encode()]
     forms = [sep.join(pairs) for sep in ("", " ", ":", "-")] + ["\\x" + "\\x".join(pairs)]
-    return forms + [form.upper().replace("\\X", "\\x") for form in forms]
+    forms += ["0x" + sep.join(pairs) for sep in (", 0x", " 0x")]
+    return forms + [form.upper().replace("\\X", "\\x").replace("0X", "0x") for form in forms]

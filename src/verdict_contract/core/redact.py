@@ -7,6 +7,7 @@ import contextlib
 import hmac
 import logging
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
@@ -102,8 +103,8 @@ class KeyFinder(NamedTuple):
                 whole.append(secret)
                 continue
             text = secret.decode("utf-8", "surrogateescape")
-            forms = [*base64_forms(text), *hex_forms(text)] if encoded else []
-            for form in (secret, *(each.encode() for each in forms)):
+            forms = [folded(text), *base64_forms(text), *hex_forms(text)] if encoded else []
+            for form in (secret, *(each.encode("utf-8", "surrogatepass") for each in forms)):
                 runs.update(form[i : i + FRAGMENT] for i in range(len(form) - FRAGMENT + 1))
         return cls(frozenset(runs), tuple(whole))
 
@@ -116,7 +117,8 @@ class KeyFinder(NamedTuple):
         once = unquote(text) if "%" in text else text
         twice = unquote(once) if "%" in once else once
         unescaped = _UNICODE_ESCAPE.sub(_unescaped, twice) if "\\u" in twice else twice
-        return any(self._holds(form) for form in {text, once, twice, unescaped})
+        forms = {text, once, twice, unescaped}  # and each in capitals or full-width: folded
+        return any(self._holds(form) for form in forms | {folded(form) for form in forms})
 
     def _holds(self, text: str) -> bool:
         sent = text.encode("utf-8", "surrogatepass")  # a lone surrogate too (a JSON escape's)
@@ -317,8 +319,8 @@ class Redactor:
 
     secrets: set[str] = field(default_factory=set)
     """Each secret as given and in the forms it takes once URL-encoded, masked where whole."""
-    runs: dict[str, re.Pattern[str]] = field(default_factory=dict)
-    """Each secret of ``FRAGMENT`` characters or more, and what finds its runs."""
+    runs: dict[str, Run] = field(default_factory=dict)
+    """Each secret of ``FRAGMENT`` characters or more (and each of its forms), and its runs."""
     short: set[str] = field(default_factory=set)
     """Secrets under 4 characters: masked only where they stand alone, not inside words."""
     encoded: set[str] = field(default_factory=set)
@@ -344,9 +346,9 @@ class Redactor:
         self.secrets.add(quote(secret, safe="!$'()*,/:;@"))  # what httpx leaves unescaped
         if len(secret) >= FRAGMENT:  # a key echoed encoded (Basic, a trace), or a part of it
             encoded = [*base64_forms(secret), *hex_forms(secret)]
-            for form in (secret, *(each for each in encoded if len(each) >= FRAGMENT)):
-                grams = {form[i : i + FRAGMENT] for i in range(len(form) - FRAGMENT + 1)}
-                self.runs[form] = re.compile("|".join(map(re.escape, sorted(grams))))
+            forms = (secret, folded(secret), *(each for each in encoded if len(each) >= FRAGMENT))
+            for form in forms:  # the folded one: the key in capitals, or full-width, is the key
+                self.runs[form] = Run.of(form)
             self.secrets.update(encoded)
             self.encoded.update(encoded)
 
@@ -363,15 +365,14 @@ class Redactor:
     def active(self) -> bool:
         return bool(self.secrets or self.short)
 
-    def _spans(self, text: str, secret: str, pattern: re.Pattern[str]) -> list[Span]:
-        """Where ``text`` holds ``FRAGMENT`` or more of ``secret``'s characters in a row, read
-        as it is and with its escapes undone."""
+    def _spans(self, views: list[View], secret: str, run: Run) -> list[Span]:
+        """Where the text of ``views`` holds ``FRAGMENT`` or more of ``secret``'s characters in
+        a row, in any of its readings."""
         found = []
-        views: list[tuple[str, list[Span] | None]] = [(text, None)]
-        if _ESCAPE.search(text):
-            views.append(_decoded(text))
         for view, where in views:
-            match = pattern.search(view)
+            if not any(anchor in view for anchor in run.anchors):  # most texts hold none
+                continue
+            match = run.pattern.search(view)
             while match is not None:
                 start = match.start()
                 end = start + _longest_run(view, start, secret)
@@ -379,17 +380,20 @@ class Redactor:
                     found.append(Span(where[start].start, where[end - 1].end))
                 else:
                     found.append(Span(start, end))
-                match = pattern.search(view, end)
+                match = run.pattern.search(view, end)
         return found
 
     def text(self, text: str) -> str:
-        for secret, pattern in self.runs.items():
-            spans = self._spans(text, secret, pattern) + _at_a_cut(text, secret)
+        views = _views(text)
+        for secret, run in self.runs.items():
+            spans = self._spans(views, secret, run) + _at_a_cut(text, secret)
             if self.known:  # the tool's own words are not the secret's
                 spans = [s for s in spans if text[s.start : s.end] not in self.known]
             shown = CUT if secret in self.encoded else mask(secret)
             for span in _merged(spans):
                 text = text[: span.start] + shown + text[span.end :]
+            if spans:  # read again: its places moved
+                views = _views(text)
         for secret in sorted(self.secrets, key=len, reverse=True):  # longest form first
             if secret in text:
                 text = text.replace(secret, CUT if secret in self.encoded else mask(secret))
@@ -413,6 +417,46 @@ class Redactor:
 
         logging.setLogRecordFactory(factory)
         return lambda: logging.setLogRecordFactory(previous)
+
+
+class Run(NamedTuple):
+    """What finds a secret's (or a form's) runs of ``FRAGMENT`` characters: ``anchors``, its
+    quarters of them at every 4th place (any run holds one: a text that holds none is passed at
+    C's speed, 4 scans a quarter of the runs' count), then ``pattern``, which finds each run."""
+
+    anchors: frozenset[str]
+    pattern: re.Pattern[str]
+
+    @classmethod
+    def of(cls, form: str) -> Run:
+        grams = {form[i : i + FRAGMENT] for i in range(len(form) - FRAGMENT + 1)}
+        anchors = frozenset(form[i : i + 4] for i in range(0, len(form) - 3, 4))
+        return cls(anchors, re.compile("|".join(map(re.escape, sorted(grams)))))
+
+
+View = tuple[str, "list[Span] | None"]
+"""A reading of a text, and where each of its characters stands in the text (None: the same)."""
+
+
+def _views(text: str) -> list[View]:
+    """``text`` as it is, with its escapes undone (twice: ``%2573`` is an ``s``), and each of
+    these folded (:func:`folded`)."""
+    views: list[View] = [(text, None)]
+    if _ESCAPE.search(text):
+        once, where = _decoded(text)
+        views.append((once, where))
+        if _ESCAPE.search(once):
+            twice, again = _decoded(once)
+            views.append((twice, [Span(where[s.start].start, where[s.end - 1].end) for s in again]))
+    return views + [(read, where) for view, where in views if (read := folded(view)) != view]
+
+
+def folded(text: str) -> str:
+    """``text`` a character for a character as NFKC and lower case read it (a full-width
+    ``Q``, U+FF31, and ``Q`` read ``q``), so a place in it is the same place in ``text``."""
+    if text.isascii():
+        return text.lower()
+    return "".join((unicodedata.normalize("NFKC", char).lower() or char)[0] for char in text)
 
 
 def _merged(spans: list[Span]) -> list[Span]:

@@ -666,6 +666,9 @@ class Hostile:
             "base64": f'"{base64.b64encode(f"Bearer {key}".encode()).decode()}"',
             "base64-part": f'"{base64.b64encode(key[:-4].encode()).decode()}"',  # 8 of its own
             "hex-part": f'"{key[:-4].encode().hex()}"',
+            "capitals": f'"{key[:16].swapcase()}"',  # its letters only, case swapped
+            "full-width": f'"{"".join(chr(ord(c) + 0xFEE0) if c.isalnum() else c for c in key)}"',
+            "percent-twice": f'"{"".join(f"%25{b:02X}" for b in key.encode())}"',
             "header": '"none"',
         }[n]
         start_response(
@@ -736,7 +739,11 @@ def _shows_key(response: httpx.Response, key: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "form", ["raw", "escaped", "percent", "base64", "base64-part", "hex-part", "header"]
+    "form",
+    [
+        *("raw", "escaped", "percent", "base64", "base64-part", "hex-part", "capitals"),
+        *("full-width", "percent-twice", "header"),
+    ],
 )
 def test_an_upstream_that_reflects_its_key_is_flagged_masked_and_not_recorded(
     hostile: BackgroundServer,
