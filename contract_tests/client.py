@@ -79,9 +79,10 @@ class TargetUnreachable(Exception):
     """The target cannot be reached at all: the run stops with this one line."""
 
 
-class ControlRefused(Exception):
-    """A verdict-mock's control API refused what the run needs of it (a session, a clock
-    move): the run stops with this one line, as it does for a dead target."""
+class RunStopped(Exception):
+    """What the run needs cannot be had (a verdict-mock's control API refused a session or a
+    clock move; the session factory failed): the run stops with this one line, as it does for
+    a dead target."""
 
 
 GIVE_UP_AFTER = 2
@@ -517,7 +518,7 @@ class ExplainClient:
         """Mint a session through the mock's control API; returns its id."""
         response = self._fetch("POST", "/_mock/sessions", json=spec, headers=self._control)
         if response.status_code != 201:
-            raise ControlRefused(f"the mock refused to mint {spec}: {_quoted(response)}")
+            raise RunStopped(f"the mock refused to mint {spec}: {_quoted(response)}")
         session_id: str = response.json()["n"]
         return session_id
 
@@ -526,7 +527,7 @@ class ExplainClient:
         advance = {"advance": seconds}
         response = self._fetch("POST", "/_mock/clock", json=advance, headers=self._control)
         if response.status_code != 200:
-            raise ControlRefused(f"the mock refused to move its clock: {_quoted(response)}")
+            raise RunStopped(f"the mock refused to move its clock: {_quoted(response)}")
 
     def mock_health(self) -> dict[str, Any]:
         health: dict[str, Any] = self._fetch("GET", "/_mock/health", headers=self._control).json()

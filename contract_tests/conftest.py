@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from verdict_contract.contract_tests.body import Answer
-from verdict_contract.contract_tests.client import BrokenAnswer, ExplainClient, Throttled
+from verdict_contract.contract_tests.client import (
+    BrokenAnswer,
+    ExplainClient,
+    RunStopped,
+    Throttled,
+)
 from verdict_contract.contract_tests.config import flag
 from verdict_contract.contract_tests.hooks import suite_config
 from verdict_contract.contract_tests.maxrate import Pace, worker_count
@@ -27,6 +32,7 @@ from verdict_contract.contract_tests.target import MockProvider, Target
 from verdict_contract.contract_tests.throttling import THROTTLING
 from verdict_contract.core.redact import Secret
 from verdict_contract.core.spec import VERDICT_OUTCOMES, VERDICTS
+from verdict_contract.core.violations import describe
 
 
 @pytest.fixture(scope="session")
@@ -85,7 +91,16 @@ def _record_target(request: pytest.FixtureRequest, contract_target: Target) -> I
 
 
 def _from_factory(factory: Callable[..., str | None]) -> list[str]:
-    """The factory's sessions: one per verdict kind if it takes ``verdict``, else one."""
+    """The factory's sessions: one per verdict kind if it takes ``verdict``, else one; a factory
+    that fails stops the run in one line (its words escaped and cut: they may be a service's)."""
+    try:
+        return _made_by(factory)
+    except Exception as exc:
+        said = describe(f"{type(exc).__name__}: {exc}", 300)
+        raise RunStopped(f"{flag('session_factory')} failed: {said}") from None
+
+
+def _made_by(factory: Callable[..., str | None]) -> list[str]:
     try:
         parameters = inspect.signature(factory).parameters
     except (TypeError, ValueError):

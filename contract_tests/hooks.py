@@ -259,7 +259,7 @@ def _short_failure(
     item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
 ) -> None:
     """Our own exceptions read as one line: throttled is its own outcome; a dead target stops."""
-    from .client import BrokenAnswer, ControlRefused, TargetUnreachable, Throttled
+    from .client import BrokenAnswer, RunStopped, TargetUnreachable, Throttled
 
     excinfo = call.excinfo
     if excinfo is None:
@@ -269,7 +269,7 @@ def _short_failure(
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {message}")
         report.user_properties.append((OUTCOME, "throttled"))
-    elif excinfo.errisinstance((TargetUnreachable, ControlRefused)):
+    elif excinfo.errisinstance((TargetUnreachable, RunStopped)):
         unreachable = excinfo.errisinstance(TargetUnreachable)
         stopped = f"the target stopped answering: {message}" if unreachable else message
         stopped = item.config.stash[REDACTOR].text(stopped)  # pytest prints it as it is

@@ -13,6 +13,7 @@ import pytest
 from tests.contract_tests.servers import BROKEN, CONFORMING, KEY, SUITE, run_suite, serve
 from tests.helpers import read_line, stop_process
 from verdict_contract.contract_tests.hooks import clause_id
+from verdict_contract.core.redact import KeyFinder
 
 
 def _one_line_usage_error(result: pytest.RunResult, expected: str) -> None:
@@ -112,6 +113,29 @@ def test_session_factory_provides_the_sessions(pytester: pytest.Pytester) -> Non
     outcomes = result.parseoutcomes()
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert outcomes["passed"] >= 15
+
+
+FAILING_FACTORY = (
+    "def fresh():\n"
+    "    raise RuntimeError('staging said: bad key ' + {key!r}.upper() + ' \\x1b]0;pwned\\x07')\n"
+)
+"""A factory that fails quoting what its service said: the key, in capitals, and escapes."""
+
+
+def test_a_session_factory_that_fails_stops_the_run_in_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    with serve(CONFORMING["extra fields"]) as running:
+        pytester.makepyfile(my_factory=FAILING_FACTORY.format(key=running.key))
+        result = pytester.runpytest_subprocess(
+            *running.target_args("--verdict-session-factory", "my_factory:fresh")
+        )
+    output = result.stdout.str() + result.stderr.str()
+    assert '--verdict-session-factory failed: "RuntimeError: staging said: bad key ' in output
+    assert "Traceback" not in output
+    assert "\x1b" not in output
+    assert output.count("--verdict-session-factory failed") <= 3  # the run stopped there
+    assert not KeyFinder.of([running.key.encode()]).finds(output)
 
 
 @pytest.mark.parametrize("key", [KEY, "abc+def/ghi=jkl&SECRET mid:9876"])
