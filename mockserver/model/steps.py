@@ -57,9 +57,7 @@ def _answer(step: Step, body: bytes) -> Answer | None:
             answer = error_answer(step.status, code, message, "scripted", headers)
         # {"status": 503, "delay_ms": 2000}: a slow error, waited out as a delay step is
         return replace(answer, delay=step.delay_ms / 1000) if step.delay_ms else answer
-    if step.fault is not None:
-        return fault_answer(step.fault, body)
-    return None
+    return None if step.fault is None else fault_answer(step.fault, body)
 
 
 # A standing step's answer, built once (--row standing: 119k instructions a GET /e, 196k without)

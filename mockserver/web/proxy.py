@@ -449,6 +449,7 @@ class ValidatingProxy(ExplainMiddleware):
             answer = error_answer(502, "upstream_not_json", not_json)
         else:
             headers = [(k, v) for k, v in upstream.headers if k.lower() in FORWARDED]
+            headers = [(k, v) for k, v in headers if v.isprintable()]  # no terminal's escape
             outcome = "breach" if violations else "proxied"
             answer = Answer(upstream.status, upstream.body, headers, outcome)
         return ProxiedAnswer(answer, violations, tuple(notes))

@@ -919,3 +919,21 @@ def test_the_recording_is_bounded_in_bytes_and_says_so(
         ]
     lines = [r.getMessage() for r in caplog.records if r.name == "mockserver.recorder"]
     assert len(lines) == 1, lines  # said once, journaled each time
+
+
+def _escaping_headers(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+    """An upstream whose forwarded headers hold a terminal's escapes (or not)."""
+    escaped = "escape" in environ["QUERY_STRING"]
+    retry = "1\x1b[2J\x7f" if escaped else "1"
+    start_response("404 Not Found", [("Content-Type", "application/json"), ("Retry-After", retry)])
+    return [b'{"error": {"code": "not_found", "message": "no such session"}}']
+
+
+@pytest.mark.parametrize(("n", "forwarded"), [("plain", "1"), ("escape", None)])
+def test_a_forwarded_header_holding_a_control_character_is_not_passed_on(
+    proxy_to: Any, n: str, forwarded: str | None
+) -> None:
+    with running(_escaping_headers) as upstream:  # type: ignore[arg-type]
+        answer = proxy_to(upstream.base_url).get(n)
+    assert answer.status_code == 404
+    assert answer.headers.get("retry-after") == forwarded
