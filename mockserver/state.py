@@ -239,10 +239,11 @@ class MockState:
         keys = [key.decode() for key in operator._every_key or self.key_bytes]
         shared = [secret.reveal() for secret in secrets if secret is not None]
         self.secrets = (*keys, *shared, *secrets_of(self.settings.state))
-        found = KeyFinder.of(s.encode() for s in self.secrets if s != DEFAULT_API_KEY)
+        private = [secret for secret in self.secrets if secret != DEFAULT_API_KEY]
+        found = KeyFinder.of(secret.encode() for secret in private)
         self.key_finder = found._replace(whole=(*found.whole, DEFAULT_API_KEY.encode()))
         if self.settings.proxy_to is not None:  # "verdict-mock" (a Server header) is no key's
-            self.redactor = Redactor(known="verdict-mock").joined(self.secrets)
+            self.redactor = Redactor(known="verdict-mock").joined(private)
 
     def masks(self, authorization: str | None) -> Callable[[str], bool]:
         """What a request's entry and log line mask (:func:`masks_for` of :attr:`key_finder`)."""

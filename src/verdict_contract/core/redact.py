@@ -103,7 +103,8 @@ class KeyFinder(NamedTuple):
                 whole.append(secret)
                 continue
             text = secret.decode("utf-8", "surrogateescape")
-            forms = [folded(text), *base64_forms(text), *hex_forms(text)] if encoded else []
+            hexes = [form for form in hex_forms(text) if len(form) == 2 * len(secret)]  # 4 bytes
+            forms = [folded(text), *base64_forms(text), *hexes] if encoded else []
             for form in (secret, *(each.encode("utf-8", "surrogatepass") for each in forms)):
                 runs.update(form[i : i + FRAGMENT] for i in range(len(form) - FRAGMENT + 1))
         return cls(frozenset(runs), tuple(whole))
@@ -223,6 +224,9 @@ class KeyHeaders(dict[str, str]):
 SHORT = 4
 """Secrets shorter than this are masked only where they stand alone."""
 FRAGMENT = 8
+MAX_RUN_SECRET = 512
+"""A longer secret (a client's made-up credential) is looked for whole only: its runs would
+cost a regex of that many alternatives per form, per request."""
 """Any run of this many characters of a secret in a row, or more, is masked wherever it shows."""
 CUT = "…"
 """How a value cut for display ends (or is cut in the middle)."""
@@ -344,11 +348,13 @@ class Redactor:
         self.secrets.add(quote(secret, safe=""))
         self.secrets.add(quote_plus(secret))
         self.secrets.add(quote(secret, safe="!$'()*,/:;@"))  # what httpx leaves unescaped
-        if len(secret) >= FRAGMENT:  # a key echoed encoded (Basic, a trace), or a part of it
+        if FRAGMENT <= len(secret) <= MAX_RUN_SECRET:  # a key echoed encoded, or a part of it
             encoded = [*base64_forms(secret), *hex_forms(secret)]
-            forms = (secret, folded(secret), *(each for each in encoded if len(each) >= FRAGMENT))
-            for form in forms:  # the folded one: the key in capitals, or full-width, is the key
-                self.runs[form] = Run.of(form)
+            size = len(secret.encode())
+            for form in (secret, folded(secret)):  # the folded: in capitals, full-width
+                self.runs[form] = Run.of(form, FRAGMENT)
+            for form in encoded:  # a run of 4 bytes or more: ", 0x6b, " is one, any text's
+                self.runs[form] = Run.of(form, max(FRAGMENT, -(-4 * len(form) // size)))
             self.secrets.update(encoded)
             self.encoded.update(encoded)
 
@@ -369,7 +375,9 @@ class Redactor:
         """Where the text of ``views`` holds ``FRAGMENT`` or more of ``secret``'s characters in
         a row, in any of its readings."""
         found = []
-        for view, where in views:
+        for view, where, is_folded in views:
+            if is_folded and not run.folded:  # (a capital of the key's would end its run there)
+                continue
             if not any(anchor in view for anchor in run.anchors):  # most texts hold none
                 continue
             match = run.pattern.search(view)
@@ -386,7 +394,9 @@ class Redactor:
     def text(self, text: str) -> str:
         views = _views(text)
         for secret, run in self.runs.items():
-            spans = self._spans(views, secret, run) + _at_a_cut(text, secret)
+            spans = self._spans(views, secret, run)
+            if secret in self.secrets and secret not in self.encoded:  # as given: once a secret
+                spans += _at_a_cut(text, secret)
             if self.known:  # the tool's own words are not the secret's
                 spans = [s for s in spans if text[s.start : s.end] not in self.known]
             shown = CUT if secret in self.encoded else mask(secret)
@@ -427,28 +437,38 @@ class Run(NamedTuple):
     anchors: frozenset[str]
     pattern: re.Pattern[str]
 
+    folded: bool  # read in a folded view too (the form is its own folding)
+
     @classmethod
-    def of(cls, form: str) -> Run:
-        grams = {form[i : i + FRAGMENT] for i in range(len(form) - FRAGMENT + 1)}
+    def of(cls, form: str, length: int) -> Run:
+        """``form``'s runs of ``length`` characters (at least ``FRAGMENT``)."""
+        grams = {form[i : i + length] for i in range(len(form) - length + 1)}
         anchors = frozenset(form[i : i + 4] for i in range(0, len(form) - 3, 4))
-        return cls(anchors, re.compile("|".join(map(re.escape, sorted(grams)))))
+        pattern = re.compile("|".join(map(re.escape, sorted(grams))))
+        return cls(anchors, pattern, folded(form) == form)
 
 
-View = tuple[str, "list[Span] | None"]
-"""A reading of a text, and where each of its characters stands in the text (None: the same)."""
+class View(NamedTuple):
+    """A reading of a text, and where each of its characters stands in it (None: the same)."""
+
+    text: str
+    where: list[Span] | None
+    folded: bool = False
 
 
 def _views(text: str) -> list[View]:
     """``text`` as it is, with its escapes undone (twice: ``%2573`` is an ``s``), and each of
     these folded (:func:`folded`)."""
-    views: list[View] = [(text, None)]
+    views = [View(text, None)]
     if _ESCAPE.search(text):
         once, where = _decoded(text)
-        views.append((once, where))
+        views.append(View(once, where))
         if _ESCAPE.search(once):
             twice, again = _decoded(once)
-            views.append((twice, [Span(where[s.start].start, where[s.end - 1].end) for s in again]))
-    return views + [(read, where) for view, where in views if (read := folded(view)) != view]
+            views.append(
+                View(twice, [Span(where[s.start].start, where[s.end - 1].end) for s in again])
+            )
+    return views + [View(read, v.where, True) for v in views if (read := folded(v.text)) != v.text]
 
 
 def folded(text: str) -> str:
