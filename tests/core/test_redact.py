@@ -186,8 +186,9 @@ def _full_width(text: str) -> str:
         _full_width(LONG_KEY[:12]),  # NFKC reads it as the key
         "".join(f"%25{byte:02X}" for byte in LONG_KEY[6:16].encode()),  # percent-encoded twice
         "0x" + ", 0x".join(f"{byte:02x}" for byte in LONG_KEY[:10].encode()),  # a C array
+        quote(_full_width(LONG_KEY[3:14])),  # its characters' UTF-8 bytes, percent-encoded
     ],
-    ids=["capitals", "case swapped", "full-width", "percent twice", "0x bytes"],
+    ids=["capitals", "case swapped", "full-width", "percent twice", "0x bytes", "wide percent"],
 )
 def test_the_key_in_capitals_full_width_or_encoded_again_is_a_key(shown: str) -> None:
     """What a reader (or NFKC, or a second decoding) turns back into the key is the key."""

@@ -231,9 +231,13 @@ cost a regex of that many alternatives per form, per request."""
 CUT = "…"
 """How a value cut for display ends (or is cut in the middle)."""
 
-_ESCAPE = re.compile(r"%[0-7][0-9A-Fa-f]|\\{1,2}u[0-9A-Fa-f]{4}|\\[\"\\/]|\+")
-"""What hides a secret's characters in output: percent-encoding (ASCII), JSON string escapes
-(``\\u0073``, doubled in a ``repr``), ``+`` for a space (``quote_plus``)."""
+_ESCAPE = re.compile(
+    r"%[0-7][0-9A-Fa-f]|%[C-Fc-f][0-9A-Fa-f](?:%[89ABab][0-9A-Fa-f]){1,3}"
+    r"|\\{1,2}u[0-9A-Fa-f]{4}|\\[\"\\/]|\+"
+)
+"""What hides a secret's characters in output: percent-encoding (ASCII, or a character's UTF-8
+bytes: a full-width key), JSON string escapes (``\\u0073``, doubled in a ``repr``), ``+`` for a
+space (``quote_plus``)."""
 
 
 class Span(NamedTuple):
@@ -254,8 +258,8 @@ def _decoded(text: str) -> tuple[str, list[Span]]:
         code = escape.group(0)
         if code == "+":
             chars.append(" ")
-        elif code.startswith("%"):
-            chars.append(chr(int(code[1:], 16)))
+        elif code.startswith("%"):  # one character, its UTF-8 bytes (a wrong one: as it is)
+            chars.append(unquote(code, errors="surrogateescape")[:1])
         elif len(code) >= 6:  # \\u0073
             chars.append(chr(int(code[-4:], 16)))
         else:
