@@ -243,7 +243,7 @@ class MockState:
         found = KeyFinder.of(secret.encode() for secret in private)
         self.key_finder = found._replace(whole=(*found.whole, DEFAULT_API_KEY.encode()))
         if self.settings.proxy_to is not None:  # "verdict-mock" (a Server header) is no key's
-            self.redactor = Redactor(known="verdict-mock").joined(private)
+            self.redactor = Redactor(known="verdict-mock", cuts=False).joined(private)
 
     def masks(self, authorization: str | None) -> Callable[[str], bool]:
         """What a request's entry and log line mask (:func:`masks_for` of :attr:`key_finder`)."""

@@ -251,6 +251,9 @@ def test_a_value_cut_before_masking_is_masked_at_the_cut(kept: int) -> None:
     assert once == "key …1a0Z" == redactor.text(once)  # masking again changes nothing
     three = '{"debug": "' + LONG_KEY[:3] + "…"
     assert redactor.text(three) == three  # fewer than a mask shows
+    uncut = Redactor(cuts=False).joined([LONG_KEY])  # an upstream's body: nothing of it was cut
+    assert uncut.text(cut_at_the_end) == cut_at_the_end  # (7 characters: under a run)
+    assert uncut.text(f"key {LONG_KEY}") == "key …1a0Z"
 
 
 def test_a_key_finder_finds_eight_characters_of_a_key_in_a_row_or_its_encodings() -> None:

@@ -334,6 +334,10 @@ class Redactor:
     encoded: set[str] = field(default_factory=set)
     """The base64 and hex forms: masked as ``…`` alone (their last 4 characters may be half
     an escape, ``\x5a``, which would break the JSON a mask is written into)."""
+    cuts: bool = True
+    """Whether a text may hold values cut for display (``…``), a run of 4 to 7 of a secret's
+    characters beside each cut then masked: the suite's outputs do; an upstream's body does not
+    (and a body of a million cuts cost seconds)."""
     known: str = ""
     """What the output says whatever the secret (its tool's option and package names): a run
     inside it tells nothing of a secret (``-verdict-`` of ``sk-live-verdict-…`` in
@@ -365,8 +369,9 @@ class Redactor:
     def joined(self, secrets: Iterable[str]) -> Redactor:
         """A copy that masks ``secrets`` too (this one as it was)."""
         copy = Redactor(
-            set(self.secrets), dict(self.runs), set(self.short), set(self.encoded), self.known
-        )
+            set(self.secrets), dict(self.runs), set(self.short), set(self.encoded), self.cuts,
+            self.known,
+        )  # fmt: skip
         for secret in secrets:
             copy.add(secret)
         return copy
@@ -399,7 +404,7 @@ class Redactor:
         views = _views(text)
         for secret, run in self.runs.items():
             spans = self._spans(views, secret, run)
-            if secret in self.secrets and secret not in self.encoded:  # as given: once a secret
+            if self.cuts and secret in self.secrets and secret not in self.encoded:  # as given
                 spans += _at_a_cut(text, secret)
             if self.known:  # the tool's own words are not the secret's
                 spans = [s for s in spans if text[s.start : s.end] not in self.known]
