@@ -439,13 +439,12 @@ class Redactor:
 
 
 class Run(NamedTuple):
-    """What finds a secret's (or a form's) runs of ``FRAGMENT`` characters: ``anchors``, its
-    quarters of them at every 4th place (any run holds one: a text that holds none is passed at
-    C's speed, 4 scans a quarter of the runs' count), then ``pattern``, which finds each run."""
+    """What finds a secret's (or a form's) runs: ``anchors``, its 4 characters at every 4th
+    place (any run holds one, so a text that holds none is passed by ``in`` at C's speed), then
+    ``pattern``, which finds each run."""
 
     anchors: frozenset[str]
     pattern: re.Pattern[str]
-
     folded: bool  # read in a folded view too (the form is its own folding)
 
     @classmethod
