@@ -202,11 +202,12 @@ def control(token: Secret | None) -> dict[str, str]:
 
 
 def _asks_for_its_token(response: httpx.Response) -> bool:
-    try:
-        error = response.json().get("error", {})
-    except (ValueError, AttributeError):
+    if response.status_code != 401:
         return False
-    return response.status_code == 401 and error.get("code") == "control_token_required"
+    try:
+        return bool(response.json()["error"]["code"] == "control_token_required")
+    except (ValueError, LookupError, TypeError):  # not JSON, or not the mock's error
+        return False
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ class Tenant(NamedTuple):
 
 
 def _tenant(name: object, raw: object) -> Tenant:
-    """One tenant's entry; a problem names it masked (a key a level too far out?), at its line."""
+    """One tenant's entry; a problem names it masked (it may be a key put where a name goes)."""
     shown, at = f"tenants.{masked_name(str(name))}", ("tenants", str(name))
     if not isinstance(name, str) or not NAME.fullmatch(name) or name == OPERATOR:
         rule = f"1 to 40 of a-z, 0-9, _ and -, not first _ or -, not {OPERATOR!r} (the operator's)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from tests.contract_tests.servers import (
     hung_server,
     serve,
 )
+from tests.helpers import running
 from verdict_contract.contract_tests.client import (
     KEY as SEND_KEY,
 )
@@ -175,3 +177,16 @@ def test_throttling_that_breaks_no_clause_is_an_advisory(
         client.close()
     assert [a[: len(e)] for a, e in zip(client.advisories, expected, strict=False)] == expected
     assert len(client.advisories) == len(expected)
+
+
+def _odd_401(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    """A service whose every answer is a 401 with an error that is not the mock's shape."""
+    start_response("401 Unauthorized", [("Content-Type", "application/json")])
+    return [b'{"error": "who are you"}']
+
+
+def test_a_401_not_shaped_as_the_mocks_is_a_live_service() -> None:
+    """Only the mock's own ``control_token_required`` tells a mock asking for its token; any
+    other 401 at /_mock/health is a service's (it once ended the run in a traceback)."""
+    with running(_odd_401) as server:  # type: ignore[arg-type]
+        assert reach(server.base_url, 2.0) == Reached(False, None)
