@@ -145,7 +145,11 @@ def reflection(
     known = _text(baseline) if baseline is not None else ""
     # 8 characters in a row of an encoding of the key: a part of it encoded is a leak too
     in_base64 = KeyFinder.of((form.encode() for form in base64_forms(key)), encoded=False)
-    in_hex = KeyFinder.of((form.encode() for form in hex_forms(key)), encoded=False)
+    # of hex run together only (4 bytes): 8 characters of "0x6b, 0x" are one, any array's
+    hexes = hex_forms(key)
+    in_hex = KeyFinder.of(
+        (f.encode() for f in hexes if len(f) == 2 * len(key.encode())), encoded=False
+    )
     encoded_sent = base64_forms(sent) if sent and len(sent) >= MIN_KEY else []
     found = []
     for place in _places(response):
@@ -160,7 +164,7 @@ def reflection(
                 found.append(f"{where} holds {whole}{everyone if shared else ''}")
             elif in_base64.finds(text):
                 found.append(f"{where} holds the key base64-encoded")
-            elif in_hex.finds(text):
+            elif in_hex.finds(text) or any(form in text for form in hexes):  # or whole
                 found.append(f"{where} holds the key hex-encoded")
             elif sent and len(sent) >= MIN_KEY and sent in text and sent not in known:
                 found.append(f"{where} holds the credential it was sent")

@@ -563,6 +563,12 @@ def _token_in_capitals(request: Request, response: Response) -> None:
             response.set_data(json.dumps({"error": "invalid api key", "seen": wide}))
 
 
+def _byte_array_header(request: Request, response: Response) -> None:
+    """A debugging header listing bytes as a C array does, two of them the key's first two
+    (``s``, ``h``): not the key, nor 4 bytes of it."""
+    response.headers["X-Trace-Bytes"] = "{0x73, 0x68, 0x00, 0x2d}"
+
+
 def _base64_request_id(request: Request, response: Response) -> None:
     """A random base64 request id on every answer: no credential in it."""
     response.headers["X-Request-Id"] = base64.b64encode(uuid.uuid4().bytes * 2).decode()
@@ -908,6 +914,7 @@ CONFORMING: dict[str, Variant] = {
     ),
     "a 401 naming the key's last 4 characters": Variant(alter=_key_ending_on_401),
     "a base64 request id on every answer": Variant(alter=_base64_request_id),
+    "a C array of bytes on every answer": Variant(alter=_byte_array_header),
     "every verdict kind": Variant(sessions=EVERY_KIND, args=("--verdict-require-every-kind",)),
     "the probe meets a 429 without Retry-After": Variant(
         alter=_no_retry_after, rate_limit="15/1", args=("--verdict-probe-rate-limit", "30")

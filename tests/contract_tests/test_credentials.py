@@ -101,7 +101,12 @@ def test_a_credential_shown_anywhere_is_a_breach(
 
 
 @pytest.mark.parametrize(
-    "name", ["a base64 request id on every answer", "a 401 naming the key's last 4 characters"]
+    "name",
+    [
+        "a base64 request id on every answer",
+        "a C array of bytes on every answer",
+        "a 401 naming the key's last 4 characters",
+    ],
 )
 def test_a_service_that_keeps_its_credential_stays_green(
     pytester: pytest.Pytester, name: str
