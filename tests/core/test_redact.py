@@ -273,3 +273,15 @@ def test_a_key_finder_finds_eight_characters_of_a_key_in_a_row_or_its_encodings(
         assert not found.finds(text), text
     assert not KeyFinder.of([key.encode()], encoded=False).finds(key.encode().hex())
     assert KeyFinder.of([key.encode()]) == KeyFinder.of([key.encode()])  # a cache may key on it
+
+
+def test_a_joined_redactor_leaves_the_one_it_was_joined_from_as_it_was() -> None:
+    """The proxy joins each call's credential to its state's redactor: the next call must not
+    find it there."""
+    base = Redactor(cuts=False).joined([LONG_KEY])
+    joined = base.joined(["QzCall-0123456789-credential"])
+    assert "QzCall-0123456789-credential" in joined.secrets
+    assert "QzCall-0123456789-credential" not in base.secrets
+    assert len(joined.runs) > len(base.runs)
+    assert not joined.cuts
+    assert base.text("QzCall-0123456789-credential") == "QzCall-0123456789-credential"

@@ -9,7 +9,7 @@ import logging
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, NamedTuple
 from urllib.parse import quote, quote_plus, unquote, urlsplit, urlunsplit
 
@@ -368,9 +368,9 @@ class Redactor:
 
     def joined(self, secrets: Iterable[str]) -> Redactor:
         """A copy that masks ``secrets`` too (this one as it was)."""
-        copy = Redactor(
-            set(self.secrets), dict(self.runs), set(self.short), set(self.encoded), self.cuts,
-            self.known,
+        copy = replace(
+            self, secrets={*self.secrets}, runs={**self.runs}, short={*self.short},
+            encoded={*self.encoded},
         )  # fmt: skip
         for secret in secrets:
             copy.add(secret)
@@ -384,8 +384,8 @@ class Redactor:
         """Where the text of ``views`` holds ``FRAGMENT`` or more of ``secret``'s characters in
         a row, in any of its readings."""
         found = []
-        for view, where, is_folded in views:
-            if is_folded and not run.folded:  # (a capital of the key's would end its run there)
+        for view, where, folded_view in views:
+            if folded_view and not run.in_folded_views:  # a capital of the key's would end a run
                 continue
             if not any(anchor in view for anchor in run.anchors):  # most texts hold none
                 continue
@@ -445,7 +445,7 @@ class Run(NamedTuple):
 
     anchors: frozenset[str]
     pattern: re.Pattern[str]
-    folded: bool  # read in a folded view too (the form is its own folding)
+    in_folded_views: bool  # looked for there too: the form is its own folding
 
     @classmethod
     def of(cls, form: str, length: int) -> Run:
@@ -461,7 +461,7 @@ class View(NamedTuple):
 
     text: str
     where: list[Span] | None
-    folded: bool = False
+    folded_view: bool = False
 
 
 def _views(text: str) -> list[View]:
