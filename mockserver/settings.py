@@ -1,7 +1,7 @@
 """The mock's settings, each declared once: its type, default, help, parser and flag on its field.
 
 The CLI flags (:mod:`.cli`), the ``VERDICT_MOCK_*`` variables (:func:`from_env`) and the table
-in docs/mock.md (:func:`markdown_table`, kept true by a test) all derive from these fields.
+in docs/mock.md (generated and kept true by a test) all derive from these fields.
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ class Settings:
         1024 * 1024, "largest request body accepted, in bytes (413 beyond)", positive_int, "BYTES"
     )
     max_connections: int = _setting(
-        1000, "connections held at once (more get 503 and are closed)", positive_int, "N"
+        1000, "connections held at once (past it, 503 unless one sits idle 2 s)", positive_int, "N"
     )
     access_log: bool = _setting(False, "log one line per request (common log format, keys masked)")
     server: str = _setting(
@@ -391,19 +391,6 @@ def documented_default(option: Option, default: object) -> str:
     if isinstance(default, float) and default.is_integer():
         return str(int(default))  # 900, as the spec writes it
     return str(default)
-
-
-def markdown_table() -> str:
-    """The table of options in docs/mock.md, generated from the fields."""
-    rows = ["| flag | variable | default | what |", "|---|---|---|---|"]
-    for name, option, default in options():
-        flag = option.flag(name, default)
-        if option.metavar:
-            flag += f" {option.metavar}"
-        variable = f"`{env_var(name)}`" + (" (comma-separated)" if option.repeatable else "")
-        what = option.help + ("; repeatable" if option.repeatable else "")
-        rows.append(f"| `{flag}` | {variable} | `{documented_default(option, default)}` | {what} |")
-    return "\n".join(rows)
 
 
 def state_problem(settings: Settings) -> str | None:

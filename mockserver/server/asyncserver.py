@@ -127,10 +127,6 @@ class RequestCycle:
         self.to(QUEUED)
         self.method, self.keep_alive = method, keep_alive
 
-    @property
-    def busy(self) -> bool:
-        return self.phase in BUSY
-
 
 MAX_TARGET_BYTES: Final = 256 * 1024
 """The longest request target (path and query) the server reads; longer is 414."""
@@ -150,6 +146,7 @@ _FAILED: Final = f"answering GET {ENDPOINT_PATH}"
 IDLE_TIMEOUT: Final = 30.0
 """Seconds a connection may sit idle, stuck half-way through a request, or not read its
 answers, before it closes (aborted, if its answers are still unsent)."""
+MAKE_ROOM_AFTER: Final = 2.0  # seconds idle or arriving: then a place a newcomer may take
 DRAIN_SECONDS: Final = 5.0
 """After a refusal, how long what the client still sends is read and discarded (any size)."""
 
@@ -246,18 +243,38 @@ class HttpConnection(asyncio.Protocol):
         # uvloop's transport is no subclass of asyncio.Transport
         self.flow = FlowControl(cast("asyncio.Transport", transport), server.loop)
         server.connections.add(self)
-        if server.open >= server.max_connections:
+        if server.open >= server.max_connections and not self._make_room():
+            full = f"{server.max_connections} connections are open, none idle (--max-connections)"
+            retry = [("Retry-After", "1")]
             answer = error_answer(
-                503,
-                "too_many_connections",
-                f"the mock holds {server.max_connections} connections already "
-                "(--max-connections); retry, or reuse a connection",
-                headers=[("Retry-After", "1")],
+                503, "too_many_connections", f"{full}; retry later", headers=retry
             )
             self.flow.linger(server.heads.closing(answer), server.drain_seconds)
             return
         server.open += 1
         self.counted = True
+
+    def _make_room(self) -> bool:
+        """With ``--max-connections`` open, a newcomer takes the place of the connection idle, or
+        still sending its request, the longest (:data:`MAKE_ROOM_AFTER` at least): an idle one
+        closes (nothing is owed), a slow one is answered 408 (slowloris). Whether one made room."""
+        now = self.server.loop.time()
+        victim = max(self.server.connections, key=lambda connection: connection._unused(now))
+        if victim._unused(now) < MAKE_ROOM_AFTER:
+            return False
+        victim.counted, self.server.open = False, self.server.open - 1
+        if victim.arriving is None:
+            victim.close()
+        else:
+            reason = f"the request took over {MAKE_ROOM_AFTER:g}s to arrive (--max-connections)"
+            victim._refuse(408, "request_timeout", reason)
+        return True
+
+    def _unused(self, now: float) -> float:
+        """Seconds it has held its place unused, idle or still sending its request (or -1)."""
+        if self.pipeline or not self.counted or self.flow.state is not OPEN:
+            return -1.0
+        return now - (self.last_active if self.arriving is None else self.began)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
@@ -454,7 +471,7 @@ class HttpConnection(asyncio.Protocol):
     def _flow(self) -> None:
         """Read while the client reads its answers and no answer is waited on."""
         flow = self.flow
-        busy = bool(self.pipeline) and self.pipeline[0].busy
+        busy = bool(self.pipeline) and self.pipeline[0].phase in BUSY
         flow.read(flow.state is OPEN and not flow.write_paused and not busy)
 
     def _give_up(self) -> None:
@@ -726,7 +743,7 @@ class HttpConnection(asyncio.Protocol):
             if now - flow.paused_at > timeout:
                 self.reset()
             return
-        if self.pipeline and self.pipeline[0].busy:
+        if self.pipeline and self.pipeline[0].phase in BUSY:
             return  # waiting on a delay or the app, not on the client
         since = self.began if self.arriving is not None else self.last_active
         if now - since > timeout:

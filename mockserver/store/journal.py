@@ -94,8 +94,7 @@ def kept_headers(
     prints = {fingerprint("h", as_text(k).lower(), as_text(v)) for k, v in headers}
     if authorization is None:
         return KeptHeaders(None, frozenset(prints))
-    # the Authorization header, given apart by servers that read it apart (asyncserver.py)
-    prints.add(fingerprint("h", "authorization", authorization))
+    prints.add(fingerprint("h", "authorization", authorization))  # read apart by asyncserver.py
     return KeptHeaders(mask_credentials(authorization), frozenset(prints))
 
 

@@ -140,16 +140,13 @@ MAX_ADVANCE_SECONDS = 86_400.0
 def advance_clock() -> tuple[Response, int] | Response:
     """Move the mock's clock forward, as ``VerdictMock.advance`` does: sessions age at once."""
     raw = request.get_json(silent=True)
-    seconds = raw.get("advance") if isinstance(raw, dict) else None
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+    given = raw.get("advance") if isinstance(raw, dict) else None
+    seconds = given if isinstance(given, int | float) and not isinstance(given, bool) else None
+    if seconds is None or not 0 <= seconds <= MAX_ADVANCE_SECONDS:
+        documented = f'{{"advance": SECONDS}}, 0 to {MAX_ADVANCE_SECONDS:g}'
+        received = "no number" if seconds is None else seconds
         return error_response(
-            422, "invalid_clock", 'send {"advance": SECONDS}, a number of seconds >= 0'
-        )
-    if not 0 <= seconds <= MAX_ADVANCE_SECONDS:
-        return error_response(
-            422,
-            "invalid_clock",
-            f"advance: received {seconds}; documented: 0 to {MAX_ADVANCE_SECONDS:g} seconds",
+            422, "invalid_clock", f"received {received}; documented: {documented}"
         )
     state = state_of()
     state.advance(float(seconds))

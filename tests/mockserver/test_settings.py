@@ -9,9 +9,22 @@ import pytest
 
 from verdict_contract.core.redact import Secret
 from verdict_contract.mockserver.cli import build_parser, settings_from
-from verdict_contract.mockserver.settings import Settings, env_var, markdown_table, options
+from verdict_contract.mockserver.settings import Settings, documented_default, env_var, options
 
 MOCK_PAGE = (Path(__file__).resolve().parents[2] / "docs" / "mock.md").read_text(encoding="utf-8")
+
+
+def markdown_table() -> str:
+    """The table of options in docs/mock.md, generated from the fields."""
+    rows = ["| flag | variable | default | what |", "|---|---|---|---|"]
+    for name, option, default in options():
+        flag = option.flag(name, default)
+        if option.metavar:
+            flag += f" {option.metavar}"
+        variable = f"`{env_var(name)}`" + (" (comma-separated)" if option.repeatable else "")
+        what = option.help + ("; repeatable" if option.repeatable else "")
+        rows.append(f"| `{flag}` | {variable} | `{documented_default(option, default)}` | {what} |")
+    return "\n".join(rows)
 
 
 def test_the_mock_page_shows_the_generated_table() -> None:

@@ -42,6 +42,7 @@ from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.model.scenario import ScenarioError, load_scenario
 from verdict_contract.mockserver.model.scripts import SCRIPT_BYTES, STEP_BYTES
+from verdict_contract.mockserver.server import asyncserver
 from verdict_contract.mockserver.server.asyncserver import MAX_PIPELINED, AsyncServer
 from verdict_contract.mockserver.store.journal import UNTRUSTED_KEPT
 from verdict_contract.mockserver.web.answers import state_of
@@ -237,7 +238,10 @@ def test_requests_queued_on_one_connection_are_bounded(count: int) -> None:
         )
 
 
-def test_connections_past_the_bound_are_refused_and_fresh_ones_served_after() -> None:
+def test_connections_past_the_bound_are_refused_and_fresh_ones_served_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(asyncserver, "MAKE_ROOM_AFTER", 3600.0)  # the held ones keep their place
     settings = Settings(api_keys=(KEY,), rate_limit=OPEN, max_connections=2)
     with serving(settings) as server, contextlib.ExitStack() as held:
         address = ("127.0.0.1", server.effective_port)
@@ -256,6 +260,35 @@ def test_connections_past_the_bound_are_refused_and_fresh_ones_served_after() ->
         assert wait_until(lambda: on_loop(server, lambda: server.open) == 1)
         served = httpx.get(f"{base}/e", params={"n": "demo-refused"}, headers=bearer())
         assert served.status_code == 200
+
+
+def test_slowloris_holding_every_place_does_not_keep_the_probe_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(asyncserver, "MAKE_ROOM_AFTER", 0.0)  # no wall clock to wait on
+    settings = Settings(api_keys=(KEY,), rate_limit=OPEN, max_connections=2)
+    with serving(settings) as server, contextlib.ExitStack() as held:
+        address = ("127.0.0.1", server.effective_port)
+        drips = [held.enter_context(socket.create_connection(address, timeout=5)) for _ in "ab"]
+        for drip in drips:  # each a request head that never ends
+            drip.sendall(b"GET /e?n=demo-refused HTTP/1.1\r\nHost: x\r\nX-Drip: a")
+
+        def arriving() -> int:
+            return sum(c.arriving is not None for c in server.connections)
+
+        assert wait_until(lambda: on_loop(server, arriving) == 2)
+        base = f"http://127.0.0.1:{server.effective_port}"
+        for _ in drips:  # each probe's connection kept open: the bound is reached again
+            probe = held.enter_context(httpx.Client())
+            assert probe.get(f"{base}/_mock/livez").status_code == 200
+        for drip in drips:  # each gave its place with a 408 (then lingers, as a refusal does)
+            data = drip.recv(65536)
+            while b"}}" not in data:  # the end of the error's JSON
+                data += drip.recv(65536)
+            status, headers, body = split(data)
+            assert headers["connection"] == "close"
+            assert status == 408
+            assert error_of(status, headers["content-type"], body)["code"] == "request_timeout"
 
 
 # --- bodies ------------------------------------------------------------------------------------

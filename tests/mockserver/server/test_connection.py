@@ -12,12 +12,12 @@ import sys
 
 import pytest
 
-from tests.helpers import KEY
+from tests.helpers import KEY, error_of
 from tests.mockserver.fakes import FakeServer, connect, fake_server
 from tests.mockserver.server.test_asyncserver import split
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
-from verdict_contract.mockserver.server.asyncserver import IDLE_TIMEOUT
+from verdict_contract.mockserver.server.asyncserver import IDLE_TIMEOUT, MAKE_ROOM_AFTER
 from verdict_contract.mockserver.server.flow import Closing
 
 AUTH = f"Authorization: Bearer {KEY}\r\n".encode()
@@ -135,3 +135,63 @@ def test_a_connection_past_the_bound_is_answered_503_and_lingers(server: FakeSer
     assert second.flow.state is Closing.LINGERING
     assert first.flow.state is Closing.OPEN
     assert server.open == 1
+
+
+def test_a_newcomer_past_the_bound_takes_the_place_of_a_connection_idle_long_enough(
+    server: FakeServer,
+) -> None:
+    server.max_connections = 1
+    idle, idle_transport = connect(server)
+    idle.data_received(get("demo-refused"))  # answered: it owes nothing
+    assert answers(idle_transport.take())[0][0] == 200
+    server.loop.run_later(MAKE_ROOM_AFTER - 0.1)
+    refused, refused_transport = connect(server)
+    assert split(refused_transport.take())[0] == 503  # not idle long enough yet
+    server.loop.run_later(0.1)
+    newcomer, transport = connect(server)
+    assert idle_transport.closed
+    assert idle_transport.take() == b""
+    newcomer.data_received(get("demo-refused"))
+    assert answers(transport.take())[0][0] == 200
+    assert server.open == 1
+    assert newcomer.counted
+    assert not idle.counted
+    assert not refused.counted
+    idle.connection_lost(None)
+    assert server.open == 1  # its place was given back once
+
+
+def test_a_request_still_arriving_gives_its_place_with_a_408(server: FakeServer) -> None:
+    server.max_connections = 2
+    slow, slow_transport = connect(server)
+    slow.data_received(b"GET /e?n=demo-refused HTTP/1.1\r\nHost: x\r\nX-Drip: a")  # slowloris
+    server.loop.run_later(MAKE_ROOM_AFTER / 2)
+    fresher, fresher_transport = connect(server)
+    fresher.data_received(b"GET /e?n=demo-refused HTTP/1.1\r\n")
+    server.loop.run_later(MAKE_ROOM_AFTER / 2 - 0.1)
+    slow.data_received(b"b")  # a byte now and then: its request has still been arriving 2 s
+    server.loop.run_later(0.1)
+    connect(server)  # takes the place of the one arriving longest
+    status, headers, body = split(slow_transport.take())
+    assert status == 408
+    assert headers["connection"] == "close"
+    error = error_of(status, headers["content-type"], body)
+    assert error["code"] == "request_timeout"
+    assert "--max-connections" in error["message"]
+    assert slow.flow.state is Closing.LINGERING
+    assert fresher.flow.state is Closing.OPEN
+    assert fresher_transport.take() == b""
+    _, transport = connect(server)  # the fresher one has held its place 1 s only: refused
+    assert split(transport.take())[0] == 503
+
+
+def test_a_connection_owing_an_answer_keeps_its_place(server: FakeServer) -> None:
+    server.max_connections = 1
+    owing, owing_transport = connect(server)
+    owing.pause_writing()  # the client does not read: its answer waits in the pipeline
+    owing.data_received(get("demo-refused"))
+    server.loop.run_later(MAKE_ROOM_AFTER * 5)
+    _, transport = connect(server)
+    assert split(transport.take())[0] == 503
+    owing.resume_writing()
+    assert answers(owing_transport.take())[0][0] == 200
