@@ -246,9 +246,7 @@ class HttpConnection(asyncio.Protocol):
         if server.open >= server.max_connections and not self._make_room():
             full = f"{server.max_connections} connections are open, none idle (--max-connections)"
             retry = [("Retry-After", "1")]
-            answer = error_answer(
-                503, "too_many_connections", f"{full}; retry later", headers=retry
-            )
+            answer = error_answer(503, "too_many_connections", f"{full}; retry", headers=retry)
             self.flow.linger(server.heads.closing(answer), server.drain_seconds)
             return
         server.open += 1

@@ -143,11 +143,9 @@ def advance_clock() -> tuple[Response, int] | Response:
     given = raw.get("advance") if isinstance(raw, dict) else None
     seconds = given if isinstance(given, int | float) and not isinstance(given, bool) else None
     if seconds is None or not 0 <= seconds <= MAX_ADVANCE_SECONDS:
-        documented = f'{{"advance": SECONDS}}, 0 to {MAX_ADVANCE_SECONDS:g}'
+        wanted = f'{{"advance": SECONDS}}, 0 to {MAX_ADVANCE_SECONDS:g}'
         received = "no number" if seconds is None else seconds
-        return error_response(
-            422, "invalid_clock", f"received {received}; documented: {documented}"
-        )
+        return error_response(422, "invalid_clock", f"received {received}; documented: {wanted}")
     state = state_of()
     state.advance(float(seconds))
     return jsonify(skew=state.skew)

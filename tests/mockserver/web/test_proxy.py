@@ -669,6 +669,7 @@ class Hostile:
             "capitals": f'"{key[:16].swapcase()}"',  # its letters only, case swapped
             "full-width": f'"{"".join(chr(ord(c) + 0xFEE0) if c.isalnum() else c for c in key)}"',
             "percent-twice": f'"{"".join(f"%25{b:02X}" for b in key.encode())}"',
+            "utf-16": '"' + key.encode("utf-16-le").decode("latin-1") + '"',  # NULs between
             "header": '"none"',
         }[n]
         start_response(
@@ -742,7 +743,7 @@ def _shows_key(response: httpx.Response, key: str) -> list[str]:
     "form",
     [
         *("raw", "escaped", "percent", "base64", "base64-part", "hex-part", "capitals"),
-        *("full-width", "percent-twice", "header"),
+        *("full-width", "percent-twice", "utf-16", "header"),
     ],
 )
 def test_an_upstream_that_reflects_its_key_is_flagged_masked_and_not_recorded(
@@ -761,6 +762,7 @@ def test_an_upstream_that_reflects_its_key_is_flagged_masked_and_not_recorded(
     assert [f for f in _key_forms(UPSTREAM_KEY) if f in caplog.text] == []
     assert answer.status_code == 404
     assert _shows_key(answer, UPSTREAM_KEY) == []
+    assert UPSTREAM_KEY[:8].encode("utf-16-le") not in answer.content
     assert "x-debug-auth" not in answer.headers
     assert answer.headers["www-authenticate"] == f'Bearer realm="...{UPSTREAM_KEY[-4:]}"'
     assert answer.json()["error"]["code"] == "not_found"  # still the upstream's JSON
@@ -772,6 +774,26 @@ def test_an_upstream_that_reflects_its_key_is_flagged_masked_and_not_recorded(
     recorded = record.read_text(encoding="utf-8") if record.exists() else ""
     assert [f for f in _key_forms(UPSTREAM_KEY) if f in recorded] == []
     assert form not in recorded
+
+
+def test_a_key_in_a_utf16_text_body_is_masked(proxy_to: Any) -> None:
+    """A JSON body in UTF-16 is read as JSON (its strings masked); a text one between its NULs."""
+
+    def utf16(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        key = environ["HTTP_AUTHORIZATION"].removeprefix("Bearer ")
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-16")])
+        return [f"no session; your key is {key}".encode("utf-16")]  # with its byte order mark
+
+    with running(utf16) as upstream:  # type: ignore[arg-type]
+        proxy = proxy_to(upstream.base_url, upstream_key=Secret(UPSTREAM_KEY))
+        answer = proxy.get("s1", LOCAL)
+    print("CONTENT", answer.content, proxy.journal())
+    assert answer.status_code == 404
+    for codec in ("utf-8", "utf-16-le"):
+        assert UPSTREAM_KEY[:8].encode(codec) not in answer.content
+    assert UPSTREAM_KEY[-4:] in answer.content.decode("utf-8", "replace")  # masked, as a mask is
+    (violation, *_) = proxy.journal()[-1]["violations"]
+    assert violation.startswith("§5 key_reflected at /: the answer holds a key it was sent (body)")
 
 
 def _echoing(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
