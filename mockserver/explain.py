@@ -155,11 +155,7 @@ class Decision:
 
 
 def decide(
-    state: MockState,
-    method: str,
-    query_string: bytes,
-    authorization: str | None,
-    headers: RawHeaders = (),
+    state: MockState, method: str, query: bytes, authorization: str | None, headers: RawHeaders = ()
 ) -> Decider:
     """Decide the answer to a request to ``/e``: the key, then the rate limit, ``n``, the
     session, its script and its expiry; :func:`record` journals it once sent."""
@@ -168,10 +164,10 @@ def decide(
     if key is None:
         # Anyone can send these: only the query's first bytes are read, for the journal, which
         # keeps it as it is now (answered at once: no round trip to the store before).
-        pairs = query_start(query_string)
-        return Decision(method, query_string, pairs, authorization, _UNAUTHORIZED,
+        pairs = query_start(query)
+        return Decision(method, query, pairs, authorization, _UNAUTHORIZED,
                         None, started, headers)  # fmt: skip
-    pairs = parse_query(query_string)
+    pairs = parse_query(query)
     found = _find(state, pairs)  # decided here, but the key is counted first
     session = None if isinstance(found, Answer) else found
     limit, sid = state.limit, None if session is None else session.id
@@ -186,7 +182,7 @@ def decide(
             yield ask
         except StateUnavailable:  # a malformed request is one, store or not: never a 5xx
             if isinstance(found, Answer) and found.status == 400:
-                return Decision(method, query_string, pairs, authorization, found,
+                return Decision(method, query, pairs, authorization, found,
                                 None, started, headers)  # fmt: skip
             raise
         state.offset_read = ask.offset
@@ -205,9 +201,7 @@ def decide(
             step = taken.step
         expired = ask.expired or found.expired(now, state.settings.session_lifetime)
         answer = _answer(found, state.body(found), step, expired)
-    return Decision(
-        method, query_string, pairs, authorization, answer, ask.generation, started, headers
-    )
+    return Decision(method, query, pairs, authorization, answer, ask.generation, started, headers)
 
 
 def run(state: MockState, decider: Decider) -> Decision:
@@ -252,7 +246,7 @@ class ClientLeft(BaseException):
 def handle(
     state: MockState,
     method: str,
-    query_string: bytes,
+    query: bytes,
     authorization: str | None,
     headers: RawHeaders = (),
     sent: SentRequest | None = None,
@@ -262,7 +256,7 @@ def handle(
     that cannot decide gets a 503; one that cannot journal a decided answer only logs."""
     state = state.tenant_of(authorization)
     try:
-        decision = run(state, decide(state, method, query_string, authorization, headers))
+        decision = run(state, decide(state, method, query, authorization, headers))
     except StateUnavailable as exc:
         return unavailable_answer(exc)
     decision.sent = sent
@@ -287,10 +281,10 @@ MAX_UNAUTHORIZED_QUERY = 4096
 """Bytes of the query of a request with no valid key that are parsed (to journal ``n``)."""
 
 
-def parse_query(query_string: bytes) -> list[tuple[str, str]] | None:
+def parse_query(query: bytes) -> list[tuple[str, str]] | None:
     """The query's pairs, or None if it is not UTF-8 (werkzeug would keep ``%FF`` as text)."""
     try:
-        text = query_string.decode("utf-8")
+        text = query.decode("utf-8")
         if text and "&" not in text and "%" not in text and "+" not in text:
             # One pair, nothing to unquote (n=<id>): parse_qsl's work, 11% of a GET /e, skipped
             name, _, value = text.partition("=")
@@ -313,7 +307,7 @@ def entry_for(
     state: MockState,
     method: str,
     pairs: list[tuple[str, str]] | None,
-    query_string: bytes,
+    query: bytes,
     authorization: str | None,
     answer: Answer | str,
     latency_ms: float | None = None,
@@ -327,10 +321,10 @@ def entry_for(
     ``path``: a wrong one, journaled so that a check can say what was sent instead;
     ``generation``: the journal's when the request arrived (None: kept in the journal of now)."""
     journaled = None
-    if pairs is not None and len(query_string) + len(authorization or "") <= _CACHED_QUERY:
-        journaled = _cached_query(query_string, state.key_finder, authorization)
+    if pairs is not None and len(query) + len(authorization or "") <= _CACHED_QUERY:
+        journaled = _cached_query(query, state.key_finder, authorization)
     if journaled is None:  # a query that is not UTF-8 is journaled whole, as Latin-1
-        args = pairs if pairs is not None else [("?", query_string.decode("latin-1"))]
+        args = pairs if pairs is not None else [("?", query.decode("latin-1"))]
         journaled = journaled_query(args, state.masks(authorization))
     return make_entry(
         method=method,
@@ -345,32 +339,27 @@ def entry_for(
     )
 
 
-def query_start(query_string: bytes) -> list[tuple[str, str]] | None:
+def query_start(query: bytes) -> list[tuple[str, str]] | None:
     """The pairs of at most :data:`MAX_UNAUTHORIZED_QUERY` bytes of a query, and a note of the
     rest (named :data:`.store.journal.CUT`)."""
-    if len(query_string) <= MAX_UNAUTHORIZED_QUERY:
-        return parse_query(query_string)
-    start = query_string[:MAX_UNAUTHORIZED_QUERY].rpartition(b"&")[0]
+    if len(query) <= MAX_UNAUTHORIZED_QUERY:
+        return parse_query(query)
+    start = query[:MAX_UNAUTHORIZED_QUERY].rpartition(b"&")[0]
     pairs = parse_query(start)
     if pairs is not None:
-        pairs.append((CUT, f"{len(query_string) - len(start)} bytes not read (no valid key)"))
+        pairs.append((CUT, f"{len(query) - len(start)} bytes not read (no valid key)"))
     return pairs
 
 
-def wrong_method(state: MockState, method: str, query_string: bytes, headers: RawHeaders) -> Answer:
+def wrong_method(state: MockState, method: str, query: bytes, headers: RawHeaders) -> Answer:
     """The 405 of ``/e`` asked with a method the API does not take, journaled."""
     answer = not_allowed(method, ", ".join(API_METHODS))
-    journal_elsewhere(state, method, ENDPOINT_PATH, query_string, headers, answer)
+    journal_elsewhere(state, method, ENDPOINT_PATH, query, headers, answer)
     return answer
 
 
 def journal_elsewhere(
-    state: MockState,
-    method: str,
-    path: str,
-    query_string: bytes,
-    headers: RawHeaders,
-    answer: Answer,
+    state: MockState, method: str, path: str, query: bytes, headers: RawHeaders, answer: Answer
 ) -> None:
     """Journal a request the API does not take (a wrong path, or ``/e`` with a wrong method):
     a check that said "no request at all" would send its author looking in the wrong place.
@@ -381,9 +370,9 @@ def journal_elsewhere(
     state = state.tenant_of(authorization)
     # Anyone can send these, with any method: without a key, only the query's start is read.
     keyed = authorized(state, authorization) is not None
-    pairs = parse_query(query_string) if keyed else query_start(query_string)
+    pairs = parse_query(query) if keyed else query_start(query)
     masked = masked_path(path[: MAX_PATH_CHARS + 1], state.masks(authorization))  # as shown
     entry = entry_for(
-        state, method, pairs, query_string, authorization, answer, headers=headers, path=masked
+        state, method, pairs, query, authorization, answer, headers=headers, path=masked
     )
     _journal(state, entry)  # answered at once: kept in the journal of now

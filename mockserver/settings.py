@@ -155,9 +155,7 @@ class Settings:
         "reflects the key it was sent",
         needs="proxy_to",
     )
-    proxy_timeout: float = _setting(
-        10.0, "longest wait for the upstream, then 504", seconds, "SECONDS"
-    )
+    proxy_timeout: float = _setting(10.0, "longest upstream wait, then 504", seconds, "SECONDS")
     record: Path | None = _setting(
         None, "write the proxied sessions to this scenario file", Path, "FILE", needs="proxy_to"
     )

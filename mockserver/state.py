@@ -173,12 +173,13 @@ class MockState:
 
     @property
     def signing_secret(self) -> str:
-        """What signs this state's minted ids: a tenant's own, so no other tenant reads them."""
-        secret = self.settings.signing_secret
-        if self.tenant is None:
+        """What signs this state's minted ids, and names its Redis keys: a tenant's own, of its
+        name and token, so no other tenant (nor a team given the name later) reads them."""
+        secret, tenant = self.settings.signing_secret, self.tenant
+        if tenant is None:
             return secret
-        own = hmac.new(secret.encode(), f"tenant {self.tenant.name}".encode(), hashlib.sha256)
-        return own.hexdigest()
+        own = f"tenant {tenant.name} {tenant.control_token.reveal()}".encode()
+        return hmac.new(secret.encode(), own, hashlib.sha256).hexdigest()
 
     @property
     def tenant_name(self) -> str:
@@ -189,19 +190,20 @@ class MockState:
 
     def load_tenants(self, tenants: dict[str, Tenant]) -> None:
         """Serve these tenants (the tenants file, loaded or reloaded) beside the operator's: one
-        kept keeps its state (sessions, journal, clock) under the file's keys, token and rate
-        limit; one gone from the file is no longer served."""
+        kept, with its token, keeps its state (sessions, journal, clock) under the file's keys
+        and rate limit; one gone from the file, or given another token, is no longer served."""
         with self._apply_lock:
             states: dict[str, MockState] = {OPERATOR: self}
             for name, tenant in tenants.items():
                 state = self.tenants.get(name)
-                if state is None:
+                token = state.tenant.control_token if state and state.tenant else None
+                if state is None or token != tenant.control_token:  # a new token: a new state
                     state = MockState(self.settings, tenant, self)
                 else:
                     state.tenant = tenant
                     state.apply(state.scenario)
                 states[name] = state
-            gone = [state for name, state in self.tenants.items() if name not in states]
+            gone = [state for name, state in self.tenants.items() if states.get(name) is not state]
             self.tenants = states
             self._index_keys()
         for state in gone:  # no longer served: its connections to Redis go

@@ -86,6 +86,9 @@ class StateURL(str):
             parts.port  # noqa: B018 - raises ValueError for a port that is not a number
         except ValueError:
             raise ValueError(f"{_masked(text)!r}: the port is not a number") from None
+        dbs = [v for n, v in pairs if n == "db"] + [parts.path[1:]] * bool(parts.hostname)
+        if not all(db.isdigit() for db in dbs if db):  # redis-py takes db 0 for "/7x"
+            raise ValueError(f"{_masked(text)!r}: the database is not a number (HOST:PORT/DB)")
         return cls(text)
 
     @property

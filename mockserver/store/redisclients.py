@@ -31,7 +31,9 @@ import redis.retry
 import redis.sentinel
 from redis._parsers import _AsyncHiredisParser, _HiredisParser  # its parser_class option
 from redis._parsers.base import BaseParser
+from redis._parsers.commands import AsyncCommandsParser
 from redis._parsers.hiredis import NOT_ENOUGH_DATA
+from redis.asyncio.cluster import ClusterNode
 from redis.backoff import NoBackoff
 from redis.connection import UnixDomainSocketConnection, parse_url
 from redis.exceptions import InvalidResponse, ResponseError
@@ -164,9 +166,14 @@ class Clients:
         retry = redis.asyncio.retry.Retry(NoBackoff(), 0)
         if self.cluster:
             client = redis.asyncio.cluster.RedisCluster.from_url(self._url, retry=retry, **_OPTIONS)
+            nodes, found = client.nodes_manager, cast(redis.cluster.RedisCluster, self.sync)
+            for known in found.nodes_manager.nodes_cache.values():  # found at start: the URL's
+                node = ClusterNode(known.host, known.port, **nodes.connection_kwargs)  # may go
+                nodes.startup_nodes.setdefault(node.name, node)
+            client.commands_parser = _KeptCommands()
+            client.commands_parser.commands = dict(found.commands_parser.commands)
             # It takes no parser_class: given to the node settings it copies into each
             # connection (as redis-py gives its own maintenance handler), before the first.
-            nodes = client.nodes_manager
             startup = (node.connection_kwargs for node in nodes.startup_nodes.values())
             for kwargs in (nodes.connection_kwargs, *startup):
                 kwargs["parser_class"] = self._async_parser
@@ -193,6 +200,15 @@ class Clients:
                     node.redis_connection.connection_pool.disconnect()
         for each in (self.sync, *[c for c in self._asked if not hasattr(c, "aclose")]):
             each.close()
+
+
+class _KeptCommands(AsyncCommandsParser):
+    """The cluster's table of commands, as the blocking client read it at start: redis-py asks
+    for it again at each reconnection, of the first node the cluster lists, which may be down."""
+
+    async def initialize(self, node: ClusterNode | None = None) -> None:
+        if node is not None:
+            self.node = node
 
 
 def _primary(kind: Any, target: SentinelTarget, parser: type[Any], asked: list[Any]) -> Any:
@@ -290,6 +306,8 @@ class Line:
             if replies is None or not replies.usable:  # never made, or broken since
                 if self._connecting is None:  # one attempt, whoever comes meanwhile waits on it
                     self._connecting = asyncio.ensure_future(self._connect())
+                    # its failure seen here too: else, once every waiter is gone, asyncio logs it
+                    self._connecting.add_done_callback(lambda t: t.cancelled() or t.exception())
                 replies = await asyncio.shield(self._connecting)
             return await replies.reply_of(command)
         except BaseException:  # the line is out of step: dropped

@@ -26,7 +26,7 @@ from functools import partial
 from operator import attrgetter
 from typing import Any, Final, NamedTuple, TypeVar
 
-from redis.exceptions import NoScriptError, OutOfMemoryError, ReadOnlyError
+from redis.exceptions import AuthenticationError, NoScriptError, OutOfMemoryError, ReadOnlyError
 
 from verdict_contract.core.redact import KeyFinder, printable
 
@@ -218,11 +218,9 @@ return redis.call('SET', KEYS[1], string.format('%.17g', sum))
 """
 
 
-_SHA: Final = {
-    script: hashlib.sha1(script.encode()).hexdigest()  # noqa: S324 - Redis names scripts so
-    for script in (ASK, APPEND)
-}
-"""The scripts of ``/e`` by the name EVALSHA gives them (loaded at start, and again if lost)."""
+_SHA: Final = {script: hashlib.sha1(script.encode()).hexdigest() for script in (ASK, APPEND)}  # noqa: S324
+"""The scripts of ``/e`` by the name EVALSHA gives them (Redis names a script by its SHA-1;
+loaded at start, and again if lost)."""
 
 
 def key_prefix(secret: str, name: str | None = None) -> str:
@@ -696,13 +694,11 @@ it would refuse a primitive's writes (OOM when full under ``noeviction``, READON
 on a read-only replica, MISCONF when it cannot persist), so readiness asks without writing."""
 
 _REFUSALS: Final[dict[type[BaseException], tuple[str, str]]] = {
-    OutOfMemoryError: (
-        "state_full",
-        "Redis is full (used memory over maxmemory, with a noeviction policy)",
-    ),
+    OutOfMemoryError: ("state_full", "Redis is full (used memory over maxmemory, noeviction)"),
     ReadOnlyError: ("state_read_only", "Redis is a read-only replica"),
+    AuthenticationError: ("state_auth_refused", "Redis refuses the URL's user or password"),
 }
-"""Redis's refusals to be written, each with the 503's code and its reason."""
+"""Redis's refusals to be written (or used), each with the 503's code and its reason."""
 
 
 def _expect_ok(reply: object) -> None:

@@ -320,9 +320,7 @@ class ValidatingProxy(ExplainMiddleware):
         try:
             url = httpx.URL(self.url + ("?" + query.decode("latin-1") if query else ""))
         except httpx.InvalidURL:
-            return ProxiedAnswer(
-                error_answer(400, "bad_request", "the query string cannot be sent on")
-            )
+            return ProxiedAnswer(error_answer(400, "bad_request", "the query cannot be sent on"))
         if self._stopping.done():
             return ProxiedAnswer(error_answer(503, *_STOPPING))
         call = _Call(method, url, headers)

@@ -147,15 +147,11 @@ class Recorder:
             if known is not None and (known == 200 or status != 200):
                 return None
             if known is None and len(self._statuses) >= MAX_RECORDED_SESSIONS:
-                return self._refuse(
-                    f"the recording holds {MAX_RECORDED_SESSIONS} sessions, its bound"
-                )
+                return self._refuse(f"the recording holds {MAX_RECORDED_SESSIONS} sessions: full")
             if self._full or self._accepted_bytes + len(body) > self.max_bytes:
                 return self._refuse_full()
             if self._queued_bytes + len(body) > MAX_QUEUED_BYTES:
-                return self._refuse(
-                    f"{MAX_QUEUED_BYTES} bytes of answers are waiting to be written"
-                )
+                return self._refuse(f"{MAX_QUEUED_BYTES} bytes of answers wait to be written")
             self._statuses[session_id] = status
             self._accepted_bytes += len(body)
             self._queued_bytes += len(body)

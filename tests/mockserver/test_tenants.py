@@ -22,12 +22,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import running, wait_until
+from tests.redisserver import redis_server
 from verdict_contract.core.errors import ScenarioError, SettingsError
 from verdict_contract.core.redact import KeyFinder, Secret, mask
 from verdict_contract.mockserver import Settings, create_app
 from verdict_contract.mockserver.cli import banner, watch_files
 from verdict_contract.mockserver.model.scenario import parse_scenario
 from verdict_contract.mockserver.model.tenants import load_tenants, parse_tenants
+from verdict_contract.mockserver.store.backend import StateURL
 from verdict_contract.mockserver.web.answers import state_of
 from verdict_contract.testing.background import BackgroundServer
 
@@ -481,6 +483,40 @@ def test_the_tenants_file_is_reloaded_when_it_changes(tenants_file: Path) -> Non
             teams.close()
 
 
+@pytest.mark.parametrize("store", ["memory", "redis"])
+def test_a_name_given_to_another_team_starts_afresh(
+    store: str, tenants_file: Path, request: pytest.FixtureRequest
+) -> None:
+    """A tenant's state is of its name and its token: the name removed, then given to another
+    team (its own token and key), holds none of the first team's journal or sessions, in this
+    process or in Redis; a tenant kept with its token keeps its own (the reload test above)."""
+    settings = Settings(api_keys=(OPERATOR_KEY,), control_token=Secret(OPERATOR_TOKEN))
+    if store == "redis":
+        server = request.getfixturevalue("redis_url")
+        settings = replace(settings, state=StateURL.parse(server), secret="tenant-reuse")
+    app = create_app(replace(settings, tenants=tenants_file))
+    state = state_of(app)
+    with running(app) as server:
+        teams = Teams(server.base_url)
+        try:
+            minted = teams.mint("risk")
+            assert teams.explain("risk", minted).status_code == 200
+            others = json.loads(json.dumps(TENANTS))
+            del others["tenants"]["risk"]
+            state.load_tenants(parse_tenants(others, (OPERATOR_KEY,), Secret(OPERATOR_TOKEN)))
+            new: dict[str, Any] = {"control_token": "new-risk-token-0123456", "api_keys": ["k"]}
+            others["tenants"]["risk"] = new
+            state.load_tenants(parse_tenants(others, (OPERATOR_KEY,), Secret(OPERATOR_TOKEN)))
+            as_new = {"X-Mock-Token": new["control_token"]}
+            journal = httpx.get(f"{server.base_url}/_mock/requests", headers=as_new)
+            assert journal.json() == []
+            again = teams.explain("risk", minted, as_key="k")
+            assert again.status_code == 404  # signed for the first team's risk
+            assert teams.control("risk", "GET", "requests").status_code == 401  # its old token
+        finally:
+            teams.close()
+
+
 def test_the_banner_names_the_tenants(tenants_file: Path) -> None:
     settings = Settings(control_token=Secret(OPERATOR_TOKEN), tenants=tenants_file)
     state = state_of(create_app(settings))
@@ -497,3 +533,9 @@ def test_a_tenants_repr_shows_no_key(tenants_file: Path) -> None:
     assert "pay-key" not in shown
     assert token("pay")[:8] not in shown
     assert "…0001" in shown
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with redis_server() as server:
+        yield server.url

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from tests.redisserver import redis_server
 from verdict_contract.core.redact import KeyFinder
@@ -286,3 +287,26 @@ def test_a_redis_error_reply_shows_no_password_nor_raw_escapes(
     assert "\x1b" not in caplog.text  # (a JSON body escapes it anyway)
     said = "ResponseError" if reply == ERROR_REPLIES["quoting the password"] else "HACKED"
     assert said in shown[0].text  # what failed is still said
+
+
+def test_a_password_redis_no_longer_takes_is_a_503_without_retry_after() -> None:
+    """Retrying cannot help until someone gives the mock the new password: said so, with no
+    ``Retry-After``, by /e and readyz alike, and the password is never shown."""
+    with redis_server("--requirepass", PASSWORD, password=PASSWORD) as server:
+        url = f"redis://:{PASSWORD}@127.0.0.1:{server.port}"
+        settings = Settings(port=0, state=StateURL.parse(url), secret="pw", api_keys=(KEY,))
+        with live_mock(settings) as mock, httpx.Client(base_url=mock.base_url) as client:
+            assert client.get("/e", params={"n": "demo-refused"}, headers=AUTH).status_code == 200
+            admin = redis.Redis(port=server.port, password=PASSWORD)
+            admin.config_set("requirepass", "another-password-0001")
+            admin.client_kill_filter(_type="normal", skipme=False)  # each connects again
+            admin.close()
+            answers = [
+                client.get("/e", params={"n": "demo-refused"}, headers=AUTH),
+                client.get("/_mock/readyz"),
+            ]
+    for answer in answers:
+        assert answer.status_code == 503
+        assert answer.json()["error"]["code"] == "state_auth_refused"
+        assert "retry-after" not in answer.headers
+        assert _PART.decode() not in answer.text

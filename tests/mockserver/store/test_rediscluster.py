@@ -303,3 +303,29 @@ def test_with_tenants_one_tenants_lost_slot_leaves_the_process_ready_for_the_oth
                     client.close()
             return
     pytest.fail("every secret put the tenants on one node")
+
+
+def test_the_node_the_url_names_may_go_once_the_mock_has_found_the_others(
+    tmp_path: Path,
+) -> None:
+    """Its event loop's client starts from every node the mock found at start, not only the
+    URL's: a process that sent no /e before that node went (a --workers worker) answers it
+    from the node that holds its slot, as readyz says it can."""
+    with redis_cluster(tmp_path) as nodes:
+        for client in nodes.clients():  # the slots of the nodes left are served
+            client.config_set("cluster-require-full-coverage", "no")
+            client.close()
+        for secret in SECRETS:  # a secret whose slot is not on the URL's node
+            with live_mock(settings(nodes.url, secret, state_name="failover")) as mock:
+                shared = mock.state.shared
+                assert isinstance(shared, RedisStore)
+                if _owner(nodes, shared.keys.clock) == 0:
+                    continue
+                assert httpx.get(f"{mock.base_url}/_mock/readyz").status_code == 200
+                nodes.processes[0].kill()  # before this process's first /e
+                nodes.processes[0].wait(timeout=10)
+                assert httpx.get(f"{mock.base_url}/_mock/readyz").status_code == 200
+                answered = httpx.get(mock.url("demo-refused"), headers=mock.headers)
+                assert answered.status_code == 200, answered.text
+                return
+    pytest.fail("every secret's slot was on the URL's node")

@@ -8,6 +8,7 @@ says (the line authenticates and selects as redis-py's own clients do).
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -131,3 +132,32 @@ def test_round_trips_sent_together_before_it_connects_share_one_connection(
     raw.close()
     assert replies == ["PONG"] * 10
     assert opened == 1
+
+
+def test_a_connection_given_up_on_leaves_no_unretrieved_failure() -> None:
+    """A Redis that takes the connection but never answers its AUTH (a frozen one): the round
+    trip that waited on it times out, the line is dropped, and the connecting task's failure is
+    not left for asyncio to log as "Task exception was never retrieved", with a traceback."""
+    unhandled: list[dict[str, object]] = []
+
+    async def run() -> None:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda _, context: unhandled.append(context)
+        )
+        held: list[asyncio.StreamWriter] = []
+        frozen = await asyncio.start_server(lambda _, w: held.append(w), "127.0.0.1", 0)  # mute
+        port = frozen.sockets[0].getsockname()[1]
+        line = Line.of(f"redis://:{PASSWORD}@127.0.0.1:{port}/0", 1 << 20)
+        assert line is not None
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(line.send(("PING",)), 0.1)
+        for _ in range(5):  # the connecting task ends with the line it was given up on
+            await asyncio.sleep(0.01)
+        for writer in held:
+            writer.close()
+        frozen.close()
+        await frozen.wait_closed()
+
+    asyncio.run(run())
+    gc.collect()  # an unretrieved failure is said when its task is collected
+    assert unhandled == []

@@ -476,6 +476,12 @@ def test_a_state_url_is_checked_and_its_password_never_printed() -> None:
         StateURL.parse("http://cache.internal")
     with pytest.raises(ValueError, match="port is not a number"):
         StateURL.parse("redis://cache.internal:port/0")
+    for wrong in ("redis://:hunter2@cache.internal/7x", "unix:///run/redis.sock?db=x1"):
+        with pytest.raises(ValueError, match="database is not a number") as refused:
+            StateURL.parse(wrong)
+        assert "hunter2" not in str(refused.value)
+    for right in ("redis://cache.internal/7", "redis://cache.internal", "unix:///r.sock?db=2"):
+        assert StateURL.parse(right) == right
     assert StateURL.parse(" Memory ").is_memory
 
 
