@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -147,6 +147,8 @@ IDLE_TIMEOUT: Final = 30.0
 """Seconds a connection may sit idle, stuck half-way through a request, or not read its
 answers, before it closes (aborted, if its answers are still unsent)."""
 MAKE_ROOM_AFTER: Final = 2.0  # seconds idle or arriving: then a place a newcomer may take
+ROOM_LOOKED_FOR_EVERY: Final = 0.1  # seconds: at most, while none is found (a scan costs)
+MAX_LINGERING: Final = 64  # connections draining after a refusal at once
 DRAIN_SECONDS: Final = 5.0
 """After a refusal, how long what the client still sends is read and discarded (any size)."""
 
@@ -247,22 +249,34 @@ class HttpConnection(asyncio.Protocol):
             full = f"{server.max_connections} connections are open, none idle (--max-connections)"
             retry = [("Retry-After", "1")]
             answer = error_answer(503, "too_many_connections", f"{full}; retry", headers=retry)
-            self.flow.linger(server.heads.closing(answer), server.drain_seconds)
+            self._linger(answer)
             return
         server.open += 1
         self.counted = True
+
+    def _linger(self, refusal: Answer) -> None:
+        """Write a refusal, then drain what the client still sends: :data:`MAX_LINGERING`
+        connections at a time, the oldest cut for the next (a flood of refusals holds no more)."""
+        lingering = self.server.lingering
+        if len(lingering) >= MAX_LINGERING:  # the one that has had longest to read its answer
+            lingering.popitem(last=False)[0].abort()
+        lingering[self] = None
+        self.flow.linger(self.server.heads.closing(refusal), self.server.drain_seconds)
 
     def _make_room(self) -> bool:
         """With ``--max-connections`` open, a newcomer takes the place of the connection idle, or
         still sending its request, the longest (:data:`MAKE_ROOM_AFTER` at least): an idle one
         closes (nothing is owed), a slow one is answered 408 (slowloris). Whether one made room."""
-        now = self.server.loop.time()
-        victim = max(self.server.connections, key=lambda connection: connection._unused(now))
-        if victim._unused(now) < MAKE_ROOM_AFTER:
+        server, now = self.server, self.server.loop.time()
+        if now < server.no_room_until:  # none was found a moment ago: not looked for again yet
             return False
-        victim.counted, self.server.open = False, self.server.open - 1
-        if victim.arriving is None:
-            victim.close()
+        victim = max(server.connections, key=lambda connection: connection._unused(now))
+        if victim._unused(now) < MAKE_ROOM_AFTER:
+            server.no_room_until = now + ROOM_LOOKED_FOR_EVERY
+            return False
+        victim.counted, server.open = False, server.open - 1
+        if victim.arriving is None:  # its answers given to the transport: dropped if unread
+            victim.abort() if victim.flow.transport.get_write_buffer_size() else victim.close()
         else:
             reason = f"the request took over {MAKE_ROOM_AFTER:g}s to arrive (--max-connections)"
             victim._refuse(408, "request_timeout", reason)
@@ -279,6 +293,7 @@ class HttpConnection(asyncio.Protocol):
         if self.counted:
             self.server.open -= 1
             self.counted = False
+        self.server.lingering.pop(self, None)
         self.flow.lost()
         self._give_up()
 
@@ -305,11 +320,8 @@ class HttpConnection(asyncio.Protocol):
             if self.arriving is not None:  # a request still arriving: what is kept is bounded
                 self.room -= len(data)
                 if self.room < 0:
-                    self._refuse(
-                        431,
-                        "request_header_fields_too_large",
-                        f"the request's head or trailers hold more than {MAX_HEAD_BYTES} bytes",
-                    )
+                    too_many = f"the request's head or trailers are over {MAX_HEAD_BYTES} bytes"
+                    self._refuse(431, "request_header_fields_too_large", too_many)
 
     def pause_writing(self) -> None:  # the client is not reading: stop answering and reading
         self.flow.pause_writing()
@@ -341,12 +353,8 @@ class HttpConnection(asyncio.Protocol):
         assert cycle is not None
         cycle.size += len(name) + len(value)
         if cycle.size > MAX_HEADER_BYTES:
-            raise self._refuse(
-                431,
-                "request_header_fields_too_large",
-                f"the request headers hold more than {MAX_HEADER_BYTES} bytes; "
-                f"the mock accepts at most {MAX_HEADER_BYTES}",
-            )
+            too_many = f"the headers are over {MAX_HEADER_BYTES} bytes"
+            raise self._refuse(431, "request_header_fields_too_large", too_many)
         cycle.headers.append((name, value))
         lowered = name.lower()  # the headers that decide how the request is read or answered
         if lowered == b"authorization":
@@ -369,12 +377,8 @@ class HttpConnection(asyncio.Protocol):
         max_body = self.server.max_body
         self.room += _FRAMING * max_body
         if cycle.declared > max_body:
-            raise self._refuse(
-                413,
-                "request_entity_too_large",
-                f"the request body is {cycle.declared} bytes; the mock accepts at most "
-                f"{max_body} (--max-body)",
-            )
+            too_big = f"the request body is {cycle.declared} bytes, over {max_body} (--max-body)"
+            raise self._refuse(413, "request_entity_too_large", too_big)
         if cycle.asks_continue:
             cycle.expect_continue = True
             self._continue()
@@ -383,11 +387,8 @@ class HttpConnection(asyncio.Protocol):
         cycle = self.arriving
         assert cycle is not None
         if len(cycle.body) + len(body) > self.server.max_body:
-            raise self._refuse(
-                413,
-                "request_entity_too_large",
-                f"the request body is over {self.server.max_body} bytes (--max-body)",
-            )
+            too_big = f"the request body is over {self.server.max_body} bytes (--max-body)"
+            raise self._refuse(413, "request_entity_too_large", too_big)
         cycle.body += body
 
     def on_message_complete(self) -> None:
@@ -395,12 +396,8 @@ class HttpConnection(asyncio.Protocol):
         assert cycle is not None
         parser = self.parser
         if len(self.pipeline) >= MAX_PIPELINED:
-            raise self._refuse(
-                503,
-                "too_many_pipelined_requests",
-                f"{MAX_PIPELINED} requests are already waiting for their answers on this "
-                "connection; read the answers before sending more",
-            )
+            waiting = f"{MAX_PIPELINED} requests here wait for their answers: read them first"
+            raise self._refuse(503, "too_many_pipelined_requests", waiting)
         version = cycle.version
         keep_alive = version == "1.1" and parser.should_keep_alive() and not parser.should_upgrade()
         self.arriving = None
@@ -492,7 +489,7 @@ class HttpConnection(asyncio.Protocol):
         """Begin answering the request at the head of the pipeline."""
         if cycle.refusal is not None:
             cycle.to(DONE)
-            self.flow.linger(self.server.heads.closing(cycle.refusal), self.server.drain_seconds)
+            self._linger(cycle.refusal)
             return
         url = cycle.url
         if self.server.hot and (url == _HOT_PATH or url.startswith(_HOT_PREFIX)):
@@ -788,6 +785,8 @@ class AsyncServer:
         self.connections: set[HttpConnection] = set()
         room_for(self.max_connections)
         self.open = 0  # connections counted against --max-connections
+        self.lingering: OrderedDict[HttpConnection, None] = OrderedDict()  # draining, oldest first
+        self.no_room_until = 0.0  # loop time: _make_room found none, and looks again then
         self.sock = bound_socket(host, port, reuse_port=settings.workers > 1, listen=True)
         self.address: tuple[str, int] = self.sock.getsockname()[:2]
         self._proxy: ValidatingProxy | None = parts.proxy if parts else None
@@ -923,7 +922,7 @@ class AsyncServer:
         self._sweeper = self.loop.call_later(min(SWEEP_SECONDS, self.idle_timeout), self._sweep)
 
 
-_SPARE_FILES = 64  # listener, log files, worker sockets (a proxy's calls upstream)
+_SPARE_FILES = 64 + MAX_LINGERING  # listener, logs, worker sockets, upstream calls, refusals
 
 
 def room_for(connections: int) -> None:

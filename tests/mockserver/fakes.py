@@ -8,6 +8,7 @@ paused or the connection closed; the loop's clock moves only when the test says
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -134,6 +135,8 @@ class FakeServer:
     heads: Heads = field(default_factory=Heads)
     connections: set[HttpConnection] = field(default_factory=set)
     open: int = 0
+    lingering: OrderedDict[HttpConnection, None] = field(default_factory=OrderedDict)
+    no_room_until: float = 0.0
     address: tuple[str, int] = ("127.0.0.1", 8080)
     pool: Any = None  # nothing here goes to the app on a worker thread
     tasks: set[asyncio.Task[Decision]] = field(default_factory=set)

@@ -17,7 +17,12 @@ from tests.mockserver.fakes import FakeServer, connect, fake_server
 from tests.mockserver.server.test_asyncserver import split
 from verdict_contract.core.rates import RateLimit
 from verdict_contract.mockserver import Settings
-from verdict_contract.mockserver.server.asyncserver import IDLE_TIMEOUT, MAKE_ROOM_AFTER
+from verdict_contract.mockserver.server import asyncserver
+from verdict_contract.mockserver.server.asyncserver import (
+    IDLE_TIMEOUT,
+    MAKE_ROOM_AFTER,
+    ROOM_LOOKED_FOR_EVERY,
+)
 from verdict_contract.mockserver.server.flow import Closing
 
 AUTH = f"Authorization: Bearer {KEY}\r\n".encode()
@@ -195,3 +200,54 @@ def test_a_connection_owing_an_answer_keeps_its_place(server: FakeServer) -> Non
     assert split(transport.take())[0] == 503
     owing.resume_writing()
     assert answers(owing_transport.take())[0][0] == 200
+
+
+def test_a_client_that_does_not_read_gives_its_place_and_its_unsent_answers(
+    server: FakeServer,
+) -> None:
+    """Closed, it would wait for its answers to drain, for ever, uncounted: it is aborted."""
+    server.max_connections = 1
+    deaf, deaf_transport = connect(server)
+    deaf.data_received(get("demo-refused"))
+    deaf_transport.unsent = 64 * 1024  # its answers sit in the transport: the client reads none
+    server.loop.run_later(MAKE_ROOM_AFTER)
+    connect(server)
+    assert deaf_transport.aborted
+    assert deaf.flow.state is Closing.ABORTED
+
+
+def test_a_place_is_looked_for_again_only_a_moment_after_none_was_found(
+    server: FakeServer,
+) -> None:
+    """Each look goes over every connection: a flood of newcomers at the bound looks once a
+    moment, not once each."""
+    server.max_connections = 1
+    _, idle_transport = connect(server)
+    server.loop.run_later(MAKE_ROOM_AFTER - ROOM_LOOKED_FOR_EVERY / 2)
+    _, refused = connect(server)  # none found
+    assert split(refused.take())[0] == 503
+    server.loop.run_later(ROOM_LOOKED_FOR_EVERY / 2)  # the idle one could go now...
+    _, refused = connect(server)
+    assert split(refused.take())[0] == 503  # ... but is not looked for yet
+    assert not idle_transport.closed
+    server.loop.run_later(ROOM_LOOKED_FOR_EVERY)
+    connect(server)
+    assert idle_transport.closed
+
+
+def test_refusals_drain_a_bounded_number_at_a_time(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the bound, the refusal that has drained longest is cut for the next: a flood of
+    newcomers at --max-connections holds no more files than that, and each gets its 503."""
+    monkeypatch.setattr(asyncserver, "MAX_LINGERING", 2)
+    server.max_connections = 1
+    connect(server)
+    refused = [connect(server) for _ in range(3)]
+    states = [connection.flow.state for connection, _ in refused]
+    assert states == [Closing.ABORTED, Closing.LINGERING, Closing.LINGERING]
+    assert all(split(transport.take())[0] == 503 for _, transport in refused)
+    assert list(server.lingering) == [connection for connection, _ in refused[1:]]
+    for connection, _ in refused:
+        connection.connection_lost(None)
+    assert server.lingering == {}
