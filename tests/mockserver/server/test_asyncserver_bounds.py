@@ -20,6 +20,7 @@ import tracemalloc
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -238,17 +239,38 @@ def test_requests_queued_on_one_connection_are_bounded(count: int) -> None:
         )
 
 
+@dataclass
+class TwoPlaces:
+    """A mock of ``--max-connections 2`` on a thread, and the sockets a test holds to it."""
+
+    server: AsyncServer
+    held: contextlib.ExitStack
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server.effective_port}"
+
+    def connect(self) -> socket.socket:
+        address = ("127.0.0.1", self.server.effective_port)
+        return self.held.enter_context(socket.create_connection(address, timeout=5))
+
+
+@contextmanager
+def two_places(monkeypatch: pytest.MonkeyPatch, make_room_after: float) -> Iterator[TwoPlaces]:
+    monkeypatch.setattr(asyncserver, "MAKE_ROOM_AFTER", make_room_after)
+    settings = Settings(api_keys=(KEY,), rate_limit=OPEN, max_connections=2)
+    with serving(settings) as server, contextlib.ExitStack() as held:
+        yield TwoPlaces(server, held)
+
+
 def test_connections_past_the_bound_are_refused_and_fresh_ones_served_after(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(asyncserver, "MAKE_ROOM_AFTER", 3600.0)  # the held ones keep their place
-    settings = Settings(api_keys=(KEY,), rate_limit=OPEN, max_connections=2)
-    with serving(settings) as server, contextlib.ExitStack() as held:
-        address = ("127.0.0.1", server.effective_port)
-        first = held.enter_context(socket.create_connection(address, timeout=5))
-        held.enter_context(socket.create_connection(address, timeout=5))
+    with two_places(monkeypatch, 3600.0) as places:  # none gives way
+        server, base = places.server, places.base
+        first = places.connect()
+        places.connect()
         assert wait_until(lambda: on_loop(server, lambda: server.open) == 2)
-        base = f"http://127.0.0.1:{server.effective_port}"
         refused = httpx.get(f"{base}/e", params={"n": "demo-refused"}, headers=bearer())
         assert refused.status_code == 503
         assert refused.headers["connection"] == "close"
@@ -265,11 +287,8 @@ def test_connections_past_the_bound_are_refused_and_fresh_ones_served_after(
 def test_slowloris_holding_every_place_does_not_keep_the_probe_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(asyncserver, "MAKE_ROOM_AFTER", 0.0)  # no wall clock to wait on
-    settings = Settings(api_keys=(KEY,), rate_limit=OPEN, max_connections=2)
-    with serving(settings) as server, contextlib.ExitStack() as held:
-        address = ("127.0.0.1", server.effective_port)
-        drips = [held.enter_context(socket.create_connection(address, timeout=5)) for _ in "ab"]
+    with two_places(monkeypatch, 0.0) as places:  # no clock to wait on
+        server, drips = places.server, [places.connect() for _ in "ab"]
         for drip in drips:  # each a request head that never ends
             drip.sendall(b"GET /e?n=demo-refused HTTP/1.1\r\nHost: x\r\nX-Drip: a")
 
@@ -277,10 +296,9 @@ def test_slowloris_holding_every_place_does_not_keep_the_probe_out(
             return sum(c.arriving is not None for c in server.connections)
 
         assert wait_until(lambda: on_loop(server, arriving) == 2)
-        base = f"http://127.0.0.1:{server.effective_port}"
         for _ in drips:  # each probe's connection kept open: the bound is reached again
-            probe = held.enter_context(httpx.Client())
-            assert probe.get(f"{base}/_mock/livez").status_code == 200
+            probe = places.held.enter_context(httpx.Client())
+            assert probe.get(f"{places.base}/_mock/livez").status_code == 200
         for drip in drips:  # each gave its place with a 408 (then lingers, as a refusal does)
             data = drip.recv(65536)
             while b"}}" not in data:  # the end of the error's JSON
