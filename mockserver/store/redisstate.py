@@ -494,8 +494,10 @@ class RedisStore:
         return self._line
 
     async def _execute(self, command: Command) -> Any:
-        """A round trip through redis-py (a cluster, Sentinel, TLS)."""
+        """A round trip through redis-py (a cluster, Sentinel, TLS), set up first: a cluster's
+        client sends its first command to the first node it lists, down or not."""
         assert self._async is not None
+        await self._async.initialize()
         return await self._async.execute_command(*command)
 
     async def close_async(self) -> None:

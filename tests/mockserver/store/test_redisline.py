@@ -153,6 +153,8 @@ def test_a_connection_given_up_on_leaves_no_unretrieved_failure() -> None:
             await asyncio.wait_for(line.send(("PING",)), 0.1)
         for _ in range(5):  # the connecting task ends with the line it was given up on
             await asyncio.sleep(0.01)
+        line.close()  # (a connection made after the wait was given up on is the line's)
+        await asyncio.sleep(0.01)
         for writer in held:
             writer.close()
         frozen.close()
