@@ -303,7 +303,6 @@ class HttpConnection(asyncio.Protocol):
         return self.flow.state is not LINGERING and bool(self.pipeline)  # False: it closes itself
 
     def data_received(self, data: bytes) -> None:
-        self.last_active = self.server.loop.time()
         if self.flow.state is not OPEN:  # lingering: discarded, as ending: no request is read
             return
         try:
@@ -337,7 +336,8 @@ class HttpConnection(asyncio.Protocol):
         if self.flow.state is not OPEN:  # the connection ends with the answers owed
             raise _Refused
         self.arriving = RequestCycle()
-        self.room, self.began = MAX_HEAD_BYTES, self.last_active
+        self.room = MAX_HEAD_BYTES  # and active again: blank lines before a request are idle
+        self.last_active = self.began = self.server.loop.time()
 
     def on_url(self, url: bytes) -> None:
         cycle = self.arriving

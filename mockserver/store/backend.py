@@ -87,7 +87,7 @@ class StateURL(str):
         except ValueError:
             raise ValueError(f"{_masked(text)!r}: the port is not a number") from None
         dbs = [v for n, v in pairs if n == "db"] + [parts.path[1:]] * bool(parts.hostname)
-        if not all(db.isdigit() for db in dbs if db):  # redis-py takes db 0 for "/7x"
+        if not all(db.isascii() and db.isdigit() for db in dbs if db):  # redis-py: "/7x" is 0
             raise ValueError(f"{_masked(text)!r}: the database is not a number (HOST:PORT/DB)")
         return cls(text)
 

@@ -117,9 +117,9 @@ def _masked_body(body: bytes, mask_key: Callable[[str], str]) -> bytes:
     """``body`` with the key masked, as text, then in a JSON body's strings (escapes undone)."""
     text = body.decode("utf-8", "surrogateescape")
     masked_text = mask_key(text)
-    if masked_text == text and "\x00" in text:  # UTF-16 or 32: a key between NULs goes bare
-        bare = text.replace("\x00", "")
-        masked_text = text if (masked_bare := mask_key(bare)) == bare else masked_bare
+    if "\x00" in masked_text:  # UTF-16 or 32: a key between NULs goes bare
+        bare = masked_text.replace("\x00", "")
+        masked_text = masked_text if (masked_bare := mask_key(bare)) == bare else masked_bare
     raw = body if masked_text == text else masked_text.encode("utf-8", "surrogateescape")
     try:
         parsed = json.loads(raw)

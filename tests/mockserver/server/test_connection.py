@@ -251,3 +251,16 @@ def test_refusals_drain_a_bounded_number_at_a_time(
     for connection, _ in refused:
         connection.connection_lost(None)
     assert server.lingering == {}
+
+
+def test_blank_lines_before_a_request_keep_no_place(server: FakeServer) -> None:
+    """A byte a second of ``\\r\\n`` (skipped before a request, RFC 9112 §2.2) begins none: the
+    connection is idle all the same, for the sweep and at the bound."""
+    server.max_connections = 1
+    dripping, transport = connect(server)
+    for _ in range(int(MAKE_ROOM_AFTER) + 1):
+        server.loop.run_later(1)
+        dripping.data_received(b"\r\n")
+    connect(server)
+    assert transport.closed
+    assert transport.take() == b""

@@ -476,7 +476,7 @@ def test_a_state_url_is_checked_and_its_password_never_printed() -> None:
         StateURL.parse("http://cache.internal")
     with pytest.raises(ValueError, match="port is not a number"):
         StateURL.parse("redis://cache.internal:port/0")
-    for wrong in ("redis://:hunter2@cache.internal/7x", "unix:///run/redis.sock?db=x1"):
+    for wrong in ("redis://:hunter2@cache.internal/7x", "unix:///r.sock?db=x1", "redis://h/\u2077"):
         with pytest.raises(ValueError, match="database is not a number") as refused:
             StateURL.parse(wrong)
         assert "hunter2" not in str(refused.value)

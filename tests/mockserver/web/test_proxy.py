@@ -670,6 +670,7 @@ class Hostile:
             "full-width": f'"{"".join(chr(ord(c) + 0xFEE0) if c.isalnum() else c for c in key)}"',
             "percent-twice": f'"{"".join(f"%25{b:02X}" for b in key.encode())}"',
             "utf-16": '"' + key.encode("utf-16-le").decode("latin-1") + '"',  # NULs between
+            "utf-16-and-plain": f'["{key}", "' + key.encode("utf-16-le").decode("latin-1") + '"]',
             "header": '"none"',
         }[n]
         start_response(
@@ -743,7 +744,7 @@ def _shows_key(response: httpx.Response, key: str) -> list[str]:
     "form",
     [
         *("raw", "escaped", "percent", "base64", "base64-part", "hex-part", "capitals"),
-        *("full-width", "percent-twice", "utf-16", "header"),
+        *("full-width", "percent-twice", "utf-16", "utf-16-and-plain", "header"),
     ],
 )
 def test_an_upstream_that_reflects_its_key_is_flagged_masked_and_not_recorded(
