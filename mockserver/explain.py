@@ -51,13 +51,10 @@ VERDICT_CACHE_CONTROL = "private, max-age=86400, immutable"
 """A verdict never changes (spec §8), so callers may keep it; it is per key, hence private."""
 
 _NOT_FOUND = "unknown session id, or the session expired"
+_NO_KEY = "missing or invalid API key; send Authorization: Bearer <key>"
+_LIMITED = "rate limit exceeded for this API key"
 # Answers that never change, built once (an Answer is immutable: its headers are never mutated).
-_UNAUTHORIZED = error_answer(
-    401,
-    "unauthorized",
-    "missing or invalid API key; send Authorization: Bearer <key>",
-    headers=[("WWW-Authenticate", "Bearer")],
-)
+_UNAUTHORIZED = error_answer(401, "unauthorized", _NO_KEY, headers=[("WWW-Authenticate", "Bearer")])
 _UNKNOWN = error_answer(404, "session_not_found", _NOT_FOUND, "unknown")
 _EXPIRED = error_answer(404, "session_not_found", _NOT_FOUND, "expired")
 
@@ -90,12 +87,7 @@ def _over_budget(hits: int, budget: int) -> bool:
 # One answer per second to wait (bench_instructions --row limited: 116k a 429 with it, 152k without)
 @lru_cache(maxsize=64)
 def _retry_after(seconds: int) -> Answer:
-    return error_answer(
-        429,
-        "rate_limited",
-        "rate limit exceeded for this API key",
-        headers=[("Retry-After", str(seconds))],
-    )
+    return error_answer(429, "rate_limited", _LIMITED, headers=[("Retry-After", str(seconds))])
 
 
 def _find(state: MockState, pairs: list[tuple[str, str]] | None) -> Answer | Session:

@@ -120,6 +120,7 @@ class MockState:
     _every_key: tuple[bytes, ...] = field(default=(), init=False)
     secrets: tuple[str, ...] = field(default=(), init=False)
     """Every key, token and password journals and logs mask (:meth:`_mask`; never printed)."""
+    retired: tuple[str, ...] = field(default=(), init=False)  # tenants' keys and tokens gone
     key_finder: KeyFinder = field(default=KeyFinder(), init=False)  # a part of one, in a text
     redactor: Redactor = field(default_factory=Redactor, init=False)  # a proxy's: masks them
     _key_owners: tuple[MockState, ...] = field(default=(), init=False)  # each key's, in order
@@ -204,8 +205,11 @@ class MockState:
                     state.apply(state.scenario)
                 states[name] = state
             gone = [state for name, state in self.tenants.items() if states.get(name) is not state]
-            self.tenants = states
+            was, self.tenants = set(self.secrets), states
             self._index_keys()
+            if retired := was - set(self.secrets):  # still masked: a stale client may send one
+                self.retired = (*self.retired, *retired)[-1000:]  # the newest 1000
+                self._index_keys()
         for state in gone:  # no longer served: its connections to Redis go
             state.close()
 
@@ -240,7 +244,7 @@ class MockState:
         secrets = [self.settings.upstream_key, self.settings.control_token, *tokens]
         keys = [key.decode() for key in operator._every_key or self.key_bytes]
         shared = [secret.reveal() for secret in secrets if secret is not None]
-        self.secrets = (*keys, *shared, *secrets_of(self.settings.state))
+        self.secrets = (*keys, *shared, *secrets_of(self.settings.state), *operator.retired)
         private = [secret for secret in self.secrets if secret != DEFAULT_API_KEY]
         found = KeyFinder.of(secret.encode() for secret in private)
         self.key_finder = found._replace(whole=(*found.whole, DEFAULT_API_KEY.encode()))

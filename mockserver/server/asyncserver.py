@@ -111,11 +111,6 @@ class RequestCycle:
     state: MockState | None = None  # its tenant's state, found once (HttpConnection._state)
     asked: float = 0.0  # perf_counter() when a shared store was first asked (a 503's latency)
 
-    @classmethod
-    def refused(cls, answer: Answer) -> RequestCycle:
-        """A request answered ``answer`` without being read whole: queued, and closing."""
-        return cls(refusal=answer, phase=QUEUED, keep_alive=False)
-
     def to(self, phase: Phase) -> None:
         """Move to ``phase``; a move the table does not list raises :class:`PhaseError`."""
         if phase not in _MOVES[self.phase]:
@@ -426,7 +421,8 @@ class HttpConnection(asyncio.Protocol):
         linger; a parser callback raises what this returns, to stop parsing."""
         self.arriving = None
         self.flow.end()
-        self.pipeline.append(RequestCycle.refused(error_answer(status, code, message)))
+        refused = RequestCycle(error_answer(status, code, message), QUEUED, keep_alive=False)
+        self.pipeline.append(refused)
         if len(self.pipeline) == 1:
             self.advance()
         else:
@@ -735,17 +731,14 @@ class HttpConnection(asyncio.Protocol):
         if not flow.writes:
             return  # lingering: the drain's own timer ends it; or closed already
         if flow.write_paused:  # its answers do not drain: drop them, the kernel's copy too
-            if now - flow.paused_at > timeout:
+            if flow.stalled(now, timeout):
                 self.reset()
             return
         if self.pipeline and self.pipeline[0].phase in BUSY:
             return  # waiting on a delay or the app, not on the client
         since = self.began if self.arriving is not None else self.last_active
-        if now - since > timeout:
-            if flow.transport.get_write_buffer_size():
-                self.abort()
-            else:
-                self.close()
+        if now - since > timeout:  # what it was given and did not take: dropped
+            self.abort() if flow.transport.get_write_buffer_size() else self.close()
 
 
 SWEEP_SECONDS: Final = 0.5

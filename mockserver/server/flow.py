@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import enum
+from dataclasses import dataclass
 from typing import Final
 
-from .wire import reset_on_close
+from .wire import reset_on_close, unsent
 
 
 class Closing(enum.IntEnum):
@@ -43,27 +44,18 @@ class ClosingError(RuntimeError):
     """A move between closing states that :data:`MOVES` does not list: a bug in the server."""
 
 
+@dataclass(slots=True, eq=False)
 class FlowControl:
     """One connection's reading, its client's reading, and its closing state."""
 
-    __slots__ = (
-        "_drain",
-        "_loop",
-        "paused_at",
-        "read_paused",
-        "state",
-        "transport",
-        "write_paused",
-    )
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
-        self.transport = transport
-        self._loop = loop
-        self.state = OPEN
-        self.read_paused = False  # the server does not read (transport.pause_reading)
-        self.write_paused = False  # the client does not read what is written (pause_writing)
-        self.paused_at = 0.0  # when the client stopped reading
-        self._drain: asyncio.TimerHandle | None = None
+    transport: asyncio.Transport
+    _loop: asyncio.AbstractEventLoop
+    state: Closing = OPEN
+    read_paused: bool = False  # the server does not read (transport.pause_reading)
+    write_paused: bool = False  # the client does not read what is written (pause_writing)
+    paused_at: float = 0.0  # when the client was last seen taking none of its answers
+    unsent: int = 0  # what its transport held then
+    _drain: asyncio.TimerHandle | None = None
 
     @property
     def writes(self) -> bool:
@@ -90,8 +82,15 @@ class FlowControl:
             self.transport.pause_reading()
 
     def pause_writing(self) -> None:
-        self.write_paused = True
-        self.paused_at = self._loop.time()
+        self.write_paused, self.paused_at = True, self._loop.time()
+        self.unsent = unsent(self.transport)
+
+    def stalled(self, now: float, seconds: float) -> bool:
+        """Whether the client has taken none of its answers for ``seconds`` (slowly is taking)."""
+        if (left := unsent(self.transport)) < self.unsent:
+            self.paused_at = now
+        self.unsent = left
+        return now - self.paused_at > seconds
 
     def resume_writing(self) -> None:
         self.write_paused = False

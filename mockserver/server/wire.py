@@ -115,6 +115,18 @@ def reset_on_close(transport: asyncio.BaseTransport) -> None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
+def unsent(transport: asyncio.WriteTransport) -> int:
+    """Bytes written that the client has not taken: the transport's, and the kernel's (Linux's
+    ``SIOCOUTQ``: a socket holds megabytes, which a slow reader drains before the transport's)."""
+    size, sock = transport.get_write_buffer_size(), transport.get_extra_info("socket")
+    with contextlib.suppress(OSError, AttributeError, ImportError):  # no socket; not POSIX
+        from fcntl import ioctl
+        from termios import TIOCOUTQ
+
+        size += struct.unpack("i", ioctl(sock.fileno(), TIOCOUTQ, b"\0" * 4))[0]
+    return size
+
+
 def peer_closed(transport: asyncio.BaseTransport) -> bool:
     """Whether the client closed its side, by a peek (reading may be paused: no event says it)."""
     if (sock := transport.get_extra_info("socket")) is None:

@@ -203,8 +203,7 @@ class Clients:
 
 
 class _KeptCommands(AsyncCommandsParser):
-    """The cluster's table of commands, as the blocking client read it at start: redis-py asks
-    for it again at each reconnection, of the first node the cluster lists, which may be down."""
+    """The table of commands the blocking client read at start, not asked again of a node."""
 
     async def initialize(self, node: ClusterNode | None = None) -> None:
         if node is not None:

@@ -517,6 +517,32 @@ def test_a_name_given_to_another_team_starts_afresh(
             teams.close()
 
 
+def test_a_key_or_token_gone_from_the_file_stays_masked(
+    tenants_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stale client may still send a removed tenant's key or token (another process sharing
+    the state may not have reloaded yet): the journal and the access log mask it still."""
+    gone = ("Qz-retired-token-98765", "Zx-retired-key-4321")  # no 8 characters of another's
+    both = json.loads(json.dumps(TENANTS))
+    both["tenants"]["risk"] = {"control_token": gone[0], "api_keys": [gone[1]]}
+    tenants_file.write_text(json.dumps(both))
+    settings = Settings(api_keys=(OPERATOR_KEY,), control_token=Secret(OPERATOR_TOKEN))
+    app = create_app(replace(settings, tenants=tenants_file, access_log=True))
+    with running(app) as server, caplog.at_level(logging.INFO):
+        del both["tenants"]["risk"]
+        state_of(app).load_tenants(parse_tenants(both, (OPERATOR_KEY,), Secret(OPERATOR_TOKEN)))
+        for secret in gone:  # sent where the mock would show it: as the session id
+            sent = httpx.get(f"{server.base_url}/e", params={"n": secret}, headers=_bearer("x"))
+            assert sent.status_code == 401
+        operator = {"X-Mock-Token": OPERATOR_TOKEN}
+        journal = httpx.get(f"{server.base_url}/_mock/requests", headers=operator).json()
+    assert len(journal) == 2
+    logged = [r.getMessage() for r in caplog.records if r.name.startswith("mockserver")]
+    assert any("GET /e?n=" in line for line in logged)  # the access log was on
+    shown = json.dumps(journal) + "\n".join(logged)  # (httpx logs the test's own URLs)
+    assert not KeyFinder.of(secret.encode() for secret in gone).finds(shown), shown
+
+
 def test_the_banner_names_the_tenants(tenants_file: Path) -> None:
     settings = Settings(control_token=Secret(OPERATOR_TOKEN), tenants=tenants_file)
     state = state_of(create_app(settings))

@@ -99,6 +99,22 @@ def test_a_client_that_stops_reading_is_cut_by_the_sweep(server: FakeServer) -> 
     assert not connection.pipeline
 
 
+def test_a_client_that_reads_slowly_is_not_cut(server: FakeServer) -> None:
+    """Reading a large answer at a crawl is reading: the idle timeout runs from the last look
+    that found its transport holding no less (an 11 MB journal at 60 KB/s was cut at 30 s)."""
+    connection, transport = connect(server)
+    transport.unsent = 11_000_000  # a large answer, handed to the transport
+    connection.pause_writing()
+    for _ in range(3):  # longer than the idle timeout in all, some taken at each look
+        server.loop.run_later(IDLE_TIMEOUT - 1)
+        transport.unsent -= 60_000
+        connection.sweep(server.loop.time(), IDLE_TIMEOUT)
+        assert not transport.aborted
+    server.loop.run_later(IDLE_TIMEOUT + 1)  # then none taken
+    connection.sweep(server.loop.time(), IDLE_TIMEOUT)
+    assert transport.aborted
+
+
 def test_a_refusal_lingers_discards_any_size_and_ends_with_the_drain(server: FakeServer) -> None:
     connection, transport = connect(server)
     connection.data_received(

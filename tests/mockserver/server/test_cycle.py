@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from verdict_contract.mockserver.model.answer import error_answer
 from verdict_contract.mockserver.server.asyncserver import BUSY, Phase, PhaseError, RequestCycle
 
 
@@ -41,11 +40,6 @@ def test_a_move_out_of_turn_is_refused(path: list[Phase], wrong: Phase) -> None:
         cycle.to(phase)
     with pytest.raises(PhaseError, match=f"to {wrong.name}"):
         cycle.to(wrong)
-
-
-def test_a_refusal_is_queued_and_closes() -> None:
-    cycle = RequestCycle.refused(error_answer(413, "request_entity_too_large", "too large"))
-    assert (cycle.phase, cycle.keep_alive) == (Phase.QUEUED, False)
 
 
 def test_a_completed_request_holds_its_body_and_method() -> None:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import sys
 import time
+from typing import Any
 
 import pytest
 
+from tests.helpers import wait_until
 from verdict_contract.mockserver.model.answer import error_answer
-from verdict_contract.mockserver.server.wire import Heads, Reply
+from verdict_contract.mockserver.server.wire import Heads, Reply, unsent
 
 NOON = 1_790_000_000.0  # 2026-09-21 14:13:20 GMT
 
@@ -58,3 +63,35 @@ def test_an_apps_header_outside_latin_1_is_answered_not_hung() -> None:
         answer = httpx.get(f"{server.base_url}/_mock/x", timeout=5)
     assert answer.status_code == 200
     assert answer.headers["X-City"] == "?ód?"
+
+
+class _Held:
+    """What :func:`unsent` asks of a transport: its own buffer (empty here) and its socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def get_extra_info(self, name: str) -> Any:
+        return self.sock if name == "socket" else None
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the kernel's send queue is Linux's to tell")
+def test_unsent_counts_what_the_kernel_holds_and_falls_as_the_client_reads() -> None:
+    """A slow reader drains the kernel's megabytes before the transport's: that is progress."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname())
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        server, _ = listener.accept()
+        with client, server:
+            server.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                for _ in range(10_000):  # until the kernel holds all it will
+                    server.send(b"x" * 65536)
+            held = unsent(_Held(server))  # type: ignore[arg-type]
+            assert held > 65536
+            for _ in range(10):
+                client.recv(65536)
+            assert wait_until(lambda: unsent(_Held(server)) < held)  # type: ignore[arg-type]
