@@ -243,8 +243,7 @@ class HttpConnection(asyncio.Protocol):
         if server.open >= server.max_connections and not self._make_room():
             full = f"{server.max_connections} connections are open, none idle (--max-connections)"
             retry = [("Retry-After", "1")]
-            answer = error_answer(503, "too_many_connections", f"{full}; retry", headers=retry)
-            self._linger(answer)
+            self._linger(error_answer(503, "too_many_connections", f"{full}; retry", headers=retry))
             return
         server.open += 1
         self.counted = True
@@ -267,6 +266,8 @@ class HttpConnection(asyncio.Protocol):
             return False
         victim = max(server.connections, key=lambda connection: connection._unused(now))
         if victim._unused(now) < MAKE_ROOM_AFTER:
+            if now - server.no_room_until > 60:  # the bound reached after a quiet minute: said
+                log.warning("--max-connections %d reached, none idle: 503", server.max_connections)
             server.no_room_until = now + ROOM_LOOKED_FOR_EVERY
             return False
         victim.counted, server.open = False, server.open - 1

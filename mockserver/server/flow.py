@@ -86,7 +86,8 @@ class FlowControl:
         self.unsent = unsent(self.transport)
 
     def stalled(self, now: float, seconds: float) -> bool:
-        """Whether the client has taken none of its answers for ``seconds`` (slowly is taking)."""
+        """Whether the client has taken none of its answers for ``seconds`` (slowly is taking: a
+        socket holds megabytes, which a slow reader drains before the transport's buffer)."""
         if (left := unsent(self.transport)) < self.unsent:
             self.paused_at = now
         self.unsent = left

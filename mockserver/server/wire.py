@@ -116,8 +116,7 @@ def reset_on_close(transport: asyncio.BaseTransport) -> None:
 
 
 def unsent(transport: asyncio.WriteTransport) -> int:
-    """Bytes written that the client has not taken: the transport's, and the kernel's (Linux's
-    ``SIOCOUTQ``: a socket holds megabytes, which a slow reader drains before the transport's)."""
+    """Bytes written the client has not taken: the transport's and the kernel's (``SIOCOUTQ``)."""
     size, sock = transport.get_write_buffer_size(), transport.get_extra_info("socket")
     with contextlib.suppress(OSError, AttributeError, ImportError):  # no socket; not POSIX
         from fcntl import ioctl

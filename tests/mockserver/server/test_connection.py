@@ -8,6 +8,7 @@ kernel shows (a reset, a full socket) stays in the real-socket tests of test_asy
 from __future__ import annotations
 
 import json
+import logging
 import sys
 
 import pytest
@@ -280,3 +281,23 @@ def test_blank_lines_before_a_request_keep_no_place(server: FakeServer) -> None:
     connect(server)
     assert transport.closed
     assert transport.take() == b""
+
+
+def test_the_bound_reached_is_logged_once_a_quiet_minute(
+    server: FakeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every refusal is answered; the operator reads one line when the bound is reached, not
+    one per newcomer."""
+    server.max_connections = 1
+    holder, _ = connect(server)  # holds the place, fresh: none gives way
+    with caplog.at_level(logging.WARNING, logger="mockserver.server"):
+        for _ in range(3):
+            connect(server)
+            server.loop.run_later(ROOM_LOOKED_FOR_EVERY * 2)
+        assert [r.getMessage() for r in caplog.records] == [
+            "--max-connections 1 reached, none idle: 503"
+        ]
+        server.loop.run_later(61)
+        holder.data_received(b"GET /e HTTP/1.1\r\n")  # a request begins: fresh again
+        connect(server)
+        assert len(caplog.records) == 2
