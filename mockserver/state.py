@@ -174,8 +174,7 @@ class MockState:
 
     @property
     def signing_secret(self) -> str:
-        """What signs this state's minted ids, and names its Redis keys: a tenant's own, of its
-        name and token, so no other tenant (nor a team given the name later) reads them."""
+        """What signs its minted ids and names its Redis keys: a tenant's, of its name and token."""
         secret, tenant = self.settings.signing_secret, self.tenant
         if tenant is None:
             return secret
@@ -205,10 +204,13 @@ class MockState:
                     state.apply(state.scenario)
                 states[name] = state
             gone = [state for name, state in self.tenants.items() if states.get(name) is not state]
-            was, self.tenants = set(self.secrets), states
+            was, self.tenants = self.secrets, states
             self._index_keys()
-            if retired := was - set(self.secrets):  # still masked: a stale client may send one
-                self.retired = (*self.retired, *retired)[-1000:]  # the newest 1000
+            if retired := tuple(secret for secret in was if secret not in set(self.secrets)):
+                self.retired = (*self.retired, *retired)  # still masked: stale clients send them
+                if (past := len(self.retired) - 1000) > 0:  # the newest 1000 kept; said
+                    log.warning("%d keys or tokens of tenants removed long ago unmasked", past)
+                    self.retired = self.retired[past:]
                 self._index_keys()
         for state in gone:  # no longer served: its connections to Redis go
             state.close()

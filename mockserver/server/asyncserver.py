@@ -249,8 +249,7 @@ class HttpConnection(asyncio.Protocol):
         self.counted = True
 
     def _linger(self, refusal: Answer) -> None:
-        """Write a refusal, then drain what the client still sends: :data:`MAX_LINGERING`
-        connections at a time, the oldest cut for the next (a flood of refusals holds no more)."""
+        """Write a refusal, then drain what the client sends: MAX_LINGERING at once, oldest cut."""
         lingering = self.server.lingering
         if len(lingering) >= MAX_LINGERING:  # the one that has had longest to read its answer
             lingering.popitem(last=False)[0].abort()
@@ -258,9 +257,8 @@ class HttpConnection(asyncio.Protocol):
         self.flow.linger(self.server.heads.closing(refusal), self.server.drain_seconds)
 
     def _make_room(self) -> bool:
-        """With ``--max-connections`` open, a newcomer takes the place of the connection idle, or
-        still sending its request, the longest (:data:`MAKE_ROOM_AFTER` at least): an idle one
-        closes (nothing is owed), a slow one is answered 408 (slowloris). Whether one made room."""
+        """At ``--max-connections``, a newcomer takes the place of the one idle, or still sending
+        its request, longest (MAKE_ROOM_AFTER at least): closed, or 408. Whether one gave way."""
         server, now = self.server, self.server.loop.time()
         if now < server.no_room_until:  # none was found a moment ago: not looked for again yet
             return False

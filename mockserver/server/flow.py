@@ -36,6 +36,7 @@ MOVES: Final[dict[Closing, frozenset[Closing]]] = {
     CLOSED: frozenset({ABORTED}),  # a server stopping drops what a closing connection still owes
     ABORTED: frozenset(),
 }
+MIN_TAKEN: Final = 64 * 1024  # bytes a client not reading on must take per idle timeout
 _WRITING: Final = frozenset({OPEN, ENDING})
 _GONE: Final = frozenset({CLOSED, ABORTED})
 
@@ -53,8 +54,8 @@ class FlowControl:
     state: Closing = OPEN
     read_paused: bool = False  # the server does not read (transport.pause_reading)
     write_paused: bool = False  # the client does not read what is written (pause_writing)
-    paused_at: float = 0.0  # when the client was last seen taking none of its answers
-    unsent: int = 0  # what its transport held then
+    paused_at: float = 0.0  # when the client last took MIN_TAKEN of its answers
+    unsent: int = 0  # what its transport and socket held then
     _drain: asyncio.TimerHandle | None = None
 
     @property
@@ -86,12 +87,11 @@ class FlowControl:
         self.unsent = unsent(self.transport)
 
     def stalled(self, now: float, seconds: float) -> bool:
-        """Whether the client has taken none of its answers for ``seconds`` (slowly is taking: a
-        socket holds megabytes, which a slow reader drains before the transport's buffer)."""
-        if (left := unsent(self.transport)) < self.unsent:
-            self.paused_at = now
-        self.unsent = left
-        return now - self.paused_at > seconds
+        """Whether the client has taken less than MIN_TAKEN of its answers in ``seconds``."""
+        late = now - self.paused_at > seconds
+        if not late and (left := unsent(self.transport)) <= self.unsent - MIN_TAKEN:
+            self.paused_at, self.unsent = now, left  # reading, if slowly (the kernel's MBs first)
+        return late
 
     def resume_writing(self) -> None:
         self.write_paused = False

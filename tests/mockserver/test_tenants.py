@@ -543,6 +543,31 @@ def test_a_key_or_token_gone_from_the_file_stays_masked(
     assert not KeyFinder.of(secret.encode() for secret in gone).finds(shown), shown
 
 
+def test_past_1000_removed_secrets_the_oldest_are_unmasked_and_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The bound on what stays masked keeps the newest, in the file's order, and says so."""
+    many = {
+        f"t{i}": {
+            "control_token": f"tok-{i}-{'q' * 20}",
+            "api_keys": [f"key-{i}-{k:04d}-{'z' * 12}" for k in range(339)],
+        }
+        for i in range(3)
+    }
+    path = tmp_path / "tenants.json"
+    path.write_text(json.dumps({"tenants": many}))
+    settings = Settings(api_keys=(OPERATOR_KEY,), control_token=Secret(OPERATOR_TOKEN))
+    state = state_of(create_app(replace(settings, tenants=path)))
+    with caplog.at_level(logging.WARNING, logger="mockserver.state"):
+        state.load_tenants({})  # 1,020 keys and tokens removed at once
+    assert [r.getMessage() for r in caplog.records] == [
+        "20 keys or tokens of tenants removed long ago unmasked"
+    ]
+    assert len(state.retired) == 1000
+    assert many["t2"]["control_token"] in state.retired  # the last ones: kept
+    assert many["t0"]["api_keys"][0] not in state.retired  # the first 20: dropped, said
+
+
 def test_the_banner_names_the_tenants(tenants_file: Path) -> None:
     settings = Settings(control_token=Secret(OPERATOR_TOKEN), tenants=tenants_file)
     state = state_of(create_app(settings))

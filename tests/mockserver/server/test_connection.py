@@ -24,7 +24,7 @@ from verdict_contract.mockserver.server.asyncserver import (
     MAKE_ROOM_AFTER,
     ROOM_LOOKED_FOR_EVERY,
 )
-from verdict_contract.mockserver.server.flow import Closing
+from verdict_contract.mockserver.server.flow import MIN_TAKEN, Closing
 
 AUTH = f"Authorization: Bearer {KEY}\r\n".encode()
 
@@ -100,17 +100,21 @@ def test_a_client_that_stops_reading_is_cut_by_the_sweep(server: FakeServer) -> 
     assert not connection.pipeline
 
 
-def test_a_client_that_reads_slowly_is_not_cut(server: FakeServer) -> None:
-    """Reading a large answer at a crawl is reading: the idle timeout runs from the last look
-    that found its transport holding no less (an 11 MB journal at 60 KB/s was cut at 30 s)."""
+@pytest.mark.parametrize(("taken", "cut"), [(MIN_TAKEN, False), (MIN_TAKEN - 1, True)])
+def test_a_client_that_reads_slowly_is_cut_only_below_a_rate(
+    server: FakeServer, taken: int, cut: bool
+) -> None:
+    """Reading a large answer at a crawl is reading (an 11 MB journal at 60 KB/s was cut at
+    30 s), as long as MIN_TAKEN of it is taken in each idle timeout: a byte now and then would
+    hold the place, and the answer's memory, for ever."""
     connection, transport = connect(server)
     transport.unsent = 11_000_000  # a large answer, handed to the transport
     connection.pause_writing()
-    for _ in range(3):  # longer than the idle timeout in all, some taken at each look
+    for _ in range(3):  # longer than the idle timeout in all
         server.loop.run_later(IDLE_TIMEOUT - 1)
-        transport.unsent -= 60_000
+        transport.unsent -= taken
         connection.sweep(server.loop.time(), IDLE_TIMEOUT)
-        assert not transport.aborted
+    assert transport.aborted is cut
     server.loop.run_later(IDLE_TIMEOUT + 1)  # then none taken
     connection.sweep(server.loop.time(), IDLE_TIMEOUT)
     assert transport.aborted
