@@ -206,7 +206,8 @@ class MockState:
             gone = [state for name, state in self.tenants.items() if states.get(name) is not state]
             was, self.tenants = self.secrets, states
             self._index_keys()
-            if retired := tuple(secret for secret in was if secret not in set(self.secrets)):
+            kept = set(self.secrets)  # once, not per secret
+            if retired := tuple(secret for secret in was if secret not in kept):
                 self.retired = (*self.retired, *retired)  # still masked: stale clients send them
                 if (past := len(self.retired) - 1000) > 0:  # the newest 1000 kept; said
                     log.warning("%d keys or tokens of tenants removed long ago unmasked", past)

@@ -219,8 +219,7 @@ return redis.call('SET', KEYS[1], string.format('%.17g', sum))
 
 
 _SHA: Final = {script: hashlib.sha1(script.encode()).hexdigest() for script in (ASK, APPEND)}  # noqa: S324
-"""The scripts of ``/e`` by the name EVALSHA gives them (Redis names a script by its SHA-1;
-loaded at start, and again if lost)."""
+"""The scripts of ``/e`` by their SHA-1, EVALSHA's name for them (loaded at start or if lost)."""
 
 
 def key_prefix(secret: str, name: str | None = None) -> str:
